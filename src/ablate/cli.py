@@ -1,0 +1,119 @@
+"""`ablate` command line: train | translate | evaluate | average | params.
+
+Every command that takes a config reads `CONFIG [key=value ...]`: YAML files compose onto the
+schema in order, then dotlist overrides (`model.heads=4 model.positional=learned`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ablate.config import ConfigError
+
+
+def _split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
+    files = [x for x in items if "=" not in x]
+    overrides = [x for x in items if "=" in x]
+    return files, overrides
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ablate.config import load_config
+    from ablate.model import build_transformer, count_parameters
+
+    files, overrides = _split_config_args(args.config)
+    cfg = load_config(files, overrides)
+    counts = count_parameters(build_transformer(cfg.model, cfg.data.vocab_size))
+    table = Table(title=f"parameters (shared vocabulary {cfg.data.vocab_size:,})")
+    table.add_column("part")
+    table.add_column("count", justify="right")
+    table.add_column("x10^6", justify="right")
+    for part in ("embeddings", "encoder", "decoder", "total"):
+        table.add_row(part, f"{counts[part]:,}", f"{counts[part] / 1e6:.2f}")
+    Console().print(table)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ablate.config import load_config
+    from ablate.train import train
+
+    files, overrides = _split_config_args(args.config)
+    cfg = load_config(files, overrides)
+    train(cfg)
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from ablate.evaluate import translate_cli
+
+    return translate_cli(args)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ablate.evaluate import evaluate_cli
+
+    return evaluate_cli(args)
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from ablate.checkpoint import average_cli
+
+    return average_cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("params", help="print the parameter count of a config")
+    p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
+    p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("train", help="train one model")
+    p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
+    p.set_defaults(func=cmd_train)
+
+    decode = argparse.ArgumentParser(add_help=False)
+    decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")
+    decode.add_argument("--beam", type=int, default=None, help="beam size (default: the run's train.beam_size; 1 = greedy)")
+    decode.add_argument("--alpha", type=float, default=None, help="length penalty (default: the run's)")
+    decode.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per decoding batch")
+    decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto")
+
+    p = sub.add_parser("translate", parents=[decode], help="translate lines from stdin or a file")
+    p.add_argument("--input", "-i", default="-", help="source file (plain or .gz); - = stdin")
+    p.add_argument("--output", "-o", default="-", help="output file; - = stdout")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", parents=[decode], help="BLEU (with signature) and chrF of a checkpoint")
+    p.add_argument("--split", default="test", choices=["valid", "test"], help="a split of the run's dataset")
+    p.add_argument("--src", help="source file of another test set (plain or .gz)")
+    p.add_argument("--ref", help="reference file aligned with --src")
+    p.add_argument("--hyp-out", help="also write the hypotheses here")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("average", help="average the weights of checkpoints (the paper averaged the last 5)")
+    p.add_argument("checkpoints", nargs="*", help="checkpoint files; default: the last K of --run-dir")
+    p.add_argument("--run-dir", help="a run's out_dir; averages its last --last checkpoints")
+    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write")
+    p.set_defaults(func=cmd_average)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"ablate {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Attention kernels, logit scalings and multi-head attention (Sec. 3.2, Eq. 1; Fig. 2).
+
+A kernel turns per-head queries, keys and values into per-head outputs; `MultiHeadAttention`
+owns the projections, head split, grouped keys/values (kv_heads) and the KV cache. Every kernel
+has the signature `forward(q, k, v, mask, scale) -> out` with
+
+    q: (B, H, T, Dk)   k: (B, G, S, Dk)   v: (B, G, S, Dv)   G = kv_heads, H % G == 0
+    mask: bool, broadcastable to (B, H, T, S), True = may attend; or None
+    scale: float, or a (H, 1, 1) tensor for per-head learned scalings
+
+Scalings (`SCALING`) produce the factor that multiplies the attention logits of any kernel, so
+`attention_scaling` ablates the 1/sqrt(d_k) of Eq. 1 for every variant alike. To add a kernel,
+write a class with that signature and decorate it with `@register(ATTENTION, "name")`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ablate.registry import register
+
+ATTENTION: dict[str, type[nn.Module]] = {}
+SCALING: dict[str, type[nn.Module]] = {}
+
+
+def repeat_kv(x: Tensor, heads: int) -> Tensor:
+    """(B, G, S, D) -> (B, H, S, D): each key/value head serves H // G query heads."""
+    groups = x.size(1)
+    return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
+
+
+def softmax_attend(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float, training: bool) -> Tensor:
+    """The unfused tail shared by kernels that compute their own logits."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
+    weights = F.dropout(weights, dropout, training)
+    return weights @ repeat_kv(v, scores.size(1))  # (B, H, T, Dv)
+
+
+# -- kernels ---------------------------------------------------------------------------------
+
+
+@register(ATTENTION, "scaled_dot_product")
+class ScaledDotProduct(nn.Module):
+    """softmax(Q K^T * scale) V, the paper's Eq. 1, through torch's fused scaled_dot_product_attention.
+
+    A per-head (learned) scale is folded into Q, which keeps the fused kernel usable for it too.
+    """
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = dropout
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
+        if isinstance(scale, Tensor):
+            q, scale = q * scale, 1.0
+        return F.scaled_dot_product_attention(
+            q, k, v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            scale=scale,
+            enable_gqa=k.size(1) != q.size(1),
+        )  # (B, H, T, Dv)
+
+
+@register(ATTENTION, "additive")
+class Additive(nn.Module):
+    """Additive (Bahdanau) attention: score(q, k) = w_h . tanh(q + k), the paper's comparison in Sec. 3.2.1.
+
+    Q and K already are per-head linear maps of the inputs (W_q x, W_k y), so this is
+    w^T tanh(W_q x + W_k y) with the hidden size d_k. Memory grows as B*H*T*S*d_k.
+    """
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = dropout
+        self.w = nn.Parameter(torch.randn(heads, d_k) * d_k**-0.5)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
+        k = repeat_kv(k, q.size(1))
+        hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (B, H, T, S, Dk)
+        scores = torch.einsum("bhtsd,hd->bhts", hidden, self.w) * scale  # (B, H, T, S)
+        return softmax_attend(scores, v, mask, self.dropout, self.training)
+
+
+# -- scalings of the logits ------------------------------------------------------------------
+
+
+class _FixedScale(nn.Module):
+    def __init__(self, *, heads: int, d_k: int):
+        super().__init__()
+        self.value = self.factor(d_k)
+
+    def forward(self) -> float:
+        return self.value
+
+    def extra_repr(self) -> str:
+        return f"scale={self.value:.4g}"
+
+
+@register(SCALING, "inv_sqrt_dk")
+class InvSqrtDk(_FixedScale):
+    """1/sqrt(d_k): keeps dot products of unit-variance q, k at unit variance (Sec. 3.2.1, footnote 4)."""
+
+    factor = staticmethod(lambda d_k: d_k**-0.5)
+
+
+@register(SCALING, "inv_dk")
+class InvDk(_FixedScale):
+    """1/d_k (as in muP): logits stay O(1) when q and k become correlated during training."""
+
+    factor = staticmethod(lambda d_k: 1.0 / d_k)
+
+
+@register(SCALING, "none")
+class NoScale(_FixedScale):
+    """Unscaled logits; with large d_k the softmax saturates, which is what the paper's scaling avoids."""
+
+    factor = staticmethod(lambda d_k: 1.0)
+
+
+@register(SCALING, "learned")
+class LearnedTemperature(nn.Module):
+    """A learned inverse temperature per head, initialised at 1/sqrt(d_k), kept positive via exp."""
+
+    def __init__(self, *, heads: int, d_k: int):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.full((heads,), -0.5 * math.log(d_k)))
+
+    def forward(self) -> Tensor:
+        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
+
+
+# -- multi-head attention --------------------------------------------------------------------
+
+
+class MultiHeadAttention(nn.Module):
+    """Projections, head split and KV cache around a pluggable kernel (Sec. 3.2.2).
+
+    One fused input projection holds W_q, W_k, W_v: self-attention applies it in one matmul,
+    cross attention applies its Q rows to the decoder state and its K/V rows to the encoder
+    output. `kv_heads < heads` gives grouped-query attention (1 = multi-query).
+    """
+
+    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: nn.Module, scaling: nn.Module):
+        super().__init__()
+        if heads % kv_heads:
+            raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
+        self.heads, self.kv_heads, self.d_k, self.d_v = heads, kv_heads, d_k, d_v
+        self.q_dim, self.k_dim, self.v_dim = heads * d_k, kv_heads * d_k, kv_heads * d_v
+        self.in_proj = nn.Linear(d_model, self.q_dim + self.k_dim + self.v_dim)
+        self.out_proj = nn.Linear(heads * d_v, d_model)
+        self.kernel, self.scaling = kernel, scaling
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Xavier per projection, as if W_q, W_k, W_v were separate matrices (fusing must not change init).
+        with torch.no_grad():
+            for block in self.in_proj.weight.split([self.q_dim, self.k_dim, self.v_dim]):
+                nn.init.xavier_uniform_(block)
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.xavier_uniform_(self.out_proj.weight)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def _split(self, x: Tensor, heads: int) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, heads, -1).transpose(1, 2)  # (B, heads, T, d)
+
+    def _project_kv(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        w, b = self.in_proj.weight[self.q_dim :], self.in_proj.bias[self.q_dim :]
+        k, v = F.linear(context, w, b).split([self.k_dim, self.v_dim], dim=-1)
+        return self._split(k, self.kv_heads), self._split(v, self.kv_heads)  # (B, G, S, Dk), (B, G, S, Dv)
+
+    def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None) -> Tensor:
+        """x: (B, T, D) queries. context: (B, S, D) for cross attention, None for self-attention.
+
+        cache: a dict owned by this layer for incremental decoding. Self-attention appends this
+        step's keys/values to it; cross attention projects the context once and reuses it.
+        """
+        if context is None:
+            q, k, v = self.in_proj(x).split([self.q_dim, self.k_dim, self.v_dim], dim=-1)
+            q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
+            if cache is not None:
+                if "k" in cache:
+                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        else:
+            q = self._split(F.linear(x, self.in_proj.weight[: self.q_dim], self.in_proj.bias[: self.q_dim]), self.heads)
+            if cache is not None and "k" in cache:
+                k, v = cache["k"], cache["v"]
+            else:
+                k, v = self._project_kv(context)
+                if cache is not None:
+                    cache["k"], cache["v"] = k, v
+        out = self.kernel(q, k, v, mask, self.scaling())  # (B, H, T, Dv)
+        return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, D)

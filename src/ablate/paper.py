@@ -1,0 +1,50 @@
+"""The paper's Table 3 (variations on the base model, newstest2013 dev): our reference columns.
+
+Each row is the config overrides that make it plus the paper's PPL, BLEU and params (x10^6).
+Blank cells of the paper mean "as base"; a blank params cell is therefore the base's 65.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    name: str
+    group: str  # base, A..E, big
+    overrides: dict = field(default_factory=dict)
+    ppl: float = 0.0
+    bleu: float = 0.0
+    params_m: float = 65.0
+    train_steps: int = 100_000
+
+
+TABLE3: list[PaperRow] = [
+    PaperRow("base", "base", {}, 4.92, 25.8, 65),
+    PaperRow("A-h1", "A", {"model.heads": 1, "model.d_k": 512, "model.d_v": 512}, 5.29, 24.9),
+    PaperRow("A-h4", "A", {"model.heads": 4, "model.d_k": 128, "model.d_v": 128}, 5.00, 25.5),
+    PaperRow("A-h16", "A", {"model.heads": 16, "model.d_k": 32, "model.d_v": 32}, 4.91, 25.8),
+    PaperRow("A-h32", "A", {"model.heads": 32, "model.d_k": 16, "model.d_v": 16}, 5.01, 25.4),
+    PaperRow("B-dk16", "B", {"model.d_k": 16}, 5.16, 25.1, 58),
+    PaperRow("B-dk32", "B", {"model.d_k": 32}, 5.01, 25.4, 60),
+    PaperRow("C-N2", "C", {"model.enc_layers": 2, "model.dec_layers": 2}, 6.11, 23.7, 36),
+    PaperRow("C-N4", "C", {"model.enc_layers": 4, "model.dec_layers": 4}, 5.19, 25.3, 50),
+    PaperRow("C-N8", "C", {"model.enc_layers": 8, "model.dec_layers": 8}, 4.88, 25.5, 80),
+    PaperRow("C-d256", "C", {"model.d_model": 256, "model.d_k": 32, "model.d_v": 32}, 5.75, 24.5, 28),
+    PaperRow("C-d1024", "C", {"model.d_model": 1024, "model.d_k": 128, "model.d_v": 128}, 4.66, 26.0, 168),
+    PaperRow("C-ff1024", "C", {"model.d_ff": 1024}, 5.12, 25.4, 53),
+    PaperRow("C-ff4096", "C", {"model.d_ff": 4096}, 4.75, 26.2, 90),
+    PaperRow("D-drop0.0", "D", {"model.dropout": 0.0}, 5.77, 24.6),
+    PaperRow("D-drop0.2", "D", {"model.dropout": 0.2}, 4.95, 25.5),
+    PaperRow("D-ls0.0", "D", {"train.label_smoothing": 0.0}, 4.67, 25.3),
+    PaperRow("D-ls0.2", "D", {"train.label_smoothing": 0.2}, 5.47, 25.7),
+    PaperRow("E-learned", "E", {"model.positional": "learned"}, 4.92, 25.7),
+    PaperRow(
+        "big", "big",
+        {"model.d_model": 1024, "model.d_ff": 4096, "model.heads": 16, "model.dropout": 0.3},
+        4.33, 26.4, 213, 300_000,
+    ),
+]
+
+PAPER_VOCAB = 41_000  # the shared vocabulary at which the params column is self-consistent (see PAPER.md)

@@ -1,0 +1,118 @@
+"""Every registered kernel and scaling: shapes, masking, the fused kernel against a plain reference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ablate.model.attention import ATTENTION, SCALING, MultiHeadAttention, ScaledDotProduct
+
+
+def reference_attention(q, k, v, mask, scale):
+    """softmax(Q K^T * scale) V written out by hand (Eq. 1)."""
+    heads = q.size(1)
+    k = k.repeat_interleave(heads // k.size(1), dim=1)
+    v = v.repeat_interleave(heads // v.size(1), dim=1)
+    scores = (q @ k.transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def qkv(b=2, h=4, g=4, t=5, s=7, d_k=8, d_v=6):
+    return torch.randn(b, h, t, d_k), torch.randn(b, g, s, d_k), torch.randn(b, g, s, d_v)
+
+
+def key_mask(b=2, s=7):
+    mask = torch.ones(b, 1, 1, s, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    return mask
+
+
+@pytest.mark.parametrize("kv_groups", [4, 2, 1])
+def test_scaled_dot_product_matches_reference(kv_groups):
+    q, k, v = qkv(g=kv_groups)
+    mask = key_mask()
+    out = ScaledDotProduct(heads=4, d_k=8)(q, k, v, mask, 8**-0.5)
+    torch.testing.assert_close(out, reference_attention(q, k, v, mask, 8**-0.5), atol=1e-5, rtol=1e-5)
+
+
+def test_per_head_scale_folded_into_query_matches_reference():
+    q, k, v = qkv()
+    scale = torch.tensor([0.1, 0.5, 1.0, 2.0]).view(4, 1, 1)
+    out = ScaledDotProduct(heads=4, d_k=8)(q, k, v, None, scale)
+    torch.testing.assert_close(out, reference_attention(q, k, v, None, scale), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+@pytest.mark.parametrize("kv_groups", [4, 1])
+def test_kernel_shape_and_masked_keys_are_ignored(name, kv_groups):
+    kernel = ATTENTION[name](heads=4, d_k=8).eval()
+    q, k, v = qkv(g=kv_groups)
+    mask = key_mask()
+    out = kernel(q, k, v, mask, 8**-0.5)
+    assert out.shape == (2, 4, 5, 6)
+    # Whatever sits at masked key positions must not reach the output.
+    k2, v2 = k.clone(), v.clone()
+    k2[1, :, 4:] = torch.randn_like(k2[1, :, 4:]) * 100
+    v2[1, :, 4:] = torch.randn_like(v2[1, :, 4:]) * 100
+    torch.testing.assert_close(kernel(q, k2, v2, mask, 8**-0.5), out)
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_kernel_output_is_convex_combination_of_values(name):
+    # Rows of the attention weights sum to 1: with all values equal to c, the output is c.
+    kernel = ATTENTION[name](heads=4, d_k=8).eval()
+    q, k, _ = qkv()
+    v = torch.full((2, 4, 7, 6), 3.0)
+    torch.testing.assert_close(kernel(q, k, v, key_mask(), 1.0), torch.full((2, 4, 5, 6), 3.0))
+
+
+@pytest.mark.parametrize("name", sorted(SCALING))
+def test_scalings(name):
+    scale = SCALING[name](heads=4, d_k=16)()
+    expected = {"inv_sqrt_dk": 0.25, "inv_dk": 1 / 16, "none": 1.0, "learned": 0.25}[name]
+    values = scale.flatten() if torch.is_tensor(scale) else torch.tensor([scale])
+    torch.testing.assert_close(values, torch.full_like(values, expected))
+
+
+def test_learned_scaling_is_per_head_and_trained():
+    scaling = SCALING["learned"](heads=4, d_k=16)
+    mha = MultiHeadAttention(d_model=16, heads=4, d_k=4, d_v=4, kv_heads=4, kernel=ScaledDotProduct(heads=4, d_k=4), scaling=scaling)
+    mha(torch.randn(2, 5, 16)).pow(2).sum().backward()
+    assert scaling.log_scale.grad is not None and scaling.log_scale.grad.shape == (4,)
+    assert scaling.log_scale.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_scaling_acts_on_every_kernel(name):
+    kernel = ATTENTION[name](heads=4, d_k=8).eval()
+    q, k, v = qkv()
+    assert not torch.allclose(kernel(q, k, v, None, 1.0), kernel(q, k, v, None, 0.05))
+
+
+def test_multi_query_shares_keys_and_values():
+    mha = MultiHeadAttention(d_model=16, heads=4, d_k=8, d_v=8, kv_heads=1,
+                             kernel=ScaledDotProduct(heads=4, d_k=8), scaling=SCALING["inv_sqrt_dk"](heads=4, d_k=8))
+    # One key and one value head: the K/V part of the projection has d_k + d_v rows, not heads * (d_k + d_v).
+    assert mha.in_proj.weight.shape == (4 * 8 + 8 + 8, 16)
+    cache: dict = {}
+    mha(torch.randn(2, 3, 16), cache=cache)
+    assert cache["k"].shape == (2, 1, 3, 8) and cache["v"].shape == (2, 1, 3, 8)
+    # Reference: every query head attends with the same single K/V head.
+    x = torch.randn(2, 3, 16)
+    q, k, v = mha.in_proj(x).split([32, 8, 8], dim=-1)
+    q = q.view(2, 3, 4, 8).transpose(1, 2)
+    k, v = k.view(2, 3, 1, 8).transpose(1, 2), v.view(2, 3, 1, 8).transpose(1, 2)
+    ref = reference_attention(q, k.expand(2, 4, 3, 8), v.expand(2, 4, 3, 8), None, 8**-0.5)
+    torch.testing.assert_close(mha(x), mha.out_proj(ref.transpose(1, 2).flatten(2)), atol=1e-5, rtol=1e-5)
+
+
+def test_d_k_and_d_v_are_independent_of_d_model():
+    mha = MultiHeadAttention(d_model=16, heads=2, d_k=3, d_v=5, kv_heads=2,
+                             kernel=ScaledDotProduct(heads=2, d_k=3), scaling=SCALING["inv_sqrt_dk"](heads=2, d_k=3))
+    assert mha(torch.randn(2, 4, 16), torch.randn(2, 6, 16)).shape == (2, 4, 16)
+    assert mha.out_proj.in_features == 2 * 5
+    assert math.isclose(mha.scaling(), 3**-0.5)
