@@ -24,3 +24,45 @@ def random_batch(b: int = 3, s: int = 7, t: int = 6, vocab: int = VOCAB, pad_tai
             src[i, s - i :] = 0
             tgt[i, t - i :] = 0
     return src, tgt
+
+
+WORDS = ["red", "blue", "green", "dog", "cat", "bird", "runs", "sleeps", "eats", "big", "small", "old", "a", "the", "man", "woman"]
+TRANSLATE = {w: w[::-1] + "x" for w in WORDS}  # a made-up "German": each word reversed plus x
+
+
+def write_corpus(folder, n_train: int = 400, n_valid: int = 40, n_test: int = 40, seed: int = 0, gz: bool = False):
+    """A tiny synthetic parallel corpus (word-by-word substitution) as PREFIX.{en,de} files; returns the folder."""
+    import gzip
+    import random
+    from pathlib import Path
+
+    rng = random.Random(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_test)):
+        src = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 7))) for _ in range(n)]
+        tgt = [" ".join(TRANSLATE[w] for w in s.split()) for s in src]
+        for lang, lines in (("en", src), ("de", tgt)):
+            text = "".join(line + "\n" for line in lines).encode()
+            path = folder / f"{split}.{lang}" if not gz else folder / f"{split}.{lang}.gz"
+            path.write_bytes(gzip.compress(text) if gz else text)
+    return folder
+
+
+def tiny_experiment(tmp_path, **sections):
+    """A whole ExperimentConfig for a seconds-long run on write_corpus() data."""
+    from ablate.config import load_config
+
+    corpus = write_corpus(tmp_path / "corpus")
+    base = {
+        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
+        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
+                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
+                 "cache_dir": str(tmp_path / "cache")},
+        "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 15, "log_every_steps": 5, "keep_last": 2},
+        "logging": {"wandb": False, "progress": False},
+        "out_dir": str(tmp_path / "run"),
+    }
+    for section, values in sections.items():
+        base.setdefault(section, {}).update(values) if isinstance(values, dict) else base.__setitem__(section, values)
+    return load_config(**base)

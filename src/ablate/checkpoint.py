@@ -1,0 +1,128 @@
+"""Reading checkpoints safely, rebuilding a model from one, and averaging the last K (Sec. 6.1).
+
+Checkpoints are loaded with `torch.load(weights_only=True)`: a file crafted to run code when
+unpickled is refused, not executed. Writes go to a temp file and are renamed into place, so an
+interrupted write never replaces a good file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ablate.config import ExperimentConfig, from_dict
+from ablate.datasets import cache_dir
+from ablate.model import Transformer, build_transformer
+from ablate.tokenizer import Tokenizer
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or is not an ablate checkpoint; names the file."""
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated zip, pickle refused by weights_only, ...
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
+    return ckpt
+
+
+def save_atomic(obj: dict, path: str | os.PathLike) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:
+    """The SentencePiece model stored inside the checkpoint, written once to a content-addressed cache file."""
+    proto = ckpt.get("tokenizer_model")
+    if not proto:
+        raise CheckpointError(f"{source}: holds no tokenizer (was it written by `ablate train`?)")
+    digest = hashlib.sha256(proto).hexdigest()[:16]
+    path = cache_dir() / "tokenizers" / "from-checkpoints" / f"{digest}.model"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(proto)
+        os.replace(tmp, path)
+    return Tokenizer(path)
+
+
+def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, ExperimentConfig, Tokenizer]:
+    """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`."""
+    ckpt = load_checkpoint(path)
+    hp = ckpt["hyper_parameters"]
+    cfg = from_dict(hp["config"])
+    model = build_transformer(cfg.model, hp["vocab_size"])
+    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: weights do not fit the saved config ({str(e).splitlines()[0]})") from None
+    return model.eval(), cfg, tokenizer_from_checkpoint(ckpt, str(path))
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
+    """Mean of the model weights of several checkpoints of one run; the rest is taken from the last."""
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    ckpts = [load_checkpoint(p) for p in paths]
+    keys = ckpts[-1]["state_dict"].keys()
+    for p, c in zip(paths, ckpts):
+        if c["state_dict"].keys() != keys or c["hyper_parameters"]["config"]["model"] != ckpts[-1]["hyper_parameters"]["config"]["model"]:
+            raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
+    avg = {}
+    for k in keys:
+        tensors = [c["state_dict"][k] for c in ckpts]
+        avg[k] = torch.stack([t.double() for t in tensors]).mean(0).to(tensors[0].dtype) if tensors[0].is_floating_point() else tensors[-1]
+    out = {k: v for k, v in ckpts[-1].items() if k not in ("optimizer_states", "lr_schedulers", "callbacks", "loops")}
+    out["state_dict"] = avg
+    out["averaged_from"] = [str(p) for p in paths]
+    return out
+
+
+def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's periodic checkpoints (checkpoints/step=N.ckpt), oldest first."""
+    found = []
+    for p in (Path(run_dir) / "checkpoints").glob("step=*.ckpt"):
+        m = re.fullmatch(r"step=(\d+)\.ckpt", p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def average_cli(args: argparse.Namespace) -> int:
+    paths = list(args.checkpoints)
+    if args.run_dir:
+        paths += step_checkpoints(args.run_dir)[-args.last :]
+    if not paths:
+        raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
+    out = Path(args.output)
+    if out.resolve() in {Path(p).resolve() for p in paths}:
+        raise CheckpointError(f"--output {out} is one of the inputs; refusing to overwrite it")
+    save_atomic(average_checkpoints(paths), out)
+    print(f"averaged {len(paths)} checkpoints -> {out}")
+    for p in paths:
+        print(f"  {p}")
+    return 0

@@ -1,0 +1,108 @@
+"""Translating text with a trained model and scoring it: `ablate translate` and `ablate evaluate`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ablate.checkpoint import model_from_checkpoint
+from ablate.config import ExperimentConfig
+from ablate.corpus import read_lines, read_parallel
+from ablate.generate import EOS_ID, beam_search
+from ablate.metrics import bleu, chrf
+from ablate.model import Transformer
+from ablate.model.transformer import PAD_ID
+from ablate.tokenizer import Tokenizer
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+@torch.no_grad()
+def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: ExperimentConfig, beam: int | None = None,
+              alpha: float | None = None, batch_tokens: int = 4000, progress: bool = False) -> list[str]:
+    """Beam-search translations of `lines`, in input order; batches are formed by source length."""
+    t = cfg.train
+    beam, alpha = beam or t.beam_size, t.length_penalty if alpha is None else alpha
+    device = next(model.parameters()).device
+    learned = cfg.model.positional == "learned"
+    cap = cfg.model.max_positions if learned else None
+    max_src = cfg.model.max_positions - 1 if learned else None  # room for EOS within the position table
+    encoded = [ids[:max_src] + [EOS_ID] if max_src else ids + [EOS_ID] for ids in tokenizer.encode(lines)]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    outputs: list[list[int]] = [[] for _ in encoded]
+    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True)
+    with bar:
+        task = bar.add_task("", total=len(order))
+        start = 0
+        while start < len(order):
+            longest, end = 0, start
+            while end < len(order) and (end == start or max(longest, len(encoded[order[end]])) * (end - start + 1) <= batch_tokens):
+                longest = max(longest, len(encoded[order[end]]))
+                end += 1
+            rows = order[start:end]
+            src = torch.full((len(rows), longest), PAD_ID, dtype=torch.long)
+            for r, i in enumerate(rows):
+                src[r, : len(encoded[i])] = torch.tensor(encoded[i])
+            hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
+            for i, h in zip(rows, hyps):
+                outputs[i] = h
+            bar.advance(task, len(rows))
+            start = end
+    return tokenizer.decode(outputs)
+
+
+def score(hyps: list[str], refs: list[str]) -> dict:
+    b, c = bleu(hyps, refs), chrf(hyps, refs)
+    return {"bleu": round(b.score, 2), "bleu_signature": b.signature, "chrf": round(c.score, 2), "chrf_signature": c.signature,
+            "sentences": len(refs)}
+
+
+def _load(args: argparse.Namespace):
+    model, cfg, tokenizer = model_from_checkpoint(args.checkpoint)
+    return model.to(pick_device(args.device)), cfg, tokenizer
+
+
+def translate_cli(args: argparse.Namespace) -> int:
+    model, cfg, tokenizer = _load(args)
+    lines = sys.stdin.read().splitlines() if args.input == "-" else read_lines(args.input)
+    hyps = translate(model, tokenizer, lines, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
+    text = "".join(h + "\n" for h in hyps)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
+
+
+def evaluate_cli(args: argparse.Namespace) -> int:
+    if bool(args.src) != bool(args.ref):
+        raise ValueError("--src and --ref go together (a source file and its aligned reference)")
+    model, cfg, tokenizer = _load(args)
+    if args.src:
+        # Keep every line (empty ones too) so the hypotheses stay aligned with the references.
+        srcs, refs = read_lines(args.src), read_lines(args.ref)
+        if len(srcs) != len(refs):
+            raise ValueError(f"{args.src} has {len(srcs)} lines but {args.ref} has {len(refs)}")
+        name = f"{args.src}"
+    else:
+        from ablate.datasets import resolve_split
+
+        split = "valid" if args.split == "valid" else "test"
+        pairs, _ = read_parallel(*resolve_split(cfg.data, split))
+        srcs, refs = [s for s, _ in pairs], [r for _, r in pairs]
+        name = f"{cfg.data.dataset}:{split}"
+    hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
+    if args.hyp_out:
+        Path(args.hyp_out).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
+    print(json.dumps(result, indent=2))
+    return 0

@@ -1,0 +1,106 @@
+"""`TranslationModule`: the thin Lightning shell around the Transformer (Sec. 5.3-5.4).
+
+Label-smoothed cross entropy, Adam(0.9, 0.98, 1e-9) with the inverse-sqrt warmup schedule,
+and validation reporting loss, perplexity and sacreBLEU of beam-search output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from ablate.config import ExperimentConfig, from_dict, to_dict
+from ablate.generate import beam_search
+from ablate.metrics import bleu
+from ablate.model import build_transformer, count_parameters
+from ablate.model.transformer import PAD_ID
+
+
+def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
+    """lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), step counted from 1 (Eq. 3)."""
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+class TranslationModule(L.LightningModule):
+    def __init__(self, config: dict, vocab_size: int):
+        super().__init__()
+        self.save_hyperparameters()  # the resolved config and vocab size travel in every checkpoint
+        self.cfg: ExperimentConfig = from_dict(config)
+        self.model = build_transformer(self.cfg.model, vocab_size)
+        self.params = count_parameters(self.model)
+        self.tokenizer_proto: bytes | None = None  # set by train(); makes checkpoints self-contained
+        self.bleu_signature = ""
+        self._val_sums = torch.zeros(3)  # smoothed loss, nll, target tokens
+        self._hyps: dict[int, list[int]] = {}
+        if self.cfg.train.compile:
+            self.model.compile()  # in place: state-dict keys stay those of the plain model
+
+    @classmethod
+    def from_config(cls, cfg: ExperimentConfig, vocab_size: int) -> TranslationModule:
+        return cls(to_dict(cfg), vocab_size)
+
+    def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Summed label-smoothed loss, summed NLL (for perplexity) and the number of target tokens."""
+        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
+        logits, target = logits.flatten(0, 1).float(), batch["tgt_out"].flatten()
+        loss = F.cross_entropy(logits, target, ignore_index=PAD_ID, label_smoothing=self.cfg.train.label_smoothing, reduction="sum")
+        with torch.no_grad():
+            nll = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="sum")
+        return loss, nll, (target != PAD_ID).sum()
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, nll, ntok = self._step(batch)
+        loss = loss / ntok
+        self.log("train/loss", loss, prog_bar=True, batch_size=int(ntok))
+        self.log("train/ppl", torch.exp(nll / ntok), batch_size=int(ntok))
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, device=self.device)
+        self._hyps = {}
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, nll, ntok = self._step(batch)
+        self._val_sums += torch.stack([loss.detach(), nll, ntok.to(loss.dtype)])
+        t = self.cfg.train
+        limit = t.val_max_sentences or float("inf")
+        if t.val_bleu and not self.trainer.sanity_checking and len(self._hyps) < limit:
+            outs = beam_search(self.model, batch["src"], t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, self._decode_cap())
+            self._hyps.update(zip(batch["idx"].tolist(), outs))
+
+    def on_validation_epoch_end(self) -> None:
+        loss, nll, ntok = self._val_sums.tolist()
+        ntok = max(ntok, 1.0)
+        metrics = {"val/loss": loss / ntok, "val/nll": nll / ntok, "val/ppl": math.exp(min(nll / ntok, 50.0))}
+        if self._hyps:
+            dm = self.trainer.datamodule
+            _, refs = dm.raw("valid")
+            order = sorted(self._hyps)
+            score = bleu(dm.tokenizer.decode([self._hyps[i] for i in order]), [refs[i] for i in order])
+            metrics["val/bleu"] = score.score
+            self.bleu_signature = score.signature
+        self.log_dict(metrics)
+
+    def _decode_cap(self) -> int | None:
+        return self.cfg.model.max_positions if self.cfg.model.positional == "learned" else None
+
+    def configure_optimizers(self):
+        t = self.cfg.train
+        opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: noam_factor(step + 1, self.cfg.model.d_model, t.warmup, t.lr_scale)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.tokenizer_proto is not None:
+            checkpoint["tokenizer_model"] = self.tokenizer_proto
+        checkpoint["params"] = dict(self.params)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.tokenizer_proto = checkpoint.get("tokenizer_model")

@@ -1,0 +1,135 @@
+"""`ablate train`: one complete training run, the unit of every ablation study.
+
+The run directory (`out_dir`) receives config.yaml (the fully resolved config), checkpoints
+(best by val/bleu, the last K, last.ckpt), metrics.csv, W&B offline files and summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+from ablate.config import ExperimentConfig, flatten, to_dict, to_yaml
+from ablate.data import TranslationDataModule
+from ablate.lit import TranslationModule
+from ablate.metrics import SpeedCallback
+
+log = logging.getLogger(__name__)
+
+
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def prepare_out_dir(cfg: ExperimentConfig) -> Path:
+    """Create out_dir and prove it is writable before any work starts."""
+    out = Path(cfg.out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(f"out_dir={cfg.out_dir} is not writable: {e.strerror}") from None
+    return out
+
+
+def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLogger | None:
+    lc = cfg.logging
+    if not lc.wandb or lc.mode == "disabled":
+        return None
+    os.environ.setdefault("WANDB_SILENT", "true")
+    return WandbLogger(
+        project=lc.project, entity=lc.entity, group=lc.group, name=lc.name or out.name, tags=list(lc.tags),
+        save_dir=str(out), mode=lc.mode, config={**flatten(to_dict(cfg)), **extra}, log_model=False,
+    )
+
+
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback) -> L.Trainer:
+    t = cfg.train
+    monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
+    callbacks = [
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
+                        auto_insert_metric_name=False, enable_version_counter=False),
+        # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max",
+                        save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
+        speed,
+    ]
+    if cfg.logging.progress:
+        callbacks.append(RichProgressBar(leave=True))
+    every = t.val_every_steps
+    return L.Trainer(
+        max_steps=t.max_steps, max_epochs=t.max_epochs or -1,
+        accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, precision=t.precision,
+        accumulate_grad_batches=t.accumulate, gradient_clip_val=t.clip_grad or None,
+        val_check_interval=every * t.accumulate if every else 1.0, check_val_every_n_epoch=None if every else 1,
+        log_every_n_steps=t.log_every_steps, logger=loggers, callbacks=callbacks, default_root_dir=out,
+        use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
+        enable_progress_bar=cfg.logging.progress, num_sanity_val_steps=1, deterministic=t.deterministic,
+        enable_model_summary=False,
+    )
+
+
+def train(cfg: ExperimentConfig) -> dict:
+    """Train, validate and checkpoint one model; returns the run summary (also written to summary.json)."""
+    out = prepare_out_dir(cfg)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    module = TranslationModule.from_config(cfg, dm.tokenizer.vocab_size)
+    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": dm.tokenizer.vocab_size}
+    speed = SpeedCallback(cfg.train.log_every_steps)
+    wandb_logger = make_wandb_logger(cfg, out, extra)
+    loggers = [CSVLogger(str(out), name="", version="")] + ([wandb_logger] if wandb_logger else [])
+    trainer = make_trainer(cfg, out, loggers, speed)
+    started = time.perf_counter()
+    try:
+        trainer.fit(module, datamodule=dm)
+        summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
+        if trainer.is_global_zero:
+            (out / "summary.json").write_text(json.dumps(summary, indent=2))
+            if wandb_logger is not None:
+                wandb_logger.experiment.summary.update(summary)
+        return summary
+    finally:
+        if wandb_logger is not None:
+            import wandb
+
+            wandb.finish()
+
+
+def _summary(cfg, trainer, module, speed, wall, extra) -> dict:
+    best = trainer.checkpoint_callbacks[0]
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    summary = {
+        "out_dir": cfg.out_dir, "steps": trainer.global_step, "epochs": trainer.current_epoch, "wall_seconds": round(wall, 1),
+        "params": module.params, **extra,
+        "last": metrics,
+        "best": {"metric": best.monitor, "value": None if best.best_model_score is None else float(best.best_model_score),
+                 "checkpoint": best.best_model_path},
+        "bleu_signature": module.bleu_signature,
+        **{k: round(v, 2) for k, v in speed.summary.items()},
+    }
+    if cfg.sweep.study:
+        summary["sweep"] = to_dict(cfg)["sweep"]
+    return summary
