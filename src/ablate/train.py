@@ -35,8 +35,14 @@ def git_sha() -> str | None:
 
 
 def prepare_out_dir(cfg: ExperimentConfig) -> Path:
-    """Create out_dir and prove it is writable before any work starts."""
+    """Create out_dir and prove it is writable before any work starts; never train over an earlier run."""
     out = Path(cfg.out_dir)
+    existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
+    if existing:
+        raise ValueError(
+            f"out_dir={cfg.out_dir} already holds a run ({len(existing)} checkpoints, e.g. {existing[0].name}); "
+            "choose another out_dir so nothing of it is overwritten"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"

@@ -1,0 +1,82 @@
+"""Parallel text files, one sentence per line, plain or gzip, strict UTF-8 (the sentence pairs of Sec. 5.1).
+
+The same reader serves the training splits and `ablate evaluate --src FILE --ref FILE`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Optional
+
+log = logging.getLogger(__name__)
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class CorpusStats:
+    lines: int  # lines per side in the files
+    kept: int
+    empty: int  # pairs dropped because one side was empty (after stripping whitespace)
+    too_long: int  # pairs dropped because one side had more than max_len_chars characters
+
+
+def _open(path: Path) -> BinaryIO:
+    # Sniff the magic bytes: a gzipped file without .gz (or a .gz that was decompressed in place) still reads.
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Stripped lines of a text file; invalid UTF-8 raises a ValueError naming the file and 1-based line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file not found: {path}")
+    lines = []
+    try:
+        with _open(path) as f:
+            # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
+            # friends, which occur inside real sentences and would break the line alignment of the two sides.
+            for number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad = raw[e.start : e.start + 4]
+                    where = f"bytes {bad!r} at column {e.start + 1}"
+                    raise ValueError(f"{path}:{number}: not valid UTF-8 ({where})") from None
+                lines.append(line.strip())  # also drops the \r of CRLF files
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise ValueError(f"{path}: corrupt gzip data ({e})") from None
+    if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
+        lines[0] = lines[0][1:].strip()
+    return lines
+
+
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, max_len_chars: Optional[int] = None
+) -> tuple[list[tuple[str, str]], CorpusStats]:
+    """Aligned (source, target) pairs; pairs with an empty side (or a side over max_len_chars) are dropped."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise ValueError(
+            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)} lines"
+        )
+    pairs, empty, too_long = [], 0, 0
+    for s, t in zip(src, tgt):
+        if not s or not t:
+            empty += 1
+        elif max_len_chars is not None and max(len(s), len(t)) > max_len_chars:
+            too_long += 1
+        else:
+            pairs.append((s, t))
+    stats = CorpusStats(lines=len(src), kept=len(pairs), empty=empty, too_long=too_long)
+    if empty:
+        log.info("dropped %d empty pairs of %d in %s / %s", empty, len(src), src_path, tgt_path)
+    if too_long:
+        log.info("dropped %d pairs longer than %d characters in %s / %s", too_long, max_len_chars, src_path, tgt_path)
+    return pairs, stats

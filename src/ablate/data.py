@@ -1,0 +1,111 @@
+"""The data pipeline as a LightningDataModule: files -> pairs -> joint BPE -> token-bucketed batches (Sec. 5.1).
+
+The parts live in small modules and are re-exported here: `ablate.datasets` (where files come from),
+`ablate.corpus` (reading them), `ablate.tokenizer` (SentencePiece BPE) and `ablate.batching` (samplers, collate).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from ablate.batching import EncodedSplit, TokenBucketBatchSampler, collate, encode_pairs, make_loader
+from ablate.corpus import CorpusStats, read_lines, read_parallel
+from ablate.datasets import DATASETS, cache_dir, resolve_split
+from ablate.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_or_train_tokenizer
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid", "test")
+STAGE_SPLITS = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("test",), "predict": ("test",)}
+
+__all__ = [
+    "BOS", "EOS", "PAD", "UNK", "DATASETS", "CorpusStats", "EncodedSplit", "TokenBucketBatchSampler", "Tokenizer",
+    "TranslationDataModule", "cache_dir", "collate", "encode_pairs", "load_or_train_tokenizer", "make_loader",
+    "read_lines", "read_parallel", "resolve_split",
+]  # fmt: skip
+
+
+def available_splits(data_cfg) -> tuple[str, ...]:
+    """dataset=files may leave valid_prefix / test_prefix unset; a named dataset has all three splits."""
+    if data_cfg.dataset == "files":
+        return tuple(s for s in SPLITS if getattr(data_cfg, f"{s}_prefix"))
+    return SPLITS
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Train/valid/test splits of `cfg.data`, its tokenizer, and raw text for BLEU against detokenized output."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.data_cfg = cfg.data
+        self.tokenizer: Optional[Tokenizer] = None
+        self._raw: dict[str, list[tuple[str, str]]] = {}
+        self._encoded: dict[str, EncodedSplit] = {}
+
+    def prepare_data(self) -> None:
+        # Runs on one process per node before setup(): downloads and tokenizer training happen once, not per rank.
+        for split in available_splits(self.data_cfg):
+            resolve_split(self.data_cfg, split)
+        load_or_train_tokenizer(self.data_cfg, *resolve_split(self.data_cfg, "train"))
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        if self.tokenizer is None:
+            self.tokenizer = load_or_train_tokenizer(self.data_cfg, *resolve_split(self.data_cfg, "train"))
+        wanted = STAGE_SPLITS.get(stage, SPLITS) if stage else SPLITS
+        for split in wanted:
+            if split in self._encoded or (split != "train" and split not in available_splits(self.data_cfg)):
+                continue
+            pairs, _ = read_parallel(*resolve_split(self.data_cfg, split))
+            self._raw[split] = pairs
+            # Training drops over-long pairs; evaluation truncates them so BLEU still covers every reference.
+            overlong = "drop" if split == "train" else "truncate"
+            self._encoded[split] = encode_pairs(self.tokenizer, pairs, self.data_cfg.max_len, overlong)
+            log.info("%s: %d pairs, %d batched", split, len(pairs), len(self._encoded[split]))
+
+    def encoded(self, split: str) -> EncodedSplit:
+        if split not in self._encoded:
+            ready = sorted(self._encoded)
+            raise RuntimeError(f"split '{split}' is not set up; call setup() first (set up: {ready})")
+        return self._encoded[split]
+
+    def raw(self, split: str) -> tuple[list[str], list[str]]:
+        """(sources, references) of `split`; `batch['idx']` indexes into both lists."""
+        self.encoded(split)
+        pairs = self._raw[split]
+        return [s for s, _ in pairs], [t for _, t in pairs]
+
+    def _ranks(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 1, 0
+        return trainer.world_size, trainer.global_rank
+
+    def _loader(self, split: str, shuffle: bool, shard: bool) -> DataLoader:
+        replicas, rank = self._ranks() if shard else (1, 0)
+        return make_loader(
+            self.encoded(split),
+            self.data_cfg.max_tokens,
+            shuffle=shuffle,
+            seed=self.cfg.seed,
+            num_replicas=replicas,
+            rank=rank,
+            num_workers=self.data_cfg.num_workers,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        # Lightning's fit loop calls set_epoch(epoch) on batch_sampler.sampler each epoch (see batching._EpochHook).
+        return self._loader("train", shuffle=True, shard=True)
+
+    # Evaluation is not sharded: every rank sees the whole split in length order, so BLEU needs no gathering.
+    def val_dataloader(self) -> DataLoader | list:
+        return self._loader("valid", shuffle=False, shard=False) if "valid" in self._encoded else []
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False, shard=False)

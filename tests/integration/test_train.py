@@ -1,0 +1,147 @@
+"""`ablate train` end to end on a corpus the test writes: metrics, checkpoints, W&B offline files, CLIs."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
+from ablate.cli import main
+from ablate.config import load_config
+from ablate.wandb_offline import find_runs, read_run
+from helpers import TRANSLATE, tiny_experiment
+
+
+def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
+    cfg, summary, _ = trained_run
+    out = Path(cfg.out_dir)
+    assert load_config([out / "config.yaml"]) == cfg  # the resolved config reproduces the run
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert any(r.get("val/bleu") for r in rows) and any(r.get("train/loss") for r in rows)
+    assert any(r.get("speed/tokens_per_s") for r in rows)
+    names = sorted(p.name for p in (out / "checkpoints").glob("*.ckpt"))
+    assert names == ["best.ckpt", "last.ckpt", "step=120.ckpt", "step=80.ckpt"]  # keep_last=2 bounds the periodic ones
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["steps"] == 120 and saved["params"]["total"] > 0
+    assert saved["speed/tokens_per_s"] > 0 and saved["speed/step_ms"] > 0
+    assert saved["bleu_signature"].startswith("nrefs:1|case:mixed")
+    # It learned: validation perplexity far below the uniform vocabulary's 64.
+    assert saved["last"]["val/ppl"] < 8
+
+
+def test_wandb_offline_files_hold_config_metrics_and_summary(trained_run):
+    cfg, summary, _ = trained_run
+    runs = find_runs(cfg.out_dir)
+    assert len(runs) == 1 and runs[0].name.startswith("offline-run-")
+    run = read_run(runs[0])
+    assert (run.group, run.name, sorted(run.tags)) == ("tests", "tiny", ["e2e", "unit"])
+    assert run.config["model.d_model"] == 32 and run.config["params/total"] == summary["params"]["total"]
+    logged = {k for row in run.history for k in row}
+    assert {"train/loss", "val/loss", "val/ppl", "val/bleu", "speed/tokens_per_s", "speed/step_ms"} <= logged
+    assert run.summary["val/bleu"] == pytest.approx(summary["last"]["val/bleu"])
+    assert run.summary["speed/tokens_per_s"] == pytest.approx(summary["speed/tokens_per_s"])
+
+
+def test_translate_cli_file_to_file(trained_run, tmp_path, capsys):
+    cfg, _, _ = trained_run
+    src = tmp_path / "in.txt"
+    src.write_text("the dog runs\nthe big cat sleeps\n\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", f"{cfg.out_dir}/checkpoints/best.ckpt", "-i", str(src), "-o", str(out), "--beam", "4"]) == 0
+    lines = out.read_text().split("\n")
+    assert len(lines) == 4 and lines[-1] == ""  # one output line per input line, the empty one included
+    vocab = set(TRANSLATE.values())
+    assert any(w in vocab for w in lines[0].split())
+
+
+def test_evaluate_cli_split_and_any_gzipped_test_set(trained_run, tmp_path, capsys):
+    cfg, _, tmp = trained_run
+    ckpt = f"{cfg.out_dir}/checkpoints/best.ckpt"
+    assert main(["evaluate", ckpt, "--split", "test", "--beam", "2"]) == 0
+    split = json.loads(capsys.readouterr().out)
+    assert split["sentences"] == 40 and split["bleu_signature"].startswith("nrefs:1") and 0 <= split["bleu"] <= 100
+    assert "chrf" in split
+    corpus = tmp / "corpus"
+    for lang in ("en", "de"):
+        (tmp_path / f"t.{lang}.gz").write_bytes(gzip.compress((corpus / f"test.{lang}").read_bytes()))
+    assert main(["evaluate", ckpt, "--src", str(tmp_path / "t.en.gz"), "--ref", str(tmp_path / "t.de.gz"), "--beam", "2"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["bleu"] == split["bleu"]  # same sentences, same decoding
+
+
+def test_evaluate_rejects_misaligned_files(trained_run, tmp_path, capsys):
+    cfg, _, _ = trained_run
+    (tmp_path / "s.en").write_text("a\nb\n")
+    (tmp_path / "r.de").write_text("a\n")
+    assert main(["evaluate", f"{cfg.out_dir}/checkpoints/best.ckpt", "--src", str(tmp_path / "s.en"), "--ref", str(tmp_path / "r.de")]) == 2
+    assert "s.en has 2 lines" in capsys.readouterr().err
+
+
+def test_average_cli_means_the_last_k(trained_run, tmp_path):
+    cfg, _, _ = trained_run
+    out = tmp_path / "avg.ckpt"
+    assert main(["average", "--run-dir", cfg.out_dir, "--last", "2", "-o", str(out)]) == 0
+    paths = step_checkpoints(cfg.out_dir)
+    a, b = (load_checkpoint(p)["state_dict"] for p in paths)
+    avg = load_checkpoint(out)["state_dict"]
+    key = "model.encoder.0.ff.net.0.weight"
+    torch.testing.assert_close(avg[key], (a[key] + b[key]) / 2)
+    model, _, _ = model_from_checkpoint(out)  # an averaged checkpoint decodes like any other
+    assert model.vocab_size == 64
+
+
+def test_average_refuses_to_overwrite_an_input(trained_run):
+    cfg, _, _ = trained_run
+    last = step_checkpoints(cfg.out_dir)[-1]
+    before = last.read_bytes()
+    assert main(["average", str(last), "-o", str(last)]) == 2
+    assert last.read_bytes() == before
+
+
+def test_corrupt_and_malicious_checkpoints_are_refused(trained_run, tmp_path):
+    cfg, _, _ = trained_run
+    good = Path(cfg.out_dir, "checkpoints", "best.ckpt").read_bytes()
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.raises(CheckpointError, match="truncated.ckpt"):
+        load_checkpoint(truncated)
+
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": Exploit()}, evil)
+    with pytest.raises(CheckpointError, match="evil.ckpt"):
+        load_checkpoint(evil)
+    assert not marker.exists()
+    with pytest.raises(CheckpointError):
+        average_checkpoints([truncated])
+
+
+def test_training_refuses_an_out_dir_holding_a_run(trained_run):
+    cfg, _, tmp = trained_run
+    before = sorted(p.stat().st_mtime_ns for p in Path(cfg.out_dir, "checkpoints").iterdir())
+    with pytest.raises(ValueError, match="already holds a run"):
+        from ablate.train import train
+
+        train(cfg)
+    assert sorted(p.stat().st_mtime_ns for p in Path(cfg.out_dir, "checkpoints").iterdir()) == before
+
+
+def test_cli_train_with_overrides(tmp_path):
+    cfg = tiny_experiment(tmp_path, train={"max_steps": 4, "val_every_steps": 4}, logging={"wandb": False})
+    yaml_path = tmp_path / "exp.yaml"
+    from ablate.config import to_yaml
+
+    yaml_path.write_text(to_yaml(cfg))
+    assert main(["train", str(yaml_path), "train.max_steps=6", "train.val_every_steps=3", f"out_dir={tmp_path}/cli"]) == 0
+    assert json.loads(Path(tmp_path, "cli", "summary.json").read_text())["steps"] == 6
+    assert main(["train", str(yaml_path), "model.haeds=2"]) == 2
