@@ -145,3 +145,24 @@ def test_cli_train_with_overrides(tmp_path):
     assert main(["train", str(yaml_path), "train.max_steps=6", "train.val_every_steps=3", f"out_dir={tmp_path}/cli"]) == 0
     assert json.loads(Path(tmp_path, "cli", "summary.json").read_text())["steps"] == 6
     assert main(["train", str(yaml_path), "model.haeds=2"]) == 2
+
+
+@pytest.mark.parametrize(
+    "train_overrides",
+    [
+        {"precision": "bf16-mixed", "accumulate": 2, "clip_grad": 1.0},
+        {"val_bleu": False, "label_smoothing": 0.0, "max_epochs": 1, "max_steps": 1000},
+    ],
+    ids=["bf16-accumulate-clip", "no-bleu-one-epoch"],
+)
+def test_training_options(tmp_path, train_overrides):
+    from ablate.train import train
+
+    cfg = tiny_experiment(tmp_path, train={"max_steps": 6, "val_every_steps": 3, **train_overrides}, logging={"wandb": False})
+    summary = train(cfg)
+    if "max_epochs" in train_overrides:
+        assert summary["epochs"] == 1 and 0 < summary["steps"] < 1000  # one pass over the data, not max_steps
+        assert summary["best"]["metric"] == "val/loss" and "val/bleu" not in summary["last"]
+    else:
+        assert summary["steps"] == 6 and summary["speed/step_ms"] > 0  # 6 optimizer steps = 12 batches
+    assert summary["last"]["val/ppl"] > 1
