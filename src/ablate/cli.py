@@ -1,4 +1,4 @@
-"""`ablate` command line: train | translate | evaluate | average | params.
+"""`ablate` command line: train | sweep | translate | evaluate | average | params.
 
 Every command that takes a config reads `CONFIG [key=value ...]`: YAML files compose onto the
 schema in order, then dotlist overrides (`model.heads=4 model.positional=learned`).
@@ -66,6 +66,12 @@ def cmd_average(args: argparse.Namespace) -> int:
     return average_cli(args)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ablate.sweep_run import sweep_cli
+
+    return sweep_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train one model")
     p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")
+    p.add_argument("file", help="a sweeps/*.yaml file")
+    p.add_argument("--workers", type=int, default=None, help="trials at once (default: one per GPU, else the file's workers)")
+    p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
+    p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
+    p.add_argument("--n-trials", type=int, default=None, help="override the file's n_trials")
+    p.set_defaults(func=cmd_sweep)
 
     decode = argparse.ArgumentParser(add_help=False)
     decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")

@@ -55,6 +55,11 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, nll, ntok = self._step(batch)
         loss = loss / ntok
+        if self.cfg.train.debug_nan_step and self.global_step >= self.cfg.train.debug_nan_step:
+            loss = loss * float("nan")
+        if batch_idx % self.cfg.train.log_every_steps == 0 and not torch.isfinite(loss):
+            # Checked periodically, not every step, to keep host syncs out of the hot loop; NaN weights persist.
+            raise FloatingPointError(f"train/loss is {loss.item()} at step {self.global_step}; the last checkpoint is the last good one")
         self.log("train/loss", loss, prog_bar=True, batch_size=int(ntok))
         self.log("train/ppl", torch.exp(nll / ntok), batch_size=int(ntok))
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])

@@ -64,7 +64,7 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
     )
 
 
-def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback) -> L.Trainer:
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:
     t = cfg.train
     monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
     callbacks = [
@@ -74,6 +74,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
         ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max",
                         save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
         speed,
+        *extra_callbacks,
     ]
     if cfg.logging.progress:
         callbacks.append(RichProgressBar(leave=True))
@@ -90,7 +91,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
     )
 
 
-def train(cfg: ExperimentConfig) -> dict:
+def train(cfg: ExperimentConfig, callbacks: list = ()) -> dict:
     """Train, validate and checkpoint one model; returns the run summary (also written to summary.json)."""
     out = prepare_out_dir(cfg)
     if cfg.train.num_threads:
@@ -107,7 +108,7 @@ def train(cfg: ExperimentConfig) -> dict:
     speed = SpeedCallback(cfg.train.log_every_steps)
     wandb_logger = make_wandb_logger(cfg, out, extra)
     loggers = [CSVLogger(str(out), name="", version="")] + ([wandb_logger] if wandb_logger else [])
-    trainer = make_trainer(cfg, out, loggers, speed)
+    trainer = make_trainer(cfg, out, loggers, speed, callbacks)
     started = time.perf_counter()
     try:
         trainer.fit(module, datamodule=dm)
