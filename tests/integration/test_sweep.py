@@ -9,10 +9,12 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -258,3 +260,44 @@ def test_racing_workers_never_claim_the_same_queued_trial(tmp_path, lock):
         pytest.skip("this time Optuna's unlocked pop on SQLite did not race (it does not always)")
     else:
         assert len(claimed) > len(set(claimed))  # documents why _claim_lock exists
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server: $ABLATE_TEST_POSTGRES_URL (started by .ci/run), else one started here by .ci/postgres.sh."""
+    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
+    if url:
+        return url
+    script = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
+    datadir = Path(tempfile.mkdtemp(prefix="ablate-pg-"))  # not under pytest's 0700 tmp: the server runs as user postgres
+    port = str(56000 + os.getpid() % 1000)
+    proc = subprocess.run(["bash", str(script), str(datadir), port], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip(f"no PostgreSQL server could be started: {proc.stderr.strip()[-500:]}")
+    yield proc.stdout.strip()
+    bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    stop = [str(bindir / "pg_ctl"), "-D", str(datadir), "stop", "-m", "fast"]
+    subprocess.run((["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []) + stop, capture_output=True)
+    shutil.rmtree(datadir, ignore_errors=True)
+
+
+def test_postgres_storage_with_two_workers_never_leaks_the_password(sweep_env, postgres_url):
+    import uuid
+
+    from sqlalchemy.engine import make_url
+
+    tmp, write = sweep_env
+    password = make_url(postgres_url).password
+    assert password, "the test URL must carry a password to check it is never written"
+    name = f"pg-{uuid.uuid4().hex[:8]}"
+    path = write(name=name, variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
+                 overrides={"logging.wandb": True})
+    proc = run_sweep(path, "--workers", "2", env={"ABLATE_SWEEP_STORAGE": postgres_url})
+    ts = trials(path, storage=postgres_url)
+    assert completed_rows(ts) == Counter({"base": 1, "A-h1": 1, "A-h2": 1})
+    assert {t.user_attrs["worker"] for t in ts if t.state == TrialState.COMPLETE} == {0, 1}
+    assert not (tmp / "sweep" / "study.db").exists()  # the study lives in PostgreSQL, not in a local file
+    assert "***@127.0.0.1" in proc.stdout and password not in proc.stdout + proc.stderr
+    for f in (tmp / "sweep").rglob("*"):
+        if f.is_file():
+            assert password.encode() not in f.read_bytes(), f"the database password leaked into {f}"
