@@ -25,3 +25,17 @@ def test_readme_variant_example_registers_and_trains():
         logits.sum().backward()
     finally:
         ATTENTION.pop("cosine", None)
+
+
+def test_readme_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
+    from ablate.sweep import load_sweep
+
+    section = README.read_text().split("## Sweeps", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(README.parent)
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"readme{i}.yaml"
+        path.write_text(block)
+        sweep = load_sweep(path)
+        assert sweep.mode == ("variants", "search")[i]
