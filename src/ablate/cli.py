@@ -1,4 +1,4 @@
-"""`ablate` command line: train | sweep | translate | evaluate | average | params.
+"""`ablate` command line: train | sweep | table | translate | evaluate | average | params.
 
 Every command that takes a config reads `CONFIG [key=value ...]`: YAML files compose onto the
 schema in order, then dotlist overrides (`model.heads=4 model.positional=learned`).
@@ -72,6 +72,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return sweep_cli(args)
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from ablate.table import table_cli
+
+    return table_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
     p.add_argument("--n-trials", type=int, default=None, help="override the file's n_trials")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("table", help="a finished sweep in the paper's Table 3 layout, beside the paper's figures")
+    p.add_argument("study", help="a sweep's out_dir (or its sweep file), or any folder of runs")
+    p.add_argument("--wandb", action="store_true", help="read W&B offline run files under STUDY instead of run directories")
+    p.add_argument("--out", help="where to write NAME.{md,tex,csv,png} (default: STUDY)")
+    p.add_argument("--name", default="table3", help="file name stem (default: table3)")
+    p.add_argument("--title", help="table title")
+    p.set_defaults(func=cmd_table)
 
     decode = argparse.ArgumentParser(add_help=False)
     decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")

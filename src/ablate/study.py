@@ -262,7 +262,7 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
     assert trial_dir.parent == root  # safe_name() keeps every trial inside the sweep's out_dir
     extra = {
         "logging.group": sweep.name, "logging.name": name, "logging.tags": tags, "logging.progress": False,
-        "sweep.study": sweep.name, "sweep.row": name, "sweep.trial": trial.number,
+        "sweep.study": sweep.name, "sweep.row": trial.user_attrs.get("row", name), "sweep.trial": trial.number,
     }
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})

@@ -117,6 +117,14 @@ def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_grou
     table = json.loads((summary_runs[0].path.parent / "files" / logged["trials/path"]).read_text())
     assert sorted(r[table["columns"].index("name")] for r in table["data"]) == ["A-h1", "C-ff32", "E-learned", "base"]
 
+    # `ablate table` reads the same study from its run directories and from the W&B offline files alike.
+    from ablate.cli import main
+
+    assert main(["table", str(path), "--out", str(tmp / "t-dirs")]) == 0
+    assert main(["table", str(tmp / "sweep"), "--wandb", "--out", str(tmp / "t-wandb")]) == 0
+    from_dirs, from_wandb = ((tmp / d / "table3.csv").read_text() for d in ("t-dirs", "t-wandb"))
+    assert from_dirs == from_wandb and "E-learned" in from_dirs and "learned" in from_dirs.split("E-learned", 1)[1]
+
 
 def test_search_sweep_with_two_workers_runs_exactly_n_trials(sweep_env):
     tmp, write = sweep_env
@@ -182,7 +190,9 @@ def test_resume_after_the_sweep_is_killed_mid_trial(sweep_env):
         while time.time() < deadline:
             time.sleep(0.5)
             states = trial_states(tmp / "sweep" / "study.db")
-            if "COMPLETE" in states and "RUNNING" in states:
+            started = list((tmp / "sweep" / "trials").glob("*/train.log"))
+            if "COMPLETE" in states and "RUNNING" in states and len(started) >= 2:  # the second trial is training
+                time.sleep(1)
                 break
         else:
             pytest.fail("the sweep never had one finished and one running trial:\n" + (tmp / "sweep.log").read_text()[-3000:])
@@ -267,7 +277,8 @@ def postgres_url():
     """A real PostgreSQL server: $ABLATE_TEST_POSTGRES_URL (started by .ci/run), else one started here by .ci/postgres.sh."""
     url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
     if url:
-        return url
+        yield url
+        return
     script = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
     datadir = Path(tempfile.mkdtemp(prefix="ablate-pg-"))  # not under pytest's 0700 tmp: the server runs as user postgres
     port = str(56000 + os.getpid() % 1000)
