@@ -3,7 +3,7 @@
 `resolve_split(cfg.data, "train")` returns the (source, target) files of a split. For a named dataset it looks in
 `data.dir`, then `$ABLATE_DATA_DIR`, then the user cache, and only then downloads into the cache, checking sha256.
 A new dataset is one more `DATASETS` entry: a `DatasetSpec` subclass whose `fetch()` puts the split's files into
-the cache (e.g. a future `wmt14_en_de` that exports the Hugging Face `datasets` copy to `{split}.{lang}` files).
+the cache (`wmt14_en_de` exports the Hugging Face `datasets` copy to `{stem}.{lang}` files once).
 """
 
 from __future__ import annotations
@@ -103,6 +103,57 @@ class UrlDataset(DatasetSpec):
                 download(self.url(name), dest_dir / name, self.sha256.get(name))
 
 
+@dataclass(frozen=True)
+class HFDataset(DatasetSpec):
+    """A corpus exported once from the Hugging Face `datasets` copy (optional extra `ablate[wmt]`) to {stem}.{lang} files.
+
+    `path_env` may point at a local copy instead of the Hub: a folder written by `DatasetDict.save_to_disk`, or
+    anything `datasets.load_dataset` accepts. Rows are `{"translation": {lang: sentence}}`, as WMT's are.
+    """
+
+    hf_path: str = ""
+    hf_config: Optional[str] = None
+    hf_splits: dict[str, str] = field(default_factory=dict)  # our split -> the Hub's split name
+    path_env: Optional[str] = None
+
+    def _load(self, split: str):
+        try:
+            import datasets
+        except ImportError:
+            raise DownloadError(
+                f"dataset '{self.name}' is fetched with the `datasets` library: pip install 'ablate[wmt]', "
+                f"or put {self.filename(split, self.langs[0])} and {self.filename(split, self.langs[1])} into data.dir"
+            ) from None
+        source = (self.path_env and os.environ.get(self.path_env)) or self.hf_path
+        hf_split = self.hf_splits.get(split, split)
+        if (Path(source) / "dataset_dict.json").is_file():
+            return datasets.load_from_disk(source)[hf_split]
+        return datasets.load_dataset(source, self.hf_config, split=hf_split)
+
+    def fetch(self, split: str, langs: tuple[str, str], dest_dir: Path) -> None:
+        rows = self._load(split)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        # Both files are written under temporary names and renamed only when complete, so an interrupted
+        # export never leaves a half file that a later run would take for the corpus.
+        tmps = {}
+        try:
+            for lang in langs:
+                fd, name = tempfile.mkstemp(dir=dest_dir, prefix=f".{self.filename(split, lang)}.", suffix=".part")
+                tmps[lang] = (os.fdopen(fd, "w", encoding="utf-8"), Path(name))
+            for row in rows:
+                pair = row["translation"]
+                for lang in langs:
+                    # A sentence with an embedded newline would break line alignment: flatten it.
+                    tmps[lang][0].write(" ".join(str(pair[lang]).split()) + "\n")
+            for lang in langs:
+                tmps[lang][0].close()
+                os.replace(tmps[lang][1], dest_dir / self.filename(split, lang))
+        finally:
+            for f, path in tmps.values():
+                f.close()
+                path.unlink(missing_ok=True)
+
+
 # -- resolution ------------------------------------------------------------------------------
 
 
@@ -190,5 +241,15 @@ DATASETS: dict[str, DatasetSpec] = {
         base_url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw",
         url_env="ABLATE_MULTI30K_URL",
         sha256=MULTI30K_SHA256,
+    ),
+    # WMT14 en-de as the paper used it (Sec. 5.1): ~4.5M pairs; newstest2013 is the dev set, newstest2014 the test.
+    "wmt14_en_de": HFDataset(
+        name="wmt14_en_de",
+        langs=("en", "de"),
+        splits={"train": "train", "valid": "newstest2013", "test": "newstest2014"},
+        hf_path="wmt/wmt14",
+        hf_config="de-en",
+        hf_splits={"train": "train", "valid": "validation", "test": "test"},
+        path_env="ABLATE_WMT14_PATH",
     ),
 }

@@ -203,3 +203,51 @@ def test_real_multi30k_from_data_dir(tmp_path):
             if path.name in MULTI30K_SHA256:
                 assert sha256_file(path) == MULTI30K_SHA256[path.name], path
             assert len(read_lines(path)) == n
+
+
+# -- wmt14_en_de: local files, or an export from the `datasets` library (a local copy the test writes) -----------------
+
+
+def test_wmt14_resolves_local_files_by_the_papers_split_names(tmp_path):
+    for stem in ("train", "newstest2013", "newstest2014"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{stem}.{lang}").write_text(f"{stem} {lang}\n")
+    cfg = DataConfig(dataset="wmt14_en_de", dir=str(tmp_path))
+    assert resolve_split(cfg, "valid") == (tmp_path / "newstest2013.en", tmp_path / "newstest2013.de")
+    assert resolve_split(cfg, "test") == (tmp_path / "newstest2014.en", tmp_path / "newstest2014.de")
+
+
+def test_wmt14_is_exported_once_from_a_datasets_copy(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets", reason="the optional extra ablate[wmt] is not installed")
+    pairs = {
+        "train": [("a house", "ein Haus"), ("two\nlines", "zwei\nZeilen"), ("ümlaut", "Ümlaut")],
+        "validation": [("dev", "Entwicklung")],
+        "test": [("test one", "Test eins"), ("test two", "Test zwei")],
+    }
+    dd = datasets.DatasetDict({
+        split: datasets.Dataset.from_dict({"translation": [{"en": en, "de": de} for en, de in rows]})
+        for split, rows in pairs.items()
+    })
+    dd.save_to_disk(str(tmp_path / "hf"))
+    monkeypatch.setenv("ABLATE_WMT14_PATH", str(tmp_path / "hf"))
+    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    cfg = DataConfig(dataset="wmt14_en_de", cache_dir=str(tmp_path / "cache"))
+    src, tgt = resolve_split(cfg, "train")
+    assert src == tmp_path / "cache" / "datasets" / "wmt14_en_de" / "train.en"
+    assert read_lines(src) == ["a house", "two lines", "ümlaut"]  # an embedded newline cannot break alignment
+    assert read_lines(tgt) == ["ein Haus", "zwei Zeilen", "Ümlaut"]
+    assert [p.name for p in resolve_split(cfg, "test")] == ["newstest2014.en", "newstest2014.de"]
+    assert read_lines(resolve_split(cfg, "valid")[1]) == ["Entwicklung"]
+    assert not list((tmp_path / "cache").rglob("*.part"))
+    # Exported once: later runs read the cached files even when the source is gone.
+    monkeypatch.setenv("ABLATE_WMT14_PATH", str(tmp_path / "gone"))
+    assert resolve_split(cfg, "train") == (src, tgt)
+
+
+def test_wmt14_without_the_datasets_library_says_how_to_get_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    with pytest.raises(DownloadError, match=r"pip install 'ablate\[wmt\]'.*train.en"):
+        resolve_split(DataConfig(dataset="wmt14_en_de", cache_dir=str(tmp_path)), "train")
