@@ -5,11 +5,13 @@ owns the projections, head split, grouped keys/values (kv_heads) and the KV cach
 has the signature `forward(q, k, v, mask, scale) -> out` with
 
     q: (B, H, T, Dk)   k: (B, G, S, Dk)   v: (B, G, S, Dv)   G = kv_heads, H % G == 0
-    mask: bool, broadcastable to (B, H, T, S), True = may attend; or None
+    mask: bool, broadcastable to (B, H, T, S), True = may attend; or a float tensor added to the
+          scaled logits (-inf = may not attend; relative position biases arrive this way); or None
     scale: float, or a (H, 1, 1) tensor for per-head learned scalings
 
 Scalings (`SCALING`) produce the factor that multiplies the attention logits of any kernel, so
-`attention_scaling` ablates the 1/sqrt(d_k) of Eq. 1 for every variant alike. To add a kernel,
+`attention_scaling` ablates the 1/sqrt(d_k) of Eq. 1 for every variant alike; a scaling may also
+define `normalize(x)` (QK-norm), applied to every new query and key before anything else. To add a kernel,
 write a class with that signature and decorate it with `@register(ATTENTION, "name")`.
 """
 
@@ -36,7 +38,7 @@ def repeat_kv(x: Tensor, heads: int) -> Tensor:
 def softmax_attend(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float, training: bool) -> Tensor:
     """The unfused tail shared by kernels that compute their own logits."""
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
     weights = F.dropout(weights, dropout, training)
     return weights @ repeat_kv(v, scores.size(1))  # (B, H, T, Dv)
@@ -136,6 +138,23 @@ class LearnedTemperature(nn.Module):
         return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
 
 
+@register(SCALING, "qk_norm")
+class QKNorm(nn.Module):
+    """QK-normalisation (Henry et al., 2020): L2-normalise each query and key, so the logits are cosine
+    similarities, times a learned per-head scale g (init 10, about log2(L^2 - L) for sentence lengths L ~ 30).
+    Bounded logits cannot saturate the softmax however q and k grow."""
+
+    def __init__(self, *, heads: int, d_k: int, init: float = 10.0):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.full((heads,), math.log(init)))
+
+    def normalize(self, x: Tensor) -> Tensor:
+        return F.normalize(x, dim=-1)
+
+    def forward(self) -> Tensor:
+        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
+
+
 # -- multi-head attention --------------------------------------------------------------------
 
 
@@ -147,7 +166,8 @@ class MultiHeadAttention(nn.Module):
     output. `kv_heads < heads` gives grouped-query attention (1 = multi-query).
     """
 
-    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: nn.Module, scaling: nn.Module):
+    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: nn.Module, scaling: nn.Module,
+                 position: nn.Module | None = None):
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
@@ -155,7 +175,7 @@ class MultiHeadAttention(nn.Module):
         self.q_dim, self.k_dim, self.v_dim = heads * d_k, kv_heads * d_k, kv_heads * d_v
         self.in_proj = nn.Linear(d_model, self.q_dim + self.k_dim + self.v_dim)
         self.out_proj = nn.Linear(heads * d_v, d_model)
-        self.kernel, self.scaling = kernel, scaling
+        self.kernel, self.scaling, self.position = kernel, scaling, position  # position: a relative scheme, self-attention only
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -176,26 +196,41 @@ class MultiHeadAttention(nn.Module):
         k, v = F.linear(context, w, b).split([self.k_dim, self.v_dim], dim=-1)
         return self._split(k, self.kv_heads), self._split(v, self.kv_heads)  # (B, G, S, Dk), (B, G, S, Dv)
 
-    def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None) -> Tensor:
-        """x: (B, T, D) queries. context: (B, S, D) for cross attention, None for self-attention.
+    def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None,
+                start: int = 0) -> Tensor:
+        """x: (B, T, D) queries at positions start.. start+T-1. context: (B, S, D) for cross attention, None for self.
 
         cache: a dict owned by this layer for incremental decoding. Self-attention appends this
         step's keys/values to it; cross attention projects the context once and reuses it.
         """
+        scale = self.scaling()
         if context is None:
             q, k, v = self.in_proj(x).split([self.q_dim, self.k_dim, self.v_dim], dim=-1)
             q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
+            if hasattr(self.scaling, "normalize"):
+                q, k = self.scaling.normalize(q), self.scaling.normalize(k)
+            if self.position is not None:
+                pos = torch.arange(start, start + x.size(1), device=x.device)
+                q, k = self.position.rotate(q, k, pos)  # keys enter the cache already rotated
             if cache is not None:
                 if "k" in cache:
                     k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
+            if self.position is not None:
+                bias = self.position.bias(q, pos, torch.arange(k.size(2), device=x.device), scale)
+                if bias is not None:
+                    mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
         else:
             q = self._split(F.linear(x, self.in_proj.weight[: self.q_dim], self.in_proj.bias[: self.q_dim]), self.heads)
             if cache is not None and "k" in cache:
                 k, v = cache["k"], cache["v"]
             else:
                 k, v = self._project_kv(context)
+                if hasattr(self.scaling, "normalize"):
+                    k = self.scaling.normalize(k)
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
-        out = self.kernel(q, k, v, mask, self.scaling())  # (B, H, T, Dv)
+            if hasattr(self.scaling, "normalize"):
+                q = self.scaling.normalize(q)
+        out = self.kernel(q, k, v, mask, scale)  # (B, H, T, Dv)
         return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, D)

@@ -1,8 +1,10 @@
-"""Positional encodings (Sec. 3.5): the paper's sinusoids, learned embeddings (Table 3 row E), none.
+"""Positional encodings (Sec. 3.5): the paper's sinusoids, learned embeddings (Table 3 row E), none; and the
+relative schemes that followed it: rotary (RoPE), ALiBi, T5 relative buckets, Shaw et al.'s relative keys.
 
-Each module adds position information to a (B, T, D) embedding sequence whose first position is
-`start` (non-zero during incremental decoding). To add a variant, write a class taking
-`d_model` and `max_positions` keyword arguments and decorate it with `@register(POSITIONAL, "name")`.
+An absolute module adds position information to a (B, T, D) embedding sequence whose first position is
+`start` (non-zero during incremental decoding); it takes `d_model` and `max_positions` keyword arguments.
+A relative module (`relative = True`, see `RelativePosition` below) acts inside self-attention instead.
+Either kind is one class decorated with `@register(POSITIONAL, "name")`.
 """
 
 from __future__ import annotations
@@ -68,3 +70,126 @@ class NoPosition(nn.Module):
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         return x
+
+
+# -- relative positions: act inside self-attention instead of on the embeddings ------------------------------------
+#
+# A class with `relative = True` is built once per self-attention layer (cross attention has no shared position
+# axis between source and target, so it gets none) and the embeddings get no absolute positions. It takes
+# `heads`, `d_k`, `max_positions` and `causal` (decoder self-attention) and may implement either hook:
+#   rotate(q, k, pos) -> (q, k)           applied to the new queries and keys before they enter the KV cache
+#   bias(q, q_pos, k_pos, scale) -> Tensor | None   added to the scaled logits, broadcastable to (B, H, T, S)
+# Positions are absolute token indices, so cached decoding sees exactly what the full forward pass sees.
+
+
+class RelativePosition(nn.Module):
+    relative = True
+
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+        super().__init__()
+        self.heads, self.d_k, self.causal = heads, d_k, causal
+
+    def rotate(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        return q, k
+
+    def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor | None:
+        return None
+
+
+@register(POSITIONAL, "rotary")
+class Rotary(RelativePosition):
+    """RoPE (Su et al., 2021): rotate each (q, k) pair of dims by pos * theta_i, so q.k depends on positions only
+    through their difference. With an odd d_k the last dim is left unrotated."""
+
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool, base: float = 10000.0):
+        super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
+        half = d_k // 2
+        self.register_buffer("inv_freq", base ** (-torch.arange(half, dtype=torch.float32) / max(half, 1)), persistent=False)
+
+    def _apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        half = self.inv_freq.numel()
+        x1, x2, rest = x[..., :half], x[..., half : 2 * half], x[..., 2 * half :]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+    def rotate(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        angles = pos.float()[:, None] * self.inv_freq[None, :]  # (T, d_k // 2)
+        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+
+
+def alibi_slopes(heads: int) -> Tensor:
+    """Press et al. (2022): a geometric sequence starting at 2^(-8/n); for non powers of two, interleave the next."""
+    def power_of_two(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    n = 2 ** math.floor(math.log2(heads))
+    slopes = power_of_two(n)
+    if n < heads:
+        slopes += power_of_two(2 * n)[0::2][: heads - n]
+    return torch.tensor(slopes)
+
+
+@register(POSITIONAL, "alibi")
+class ALiBi(RelativePosition):
+    """ALiBi: a fixed, per-head linear penalty -m_h * |i - j| on the logits; no parameters, extrapolates to length."""
+
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+        super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
+        self.register_buffer("slopes", alibi_slopes(heads).view(heads, 1, 1), persistent=False)
+
+    def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor:
+        distance = (q_pos[:, None] - k_pos[None, :]).abs().to(q.dtype)  # (T, S)
+        return -self.slopes.to(q.dtype) * distance  # (H, T, S)
+
+
+def t5_buckets(relative: Tensor, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """Raffel et al. (2020): exact buckets for small |distance|, logarithmic ones up to max_distance, then one."""
+    bucket = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (relative > 0).long() * num_buckets
+        n = relative.abs()
+    else:
+        n = (-relative).clamp(min=0)  # causal: only keys at or before the query
+    exact = num_buckets // 2
+    log_bucket = exact + (
+        torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    ).long()
+    log_bucket = log_bucket.clamp(max=num_buckets - 1)
+    return bucket + torch.where(n < exact, n, log_bucket)
+
+
+@register(POSITIONAL, "t5_bias")
+class T5Bias(RelativePosition):
+    """T5's learned relative position bias: one scalar per head and distance bucket (32 buckets, max distance 128)."""
+
+    num_buckets, max_distance = 32, 128
+
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+        super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
+        self.table = nn.Embedding(self.num_buckets, heads)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor:
+        buckets = t5_buckets(k_pos[None, :] - q_pos[:, None], not self.causal, self.num_buckets, self.max_distance)
+        return self.table(buckets).permute(2, 0, 1).to(q.dtype)  # (H, T, S)
+
+
+@register(POSITIONAL, "shaw")
+class ShawRelative(RelativePosition):
+    """Relative position representations (Shaw et al., 2018), on the keys: e_ij += q_i . a_clip(j-i) * scale, with
+    a learned a_k for k in [-16, 16] shared by heads. The authors' value term adds nothing on en-de in their
+    ablation; leaving it out keeps the fused attention kernel usable."""
+
+    max_distance = 16
+
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+        super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
+        self.table = nn.Embedding(2 * self.max_distance + 1, d_k)
+        nn.init.normal_(self.table.weight, std=d_k**-0.5)
+
+    def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor:
+        rel = (k_pos[None, :] - q_pos[:, None]).clamp(-self.max_distance, self.max_distance) + self.max_distance
+        a = self.table(rel).to(q.dtype)  # (T, S, Dk)
+        return torch.einsum("bhtd,tsd->bhts", q, a) * scale  # (B, H, T, S)

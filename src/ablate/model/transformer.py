@@ -69,8 +69,9 @@ class DecoderLayer(nn.Module):
             Residual(d_model=d_model, dropout=dropout, pre_norm=pre_norm) for _ in range(3)
         )
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor, cache: dict | None) -> Tensor:
-        x = self.res_self(x, self.self_attn, mask=self_mask, cache=None if cache is None else cache["self"])
+    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor, cache: dict | None,
+                start: int = 0) -> Tensor:
+        x = self.res_self(x, self.self_attn, mask=self_mask, cache=None if cache is None else cache["self"], start=start)
         x = self.res_cross(x, self.cross_attn, memory, mask=cross_mask, cache=None if cache is None else cache["cross"])
         return self.res_ff(x, self.ff)
 
@@ -129,7 +130,7 @@ class Transformer(nn.Module):
             self_mask = None if t == 1 else torch.ones(t, past + t, dtype=torch.bool, device=tgt_in.device).tril(past)
         x = self.tgt_embed(tgt_in, start)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, self_mask, src_mask, None if cache is None else cache[i])
+            x = layer(x, memory, self_mask, src_mask, None if cache is None else cache[i], start)
         return self.output(self.dec_norm(x))  # (B, T, V)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
@@ -183,11 +184,16 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
     activation_cls = lookup(ACTIVATIONS, cfg.activation, "model.activation")
     pre_norm = cfg.norm == "pre"
 
-    def attention() -> MultiHeadAttention:
+    relative = getattr(positional_cls, "relative", False)
+
+    def attention(self_attention: bool = False, causal: bool = False) -> MultiHeadAttention:
+        position = None
+        if relative and self_attention:
+            position = positional_cls(heads=heads, d_k=d_k, max_positions=cfg.max_positions, causal=causal)
         return MultiHeadAttention(
             d_model=cfg.d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=kv_heads,
             kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout),
-            scaling=scaling_cls(heads=heads, d_k=d_k),
+            scaling=scaling_cls(heads=heads, d_k=d_k), position=position,
         )
 
     def ff() -> FeedForward:
@@ -201,7 +207,9 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
         return table
 
     def embedding(tokens: nn.Embedding) -> Embedding:
-        positional = positional_cls(d_model=cfg.d_model, max_positions=cfg.max_positions)
+        # A relative scheme lives in the self-attention layers; the embeddings then carry no absolute positions.
+        positional = POSITIONAL["none"](d_model=cfg.d_model, max_positions=cfg.max_positions) if relative else \
+            positional_cls(d_model=cfg.d_model, max_positions=cfg.max_positions)
         return Embedding(tokens=tokens, positional=positional, scale=cfg.embed_scale, dropout=cfg.dropout)
 
     def final_norm() -> nn.Module:
@@ -218,9 +226,10 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
     return Transformer(
         src_embed=embedding(src_tokens),
         tgt_embed=embedding(tgt_tokens),
-        encoder=nn.ModuleList(EncoderLayer(self_attn=attention(), ff=ff(), **common) for _ in range(cfg.enc_layers)),
+        encoder=nn.ModuleList(EncoderLayer(self_attn=attention(True), ff=ff(), **common) for _ in range(cfg.enc_layers)),
         decoder=nn.ModuleList(
-            DecoderLayer(self_attn=attention(), cross_attn=attention(), ff=ff(), **common) for _ in range(cfg.dec_layers)
+            DecoderLayer(self_attn=attention(True, causal=True), cross_attn=attention(), ff=ff(), **common)
+            for _ in range(cfg.dec_layers)
         ),
         enc_norm=final_norm(),
         dec_norm=final_norm(),
