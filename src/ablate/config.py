@@ -38,6 +38,7 @@ class ModelConfig:
     norm: str = "post"  # post = the paper's LayerNorm(x + Sublayer(x)); pre = LayerNorm inside the residual
     attention: str = "scaled_dot_product"  # key of ATTENTION
     attention_scaling: str = "inv_sqrt_dk"  # key of SCALING; multiplies the logits of any attention kernel
+    attention_window: int = 16  # attention=local: keys within this many positions (self-attention)
     positional: str = "sinusoidal"  # key of POSITIONAL
     max_positions: int = 1024  # size of position tables (learned); longest sequence the model accepts
     embed_scale: bool = True  # multiply embeddings by sqrt(d_model) (Sec. 3.4)
@@ -243,6 +244,7 @@ def validate(cfg: ExperimentConfig) -> None:
     """Check every cross-field rule; raise one ConfigError listing all problems."""
     from ablate.model.attention import ATTENTION, SCALING
     from ablate.model.positional import POSITIONAL
+    from ablate.model.transformer import compatible
 
     p: list[str] = []
     m, d, t = cfg.model, cfg.data, cfg.train
@@ -254,7 +256,10 @@ def validate(cfg: ExperimentConfig) -> None:
     _choice(p, "model.tie_embeddings", m.tie_embeddings, ["none", "decoder", "all"])
     for key in ("enc_layers", "dec_layers"):
         _at_least(p, f"model.{key}", getattr(m, key), 0 if key == "enc_layers" else 1)
-    for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions"):
+    if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
+        p.append(f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
+                 "choose rotary, sinusoidal, learned or none")
+    for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions", "attention_window"):
         _at_least(p, f"model.{key}", getattr(m, key), 1)
     if m.heads >= 1 and (m.d_k is None or m.d_v is None) and m.d_model % m.heads:
         p.append(

@@ -130,3 +130,53 @@ def test_d_k_and_d_v_are_independent_of_d_model():
     assert mha(torch.randn(2, 4, 16), torch.randn(2, 6, 16)).shape == (2, 4, 16)
     assert mha.out_proj.in_features == 2 * 5
     assert math.isclose(mha.scaling(), 3**-0.5)
+
+
+# -- local (windowed) and linear attention against plain references --------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_local_attention_is_softmax_attention_within_the_window(causal):
+    q, k, v = qkv(t=9, s=9)
+    kernel = ATTENTION["local"](heads=4, d_k=8, window=2, causal=causal, self_attention=True)
+    i, j = torch.arange(9)[:, None], torch.arange(9)[None, :]
+    band = (i - j <= 2) & (i - j >= (0 if causal else -2))
+    mask = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., 8:] = False  # padding, leaving every query some key inside its window
+    torch.testing.assert_close(kernel(q, k, v, mask, 0.3), reference_attention(q, k, v, mask & band, 0.3))
+    # The last 3 queries of a cached step see the same band as in the full pass.
+    torch.testing.assert_close(kernel(q[:, :, 6:], k, v, None, 0.3), reference_attention(q, k, v, band, 0.3)[:, :, 6:])
+    # Cross attention (no shared position axis) stays full.
+    cross = ATTENTION["local"](heads=4, d_k=8, window=2)
+    torch.testing.assert_close(cross(q, k, v, mask, 0.3), reference_attention(q, k, v, mask, 0.3))
+
+
+def linear_reference(q, k, v, mask, scale, causal):
+    phi = lambda x: torch.nn.functional.elu(x) + 1  # noqa: E731
+    heads = q.size(1)
+    k, v = k.repeat_interleave(heads // k.size(1), dim=1), v.repeat_interleave(heads // v.size(1), dim=1)
+    weights = phi(q * scale) @ phi(k).transpose(-1, -2)  # (B, H, T, S), all positive
+    t, s = q.size(2), k.size(2)
+    if causal:
+        weights = weights * torch.ones(t, s).tril(s - t)
+    if mask is not None:
+        weights = weights * mask
+    return (weights / weights.sum(-1, keepdim=True)) @ v
+
+
+@pytest.mark.parametrize("kv_groups", [4, 1])
+def test_linear_attention_matches_its_quadratic_form(kv_groups):
+    q, k, v = qkv(g=kv_groups)
+    kernel = ATTENTION["linear"](heads=4, d_k=8)
+    torch.testing.assert_close(kernel(q, k, v, key_mask(), 0.5), linear_reference(q, k, v, key_mask(), 0.5, False), rtol=1e-4, atol=1e-5)
+    causal = ATTENTION["linear"](heads=4, d_k=8, causal=True)
+    q, k, v = qkv(t=7, s=7, g=kv_groups)
+    full = causal(q, k, v, None, 0.5)
+    torch.testing.assert_close(full, linear_reference(q, k, v, None, 0.5, True), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(causal(q[:, :, 4:], k, v, None, 0.5), full[:, :, 4:], rtol=1e-4, atol=1e-5)  # cached steps
+
+
+def test_linear_attention_refuses_position_biases():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="position biases"):
+        ATTENTION["linear"](heads=4, d_k=8)(q, k, v, torch.zeros(1, 4, 5, 7), 1.0)

@@ -56,6 +56,8 @@ def test_wrong_type_names_key_and_value():
         (["train.beam_size=0"], r"train.beam_size=0 must be >= 1"),
         (["train.precision=8"], r"train.precision='8'"),
         (["data.max_tokens=10"], r"data.max_tokens=10 must be >= data.max_len"),
+        (["model.attention=linear", "model.positional=alibi"], r"model.attention='linear' cannot add the position biases of model.positional='alibi'"),
+        (["model.attention_window=0"], r"model.attention_window=0 must be >= 1"),
     ],
 )
 def test_impossible_combinations_fail_naming_the_key(overrides, message):

@@ -90,6 +90,71 @@ class Additive(nn.Module):
         return softmax_attend(scores, v, mask, self.dropout, self.training)
 
 
+def _query_positions(t: int, s: int, device) -> Tensor:
+    """Self-attention queries are the last T of the S key positions (T == S in a full pass, 1 per cached step)."""
+    return torch.arange(s - t, s, device=device)
+
+
+@register(ATTENTION, "local")
+class Local(ScaledDotProduct):
+    """Windowed self-attention: each query sees keys within `model.attention_window` positions (only earlier
+    ones in the decoder), as in local/sliding-window Transformers. Cross attention stays full: source and target
+    share no position axis. Implemented as a banded mask on the fused kernel, so it changes what is attended,
+    not the cost; the cost curve of a truly sparse kernel would fall with the window."""
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, window: int = 16, causal: bool = False,
+                 self_attention: bool = False):
+        super().__init__(heads=heads, d_k=d_k, dropout=dropout)
+        self.window, self.causal, self.self_attention = window, causal, self_attention
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
+        if self.self_attention:
+            q_pos, k_pos = _query_positions(q.size(2), k.size(2), q.device), torch.arange(k.size(2), device=q.device)
+            offset = q_pos[:, None] - k_pos[None, :]  # (T, S): how far back each key is
+            band = (offset <= self.window) & (offset >= (0 if self.causal else -self.window))
+            if mask is None:
+                mask = band
+            elif mask.dtype == torch.bool:
+                mask = mask & band
+            else:
+                mask = mask.masked_fill(~band, float("-inf"))
+        return super().forward(q, k, v, mask, scale)
+
+
+@register(ATTENTION, "linear")
+class Linear(nn.Module):
+    """Linear attention (Katharopoulos et al., 2020): softmax(q k^T) replaced by phi(q) phi(k)^T with
+    phi = elu + 1, so attention is phi(q) (phi(k)^T V) / (phi(q) . sum phi(k)): linear in sequence length.
+    The decoder uses running sums over positions (causal). The logit scale multiplies q before phi. It cannot
+    add position biases (alibi, t5_bias, shaw); absolute positions and rotary work."""
+
+    takes_bias = False
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, causal: bool = False, eps: float = 1e-6):
+        super().__init__()
+        self.causal, self.eps = causal, eps
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
+        if mask is not None and mask.dtype != torch.bool:
+            raise ValueError("linear attention cannot add position biases; use model.positional rotary, sinusoidal, learned or none")
+        heads = q.size(1)
+        q, k, v = F.elu(q * scale) + 1, F.elu(repeat_kv(k, heads)) + 1, repeat_kv(v, heads)
+        if self.causal:
+            # Padding in a target only follows its real tokens, so causality alone keeps real positions exact.
+            kv = torch.einsum("bhsd,bhse->bhsde", k, v).cumsum(dim=2)  # (B, H, S, Dk, Dv): sums up to each position
+            z = k.cumsum(dim=2)  # (B, H, S, Dk)
+            rows = _query_positions(q.size(2), k.size(2), q.device)
+            num = torch.einsum("bhtd,bhtde->bhte", q, kv[:, :, rows])
+            den = torch.einsum("bhtd,bhtd->bht", q, z[:, :, rows])
+        else:
+            if mask is not None:  # key padding: (B, 1, 1 or T, S) -> drop padded keys from both sums
+                k = k * mask[:, :, -1:, :].transpose(-1, -2).to(k.dtype)
+            kv = torch.einsum("bhsd,bhse->bhde", k, v)  # (B, H, Dk, Dv)
+            num = torch.einsum("bhtd,bhde->bhte", q, kv)
+            den = torch.einsum("bhtd,bhd->bht", q, k.sum(dim=2))
+        return num / (den.unsqueeze(-1) + self.eps)  # (B, H, T, Dv)
+
+
 # -- scalings of the logits ------------------------------------------------------------------
 
 

@@ -134,6 +134,8 @@ def alibi_slopes(heads: int) -> Tensor:
 class ALiBi(RelativePosition):
     """ALiBi: a fixed, per-head linear penalty -m_h * |i - j| on the logits; no parameters, extrapolates to length."""
 
+    adds_bias = True
+
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
         super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
         self.register_buffer("slopes", alibi_slopes(heads).view(heads, 1, 1), persistent=False)
@@ -165,6 +167,7 @@ class T5Bias(RelativePosition):
     """T5's learned relative position bias: one scalar per head and distance bucket (32 buckets, max distance 128)."""
 
     num_buckets, max_distance = 32, 128
+    adds_bias = True
 
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
         super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
@@ -183,6 +186,7 @@ class ShawRelative(RelativePosition):
     ablation; leaving it out keeps the fused attention kernel usable."""
 
     max_distance = 16
+    adds_bias = True
 
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
         super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)

@@ -6,6 +6,7 @@ Token id 0 is padding (see ablate.tokenizer). Masks are bool, True = may attend.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import TYPE_CHECKING
 
@@ -172,6 +173,17 @@ def count_parameters(model: Transformer) -> dict[str, int]:
     return counts
 
 
+def compatible(attention: str, positional: str) -> bool:
+    """Whether kernel `attention` can take the logit biases a `positional` scheme adds (linear attention cannot)."""
+    return getattr(ATTENTION[attention], "takes_bias", True) or not getattr(POSITIONAL[positional], "adds_bias", False)
+
+
+def _kernel_kwargs(kernel_cls: type, **offered) -> dict:
+    """The optional construction arguments a kernel declares (causal, self_attention, window); others take none."""
+    accepted = inspect.signature(kernel_cls).parameters
+    return {k: v for k, v in offered.items() if k in accepted}
+
+
 def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
     """Wire a Transformer from the `model` config section and the (shared) vocabulary size."""
     heads = cfg.heads
@@ -192,7 +204,8 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
             position = positional_cls(heads=heads, d_k=d_k, max_positions=cfg.max_positions, causal=causal)
         return MultiHeadAttention(
             d_model=cfg.d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=kv_heads,
-            kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout),
+            kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **_kernel_kwargs(
+                kernel_cls, causal=causal, self_attention=self_attention, window=cfg.attention_window)),
             scaling=scaling_cls(heads=heads, d_k=d_k), position=position,
         )
 
