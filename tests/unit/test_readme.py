@@ -39,3 +39,25 @@ def test_readme_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
         path.write_text(block)
         sweep = load_sweep(path)
         assert sweep.mode == ("variants", "search")[i]
+
+
+def test_readme_relative_position_example_keeps_every_invariant():
+    from ablate.model import POSITIONAL
+
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text().split("## Adding a variant", 1)[1].split("\n## ", 1)[0], re.S)
+    assert len(blocks) == 2
+    try:
+        exec(compile(blocks[1], "README.md", "exec"), {"__name__": "readme_example"})
+        model = build_transformer(tiny_model(positional="log_distance", attention_window=2), VOCAB).eval()
+        src, tgt = random_batch(pad_tail=False)
+        full = model(src, tgt)
+        memory, src_mask = model.encode(src)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, i : i + 1], memory, src_mask, cache, start=i) for i in range(tgt.size(1))]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+        model.train()
+        model(src, tgt).sum().backward()
+        weights = [m.position.weight for m in model.modules() if getattr(m, "position", None) is not None]
+        assert weights and all(w.grad is not None for w in weights)
+    finally:
+        POSITIONAL.pop("log_distance", None)
