@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["valid", "test"], help="a split of the run's dataset")
     p.add_argument("--src", help="source file of another test set (plain or .gz)")
     p.add_argument("--ref", help="reference file aligned with --src")
+    p.add_argument("--longer-than", type=int, default=0, metavar="N",
+                   help="only pairs whose source has more than N subword tokens (length extrapolation)")
     p.add_argument("--hyp-out", help="also write the hypotheses here")
     p.set_defaults(func=cmd_evaluate)
 

@@ -92,6 +92,7 @@ class TrainConfig:
     log_every_steps: int = 50
     compile: bool = False  # torch.compile the model
     deterministic: bool = False
+    eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off
     debug_nan_step: int = 0  # testing aid: from this step on the loss is NaN, to exercise the NaN guard; 0 = off
 
 
@@ -298,7 +299,7 @@ def validate(cfg: ExperimentConfig) -> None:
     _at_least(p, "train.devices", t.devices, 1)
     _at_least(p, "train.keep_last", t.keep_last, 1)
     _at_least(p, "train.log_every_steps", t.log_every_steps, 1)
-    for key in ("lr_scale", "clip_grad", "weight_decay", "val_every_steps", "val_max_sentences", "num_threads", "length_penalty", "debug_nan_step"):
+    for key in ("lr_scale", "clip_grad", "weight_decay", "val_every_steps", "val_max_sentences", "num_threads", "length_penalty", "debug_nan_step", "eval_longer_than"):
         _at_least(p, f"train.{key}", getattr(t, key), 0)
     if t.lr_scale == 0:
         p.append("train.lr_scale=0 would never update the model; must be > 0")

@@ -60,6 +60,12 @@ def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: E
     return tokenizer.decode(outputs)
 
 
+def longer_than(tokenizer: Tokenizer, srcs: list[str], refs: list[str], n: int) -> tuple[list[str], list[str]]:
+    """The pairs whose source has more than `n` subword tokens: a length-extrapolation test set."""
+    keep = [i for i, ids in enumerate(tokenizer.encode(srcs)) if len(ids) > n]
+    return [srcs[i] for i in keep], [refs[i] for i in keep]
+
+
 def score(hyps: list[str], refs: list[str]) -> dict:
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     return {"bleu": round(b.score, 2), "bleu_signature": b.signature, "chrf": round(c.score, 2), "chrf_signature": c.signature,
@@ -100,6 +106,11 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         pairs, _ = read_parallel(*resolve_split(cfg.data, split))
         srcs, refs = [s for s, _ in pairs], [r for _, r in pairs]
         name = f"{cfg.data.dataset}:{split}"
+    if args.longer_than:
+        srcs, refs = longer_than(tokenizer, srcs, refs, args.longer_than)
+        name += f" (sources > {args.longer_than} tokens)"
+        if not srcs:
+            raise ValueError(f"no sentence of {name} has more than {args.longer_than} source tokens")
     hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
     if args.hyp_out:
         Path(args.hyp_out).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

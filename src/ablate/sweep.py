@@ -210,8 +210,10 @@ def _validate_trials(sweep: Sweep) -> None:
 
 
 def diff_from_base(sweep: Sweep, cfg: ExperimentConfig) -> dict[str, tuple[Any, Any]]:
-    """Keys whose value differs from the base experiment's: key -> (base, trial); out_dir and sweep bookkeeping left out."""
-    base = flatten(to_dict(load_config(sweep.base)))
+    """Keys whose value differs from the base experiment with the sweep-wide overrides: key -> (base, trial).
+
+    out_dir and sweep/logging bookkeeping are left out."""
+    base = flatten(to_dict(sweep.config_for({})))
     trial = flatten(to_dict(cfg))
     skip = ("out_dir", "sweep.", "logging.")
     return {k: (base.get(k), v) for k, v in trial.items() if base.get(k) != v and not k.startswith(skip)}

@@ -25,6 +25,8 @@ SUMMARY_COLUMNS = ["number", "name", "state", "value", "val/bleu", "val/ppl", "p
 def dry_run(sweep: Sweep, console: Console) -> None:
     console.print(f"[bold]{sweep.name}[/]: {sweep.mode}, base {sweep.base}, objective "
                   f"{sweep.objective.direction} {' + '.join(f'{w:g}*{m}' for m, w in sweep.objective.terms.items())}")
+    if sweep.overrides:
+        console.print("every trial: " + ", ".join(f"{k}={v}" for k, v in sweep.overrides.items()))
     if sweep.mode == "variants":
         table = Table("row", "seed", "differences from the base config")
         for row, seed in sweep.rows():

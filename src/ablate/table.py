@@ -27,7 +27,7 @@ from ablate.sweep import row_group
 # Table 3's configuration columns: header -> flattened config key.
 COLUMNS = {"N": "model.enc_layers", "d_model": "model.d_model", "d_ff": "model.d_ff", "h": "model.heads", "d_k": "model.d_k",
            "d_v": "model.d_v", "P_drop": "model.dropout", "eps_ls": "train.label_smoothing", "pos": "model.positional",
-           "attn": "model.attention", "steps": "train.max_steps"}
+           "attn": "model.attention", "scale": "model.attention_scaling", "kv": "model.kv_heads", "steps": "train.max_steps"}
 TIE = {"bleu": 0.05, "ppl": 0.005}  # |delta| at or below this counts as "no change" (the paper prints 1 and 2 decimals)
 
 
@@ -40,6 +40,7 @@ class Run:
     params: float | None
     tokens_per_s: float | None
     step_ms: float | None
+    long_bleu: float | None = None  # BLEU on validation sentences longer than any trained on (train.eval_longer_than)
 
 
 @dataclass
@@ -80,7 +81,8 @@ def _run(row: str, config: dict, summary: dict) -> Run:
         params = summary.get("params/total")
     return Run(row=row, config=_effective(config), ppl=last.get("val/ppl", summary.get("val/ppl")),
                bleu=last.get("val/bleu", summary.get("val/bleu")), params=params,
-               tokens_per_s=summary.get("speed/tokens_per_s"), step_ms=summary.get("speed/step_ms"))
+               tokens_per_s=summary.get("speed/tokens_per_s"), step_ms=summary.get("speed/step_ms"),
+               long_bleu=summary.get("val_long/bleu"))
 
 
 def runs_from_dirs(root: Path) -> list[Run]:
@@ -168,7 +170,7 @@ def make_table(runs: list[Run]) -> Table:
         line = {"row": row.name, "group": row.group, "seeds": len(row.runs)}
         for col, key in COLUMNS.items():
             line[col] = "" if row is base or cfg.get(key) == base_cfg.get(key) else cfg.get(key)
-        for m in ("ppl", "bleu", "params", "tokens_per_s", "step_ms"):
+        for m in ("ppl", "bleu", "params", "tokens_per_s", "step_ms", "long_bleu"):
             line[m], line[f"{m}_sd"] = row.mean(m), row.spread(m)
         for m in ("ppl", "bleu"):
             ours, ours_base = row.mean(m), base.mean(m)
@@ -224,13 +226,13 @@ def _cells(line: dict) -> list[str]:
     params = "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}"
     return [line["row"], *(_fmt(line[c], "g") if not isinstance(line[c], str) else line[c] for c in COLUMNS),
             _fmt(line["ppl"], ".2f", line["ppl_sd"]), _fmt(line["bleu"], ".2f", line["bleu_sd"]), params,
-            _fmt(line["tokens_per_s"], ".0f"), _fmt(line["step_ms"], ".0f"),
+            _fmt(line["tokens_per_s"], ".0f"), _fmt(line["step_ms"], ".0f"), _fmt(line["long_bleu"], ".2f", line["long_bleu_sd"]),
             _fmt(line["d_ppl"], "+.2f"), _fmt(line["d_bleu"], "+.2f"),
             _fmt(line["paper_ppl"]), _fmt(line["paper_bleu"], ".1f"), _fmt(line["paper_d_ppl"], "+.2f"), _fmt(line["paper_d_bleu"], "+.1f"),
             str(line["seeds"])]
 
 
-HEADER = ["row", *COLUMNS, "PPL", "BLEU", "params (M)", "tok/s", "step ms", "ΔPPL", "ΔBLEU",
+HEADER = ["row", *COLUMNS, "PPL", "BLEU", "params (M)", "tok/s", "step ms", "long BLEU", "ΔPPL", "ΔBLEU",
           "paper PPL", "paper BLEU", "paper ΔPPL", "paper ΔBLEU", "seeds"]
 
 
@@ -239,6 +241,8 @@ def _used_columns(table: Table) -> list[int]:
     keep = []
     for i, h in enumerate(HEADER):
         if h in COLUMNS and not any(line[h] != "" for line in table.lines):
+            continue
+        if h == "long BLEU" and all(line["long_bleu"] is None for line in table.lines):
             continue
         keep.append(i)
     return keep
@@ -290,7 +294,7 @@ def to_latex(table: Table, title: str) -> str:
 
 def to_csv(table: Table, path: Path) -> None:
     keys = ["row", "group", "seeds", *COLUMNS, "ppl", "ppl_sd", "bleu", "bleu_sd", "params", "params_sd", "tokens_per_s", "tokens_per_s_sd",
-            "step_ms", "step_ms_sd", "d_ppl", "d_bleu", "paper_ppl", "paper_bleu", "paper_d_ppl", "paper_d_bleu", "paper_params"]
+            "step_ms", "step_ms_sd", "long_bleu", "long_bleu_sd", "d_ppl", "d_bleu", "paper_ppl", "paper_bleu", "paper_d_ppl", "paper_d_bleu", "paper_params"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, keys, extrasaction="ignore")
         writer.writeheader()

@@ -113,6 +113,8 @@ def train(cfg: ExperimentConfig, callbacks: list = ()) -> dict:
     try:
         trainer.fit(module, datamodule=dm)
         summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
+        if trainer.is_global_zero and cfg.train.eval_longer_than:
+            summary.update(_eval_long(cfg, module, dm))
         if trainer.is_global_zero:
             (out / "summary.json").write_text(json.dumps(summary, indent=2))
             if wandb_logger is not None:
@@ -123,6 +125,19 @@ def train(cfg: ExperimentConfig, callbacks: list = ()) -> dict:
             import wandb
 
             wandb.finish()
+
+
+def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
+    """Length extrapolation: BLEU of the final weights on validation pairs longer than any the run trained on."""
+    from ablate.evaluate import longer_than, score, translate
+
+    n = cfg.train.eval_longer_than
+    srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)
+    if not srcs:
+        return {"val_long/sentences": 0}
+    hyps = translate(module.model.eval(), dm.tokenizer, srcs, cfg)
+    result = score(hyps, refs)
+    return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}
 
 
 def _summary(cfg, trainer, module, speed, wall, extra) -> dict:

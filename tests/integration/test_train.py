@@ -166,3 +166,20 @@ def test_training_options(tmp_path, train_overrides):
     else:
         assert summary["steps"] == 6 and summary["speed/step_ms"] > 0  # 6 optimizer steps = 12 batches
     assert summary["last"]["val/ppl"] > 1
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "alibi"])
+def test_length_extrapolation_eval_after_training(tmp_path, positional, capsys):
+    """Trained on pairs of at most 6 tokens, scored on validation sentences longer than that (summary + CLI)."""
+    from ablate.train import train
+
+    cfg = tiny_experiment(tmp_path, model={"positional": positional},
+                          data={"max_len": 6}, train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6}, logging={"wandb": False})
+    summary = train(cfg)
+    assert summary["val_long/sentences"] > 0 and summary["val_long/min_src_tokens"] == 7
+    assert 0.0 <= summary["val_long/bleu"] <= 100.0
+    ckpt = f"{cfg.out_dir}/checkpoints/last.ckpt"
+    assert main(["evaluate", ckpt, "--split", "valid", "--longer-than", "6", "--beam", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sentences"] == summary["val_long/sentences"] and "sources > 6 tokens" in result["test_set"]
+    assert main(["evaluate", ckpt, "--split", "valid", "--longer-than", "500"]) == 2
