@@ -156,6 +156,26 @@ def objective_value(sweep: Sweep, summary: dict) -> float:
     return sum(w * metric_value(summary, m) for m, w in sweep.objective.terms.items())
 
 
+def tell(study: optuna.Study, trial: optuna.Trial, value: float | None = None, state: TrialState | None = None) -> None:
+    """study.tell, tolerating GridSampler's study.stop() after the last grid point, which raises outside
+    optimize(); the result is stored before that (Optuna saves the state in a `finally`)."""
+    try:
+        study.tell(trial, value, state=state)
+    except RuntimeError as e:
+        if "Study.stop" not in str(e):
+            raise
+
+
+def grid_size(sweep: Sweep) -> int | None:
+    """Points of a grid search (every parameter categorical), which bound its trials; None for other samplers."""
+    if sweep.mode != "search" or sweep.sampler["name"] != "grid":
+        return None
+    size = 1
+    for spec in sweep.search.values():
+        size *= len(spec["choices"])
+    return size
+
+
 def _next_action(study: optuna.Study, sweep: Sweep, started: float) -> str:
     """'run' a trial, 'wait' for running ones (one may die and need a retry), or 'stop'."""
     if sweep.timeout and time.time() - started > sweep.timeout:
@@ -166,11 +186,12 @@ def _next_action(study: optuna.Study, sweep: Sweep, started: float) -> str:
         if any(t.state == TrialState.WAITING for t in trials):
             return "run"
         return "wait" if running else "stop"
-    if sweep.n_trials:
+    budget = min(n for n in (sweep.n_trials, grid_size(sweep)) if n) if (sweep.n_trials or grid_size(sweep)) else None
+    if budget:
         done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
-        if done >= sweep.n_trials:
+        if done >= budget:
             return "stop"
-        if done + running >= sweep.n_trials:
+        if done + running >= budget:
             return "wait"
     return "run"
 
@@ -196,7 +217,7 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
         if sweep.mode == "variants" and "fixed_params" not in study._storage.get_trial_system_attrs(trial._trial_id):
             # Another worker took the last queued row between our check and ask().
             trial.set_user_attr("fail_reason", "no queued row left (taken by another worker)")
-            study.tell(trial, state=TrialState.FAIL)
+            tell(study, trial, state=TrialState.FAIL)
             continue
         try:
             run_trial(study, trial, sweep, url, index)
@@ -249,13 +270,13 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
         name, overrides, seed, tags = _trial_overrides(study, trial, sweep)
     except KeyError as e:
         trial.set_user_attr("fail_reason", str(e))
-        study.tell(trial, state=TrialState.FAIL)
+        tell(study, trial, state=TrialState.FAIL)
         return TrialState.FAIL
     if sweep.mode == "variants":
         clash = _taken_elsewhere(study, trial, (trial.user_attrs["row"], seed))
         if clash:
             trial.set_user_attr("fail_reason", f"duplicate: {clash}")
-            study.tell(trial, state=TrialState.FAIL)
+            tell(study, trial, state=TrialState.FAIL)
             return TrialState.FAIL
     root = (sweep.out_dir / "trials").resolve()
     trial_dir = root / f"{trial.number:04d}-{safe_name(name)}"
@@ -277,7 +298,7 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
         (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
     except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
         trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}"[:500])
-        study.tell(trial, state=TrialState.FAIL)
+        tell(study, trial, state=TrialState.FAIL)
         return TrialState.FAIL
     _say(index, f"trial {trial.number} ({name}) started in {trial_dir}")
     began = time.time()
@@ -338,13 +359,13 @@ def _finish(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, trial_dir: P
             value = objective_value(sweep, summary)
         except KeyError as e:
             trial.set_user_attr("fail_reason", str(e))
-            study.tell(trial, state=TrialState.FAIL)
+            tell(study, trial, state=TrialState.FAIL)
             return TrialState.FAIL
-        study.tell(trial, value)
+        tell(study, trial, value)
         return TrialState.COMPLETE
     if rc == PRUNED_EXIT:
-        study.tell(trial, state=TrialState.PRUNED)
+        tell(study, trial, state=TrialState.PRUNED)
         return TrialState.PRUNED
     trial.set_user_attr("fail_reason", f"exit code {rc}: {_fail_reason(trial_dir)}")
-    study.tell(trial, state=TrialState.FAIL)
+    tell(study, trial, state=TrialState.FAIL)
     return TrialState.FAIL

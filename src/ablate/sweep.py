@@ -203,8 +203,8 @@ def _validate_trials(sweep: Sweep) -> None:
             raise _fail(path, f"search.'{key}': {e}") from None
     if not sweep.variants and sweep.sampler["name"] == "grid" and any(s["type"] != "categorical" for s in sweep.search.values()):
         raise _fail(path, "sampler 'grid' needs every search parameter to be categorical")
-    if sweep.mode == "search" and not sweep.n_trials and not sweep.timeout:
-        raise _fail(path, "a search sweep needs a budget: n_trials or timeout")
+    if sweep.mode == "search" and not sweep.n_trials and not sweep.timeout and sweep.sampler["name"] != "grid":
+        raise _fail(path, "a search sweep needs a budget: n_trials or timeout (a grid search is bounded by its grid)")
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")
 

@@ -139,3 +139,28 @@ def test_shipped_sweep_files_pass_validation(monkeypatch):
     assert files
     for path in files:
         load_sweep(path)
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "grid", "cmaes"])
+def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
+    from ablate.study import _suggest, grid_size, make_pruner, tell
+
+    space = ("search:\n  train.lr_scale: {type: categorical, choices: [0.5, 1.0]}\n  model.heads: {type: categorical, choices: [2, 4]}\n"
+             if sampler == "grid" else
+             "search:\n  train.lr_scale: {type: float, low: 0.1, high: 10, log: true}\n  train.warmup: {type: int, low: 10, high: 100, step: 10}\n")
+    sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 4\nsampler: {{name: {sampler}, seed: 0}}\n{space}"))
+    study = open_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    for pruner in ("none", "median", "successive_halving", "hyperband"):
+        assert make_pruner(load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 1\npruner: {pruner}\n{space}"))) is not None
+    seen = []
+    for _ in range(4):
+        trial = study.ask()
+        params = {k: _suggest(trial, k, spec) for k, spec in sweep.search.items()}
+        sweep.config_for(params)  # every sample is a valid config
+        seen.append(tuple(params.values()))
+        tell(study, trial, sum(float(v) for v in params.values()))
+    if sampler == "grid":
+        assert grid_size(sweep) == 4
+        assert sorted(seen) == [(0.5, 2), (0.5, 4), (1.0, 2), (1.0, 4)]  # the grid, each point once
+    else:
+        assert all(0.1 <= lr <= 10 and warmup % 10 == 0 for lr, warmup in seen) and len(set(seen)) == 4
