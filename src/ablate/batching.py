@@ -159,6 +159,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
         self.epoch = 0
+        self.resume_at: tuple[int, int] | None = None  # (epoch, batches already trained): skipped once, on resume
         self.sampler = _EpochHook(self)
         self._order = np.lexsort((self.src_lens, self.tgt_lens))  # stable: target, then source, then index
         # Random tie-breaking only permutes pairs of equal (tgt, src) length, so these cut points hold every epoch.
@@ -197,6 +198,10 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             if total > len(batches):
                 batches = (batches * math.ceil(total / len(batches)))[:total]
             batches = batches[:total][self.rank :: self.num_replicas]
+        if self.resume_at is not None and self.resume_at[0] == self.epoch:
+            # The order is a function of (seed, epoch), so dropping the batches already trained resumes exactly.
+            batches = batches[self.resume_at[1] :]
+            self.resume_at = None
         return iter(batches)
 
     def __len__(self) -> int:

@@ -44,7 +44,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)
-    train(cfg)
+    train(cfg, resume=args.resume, force=args.force)
     return 0
 
 
@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train one model")
     p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
+    p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")
+    p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")

@@ -101,7 +101,24 @@ class TranslationDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         # Lightning's fit loop calls set_epoch(epoch) on batch_sampler.sampler each epoch (see batching._EpochHook).
-        return self._loader("train", shuffle=True, shard=True)
+        loader = self._loader("train", shuffle=True, shard=True)
+        resume_at, self._resume_at = getattr(self, "_resume_at", None), None
+        if resume_at is not None:
+            # On resume Lightning creates the epoch's iterator before it calls set_epoch: set it here.
+            loader.batch_sampler.set_epoch(resume_at[0])
+            loader.batch_sampler.resume_at = resume_at
+        return loader
+
+    # Saved in every checkpoint: where in the epoch's batch order training stands, so a resumed run skips exactly
+    # the batches it has trained on (Lightning restores its counters but would replay the epoch from its start).
+    def state_dict(self) -> dict:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return {}
+        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume_at = (state["epoch"], state["batches_done"]) if state else None
 
     # Evaluation is not sharded: every rank sees the whole split in length order, so BLEU needs no gathering.
     def val_dataloader(self) -> DataLoader | list:

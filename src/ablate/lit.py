@@ -7,8 +7,10 @@ and validation reporting loss, perplexity and sacreBLEU of beam-search output.
 from __future__ import annotations
 
 import math
+import random
 
 import lightning as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -106,6 +108,36 @@ class TranslationModule(L.LightningModule):
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
+        checkpoint["rng"] = rng_states()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
+        # Applied right before the first resumed batch: restoring now would be undone by what runs in between
+        # (creating data iterators draws from torch's generator).
+        self._pending_rng = checkpoint.get("rng")
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        if getattr(self, "_pending_rng", None) is not None:
+            set_rng_states(self._pending_rng)
+            self._pending_rng = None
+
+
+def rng_states() -> dict:
+    """Every generator training draws from (dropout, shuffling helpers), in types torch.load(weights_only=True) accepts."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    states = {"torch": torch.get_rng_state(), "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos,
+              "has_gauss": has_gauss, "gauss": gauss}, "python": {"version": version, "internal": list(internal), "gauss": gauss_next}}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    n = states["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    p = states["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
@@ -34,15 +35,17 @@ def git_sha() -> str | None:
         return None
 
 
-def prepare_out_dir(cfg: ExperimentConfig) -> Path:
+def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False) -> Path:
     """Create out_dir and prove it is writable before any work starts; never train over an earlier run."""
     out = Path(cfg.out_dir)
     existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
-    if existing:
+    if existing and not resume:
         raise ValueError(
             f"out_dir={cfg.out_dir} already holds a run ({len(existing)} checkpoints, e.g. {existing[0].name}); "
-            "choose another out_dir so nothing of it is overwritten"
+            "resume it with --resume, or choose another out_dir so nothing of it is overwritten"
         )
+    if resume and not existing:
+        raise ValueError(f"--resume: out_dir={cfg.out_dir} holds no checkpoint to resume from")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"
@@ -91,13 +94,55 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
     )
 
 
-def train(cfg: ExperimentConfig, callbacks: list = ()) -> dict:
-    """Train, validate and checkpoint one model; returns the run summary (also written to summary.json)."""
-    out = prepare_out_dir(cfg)
+def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
+    """Keys whose value differs between a run's saved config and a new one (sweep bookkeeping ignored)."""
+    a, b = flatten(saved), flatten(new)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and not k.startswith("sweep.")}
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The newest checkpoint that loads: last.ckpt or a step checkpoint (a kill between the two saves leaves
+    last.ckpt older), skipping any that is unreadable (killed mid-save, truncated)."""
+    from ablate.checkpoint import CheckpointError, load_checkpoint
+
+    candidates = sorted([*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"],
+                        key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
+    problems = []
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            load_checkpoint(path)
+            return path
+        except CheckpointError as e:
+            problems.append(str(e))
+            log.warning("cannot resume from %s: %s", path, e)
+    raise ValueError(f"no readable checkpoint in {out / 'checkpoints'}: " + "; ".join(problems))
+
+
+def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, force: bool = False) -> dict:
+    """Train, validate and checkpoint one model; returns the run summary (also written to summary.json).
+
+    With `resume`, training continues from the run's last good checkpoint in out_dir: model, optimizer,
+    schedule, RNG states and the position in the epoch's batch order, so it continues as if never stopped.
+    A config that differs from the run's saved one is refused (listing the keys) unless `force`.
+    """
+    out = prepare_out_dir(cfg, resume)
+    ckpt_path, attempt = None, 0
+    if resume:
+        saved = yaml.safe_load((out / "config.yaml").read_text()) if (out / "config.yaml").exists() else {}
+        changes = config_changes(saved, to_dict(cfg))
+        if changes and not force:
+            listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
+            raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
+        ckpt_path = resume_checkpoint(out)
+        attempt = 1 + sum(1 for _ in out.glob("resume-*"))
+        log.warning("resuming %s from %s", out, ckpt_path)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    (out / "config.yaml").write_text(to_yaml(cfg))
+    if not resume:
+        (out / "config.yaml").write_text(to_yaml(cfg))
 
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
@@ -107,11 +152,13 @@ def train(cfg: ExperimentConfig, callbacks: list = ()) -> dict:
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": dm.tokenizer.vocab_size}
     speed = SpeedCallback(cfg.train.log_every_steps)
     wandb_logger = make_wandb_logger(cfg, out, extra)
-    loggers = [CSVLogger(str(out), name="", version="")] + ([wandb_logger] if wandb_logger else [])
+    # A resumed attempt logs its metrics beside the first one's (resume-N/metrics.csv), never over them.
+    csv_logger = CSVLogger(str(out), name="", version=f"resume-{attempt}" if attempt else "")
+    loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
     trainer = make_trainer(cfg, out, loggers, speed, callbacks)
     started = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=dm)
+        trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
         if trainer.is_global_zero and cfg.train.eval_longer_than:
             summary.update(_eval_long(cfg, module, dm))

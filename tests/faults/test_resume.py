@@ -1,0 +1,92 @@
+"""Faults injected for real: a training process killed with SIGKILL mid-epoch resumes and continues exactly as
+the uninterrupted run (model, optimizer, schedule, RNG states and data position restored); a changed config is
+refused; a truncated last.ckpt falls back to the newest good checkpoint."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ablate.config import to_yaml
+from helpers import tiny_experiment
+
+STEPS, VAL_EVERY = 150, 10
+
+
+def write_config(tmp_path: Path, out: str, **train) -> Path:
+    cfg = tiny_experiment(
+        tmp_path, model={"dropout": 0.2},  # dropout: the RNG state matters for the losses to match
+        train={"max_steps": STEPS, "val_every_steps": VAL_EVERY, "log_every_steps": 1, "keep_last": 5, "val_bleu": False,
+               "num_threads": 1, **train},
+        logging={"wandb": False, "progress": False},
+    )
+    cfg.out_dir = str(tmp_path / out)
+    path = tmp_path / f"{out}.yaml"
+    path.write_text(to_yaml(cfg))
+    return path
+
+
+def ablate(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+
+
+def losses(metrics: Path) -> dict[int, float]:
+    with open(metrics) as f:
+        return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+def test_sigkill_mid_epoch_then_resume_matches_the_uninterrupted_run(tmp_path):
+    full = ablate("train", str(write_config(tmp_path, "full")))
+    assert full.wait(timeout=300) == 0, full.stdout.read().decode()[-3000:]
+    expected = losses(tmp_path / "full" / "metrics.csv")
+    assert len(expected) == STEPS
+
+    path = write_config(tmp_path, "killed")
+    proc = ablate("train", str(path))
+    ckpt = tmp_path / "killed" / "checkpoints" / f"step={2 * VAL_EVERY}.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (tmp_path / "killed" / "summary.json").exists()
+
+    resumed = ablate("train", str(path), "--resume")
+    out = resumed.communicate(timeout=300)[0].decode()
+    assert resumed.returncode == 0, out[-3000:]
+    after = losses(tmp_path / "killed" / "resume-1" / "metrics.csv")
+    first = min(after)
+    assert first > VAL_EVERY and max(after) == STEPS - 1 and len(after) == STEPS - first
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+    before = losses(tmp_path / "killed" / "metrics.csv")  # the first attempt's metrics are kept, not overwritten
+    assert min(before) == 0 and all(before[s] == pytest.approx(expected[s], rel=1e-5) for s in before)
+
+
+def test_resume_refuses_a_changed_config_unless_forced_and_skips_a_truncated_last_checkpoint(tmp_path):
+    path = write_config(tmp_path, "run", max_steps=20)
+    assert ablate("train", str(path)).wait(timeout=300) == 0
+    ckpts = tmp_path / "run" / "checkpoints"
+    changed = write_config(tmp_path, "run", max_steps=26, label_smoothing=0.2)
+    proc = ablate("train", str(changed), "--resume")
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 2 and "train.label_smoothing: 0.1 -> 0.2" in out and "train.max_steps: 20 -> 26" in out
+
+    last = (ckpts / "last.ckpt").read_bytes()
+    (ckpts / "last.ckpt").write_bytes(last[: len(last) // 3])  # a save cut short
+    proc = ablate("train", str(changed), "--resume", "--force")
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 0, out[-3000:]
+    assert "cannot resume from" in out and "last.ckpt" in out and "step=20.ckpt" in out
+    assert min(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 20 and max(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 25
+
+    proc = ablate("train", str(write_config(tmp_path, "empty")), "--resume")
+    assert proc.wait(timeout=120) == 2 and b"holds no checkpoint" in proc.stdout.read()
