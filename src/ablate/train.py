@@ -61,10 +61,26 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
     if not lc.wandb or lc.mode == "disabled":
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
-    return WandbLogger(
-        project=lc.project, entity=lc.entity, group=lc.group, name=lc.name or out.name, tags=list(lc.tags),
-        save_dir=str(out), mode=lc.mode, config={**flatten(to_dict(cfg)), **extra}, log_model=False,
-    )
+
+    def logger(mode: str) -> WandbLogger:
+        return WandbLogger(
+            project=lc.project, entity=lc.entity, group=lc.group, name=lc.name or out.name, tags=list(lc.tags),
+            save_dir=str(out), mode=mode, config={**flatten(to_dict(cfg)), **extra}, log_model=False,
+        )
+
+    if lc.mode != "online":
+        return logger(lc.mode)
+    online = logger("online")
+    try:
+        online.experiment  # connect now rather than inside fit(): training must never die because logging did
+        return online
+    except Exception as e:  # unreachable server, bad or missing key, quota...
+        from ablate.study import redact
+
+        first = redact(str(e).splitlines()[0] if str(e) else "")[:200]
+        log.warning("W&B is unreachable or misconfigured (%s: %s); logging offline under %s, upload later with "
+                    "`wandb sync`", type(e).__name__, first, out)
+        return logger("offline")
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:
