@@ -19,6 +19,7 @@ import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
+from ablate.checkpoint import AtomicCheckpointIO
 from ablate.config import ExperimentConfig, flatten, to_dict, to_yaml
 from ablate.data import TranslationDataModule
 from ablate.lit import TranslationModule
@@ -107,6 +108,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
         use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
         enable_progress_bar=cfg.logging.progress, num_sanity_val_steps=1, deterministic=t.deterministic,
         enable_model_summary=False,
+        plugins=[AtomicCheckpointIO()],
     )
 
 
@@ -151,6 +153,8 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
         if changes and not force:
             listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
             raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
+        for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
+            stale.unlink()
         ckpt_path = resume_checkpoint(out)
         attempt = 1 + sum(1 for _ in out.glob("resume-*"))
         log.warning("resuming %s from %s", out, ckpt_path)
