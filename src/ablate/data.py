@@ -61,7 +61,10 @@ class TranslationDataModule(L.LightningDataModule):
         for split in wanted:
             if split in self._encoded or (split != "train" and split not in available_splits(self.data_cfg)):
                 continue
-            pairs, _ = read_parallel(*resolve_split(self.data_cfg, split))
+            files = resolve_split(self.data_cfg, split)
+            pairs, _ = read_parallel(*files)
+            if not pairs:
+                raise ValueError(f"the {split} split has no sentence pairs: {files[0]} / {files[1]} are empty or hold only empty lines")
             self._raw[split] = pairs
             # Training drops over-long pairs; evaluation truncates them so BLEU still covers every reference.
             overlong = "drop" if split == "train" else "truncate"

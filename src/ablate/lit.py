@@ -105,6 +105,9 @@ class TranslationModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Never let non-finite weights replace the last good checkpoint (the periodic loss check may not have run yet).
+        if not all(torch.isfinite(p).all() for p in self.parameters()):
+            raise FloatingPointError(f"non-finite weights at step {self.global_step}: not saving them; the last checkpoint is the last good one")
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)

@@ -162,6 +162,8 @@ def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Pa
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}."))
     try:
         pairs, _ = read_parallel(train_src, train_tgt)
+        if not pairs:
+            raise ValueError(f"no sentence pairs to train a tokenizer on in {train_src} / {train_tgt} (empty files or only empty lines)")
         sentences = [s for pair in pairs for s in pair]
         log.info("training SentencePiece BPE, vocab %d, on %d sentences", data_cfg.vocab_size, len(sentences))
         train_tokenizer(
