@@ -205,6 +205,9 @@ def _validate_trials(sweep: Sweep) -> None:
         raise _fail(path, "sampler 'grid' needs every search parameter to be categorical")
     if sweep.mode == "search" and not sweep.n_trials and not sweep.timeout and sweep.sampler["name"] != "grid":
         raise _fail(path, "a search sweep needs a budget: n_trials or timeout (a grid search is bounded by its grid)")
+    if "val/bleu" in sweep.objective.terms and not sweep.config_for({}).train.val_bleu:
+        raise _fail(path, "the objective uses val/bleu but train.val_bleu is false (no BLEU is computed); "
+                          "set train.val_bleu: true or use val/loss (direction: minimize)")
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")
 

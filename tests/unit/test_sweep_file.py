@@ -51,6 +51,7 @@ def test_variants_expand_to_rows_times_seeds_with_their_differences(tmp_path):
         ("variants:\n  bad: {model.heads: 3}\n", ["bad", "heads"]),  # d_model 64 not divisible by 3 heads
         ("variants:\n  bad: {model.attention: nope}\n", ["bad", "nope", "scaled_dot_product"]),
         ("variants:\n  base: {}\nseedz: [1]\n", ["seedz", "seeds"]),  # unknown top-level key
+        ("variants:\n  base: {}\noverrides: {train.val_bleu: false}\n", ["val/bleu", "train.val_bleu is false"]),
         ("variants:\n  base: {}\nsearch:\n  model.heads: {type: categorical, choices: [2]}\n", ["exactly one"]),
         ("search:\n  model.heads: {type: categorical, choices: [2, 4]}\n", ["n_trials or timeout"]),
         ("search:\n  train.lr_scale: {type: float, low: 2, high: 1}\nn_trials: 2\n", ["train.lr_scale", "low < high"]),

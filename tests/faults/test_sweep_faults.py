@@ -1,0 +1,76 @@
+"""A sweep worker killed mid-trial: its trial is failed by the heartbeat and its row rerun by the other worker;
+no finished row runs again and the study stays readable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from ablate.config import to_yaml
+from helpers import tiny_experiment
+
+
+def worker_pids(index: int) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"ablate.sweep_run" in cmd and b"worker" in cmd and cmd[-3:-2] == [str(index).encode()]:
+                pids.append(int(proc.name))
+    return pids
+
+
+def states(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return [s for (s,) in con.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+
+
+def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
+                                            logging={"wandb": False, "progress": False})))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "kill", "base": str(base), "out_dir": str(tmp_path / "out"),
+                                     "objective": {"metric": "val/loss", "direction": "minimize"},
+                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}}}))
+    env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    db = tmp_path / "out" / "study.db"
+    deadline = time.time() + 240
+    while states(db).count("RUNNING") < 2 or not worker_pids(1):
+        assert time.time() < deadline and proc.poll() is None, "never had two trials running"
+        time.sleep(0.2)
+    for pid in worker_pids(1):
+        os.kill(pid, signal.SIGKILL)  # the worker and, through PDEATHSIG, its trial process
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 0, out[-3000:]
+
+    trials = optuna.load_study(study_name="kill", storage=f"sqlite:///{db}").get_trials()  # the study stays readable
+    done = Counter(t.user_attrs["row"] for t in trials if t.state == TrialState.COMPLETE)
+    assert done == Counter({"base": 1, "A-h1": 1, "A-h2": 1}), [(t.number, t.state, t.user_attrs) for t in trials]
+    killed = [t for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs]
+    assert len(killed) == 1 and killed[0].user_attrs["worker"] == 1
+    rerun = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["row"] == killed[0].user_attrs["row"]]
+    assert rerun[0].number > killed[0].number and rerun[0].user_attrs["worker"] == 0
+    assert "worker exit codes: [0, -9]" in out
