@@ -44,7 +44,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)
-    train(cfg, resume=args.resume, force=args.force)
+    resume = args.resume
+    if args.auto_resume:
+        from pathlib import Path
+
+        resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
+    train(cfg, resume=resume, force=args.force)
     return 0
 
 
@@ -89,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train one model")
     p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")
+    p.add_argument("--auto-resume", action="store_true", help="resume when out_dir holds checkpoints, else start (for requeued jobs)")
     p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")
     p.set_defaults(func=cmd_train)
 

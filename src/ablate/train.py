@@ -84,6 +84,61 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
         return logger("offline")
 
 
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--resume` continues
+
+
+class Preemption(L.Callback):
+    """SIGTERM or SIGUSR1 (cluster preemption): finish the current batch, save last.ckpt, exit with PREEMPTED_EXIT.
+
+    Lightning turns SIGTERM into SIGTERMException at the end of a training batch, when model, optimizer,
+    schedule and data position agree; the checkpoint is taken right there, so `--resume` continues exactly.
+    SIGUSR1 (SLURM's warning signal with `--signal=USR1@90`) is routed the same way; inside a SLURM job the
+    job is then requeued (`scontrol requeue`), and a job script using `--auto-resume` picks up where it stopped.
+    """
+
+    def __init__(self, out: Path):
+        self.out, self.signal, self.saving = out, None, False
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        if self.saving:
+            # Lightning counts this batch for its logging step before it raises SIGTERMException; a checkpoint taken
+            # at the same point by validation holds the count without it. Match that, so logged steps line up.
+            checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        import signal
+
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def handler(signum, frame):
+            self.signal = signum
+            if signum == signal.SIGUSR1:
+                trainer._signal_connector.received_sigterm = True
+            elif callable(previous):
+                previous(signum, frame)  # Lightning's notifier (also stops DDP peers)
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGUSR1, handler)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if not isinstance(exception, SIGTERMException):
+            return
+        if trainer.validating:
+            log.warning("stopped during validation; the last checkpoint in %s is the resume point", self.out / "checkpoints")
+            return
+        self.saving = True
+        try:
+            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
+        finally:
+            self.saving = False
+        log.warning("stopped by signal %s at step %d; saved %s; continue with `ablate train ... --resume`",
+                    self.signal, trainer.global_step, self.out / "checkpoints" / "last.ckpt")
+        if os.environ.get("SLURM_JOB_ID") and self.signal is not None and self.signal != 15:
+            subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
+
+
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:
     t = cfg.train
     monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
@@ -94,6 +149,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
         ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max",
                         save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
         speed,
+        Preemption(out),
         *extra_callbacks,
     ]
     if cfg.logging.progress:
@@ -177,8 +233,13 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
     loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
     trainer = make_trainer(cfg, out, loggers, speed, callbacks)
     started = time.perf_counter()
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
     try:
-        trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        try:
+            trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        except SIGTERMException:
+            raise SystemExit(PREEMPTED_EXIT) from None
         summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
         if trainer.is_global_zero and cfg.train.eval_longer_than:
             summary.update(_eval_long(cfg, module, dm))

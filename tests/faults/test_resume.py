@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from ablate.config import to_yaml
 from helpers import tiny_experiment
@@ -90,3 +91,31 @@ def test_resume_refuses_a_changed_config_unless_forced_and_skips_a_truncated_las
 
     proc = ablate("train", str(write_config(tmp_path, "empty")), "--resume")
     assert proc.wait(timeout=120) == 2 and b"holds no checkpoint" in proc.stdout.read()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_preemption_signal_saves_and_exits_then_resume_matches(tmp_path, signum):
+    full = ablate("train", str(write_config(tmp_path, "full")))
+    assert full.wait(timeout=300) == 0
+    expected = losses(tmp_path / "full" / "metrics.csv")
+
+    path = write_config(tmp_path, "preempted")
+    proc = ablate("train", str(path))
+    ckpt = tmp_path / "preempted" / "checkpoints" / f"step={2 * VAL_EVERY}.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signum)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 75, out[-3000:]  # PREEMPTED_EXIT
+    assert "continue with `ablate train ... --resume`" in out
+    saved = torch.load(tmp_path / "preempted" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert 2 * VAL_EVERY <= saved["global_step"] < STEPS
+
+    resumed = ablate("train", str(path), "--auto-resume")
+    out = resumed.communicate(timeout=300)[0].decode()
+    assert resumed.returncode == 0, out[-3000:]
+    after = losses(tmp_path / "preempted" / "resume-1" / "metrics.csv")
+    assert min(after) == saved["global_step"] and max(after) == STEPS - 1
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
