@@ -36,6 +36,7 @@ HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
 GRACE_S = 4 * HEARTBEAT_S
 MAX_RETRY = 2
 PRUNED_EXIT = 3
+PREEMPTED_EXIT = 75  # ablate.train.PREEMPTED_EXIT
 STORAGE_ENV = "ABLATE_SWEEP_STORAGE"
 
 
@@ -366,6 +367,10 @@ def _finish(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, trial_dir: P
     if rc == PRUNED_EXIT:
         tell(study, trial, state=TrialState.PRUNED)
         return TrialState.PRUNED
+    if rc == PREEMPTED_EXIT:  # stopped by a preemption signal: failed without a reason, so its row is queued again
+        trial.set_user_attr("preempted", True)
+        tell(study, trial, state=TrialState.FAIL)
+        return TrialState.FAIL
     trial.set_user_attr("fail_reason", f"exit code {rc}: {_fail_reason(trial_dir)}")
     tell(study, trial, state=TrialState.FAIL)
     return TrialState.FAIL
