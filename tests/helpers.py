@@ -66,3 +66,20 @@ def tiny_experiment(tmp_path, **sections):
     for section, values in sections.items():
         base.setdefault(section, {}).update(values) if isinstance(values, dict) else base.__setitem__(section, values)
     return load_config(**base)
+
+
+def trial_states(db) -> list[str]:
+    """Trial states read straight from a study's SQLite file with a connection closed at once, so polling a running
+    sweep never holds a lock on it."""
+    import sqlite3
+    from pathlib import Path
+
+    if not Path(db).exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return [state for (state,) in con.execute("SELECT state FROM trials")]
+    except sqlite3.OperationalError:  # the schema is still being created
+        return []
+    finally:
+        con.close()

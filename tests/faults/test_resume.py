@@ -38,25 +38,34 @@ def ablate(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
 
 
+def uninterrupted_losses(tmp_path: Path) -> dict[int, float]:
+    full = ablate("train", str(write_config(tmp_path, "full")))
+    assert full.wait(timeout=300) == 0, full.stdout.read().decode()[-3000:]
+    expected = losses(tmp_path / "full" / "metrics.csv")
+    assert len(expected) == STEPS
+    return expected
+
+
+def signal_after_second_checkpoint(path: Path, out_dir: Path, signum: int) -> tuple[subprocess.Popen, str]:
+    """Start `ablate train`, and send `signum` as soon as the step-2*VAL_EVERY checkpoint exists (mid-epoch)."""
+    proc = ablate("train", str(path))
+    ckpt = out_dir / "checkpoints" / f"step={2 * VAL_EVERY}.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signum)
+    return proc, proc.communicate(timeout=120)[0].decode()
+
+
 def losses(metrics: Path) -> dict[int, float]:
     with open(metrics) as f:
         return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
 
 
 def test_sigkill_mid_epoch_then_resume_matches_the_uninterrupted_run(tmp_path):
-    full = ablate("train", str(write_config(tmp_path, "full")))
-    assert full.wait(timeout=300) == 0, full.stdout.read().decode()[-3000:]
-    expected = losses(tmp_path / "full" / "metrics.csv")
-    assert len(expected) == STEPS
-
+    expected = uninterrupted_losses(tmp_path)
     path = write_config(tmp_path, "killed")
-    proc = ablate("train", str(path))
-    ckpt = tmp_path / "killed" / "checkpoints" / f"step={2 * VAL_EVERY}.ckpt"
-    deadline = time.time() + 300
-    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc, _ = signal_after_second_checkpoint(path, tmp_path / "killed", signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     assert not (tmp_path / "killed" / "summary.json").exists()
 
@@ -95,18 +104,9 @@ def test_resume_refuses_a_changed_config_unless_forced_and_skips_a_truncated_las
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
 def test_preemption_signal_saves_and_exits_then_resume_matches(tmp_path, signum):
-    full = ablate("train", str(write_config(tmp_path, "full")))
-    assert full.wait(timeout=300) == 0
-    expected = losses(tmp_path / "full" / "metrics.csv")
-
+    expected = uninterrupted_losses(tmp_path)
     path = write_config(tmp_path, "preempted")
-    proc = ablate("train", str(path))
-    ckpt = tmp_path / "preempted" / "checkpoints" / f"step={2 * VAL_EVERY}.ckpt"
-    deadline = time.time() + 300
-    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    os.kill(proc.pid, signum)
-    out = proc.communicate(timeout=120)[0].decode()
+    proc, out = signal_after_second_checkpoint(path, tmp_path / "preempted", signum)
     assert proc.returncode == 75, out[-3000:]  # PREEMPTED_EXIT
     assert "continue with `ablate train ... --resume`" in out
     saved = torch.load(tmp_path / "preempted" / "checkpoints" / "last.ckpt", weights_only=True)

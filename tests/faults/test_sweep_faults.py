@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import yaml
 from optuna.trial import TrialState
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment
+from helpers import tiny_experiment, trial_states
 
 
 def worker_pids(index: int) -> list[int]:
@@ -33,18 +32,6 @@ def worker_pids(index: int) -> list[int]:
     return pids
 
 
-def states(db: Path) -> list[str]:
-    if not db.exists():
-        return []
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return [s for (s,) in con.execute("SELECT state FROM trials")]
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
-
-
 def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
@@ -58,7 +45,7 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     db = tmp_path / "out" / "study.db"
     deadline = time.time() + 240
-    while states(db).count("RUNNING") < 2 or not worker_pids(1):
+    while trial_states(db).count("RUNNING") < 2 or not worker_pids(1):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
         time.sleep(0.2)
     for pid in worker_pids(1):

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from ablate.config import to_yaml
 from ablate.study import open_study
 from ablate.sweep import load_sweep
 from ablate.wandb_offline import find_runs, read_run
-from helpers import tiny_experiment
+from helpers import tiny_experiment, trial_states
 
 
 @pytest.fixture
@@ -61,19 +60,6 @@ def trials(path: Path, storage: str | None = None) -> list[optuna.trial.FrozenTr
     sweep = load_sweep(path)
     url = storage or f"sqlite:///{sweep.out_dir.resolve() / 'study.db'}"
     return optuna.load_study(study_name=sweep.name, storage=url).get_trials()
-
-
-def trial_states(db: Path) -> list[str]:
-    """Trial states read straight from the SQLite file, with a connection closed at once, so polling never holds a lock."""
-    if not db.exists():
-        return []
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return [state for (state,) in con.execute("SELECT state FROM trials")]
-    except sqlite3.OperationalError:  # the schema is still being created
-        return []
-    finally:
-        con.close()
 
 
 def completed_rows(ts) -> Counter:
