@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -168,6 +169,21 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
     )
 
 
+def check_disk_space(out: Path, params: int, keep_last: int) -> None:
+    """Fail before training, not hours later at a save, when out_dir cannot hold the checkpoints the run keeps.
+
+    Each checkpoint holds fp32 weights and Adam's two moments (about 12 bytes a parameter); the run keeps
+    `keep_last` periodic ones, best.ckpt and last.ckpt, plus one temp file during an atomic save.
+    """
+    per_checkpoint = 12 * params + (1 << 20)
+    need = per_checkpoint * (keep_last + 3)
+    free = shutil.disk_usage(out).free
+    if free < need:
+        raise ValueError(f"out_dir={out} has {free / 2**20:.1f} MiB free, but its checkpoints need about {need / 2**20:.1f} MiB "
+                         f"({keep_last} kept + best + last + a temp file, {per_checkpoint / 2**20:.1f} MiB each); free space, "
+                         "lower train.keep_last or choose another out_dir")
+
+
 def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
     """Keys whose value differs between a run's saved config and a new one (sweep bookkeeping ignored)."""
     a, b = flatten(saved), flatten(new)
@@ -225,6 +241,7 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
     dm.setup("fit")
     module = TranslationModule.from_config(cfg, dm.tokenizer.vocab_size)
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    check_disk_space(out, module.params["total"], cfg.train.keep_last)
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": dm.tokenizer.vocab_size}
     speed = SpeedCallback(cfg.train.log_every_steps)
     wandb_logger = make_wandb_logger(cfg, out, extra)
