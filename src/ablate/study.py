@@ -83,12 +83,20 @@ def make_pruner(sweep: Sweep) -> optuna.pruners.BasePruner:
 
 
 def open_study(sweep: Sweep, url: str) -> optuna.Study:
+    """Create or load the sweep's study; a storage that cannot be read is reported (and left untouched)."""
+    import sqlalchemy.exc
+
     if url.startswith("sqlite"):
         sweep.out_dir.mkdir(parents=True, exist_ok=True)
-    return optuna.create_study(
-        study_name=sweep.name, storage=make_storage(url, sweep), direction=sweep.objective.direction,
-        sampler=make_sampler(sweep), pruner=make_pruner(sweep), load_if_exists=True,
-    )
+    try:
+        return optuna.create_study(
+            study_name=sweep.name, storage=make_storage(url, sweep), direction=sweep.objective.direction,
+            sampler=make_sampler(sweep), pruner=make_pruner(sweep), load_if_exists=True,
+        )
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        reason = redact(str(e.orig if getattr(e, "orig", None) else e).splitlines()[0])
+        raise ValueError(f"cannot open the study '{sweep.name}' at {redact(url)}: {reason}; the storage was left as it is "
+                         "(restore it from a backup, or give the sweep another out_dir or storage)") from None
 
 
 def _row_of(t: FrozenTrial) -> tuple[str, int | None] | None:

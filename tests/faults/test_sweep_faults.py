@@ -61,3 +61,18 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
     rerun = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["row"] == killed[0].user_attrs["row"]]
     assert rerun[0].number > killed[0].number and rerun[0].user_attrs["worker"] == 0
     assert "worker exit codes: [0, -9]" in out
+
+
+def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("model: {d_model: 32, heads: 4}\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "c", "base": str(base), "out_dir": str(tmp_path / "out"), "variants": {"base": {}}}))
+    db = tmp_path / "out" / "study.db"
+    db.parent.mkdir()
+    garbage = os.urandom(8192)
+    db.write_bytes(garbage)
+    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(sweep)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert f"cannot open the study 'c' at sqlite:///{db}" in proc.stderr and "file is not a database" in proc.stderr
+    assert db.read_bytes() == garbage  # nothing the user has is overwritten
