@@ -123,7 +123,8 @@ class _EpochHook:
         self._owner = owner
 
     def set_epoch(self, epoch: int) -> None:
-        self._owner.set_epoch(epoch)
+        source = self._owner.epoch_source
+        self._owner.set_epoch(source() if source is not None else epoch)
 
 
 class TokenBucketBatchSampler(Sampler[list[int]]):
@@ -160,6 +161,10 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
         self.epoch = 0
         self.resume_at: tuple[int, int] | None = None  # (epoch, batches already trained): skipped once, on resume
+        # Where Lightning's set_epoch call takes the epoch from instead of its argument (the datamodule passes the
+        # trainer's current epoch): the argument is one ahead when a run restarts from a checkpoint taken at an
+        # epoch's end.
+        self.epoch_source = None
         self.sampler = _EpochHook(self)
         self._order = np.lexsort((self.src_lens, self.tgt_lens))  # stable: target, then source, then index
         # Random tie-breaking only permutes pairs of equal (tgt, src) length, so these cut points hold every epoch.
@@ -228,6 +233,9 @@ def make_loader(
     return DataLoader(
         encoded,
         batch_sampler=sampler,
+        # Creating an iterator draws a seed from this generator, not from torch's global one, which dropout uses:
+        # otherwise where a run is resumed (before or after an epoch's iterator exists) would change dropout masks.
+        generator=torch.Generator().manual_seed(seed),
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,

@@ -103,8 +103,10 @@ class TranslationDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        # Lightning's fit loop calls set_epoch(epoch) on batch_sampler.sampler each epoch (see batching._EpochHook).
+        # Lightning calls set_epoch on batch_sampler.sampler each epoch (see batching._EpochHook); we read the epoch
+        # from the trainer, and on resume from the checkpoint, as Lightning builds that first iterator earlier.
         loader = self._loader("train", shuffle=True, shard=True)
+        loader.batch_sampler.epoch_source = lambda: self.trainer.current_epoch
         resume_at, self._resume_at = getattr(self, "_resume_at", None), None
         if resume_at is not None:
             # On resume Lightning creates the epoch's iterator before it calls set_epoch: set it here.
@@ -118,7 +120,10 @@ class TranslationDataModule(L.LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if trainer is None:
             return {}
-        return {"epoch": trainer.current_epoch, "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+        epoch, done = trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        if done >= trainer.num_training_batches:  # saved at an epoch's end: the resume point is the next epoch's start
+            epoch, done = epoch + 1, 0
+        return {"epoch": epoch, "batches_done": done}
 
     def load_state_dict(self, state: dict) -> None:
         self._resume_at = (state["epoch"], state["batches_done"]) if state else None

@@ -112,6 +112,11 @@ class TranslationModule(L.LightningModule):
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
         checkpoint["rng"] = rng_states()
+        # Lightning's logging-step counter is one ahead in checkpoints taken at an epoch's end or on SIGTERM, compared
+        # with those taken by mid-epoch validation; pin it to the latter so a resumed run logs the steps it would have.
+        loops = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
+        if loops is not None and "_batches_that_stepped" in loops:
+            loops["_batches_that_stepped"] = max(checkpoint.get("global_step", 0) - 1, 0)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")

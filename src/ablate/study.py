@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
+import math
 import os
 import re
 import signal
@@ -42,7 +44,8 @@ STORAGE_ENV = "ABLATE_SWEEP_STORAGE"
 
 def redact(url: str) -> str:
     """postgresql://user:secret@host/db -> postgresql://user:***@host/db, for anything printed or saved."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    url = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
 def storage_url(sweep: Sweep, override: str | None = None) -> str:
@@ -104,6 +107,13 @@ def _row_of(t: FrozenTrial) -> tuple[str, int | None] | None:
     return (fixed["row"], fixed.get("seed")) if "row" in fixed else None
 
 
+BOOKKEEPING = "[not run] "  # fail_reason prefix of trials that never ran a row (duplicates, empty queue)
+
+
+def _bookkeeping(t: FrozenTrial) -> bool:
+    return str(t.user_attrs.get("fail_reason", "")).startswith(BOOKKEEPING)
+
+
 def enqueue_rows(study: optuna.Study, sweep: Sweep, only_dead: bool = False) -> int:
     """Queue every (row, seed) with no finished, running or queued trial; returns how many were queued.
 
@@ -112,10 +122,11 @@ def enqueue_rows(study: optuna.Study, sweep: Sweep, only_dead: bool = False) -> 
     (NaN, bad override) is not retried within a run, only when the user re-runs the sweep.
     """
     trials = study.get_trials(deepcopy=False)
-    busy = {_row_of(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)}
+    busy = {_row_of(t) for t in trials
+            if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
     failed: dict[tuple, list[FrozenTrial]] = {}
     for t in trials:
-        if t.state == TrialState.FAIL and _row_of(t) is not None:
+        if t.state == TrialState.FAIL and _row_of(t) is not None and not _bookkeeping(t):
             failed.setdefault(_row_of(t), []).append(t)
     queued = 0
     for row, seed in sweep.rows():
@@ -197,7 +208,10 @@ def _next_action(study: optuna.Study, sweep: Sweep, started: float) -> str:
         return "wait" if running else "stop"
     budget = min(n for n in (sweep.n_trials, grid_size(sweep)) if n) if (sweep.n_trials or grid_size(sweep)) else None
     if budget:
-        done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+        # Finished trials use up the budget, failed ones too (as in Optuna's optimize), except those failed by a
+        # dead worker (re-queued by the retry callback) and bookkeeping ones that never ran.
+        done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                   or (t.state == TrialState.FAIL and "fail_reason" in t.user_attrs and not _bookkeeping(t)) for t in trials)
         if done >= budget:
             return "stop"
         if done + running >= budget:
@@ -220,12 +234,18 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
         if action == "wait":
             time.sleep(HEARTBEAT_S)
             continue
-        with _claim_lock(url):
-            trial = study.ask()
-        study._storage.record_heartbeat(trial._trial_id)  # from now on a dead worker's trial goes stale
+        trial = None
+        try:
+            with _claim_lock(url):
+                trial = study.ask()
+                study._storage.record_heartbeat(trial._trial_id)  # from now on a dead worker's trial goes stale
+        except BaseException:
+            if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
+                tell(study, trial, state=TrialState.FAIL)
+            raise
         if sweep.mode == "variants" and "fixed_params" not in study._storage.get_trial_system_attrs(trial._trial_id):
             # Another worker took the last queued row between our check and ask().
-            trial.set_user_attr("fail_reason", "no queued row left (taken by another worker)")
+            trial.set_user_attr("fail_reason", BOOKKEEPING + "no queued row left (taken by another worker)")
             tell(study, trial, state=TrialState.FAIL)
             continue
         try:
@@ -234,6 +254,13 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
             # Our heartbeat went stale (e.g. the machine was suspended) and the trial was failed and
             # retried elsewhere; its result is not recorded twice.
             _say(index, f"trial {trial.number} was already failed by its stale heartbeat; result dropped")
+        except Exception as e:  # anything else fails this trial, not the worker
+            _say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
+            try:
+                trial.set_user_attr("fail_reason", f"{type(e).__name__}: {redact(str(e))}"[:500])
+                tell(study, trial, state=TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass
 
 
 @contextlib.contextmanager
@@ -284,7 +311,7 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
     if sweep.mode == "variants":
         clash = _taken_elsewhere(study, trial, (trial.user_attrs["row"], seed))
         if clash:
-            trial.set_user_attr("fail_reason", f"duplicate: {clash}")
+            trial.set_user_attr("fail_reason", BOOKKEEPING + f"duplicate: {clash}")
             tell(study, trial, state=TrialState.FAIL)
             return TrialState.FAIL
     root = (sweep.out_dir / "trials").resolve()
@@ -338,6 +365,11 @@ def _run_child(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str,
             try:
                 return child.wait(timeout=HEARTBEAT_S)
             except subprocess.TimeoutExpired:
+                if storage.get_trial(trial._trial_id).state != TrialState.RUNNING:
+                    # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
+                    child.send_signal(signal.SIGTERM)
+                    child.wait()
+                    raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running")
                 storage.record_heartbeat(trial._trial_id)
             except KeyboardInterrupt:
                 child.send_signal(signal.SIGTERM)
@@ -352,10 +384,11 @@ def _fail_reason(trial_dir: Path) -> str:
 
 
 def _finish(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, trial_dir: Path, rc: int) -> TrialState:
-    import json
-
     summary_path = trial_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    try:
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    except (OSError, ValueError):
+        summary = None
     if summary:
         for key in ("wall_seconds", "speed/tokens_per_s", "speed/step_ms", "speed/peak_mem_mb"):
             if key in summary:
@@ -370,6 +403,10 @@ def _finish(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, trial_dir: P
             trial.set_user_attr("fail_reason", str(e))
             tell(study, trial, state=TrialState.FAIL)
             return TrialState.FAIL
+        if not math.isfinite(value):
+            trial.set_user_attr("fail_reason", f"the objective is {value}")
+            tell(study, trial, state=TrialState.FAIL)
+            return TrialState.FAIL
         tell(study, trial, value)
         return TrialState.COMPLETE
     if rc == PRUNED_EXIT:
@@ -379,6 +416,6 @@ def _finish(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, trial_dir: P
         trial.set_user_attr("preempted", True)
         tell(study, trial, state=TrialState.FAIL)
         return TrialState.FAIL
-    trial.set_user_attr("fail_reason", f"exit code {rc}: {_fail_reason(trial_dir)}")
+    trial.set_user_attr("fail_reason", redact(f"exit code {rc}: {_fail_reason(trial_dir)}"))
     tell(study, trial, state=TrialState.FAIL)
     return TrialState.FAIL

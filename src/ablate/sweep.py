@@ -141,6 +141,8 @@ def _search(path: Path, raw: dict) -> dict[str, dict]:
                 raise _fail(path, f"{where} ({spec['type']}) needs low < high, got low={spec.get('low')} high={spec.get('high')}")
             if spec.get("log") and spec["low"] <= 0:
                 raise _fail(path, f"{where} has log: true, so low must be > 0 (got {spec['low']})")
+            if spec.get("log") and spec.get("step") and (spec["type"] == "float" or spec["step"] != 1):
+                raise _fail(path, f"{where}: Optuna cannot combine log: true with step: {spec['step']}; drop one of them")
     return raw
 
 
@@ -189,6 +191,8 @@ def load_sweep(path: str | Path) -> Sweep:
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
     for row, overrides in sweep.variants.items():
+        if not isinstance(row, str):
+            raise _fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
         if not isinstance(overrides, dict):
             raise _fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
         try:

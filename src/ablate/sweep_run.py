@@ -54,11 +54,15 @@ def _gpu_count() -> int:
 def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
     """N worker processes on one study; with GPUs each sees only its own device(s)."""
     gpus, per = _gpu_count(), sweep.gpus_per_trial
+    # Devices as this process sees them: indices into an inherited CUDA_VISIBLE_DEVICES (e.g. a SLURM allocation).
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or [str(g) for g in range(gpus)]
+    if gpus and workers * per > len(visible):
+        raise ValueError(f"{workers} workers x gpus_per_trial {per} need {workers * per} GPUs, but {len(visible)} are visible")
     procs = []
     for i in range(workers):
         env = {**os.environ, STORAGE_ENV: url}  # the URL (it may hold a password) travels by environment, not argv
         if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(i * per, (i + 1) * per))
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
         cmd = [sys.executable, "-m", "ablate.sweep_run", "worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
         procs.append(subprocess.Popen(cmd, env=env))
     return [p.wait() for p in procs]
@@ -110,6 +114,9 @@ def log_wandb_table(sweep: Sweep, rows: list[dict]) -> None:
 
 def sweep_cli(args: argparse.Namespace) -> int:
     console = Console()
+    if args.storage:
+        # W&B records the command line of the summary run; keep a password given by --storage out of it.
+        sys.argv = [redact(a) for a in sys.argv]
     sweep = load_sweep(args.file)
     if args.n_trials:
         sweep.n_trials = args.n_trials

@@ -98,13 +98,7 @@ class Preemption(L.Callback):
     """
 
     def __init__(self, out: Path):
-        self.out, self.signal, self.saving = out, None, False
-
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        if self.saving:
-            # Lightning counts this batch for its logging step before it raises SIGTERMException; a checkpoint taken
-            # at the same point by validation holds the count without it. Match that, so logged steps line up.
-            checkpoint["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"] -= 1
+        self.out, self.signal = out, None
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         import signal
@@ -129,11 +123,7 @@ class Preemption(L.Callback):
         if trainer.validating:
             log.warning("stopped during validation; the last checkpoint in %s is the resume point", self.out / "checkpoints")
             return
-        self.saving = True
-        try:
-            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
-        finally:
-            self.saving = False
+        trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
         log.warning("stopped by signal %s at step %d; saved %s; continue with `ablate train ... --resume`",
                     self.signal, trainer.global_step, self.out / "checkpoints" / "last.ckpt")
         if os.environ.get("SLURM_JOB_ID") and self.signal is not None and self.signal != 15:
@@ -177,7 +167,8 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
     """
     per_checkpoint = 12 * params + (1 << 20)
     need = per_checkpoint * (keep_last + 3)
-    free = shutil.disk_usage(out).free
+    # A resumed run replaces checkpoints it already holds: their space counts as available.
+    free = shutil.disk_usage(out).free + sum(f.stat().st_size for f in (out / "checkpoints").glob("*.ckpt"))
     if free < need:
         raise ValueError(f"out_dir={out} has {free / 2**20:.1f} MiB free, but its checkpoints need about {need / 2**20:.1f} MiB "
                          f"({keep_last} kept + best + last + a temp file, {per_checkpoint / 2**20:.1f} MiB each); free space, "
@@ -229,6 +220,9 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
             stale.unlink()
         ckpt_path = resume_checkpoint(out)
         attempt = 1 + sum(1 for _ in out.glob("resume-*"))
+        if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
+            (out / f"config.before-resume-{attempt}.yaml").write_text((out / "config.yaml").read_text())
+            (out / "config.yaml").write_text(to_yaml(cfg))
         log.warning("resuming %s from %s", out, ckpt_path)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)

@@ -119,3 +119,26 @@ def test_preemption_signal_saves_and_exits_then_resume_matches(tmp_path, signum)
     assert min(after) == saved["global_step"] and max(after) == STEPS - 1
     for step, loss in after.items():
         assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
+
+
+def test_resume_from_an_epoch_end_checkpoint_matches(tmp_path):
+    """Validation (and checkpoints) once per epoch: the resume point is an epoch boundary."""
+    full = ablate("train", str(write_config(tmp_path, "full", val_every_steps=0, max_steps=60)))
+    assert full.wait(timeout=300) == 0
+    expected = losses(tmp_path / "full" / "metrics.csv")
+    path = write_config(tmp_path, "epochs", val_every_steps=0, max_steps=60)
+    proc = ablate("train", str(path))
+    ckpts = tmp_path / "epochs" / "checkpoints"
+    deadline = time.time() + 300
+    while len(list(ckpts.glob("step=*.ckpt"))) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    resumed = ablate("train", str(path), "--resume")
+    out = resumed.communicate(timeout=300)[0].decode()
+    assert resumed.returncode == 0, out[-3000:]
+    after = losses(tmp_path / "epochs" / "resume-1" / "metrics.csv")
+    assert max(after) == 59 and len(after) == 60 - min(after)
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
