@@ -113,7 +113,7 @@ def log_wandb_table(sweep: Sweep, rows: list[dict]) -> None:
 
 
 def sweep_cli(args: argparse.Namespace) -> int:
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
     if args.storage:
         # W&B records the command line of the summary run; keep a password given by --storage out of it.
         sys.argv = [redact(a) for a in sys.argv]
