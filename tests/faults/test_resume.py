@@ -142,3 +142,24 @@ def test_resume_from_an_epoch_end_checkpoint_matches(tmp_path):
     assert max(after) == 59 and len(after) == 60 - min(after)
     for step, loss in after.items():
         assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
+
+
+def test_sigusr1_inside_a_slurm_job_requeues_it(tmp_path):
+    """Under SLURM (SLURM_JOB_ID set), SIGUSR1 saves, then asks `scontrol requeue JOBID` (a stand-in records the call)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    path = write_config(tmp_path, "slurm")
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = ablate("train", str(path), env=env)
+    ckpt = tmp_path / "slurm" / "checkpoints" / f"step={VAL_EVERY}.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGUSR1)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 75, out[-3000:]
+    assert calls.read_text().split() == ["requeue", "4242"]
+    assert torch.load(tmp_path / "slurm" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] >= VAL_EVERY
