@@ -219,11 +219,30 @@ def _next_action(study: optuna.Study, sweep: Sweep, started: float) -> str:
     return "run"
 
 
+class _Stop:
+    """SIGTERM/SIGUSR1 to a worker (a preempted job): pass it to the running trial, which saves a checkpoint and
+    exits (PREEMPTED_EXIT); the trial is then failed without a reason, so its row runs again, and the worker stops."""
+
+    requested = False
+    child: subprocess.Popen | None = None
+
+    @classmethod
+    def handler(cls, signum, frame) -> None:
+        cls.requested = True
+        if cls.child is not None and cls.child.poll() is None:
+            cls.child.send_signal(signal.SIGTERM)
+
+
 def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
     """Take trials from the study until the budget is spent and no running trial could still need a retry."""
     study = open_study(sweep, url)
     started = time.time()
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, _Stop.handler)
     while True:
+        if _Stop.requested:
+            _say(index, "stopped by a signal; re-run the sweep to continue")
+            return
         optuna.storages.fail_stale_trials(study)  # trials of dead workers -> FAIL (search: re-queued by the retry callback)
         if sweep.mode == "variants":
             enqueue_rows(study, sweep, only_dead=True)
@@ -360,6 +379,7 @@ def _run_child(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str,
     with open(trial_dir / "train.log", "ab") as log:
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                  preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        _Stop.child = child
         storage = study._storage
         while True:
             try:

@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -65,6 +66,14 @@ def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
         cmd = [sys.executable, "-m", "ablate.sweep_run", "worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
         procs.append(subprocess.Popen(cmd, env=env))
+
+    def forward(signum, frame):  # a preempted sweep job: every worker passes it on to its trial and stops
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, forward)
     return [p.wait() for p in procs]
 
 

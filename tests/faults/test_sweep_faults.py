@@ -76,3 +76,34 @@ def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):
     assert proc.returncode == 2
     assert f"cannot open the study 'c' at sqlite:///{db}" in proc.stderr and "file is not a database" in proc.stderr
     assert db.read_bytes() == garbage  # nothing the user has is overwritten
+
+
+def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False},
+                                            logging={"wandb": False, "progress": False})))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "term", "base": str(base), "out_dir": str(tmp_path / "out"),
+                                     "objective": {"metric": "val/loss", "direction": "minimize"},
+                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}}}))
+    cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while not list((tmp_path / "out" / "trials").glob("*/checkpoints/step=10.ckpt")):
+        assert time.time() < deadline and proc.poll() is None, "the first trial never checkpointed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert "stopped by a signal" in out, out[-3000:]
+    db = tmp_path / "out" / "study.db"
+    (first,) = [t for t in optuna.load_study(study_name="term", storage=f"sqlite:///{db}").get_trials() if t.state != TrialState.WAITING]
+    assert first.state == TrialState.FAIL and first.user_attrs.get("preempted") is True and "fail_reason" not in first.user_attrs
+    import torch
+
+    saved = torch.load(Path(first.user_attrs["out_dir"]) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] >= 10  # the trial saved where it stood before exiting
+
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    trials = optuna.load_study(study_name="term", storage=f"sqlite:///{db}").get_trials()
+    assert Counter(t.user_attrs["row"] for t in trials if t.state == TrialState.COMPLETE) == Counter({"base": 1, "A-h1": 1})
