@@ -27,12 +27,13 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or is not an ablate checkpoint; names the file."""
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
+    """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # truncated zip, pickle refused by weights_only, ...
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:

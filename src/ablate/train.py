@@ -182,23 +182,26 @@ def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
 
 
 def resume_checkpoint(out: Path) -> Path:
-    """The newest checkpoint that loads: last.ckpt or a step checkpoint (a kill between the two saves leaves
-    last.ckpt older), skipping any that is unreadable (killed mid-save, truncated)."""
+    """The checkpoint furthest into training that loads: last.ckpt or a step checkpoint (a kill between the two
+    saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
+    mid-save, truncated). Ordered by the global_step inside each file, not by mtime: file timestamps come from a
+    coarse clock, and two saves a few milliseconds apart can carry the same one."""
     from ablate.checkpoint import CheckpointError, load_checkpoint
 
-    candidates = sorted([*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"],
-                        key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
-    problems = []
-    for path in candidates:
+    candidates, problems = [], []
+    for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:
         if not path.exists():
             continue
         try:
-            load_checkpoint(path)
-            return path
+            step = int(load_checkpoint(path, mmap=True).get("global_step", -1))
         except CheckpointError as e:
             problems.append(str(e))
             log.warning("cannot resume from %s: %s", path, e)
-    raise ValueError(f"no readable checkpoint in {out / 'checkpoints'}: " + "; ".join(problems))
+            continue
+        candidates.append(((step, path.name == "last.ckpt", path.stat().st_mtime_ns), path))
+    if not candidates:
+        raise ValueError(f"no readable checkpoint in {out / 'checkpoints'}: " + "; ".join(problems))
+    return max(candidates)[1]
 
 
 def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, force: bool = False) -> dict:

@@ -40,3 +40,21 @@ def test_sigkill_during_saves_leaves_the_last_complete_checkpoint(tmp_path):
     assert last_step >= 0
     leftovers = [p.name for p in tmp_path.iterdir()]
     assert all(name.startswith(".last.ckpt.") and name.endswith(".tmp") for name in leftovers)  # only temp files remain
+
+
+def test_resume_point_is_the_furthest_step_even_when_file_times_tie(tmp_path):
+    """A preemption save lands milliseconds after the periodic one; a coarse file clock may stamp both alike.
+    The resume point is chosen by the global_step inside each file, and an unreadable file is skipped."""
+    from ablate.checkpoint import save_atomic
+    from ablate.train import resume_checkpoint
+
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    for name, step in [("step=10.ckpt", 10), ("step=20.ckpt", 20), ("last.ckpt", 21)]:
+        save_atomic({"state_dict": {}, "hyper_parameters": {}, "global_step": step}, ckpts / name)
+        os.utime(ckpts / name, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(ckpts / "step=10.ckpt", ns=(2_000_000_000, 2_000_000_000))  # newest by mtime, oldest by step
+    assert resume_checkpoint(tmp_path).name == "last.ckpt"
+
+    (ckpts / "last.ckpt").write_bytes((ckpts / "last.ckpt").read_bytes()[:100])  # truncated
+    assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
