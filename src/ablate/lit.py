@@ -12,13 +12,12 @@ import random
 import lightning as L
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ablate.config import ExperimentConfig, from_dict, to_dict
 from ablate.generate import beam_search
+from ablate.loss import translation_loss
 from ablate.metrics import bleu
 from ablate.model import build_transformer, count_parameters
-from ablate.model.transformer import PAD_ID
 
 
 def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -47,12 +46,7 @@ class TranslationModule(L.LightningModule):
 
     def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Summed label-smoothed loss, summed NLL (for perplexity) and the number of target tokens."""
-        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        logits, target = logits.flatten(0, 1).float(), batch["tgt_out"].flatten()
-        loss = F.cross_entropy(logits, target, ignore_index=PAD_ID, label_smoothing=self.cfg.train.label_smoothing, reduction="sum")
-        with torch.no_grad():
-            nll = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="sum")
-        return loss, nll, (target != PAD_ID).sum()
+        return translation_loss(self.model, batch, self.cfg.train.label_smoothing)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, nll, ntok = self._step(batch)

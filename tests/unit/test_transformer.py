@@ -42,6 +42,11 @@ def test_forward_shape_and_backward(overrides):
     logits.sum().backward()
     # Every parameter takes part (a learned scale or table that never gets a gradient is a wiring bug).
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
+    # Training scores real targets only: logits at the kept positions are the full pass's logits there.
+    keep = tgt != 0
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt, keep=keep), model(src, tgt)[keep], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("overrides", ALL, ids=ids(ALL))

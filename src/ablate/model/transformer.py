@@ -116,8 +116,10 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.enc_norm(x), src_mask
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None = None, start: int = 0) -> Tensor:
-        """tgt_in: (B, T) ids from position `start` on -> logits (B, T, V).
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None = None, start: int = 0,
+               keep: Tensor | None = None) -> Tensor:
+        """tgt_in: (B, T) ids from position `start` on -> logits (B, T, V), or (N, V) at the N positions where
+        `keep` (B, T) is True: training scores real targets only, so padding skips the output layer and softmax.
 
         With a cache, the T new positions attend to every cached earlier one (no padding is
         allowed inside a cached target); without, a causal mask plus target padding is used.
@@ -132,11 +134,12 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt_in, start)
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, self_mask, src_mask, None if cache is None else cache[i], start)
-        return self.output(self.dec_norm(x))  # (B, T, V)
+        x = self.dec_norm(x)
+        return self.output(x if keep is None else x[keep])  # (B, T, V) or (N, V)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+    def forward(self, src: Tensor, tgt_in: Tensor, keep: Tensor | None = None) -> Tensor:
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        return self.decode(tgt_in, memory, src_mask, keep=keep)
 
     def new_cache(self) -> Cache:
         return [{"self": {}, "cross": {}} for _ in self.decoder]
