@@ -1,262 +1,275 @@
-"""Training throughput of ablate's Transformer against a same-sized torch.nn.Transformer on real Multi30k batches.
+"""Training throughput and peak memory of ablate's Transformer against same-sized baselines on real Multi30k batches.
 
-Both models train in one process on one list of token-bucketed batches, with the same weights at the start, loss
-(label-smoothed cross entropy, pad ignored), optimizer (Adam 0.9/0.98/1e-9, constant lr) and precision (fp32). The
-models take turns round by round, so machine noise hits both alike; we report medians over rounds.
-Run: ABLATE_DATA_DIR=/work/shared/data/multi30k python benchmarks/train_throughput.py [--threads 2] [--json out.json]
+Baselines (benchmarks/baselines.py): torch.nn.Transformer, and Hugging Face MarianMTModel built from a MarianConfig
+when `transformers` is installed (`pip install -e '.[bench]'`). All models train in one process on one list of
+token-bucketed batches, starting from the same weights (checked: equal logits), with the same optimizer (Adam
+0.9/0.98/1e-9, constant lr) and precision (fp32). ablate trains exactly as `ablate train` does (ablate.loss); the
+baselines use `F.cross_entropy` with the same label smoothing. Models take turns round by round, so machine noise
+hits all alike; we report medians over rounds, and ratios paired within a round. Peak memory is measured per model
+in a fresh child process.
+Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/train_throughput.py [--threads 2] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
-import math
-import platform
-import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
-from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from rich.console import Console
 from rich.table import Table
-from torch import Tensor, nn
+from torch import nn
 
 from ablate.batching import make_loader
 from ablate.config import load_config
 from ablate.data import TranslationDataModule
+from ablate.loss import translation_loss
 from ablate.model import build_transformer, count_parameters
-from ablate.model.positional import sinusoids
 from ablate.model.transformer import PAD_ID
 
+sys.path.insert(0, str(Path(__file__).parent))
+from baselines import MarianBaseline, TorchTransformer  # noqa: E402
+from common import environment, paired_ratio, peak_rss, reset_peak_rss  # noqa: E402
 
-class TorchTransformer(nn.Module):
-    """nn.Transformer plus what it lacks: shared token embeddings (x sqrt(D)) tied to the output layer, sinusoids.
-
-    nn.Transformer does three things that ablate's post-norm model (like the paper) does not; we align them so both
-    time the same computation: dropout inside the FFN (removed), dropout on attention weights (set to
-    model.attention_dropout, 0 by default) and a final LayerNorm after encoder and decoder (removed). Parameter
-    counts then match exactly, and `copy_from` makes it compute the very function of an ablate model.
-    """
-
-    def __init__(self, cfg, vocab_size: int):
-        super().__init__()
-        d = cfg.d_model
-        self.tokens = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
-        self.register_buffer("pe", sinusoids(cfg.max_positions, d), persistent=False)
-        self.scale, self.dropout = math.sqrt(d), nn.Dropout(cfg.dropout)
-        self.core = nn.Transformer(
-            d_model=d, nhead=cfg.heads, num_encoder_layers=cfg.enc_layers, num_decoder_layers=cfg.dec_layers,
-            dim_feedforward=cfg.d_ff, dropout=cfg.dropout, activation=cfg.activation, batch_first=True,
-            norm_first=False,
-        )  # fmt: skip
-        for layer in itertools.chain(self.core.encoder.layers, self.core.decoder.layers):
-            layer.dropout = nn.Identity()  # the one between the two FFN linears
-        for module in self.core.modules():
-            if isinstance(module, nn.MultiheadAttention):
-                module.dropout = cfg.attention_dropout
-        self.core.encoder.norm = self.core.decoder.norm = None
-        self.output = nn.Linear(d, vocab_size, bias=False)
-        self.output.weight = self.tokens.weight
-
-    @torch.no_grad()
-    def copy_from(self, model) -> None:
-        """Take the weights of an ablate Transformer (post-norm, all embeddings tied)."""
-        pairs = [(self.tokens, model.src_embed.tokens)]
-        for mine, theirs in zip(self.core.encoder.layers, model.encoder):
-            pairs += [(mine.self_attn, theirs.self_attn), (mine.norm1, theirs.res_attn.norm)]
-            ff = theirs.ff.net
-            pairs += [(mine.linear1, ff[0]), (mine.linear2, ff[2]), (mine.norm2, theirs.res_ff.norm)]
-        for mine, theirs in zip(self.core.decoder.layers, model.decoder):
-            pairs += [(mine.self_attn, theirs.self_attn), (mine.multihead_attn, theirs.cross_attn)]
-            pairs += [(mine.norm1, theirs.res_self.norm), (mine.norm2, theirs.res_cross.norm)]
-            ff = theirs.ff.net
-            pairs += [(mine.linear1, ff[0]), (mine.linear2, ff[2]), (mine.norm3, theirs.res_ff.norm)]
-        for dst, src in pairs:
-            if isinstance(dst, nn.MultiheadAttention):  # both fuse W_q, W_k, W_v in that order
-                dst.in_proj_weight.copy_(src.in_proj.weight)
-                dst.in_proj_bias.copy_(src.in_proj.bias)
-                dst.out_proj.load_state_dict(src.out_proj.state_dict())
-            else:
-                dst.load_state_dict(src.state_dict())
-
-    def embed(self, ids: Tensor) -> Tensor:
-        return self.dropout(self.tokens(ids) * self.scale + self.pe[: ids.size(1)])  # (B, L, D)
-
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        t = tgt_in.size(1)
-        src_pad, tgt_pad = src == PAD_ID, tgt_in == PAD_ID  # (B, S), (B, T); True = ignore, as nn.Transformer wants
-        causal = torch.ones(t, t, dtype=torch.bool, device=src.device).triu(1)  # (T, T), True = future
-        x = self.core(
-            self.embed(src), self.embed(tgt_in), tgt_mask=causal, src_key_padding_mask=src_pad,
-            tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True,
-        )  # fmt: skip
-        return self.output(x)  # (B, T, V)
+OURS = "ablate"
 
 
-def load_batches(cfg, n: int, device: torch.device) -> tuple[list[dict], int]:
-    """The first n batches of a shuffled epoch (a mix of all lengths), moved to `device` once; and the vocab size."""
+def load_batches(cfg, n: int) -> tuple[list[dict], int, int]:
+    """The first n batches of a shuffled epoch (a mix of all lengths), the vocab size and the epoch's target tokens."""
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")
-    loader = make_loader(dm.encoded("train"), cfg.data.max_tokens, shuffle=True, seed=cfg.seed)
+    train = dm.encoded("train")
+    loader = make_loader(train, cfg.data.max_tokens, shuffle=True, seed=cfg.seed)
     batches = [
-        {**{k: b[k].to(device) for k in ("src", "tgt_in", "tgt_out")}, "src_tokens": b["src_tokens"],
-         "tgt_tokens": b["tgt_tokens"]}
+        {**{k: b[k] for k in ("src", "tgt_in", "tgt_out")}, "src_tokens": int(b["src_tokens"]),
+         "tgt_tokens": int(b["tgt_tokens"])}
         for b in itertools.islice(loader, n)
     ]  # fmt: skip
     if len(batches) < n:
         raise ValueError(f"asked for {n} batches but the training split has only {len(batches)}")
-    return batches, dm.tokenizer.vocab_size
+    return batches, dm.tokenizer.vocab_size, int(train.tgt_lens.sum())
+
+
+def build_models(cfg, vocab_size: int, names: list[str]) -> dict[str, nn.Module]:
+    """ablate's model and the named baselines, all holding ablate's initial weights."""
+    torch.manual_seed(cfg.seed)
+    ours = build_transformer(cfg.model, vocab_size)
+    models = {OURS: ours}
+    for name in names:
+        models[name] = BASELINES[name](cfg.model, vocab_size)
+        models[name].copy_from(ours)
+    return models
 
 
 @torch.no_grad()
-def check_same_function(a: nn.Module, b: nn.Module, batch: dict) -> None:
-    """With equal weights and dropout off, both models must give the same logits on real (non-pad) targets."""
-    a.eval(), b.eval()
+def check_same_function(ours: nn.Module, baseline: nn.Module, name: str, batch: dict) -> None:
+    """With equal weights and dropout off, a baseline must give ablate's logits on real (non-pad) targets."""
+    ours.eval(), baseline.eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nn.TransformerEncoder's inference fast path warns about nested tensors
-        diff = (a(batch["src"], batch["tgt_in"]) - b(batch["src"], batch["tgt_in"]))[batch["tgt_out"] != PAD_ID]
+        diff = (ours(batch["src"], batch["tgt_in"]) - baseline(batch["src"], batch["tgt_in"]))[batch["tgt_out"] != PAD_ID]
     if diff.abs().max() > 1e-3:
         raise RuntimeError(
-            f"the nn.Transformer baseline differs from ablate by {diff.abs().max():.2e} in logits; it mirrors only "
-            "the paper's variant (post-norm, sinusoidal, all embeddings tied, scaled dot-product attention)"
+            f"the {name} baseline differs from ablate by {diff.abs().max():.2e} in logits; it mirrors only the "
+            "paper's variant (post-norm, sinusoidal, all embeddings tied, scaled dot-product attention)"
         )
-    a.train(), b.train()
+    ours.train(), baseline.train()
 
 
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, batch: dict, label_smoothing: float) -> None:
-    logits = model(batch["src"], batch["tgt_in"]).flatten(0, 1)  # (B*T, V)
-    target = batch["tgt_out"].flatten()  # (B*T,)
-    loss = F.cross_entropy(logits, target, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
+def train_step(name: str, model: nn.Module, opt: torch.optim.Optimizer, batch: dict, label_smoothing: float) -> None:
+    if name == OURS:  # what `ablate train` runs: the output layer and softmax see real targets only
+        loss = translation_loss(model, batch, label_smoothing)[0]
+    else:  # the usual way to train a baseline
+        logits = model(batch["src"], batch["tgt_in"]).flatten(0, 1)  # (B*T, V)
+        target = batch["tgt_out"].flatten()  # (B*T,)
+        loss = F.cross_entropy(logits, target, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
     (loss / batch["tgt_tokens"]).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
 
 
-def timed_pass(model, opt, batches: list[dict], label_smoothing: float, device: torch.device) -> float:
+def make_optimizer(model: nn.Module, cfg, lr: float) -> torch.optim.Optimizer:
+    trainable = [p for p in model.parameters() if p.requires_grad]  # Marian's position tables are frozen
+    return torch.optim.Adam(trainable, lr=lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps)
+
+
+def timed_pass(name, model, opt, batches: list[dict], label_smoothing: float, device: torch.device) -> float:
     """Seconds for one training step on each batch (CUDA work finished on both ends)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
     for batch in batches:
-        train_step(model, opt, batch, label_smoothing)
+        train_step(name, model, opt, batch, label_smoothing)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - start
 
 
-def measure(models: dict, opts: dict, batches: list[dict], rounds: int, smoothing: float, device) -> tuple[dict, dict]:
-    """Seconds per pass over `batches`, per model and round, alternating who goes first; peak CUDA memory per model."""
-    seconds, peak_mem = {name: [] for name in models}, dict.fromkeys(models, 0)
+def measure(models: dict, opts: dict, batches: list[dict], rounds: int, smoothing: float, device) -> dict:
+    """Seconds per pass over `batches`, per model and round; the order of models rotates between rounds."""
+    seconds = {name: [] for name in models}
     tgt_tokens = sum(b["tgt_tokens"] for b in batches)
+    names = list(models)
     for r in range(rounds):
-        for name in list(models)[:: 1 if r % 2 == 0 else -1]:
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-            seconds[name].append(timed_pass(models[name], opts[name], batches, smoothing, device))
-            if device.type == "cuda":
-                peak_mem[name] = max(peak_mem[name], torch.cuda.max_memory_allocated(device))
-        speeds = "  ".join(f"{name} {tgt_tokens / s[-1]:,.0f} tgt tok/s" for name, s in seconds.items())
-        print(f"round {r + 1}/{rounds}: {speeds}")
-    return seconds, peak_mem
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            seconds[name].append(timed_pass(name, models[name], opts[name], batches, smoothing, device))
+        speeds = "  ".join(f"{name} {tgt_tokens / s[-1]:,.0f}" for name, s in seconds.items())
+        print(f"round {r + 1}/{rounds} (tgt tok/s): {speeds}", flush=True)
+    return seconds
 
 
-def print_table(results: dict, title: str, gpu: bool) -> None:
+def peak_memory(name: str, cfg, vocab_size: int, batches: list[dict], args, device: torch.device) -> float:
+    """Peak memory (MiB) that training `name` adds on top of its model and batches: in a fresh process on CPU
+    (freed heap an earlier model left would hide growth), as torch's peak allocation on CUDA."""
+    if device.type == "cuda":
+        model = build_models(cfg, vocab_size, [] if name == OURS else [name])[name].to(device)
+        opt = make_optimizer(model, cfg, args.lr)
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        timed_pass(name, model, opt, batches, cfg.train.label_smoothing, device)
+        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "batches.pt"
+        torch.save({"batches": batches, "vocab_size": vocab_size}, path)
+        cmd = [sys.executable, __file__, "--memory-child", name, str(path), "--config", *args.config,
+               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr)]  # fmt: skip
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def memory_child(args) -> None:
+    """Build one model, then report how far a training pass over the saved batches raises this process's RSS."""
+    name, path = args.memory_child
+    cfg = load_config(args.config, args.set)
+    saved = torch.load(path, weights_only=True)
+    model = build_models(cfg, saved["vocab_size"], [] if name == OURS else [name])[name]
+    opt = make_optimizer(model, cfg, args.lr)
+    base = reset_peak_rss()
+    timed_pass(name, model, opt, saved["batches"], cfg.train.label_smoothing, torch.device("cpu"))
+    print(json.dumps({"peak_mib": (peak_rss() - base) / 2**20}))
+
+
+def print_table(results: dict, title: str) -> None:
     table = Table(title=title)
-    for col in ("model", "params", "tgt tok/s", "src tok/s", "ms/step") + (("peak GPU MiB",) if gpu else ()):
+    for col in ("model", "params", "tgt tok/s", "src tok/s", "ms/step", "epoch s", "peak MiB", "vs ablate"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, r in results.items():
-        cells = [name, f"{r['params']:,}", f"{r['tgt_tokens_per_s']:,.0f}", f"{r['src_tokens_per_s']:,.0f}"]
-        table.add_row(*cells, f"{r['step_ms']:.1f}", *([f"{r['peak_gpu_mem_mib']:,.0f}"] if gpu else []))
-    Console(width=100).print(table)
-
-
-def machine(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    with open("/proc/cpuinfo") as f:
-        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
+        table.add_row(name, f"{r['params']:,}", f"{r['tgt_tokens_per_s']:,.0f}", f"{r['src_tokens_per_s']:,.0f}",
+                      f"{r['step_ms']:.1f}", f"{r['epoch_s']:,.0f}", f"{r['peak_mib']:,.0f}",
+                      f"{r['time_ratio']:.2f}x")  # fmt: skip
+    Console(width=120).print(table)
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", nargs="+", default=["experiments/multi30k-small.yaml"], help="experiment YAML file(s)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, e.g. model.d_ff=2048")
+    p.add_argument("--baselines", nargs="*", default=None, help=f"subset of {sorted(BASELINES)} (default: all available)")
     p.add_argument("--steps", type=int, default=30, help="timed batches per model per round")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps per model before the first round")
-    p.add_argument("--rounds", type=int, default=5, help="measurement rounds; the models alternate within each")
+    p.add_argument("--rounds", type=int, default=5, help="measurement rounds; the order of models rotates")
+    p.add_argument("--memory-steps", type=int, default=5, help="batches per model in the peak-memory pass; 0 = skip")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--lr", type=float, default=1e-4, help="constant Adam learning rate")
     p.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
+    p.add_argument("--memory-child", nargs=2, metavar=("MODEL", "BATCHES"), help=argparse.SUPPRESS)
     return p.parse_args()
+
+
+def available_baselines(asked: list[str] | None) -> list[str]:
+    have = list(BASELINES)
+    if importlib.util.find_spec("transformers") is None:
+        have.remove("MarianMT")
+        print("transformers is not installed (pip install -e '.[bench]'): skipping the MarianMT baseline")
+    unknown = sorted(set(asked or []) - set(BASELINES))
+    if unknown:
+        raise SystemExit(f"unknown baseline(s) {unknown}; choose from {sorted(BASELINES)}")
+    return [n for n in have if asked is None or n in asked]
+
+
+BASELINES = {"nn.Transformer": TorchTransformer, "MarianMT": MarianBaseline}
 
 
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
+    if args.memory_child:
+        return memory_child(args)
     device = torch.device(args.device)
     cfg = load_config(args.config, args.set)
     m, t = cfg.model, cfg.train
-    batches, vocab_size = load_batches(cfg, args.warmup + args.steps, device)
+    names = available_baselines(args.baselines)
+    cpu_batches, vocab_size, epoch_tgt_tokens = load_batches(cfg, args.warmup + args.steps)
+    batches = [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in cpu_batches]
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
     src_tokens, tgt_tokens = sum(b["src_tokens"] for b in timed), sum(b["tgt_tokens"] for b in timed)
     padded = sum(b["src"].numel() + b["tgt_out"].numel() for b in timed)
     sentences = sum(b["src"].size(0) for b in timed)
 
-    torch.manual_seed(cfg.seed)
-    models = {"ablate": build_transformer(m, vocab_size), "nn.Transformer": TorchTransformer(m, vocab_size)}
-    models["nn.Transformer"].copy_from(models["ablate"])
-    for model in models.values():
-        model.to(device)
-    check_same_function(*models.values(), batches[0])
-    params = {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
-    assert params["ablate"] == count_parameters(models["ablate"])["total"]
-    opts = {}
+    models = {name: model.to(device) for name, model in build_models(cfg, vocab_size, names).items()}
+    for name in names:
+        check_same_function(models[OURS], models[name], name, batches[0])
+    params = {name: sum(p.numel() for p in model.parameters() if p.requires_grad) for name, model in models.items()}
+    assert params[OURS] == count_parameters(models[OURS])["total"]
+    opts = {name: make_optimizer(model, cfg, args.lr) for name, model in models.items()}
     for name, model in models.items():
-        opts[name] = torch.optim.Adam(model.parameters(), lr=args.lr, betas=tuple(t.betas), eps=t.eps)
-        timed_pass(model, opts[name], warmup, t.label_smoothing, device)
-    seconds, peak_mem = measure(models, opts, timed, args.rounds, t.label_smoothing, device)
+        timed_pass(name, model, opts[name], warmup, t.label_smoothing, device)
+    seconds = measure(models, opts, timed, args.rounds, t.label_smoothing, device)
+    del models, opts
 
     results = {}
     for name, secs in seconds.items():
+        tok_s = statistics.median(tgt_tokens / s for s in secs)
         results[name] = {
             "params": params[name],
-            "tgt_tokens_per_s": statistics.median(tgt_tokens / s for s in secs),
+            "tgt_tokens_per_s": tok_s,
             "src_tokens_per_s": statistics.median(src_tokens / s for s in secs),
             "step_ms": statistics.median(1000 * s / args.steps for s in secs),
+            "epoch_s": epoch_tgt_tokens / tok_s,
+            "time_ratio": statistics.median(s / o for s, o in zip(secs, seconds[OURS])),
             "round_seconds": secs,
+            "peak_mib": float("nan"),
         }
-        if device.type == "cuda":
-            results[name]["peak_gpu_mem_mib"] = peak_mem[name] / 2**20
-    ratios = [b / a for a, b in zip(seconds["ablate"], seconds["nn.Transformer"])]  # paired: same round, same noise
-    ratio = statistics.median(ratios)
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    env = {"torch": torch.__version__, "device": str(device), "machine": machine(device),
-           "threads": torch.get_num_threads(), "date": date}  # fmt: skip
+    if args.memory_steps:
+        for name in results:
+            mem_batches = cpu_batches[args.warmup : args.warmup + args.memory_steps]
+            results[name]["peak_mib"] = peak_memory(name, cfg, vocab_size, mem_batches, args, device)
+    ratio, ratios = paired_ratio(seconds, OURS, names)
+    env = environment(device)
 
-    gpu = device.type == "cuda"
-    print_table(results, f"training throughput, {args.steps} Multi30k batches x {args.rounds} rounds (medians)", gpu)
+    print_table(results, f"training, {args.steps} Multi30k batches x {args.rounds} rounds (medians)")
     real = src_tokens + tgt_tokens
     print(f"model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, heads {m.heads}, "
           f"dropout {m.dropout}, vocab {vocab_size}, fp32")  # fmt: skip
     print(f"batches (mean): {sentences / args.steps:.0f} sentences, {real / args.steps:.0f} real tokens, "
-          f"{1 - real / padded:.1%} padding, max_tokens {cfg.data.max_tokens}")  # fmt: skip
-    print(f"torch {env['torch']}, {env['machine']}, {env['threads']} threads; "
-          f"process peak RSS {rss_mib:,.0f} MiB (both models)")  # fmt: skip
-    print(f"per-round ratios: {', '.join(f'{x:.3f}' for x in ratios)}")
-    print(f"training throughput ratio vs nn.Transformer: {ratio:.2f}")
+          f"{1 - real / padded:.1%} padding, max_tokens {cfg.data.max_tokens}; epoch = {epoch_tgt_tokens:,} target "
+          "tokens (epoch s = that / tgt tok/s)")  # fmt: skip
+    print(f"torch {env['torch']}, {env['machine']}, {env['threads']} threads; peak MiB = memory a training pass "
+          f"adds on top of model and batches ({'torch peak allocated' if device.type == 'cuda' else 'RSS, fresh process'})")
+    best = min(names, key=lambda n: results[n]["step_ms"])
+    print(f"per-round ratios (fastest baseline time / ablate time): {', '.join(f'{x:.3f}' for x in ratios)}")
+    for name in names:
+        print(f"training throughput ratio vs {name}: {results[name]['time_ratio']:.2f}")
+        print(f"peak memory ratio vs {name}: {results[OURS]['peak_mib'] / results[name]['peak_mib']:.2f}")
+    print(f"training throughput ratio vs best baseline ({best}): {ratio:.2f}")
     if args.json:
         batch_info = {"count": args.steps, "sentences": sentences, "src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
-        out = {"args": vars(args), "env": env, "batches": batch_info, "results": results, "ratio": ratio,
-               "round_ratios": ratios, "peak_rss_mib": rss_mib}  # fmt: skip
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        out = {"args": vars(args), "env": env, "batches": batch_info, "results": results, "ratio_vs_best": ratio,
+               "round_ratios": ratios}  # fmt: skip
+        Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"wrote {args.json}")
 
 

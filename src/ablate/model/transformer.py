@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ablate.model.attention import ATTENTION, SCALING, MultiHeadAttention
+from ablate.model.dropout import Dropout
 from ablate.model.positional import POSITIONAL
 from ablate.registry import lookup
 
@@ -41,7 +42,7 @@ class Residual(nn.Module):
 
     def __init__(self, *, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), Dropout(dropout), pre_norm
 
     def forward(self, x: Tensor, sublayer, *args, **kwargs) -> Tensor:
         if self.pre_norm:
@@ -82,7 +83,7 @@ class Embedding(nn.Module):
 
     def __init__(self, *, tokens: nn.Embedding, positional: nn.Module, scale: bool, dropout: float):
         super().__init__()
-        self.tokens, self.positional, self.dropout = tokens, positional, nn.Dropout(dropout)
+        self.tokens, self.positional, self.dropout = tokens, positional, Dropout(dropout)
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
 
     def forward(self, ids: Tensor, start: int = 0) -> Tensor:

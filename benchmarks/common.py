@@ -1,0 +1,52 @@
+"""What the benchmark scripts share: the machine's description, paired-round timing and peak memory of a process."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+
+def machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
+
+
+def environment(device: torch.device) -> dict:
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return {"torch": torch.__version__, "device": str(device), "machine": machine(device),
+            "threads": torch.get_num_threads(), "date": date}  # fmt: skip
+
+
+def reset_peak_rss() -> int:
+    """Reset the kernel's high-water mark of this process to its current RSS; return that RSS in bytes.
+
+    Writing "5" to /proc/self/clear_refs resets VmHWM (Linux >= 4.0), so `peak_rss() - reset_peak_rss()` is the
+    memory a piece of work added at its peak. Run each model in a fresh process: freed heap that a process keeps
+    would otherwise hide the next model's growth.
+    """
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_kib("VmRSS") * 1024
+
+
+def peak_rss() -> int:
+    return _status_kib("VmHWM") * 1024
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}; peak memory needs Linux")
+
+
+def paired_ratio(seconds: dict[str, list[float]], ours: str, baselines: list[str]) -> tuple[float, list[float]]:
+    """Median over rounds of (fastest baseline's time / our time) in the same round, and the per-round values."""
+    rounds = len(seconds[ours])
+    ratios = [min(seconds[b][r] for b in baselines) / seconds[ours][r] for r in range(rounds)]
+    return statistics.median(ratios), ratios
