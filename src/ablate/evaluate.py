@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -37,27 +38,34 @@ def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: E
     cap = cfg.model.max_positions if learned else None
     max_src = cfg.model.max_positions - 1 if learned else None  # room for EOS within the position table
     encoded = [ids[:max_src] + [EOS_ID] if max_src else ids + [EOS_ID] for ids in tokenizer.encode(lines)]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     outputs: list[list[int]] = [[] for _ in encoded]
     bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True)
     with bar:
-        task = bar.add_task("", total=len(order))
-        start = 0
-        while start < len(order):
-            longest, end = 0, start
-            while end < len(order) and (end == start or max(longest, len(encoded[order[end]])) * (end - start + 1) <= batch_tokens):
-                longest = max(longest, len(encoded[order[end]]))
-                end += 1
-            rows = order[start:end]
-            src = torch.full((len(rows), longest), PAD_ID, dtype=torch.long)
-            for r, i in enumerate(rows):
-                src[r, : len(encoded[i])] = torch.tensor(encoded[i])
+        task = bar.add_task("", total=len(encoded))
+        for rows, src in length_batches(encoded, batch_tokens):
             hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
             for i, h in zip(rows, hyps):
                 outputs[i] = h
             bar.advance(task, len(rows))
-            start = end
     return tokenizer.decode(outputs)
+
+
+def length_batches(encoded: list[list[int]], batch_tokens: int) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """Source rows sorted by length, cut into padded batches of at most `batch_tokens` (a longer row goes alone):
+    (indices into `encoded`, (B, S) ids). Sorting keeps padding, and so wasted decoding work, small."""
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    start = 0
+    while start < len(order):
+        longest, end = 0, start
+        while end < len(order) and (end == start or max(longest, len(encoded[order[end]])) * (end - start + 1) <= batch_tokens):
+            longest = max(longest, len(encoded[order[end]]))
+            end += 1
+        rows = order[start:end]
+        src = torch.full((len(rows), longest), PAD_ID, dtype=torch.long)
+        for r, i in enumerate(rows):
+            src[r, : len(encoded[i])] = torch.tensor(encoded[i])
+        yield rows, src
+        start = end
 
 
 def longer_than(tokenizer: Tokenizer, srcs: list[str], refs: list[str], n: int) -> tuple[list[str], list[str]]:
