@@ -90,6 +90,7 @@ class TrainConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b (paper: source + 50)
     max_len_b: int = 50
     log_every_steps: int = 50
+    peak_tflops: Optional[float] = None  # the device's peak for speed/mfu; None = Lightning's table (known GPUs only)
     compile: bool = False  # torch.compile the model
     deterministic: bool = False
     eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off
@@ -303,6 +304,8 @@ def validate(cfg: ExperimentConfig) -> None:
         _at_least(p, f"train.{key}", getattr(t, key), 0)
     if t.lr_scale == 0:
         p.append("train.lr_scale=0 would never update the model; must be > 0")
+    if t.peak_tflops is not None and t.peak_tflops <= 0:
+        p.append(f"train.peak_tflops={t.peak_tflops} must be > 0 (the device's peak TFLOP/s), or null to look it up")
     if not 0.0 <= t.label_smoothing < 1.0:
         p.append(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
     if len(t.betas) != 2 or not all(0.0 <= b < 1.0 for b in t.betas):

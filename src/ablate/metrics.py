@@ -10,10 +10,13 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import lightning as L
 import torch
 from sacrebleu.metrics import BLEU, CHRF
+
+from ablate.flops import peak_flops
 
 
 @dataclass
@@ -43,19 +46,30 @@ def peak_memory_mb(device: torch.device | None = None) -> float:
 
 class SpeedCallback(L.Callback):
     """Logs speed/src_tokens_per_s, speed/tgt_tokens_per_s, speed/tokens_per_s (target side, the field's
-    convention), speed/step_ms and speed/peak_mem_mb every `every` optimizer steps.
+    convention), speed/step_ms and speed/peak_mem_mb every `every` optimizer steps; with `flops` (batch -> model
+    FLOPs of its training step, see ablate.flops) also speed/model_tflops, and speed/mfu where the device's peak
+    is known (`peak_tflops`, or Lightning's table of GPUs). All per device.
 
     Clock time spent in validation is excluded; the interval is wall time between batch ends, so no
     extra host-device synchronisation is added to the training step.
     """
 
-    def __init__(self, every: int = 50):
-        self.every = every
+    def __init__(self, every: int = 50, flops: Callable[[dict], float] | None = None, peak_tflops: float | None = None):
+        self.every, self.flops, self.peak_tflops = every, flops, peak_tflops
+        self.peak: float | None = None  # FLOP/s, set at train start once the device is known
         self.summary: dict[str, float] = {}
-        self._total = {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0}
-        self._window = {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0}
+        self._total = self._zero()
+        self._window = self._zero()
         self._t: float | None = None
         self._paused_at: float | None = None
+
+    @staticmethod
+    def _zero() -> dict:
+        return {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0, "flops": 0.0}
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.flops is not None:
+            self.peak = peak_flops(pl_module.device, str(trainer.precision), self.peak_tflops)
 
     def _tick(self) -> float:
         now = time.perf_counter()
@@ -74,11 +88,13 @@ class SpeedCallback(L.Callback):
             acc["tgt"] += int(batch["tgt_tokens"])
             acc["batches"] += 1
             acc["seconds"] += dt
+            if self.flops is not None:
+                acc["flops"] += self.flops(batch)
         if self._window["batches"] >= self.every * trainer.accumulate_grad_batches:
             metrics = self._rates(self._window, trainer.accumulate_grad_batches, pl_module.device)
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
-            self._window = {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0}
+            self._window = self._zero()
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if self._t is not None:
@@ -93,13 +109,17 @@ class SpeedCallback(L.Callback):
         self.summary = self._rates(self._total, trainer.accumulate_grad_batches, pl_module.device)
         self.summary["speed/train_seconds"] = self._total["seconds"]
 
-    @staticmethod
-    def _rates(acc: dict, accumulate: int, device: torch.device) -> dict[str, float]:
+    def _rates(self, acc: dict, accumulate: int, device: torch.device) -> dict[str, float]:
         seconds = max(acc["seconds"], 1e-9)
-        return {
+        rates = {
             "speed/src_tokens_per_s": acc["src"] / seconds,
             "speed/tgt_tokens_per_s": acc["tgt"] / seconds,
             "speed/tokens_per_s": acc["tgt"] / seconds,
             "speed/step_ms": 1000 * seconds / max(acc["batches"], 1) * accumulate,
             "speed/peak_mem_mb": peak_memory_mb(device),
         }
+        if self.flops is not None:
+            rates["speed/model_tflops"] = acc["flops"] / seconds / 1e12
+            if self.peak:
+                rates["speed/mfu"] = acc["flops"] / seconds / self.peak
+        return rates

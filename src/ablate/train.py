@@ -24,6 +24,7 @@ from ablate.checkpoint import AtomicCheckpointIO
 from ablate.config import ExperimentConfig, flatten, to_dict, to_yaml
 from ablate.data import TranslationDataModule
 from ablate.lit import TranslationModule
+from ablate.flops import train_flops
 from ablate.metrics import SpeedCallback
 
 log = logging.getLogger(__name__)
@@ -240,7 +241,8 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": dm.tokenizer.vocab_size}
-    speed = SpeedCallback(cfg.train.log_every_steps)
+    vocab = dm.tokenizer.vocab_size
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
     wandb_logger = make_wandb_logger(cfg, out, extra)
     # A resumed attempt logs its metrics beside the first one's (resume-N/metrics.csv), never over them.
     csv_logger = CSVLogger(str(out), name="", version=f"resume-{attempt}" if attempt else "")
@@ -292,7 +294,7 @@ def _summary(cfg, trainer, module, speed, wall, extra) -> dict:
         "best": {"metric": best.monitor, "value": None if best.best_model_score is None else float(best.best_model_score),
                  "checkpoint": best.best_model_path},
         "bleu_signature": module.bleu_signature,
-        **{k: round(v, 2) for k, v in speed.summary.items()},
+        **{k: float(f"{v:.4g}") for k, v in speed.summary.items()},  # 4 significant digits: TFLOP/s and MFU are small numbers
     }
     if cfg.sweep.study:
         summary["sweep"] = to_dict(cfg)["sweep"]
