@@ -3,7 +3,7 @@
 Baselines (benchmarks/baselines.py): torch.nn.Transformer, and Hugging Face MarianMTModel built from a MarianConfig
 when `transformers` is installed (`pip install -e '.[bench]'`). All models train in one process on one list of
 token-bucketed batches, starting from the same weights (checked: equal logits), with the same optimizer (Adam
-0.9/0.98/1e-9, constant lr) and precision (fp32). ablate trains exactly as `ablate train` does (ablate.loss); the
+0.9/0.98/1e-9, constant lr) and precision (fp32, or bf16 autocast with --precision bf16). ablate trains exactly as `ablate train` does (ablate.loss); the
 baselines use `F.cross_entropy` with the same label smoothing. Models take turns round by round, so machine noise
 hits all alike; we report medians over rounds, and ratios paired within a round. Peak memory is measured per model
 in a fresh child process.
@@ -33,6 +33,7 @@ from torch import nn
 from ablate.batching import make_loader
 from ablate.config import load_config
 from ablate.data import TranslationDataModule
+from ablate.flops import peak_flops, train_flops
 from ablate.loss import translation_loss
 from ablate.model import build_transformer, count_parameters
 from ablate.model.transformer import PAD_ID
@@ -104,13 +105,17 @@ def make_optimizer(model: nn.Module, cfg, lr: float) -> torch.optim.Optimizer:
     return torch.optim.Adam(trainable, lr=lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps)
 
 
+PRECISION = "fp32"  # or "bf16": autocast, as Lightning's bf16-mixed (set from --precision)
+
+
 def timed_pass(name, model, opt, batches: list[dict], label_smoothing: float, device: torch.device) -> float:
     """Seconds for one training step on each batch (CUDA work finished on both ends)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
     for batch in batches:
-        train_step(name, model, opt, batch, label_smoothing)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+            train_step(name, model, opt, batch, label_smoothing)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - start
@@ -144,7 +149,7 @@ def peak_memory(name: str, cfg, vocab_size: int, batches: list[dict], args, devi
         path = Path(tmp) / "batches.pt"
         torch.save({"batches": batches, "vocab_size": vocab_size}, path)
         cmd = [sys.executable, __file__, "--memory-child", name, str(path), "--config", *args.config,
-               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr)]  # fmt: skip
+               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr), "--precision", args.precision]  # fmt: skip
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
 
@@ -163,13 +168,13 @@ def memory_child(args) -> None:
 
 def print_table(results: dict, title: str) -> None:
     table = Table(title=title)
-    for col in ("model", "params", "tgt tok/s", "src tok/s", "ms/step", "epoch s", "peak MiB", "vs ablate"):
+    for col in ("model", "params", "tgt tok/s", "src tok/s", "ms/step", "epoch s", "peak MiB", "TFLOP/s", "MFU", "vs ablate"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, r in results.items():
         table.add_row(name, f"{r['params']:,}", f"{r['tgt_tokens_per_s']:,.0f}", f"{r['src_tokens_per_s']:,.0f}",
-                      f"{r['step_ms']:.1f}", f"{r['epoch_s']:,.0f}", f"{r['peak_mib']:,.0f}",
-                      f"{r['time_ratio']:.2f}x")  # fmt: skip
-    Console(width=120).print(table)
+                      f"{r['step_ms']:.1f}", f"{r['epoch_s']:,.0f}", f"{r['peak_mib']:,.0f}", f"{r['model_tflops']:.3f}",
+                      "-" if r["mfu"] is None else f"{r['mfu']:.1%}", f"{r['time_ratio']:.2f}x")  # fmt: skip
+    Console(width=140).print(table)
 
 
 def parse_args() -> argparse.Namespace:
@@ -184,6 +189,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--lr", type=float, default=1e-4, help="constant Adam learning rate")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16 = autocast (Lightning's bf16-mixed)")
+    p.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: Lightning's table of GPUs)")
     p.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     p.add_argument("--memory-child", nargs=2, metavar=("MODEL", "BATCHES"), help=argparse.SUPPRESS)
     return p.parse_args()
@@ -204,7 +211,9 @@ BASELINES = {"nn.Transformer": TorchTransformer, "MarianMT": MarianBaseline}
 
 
 def main() -> None:
+    global PRECISION
     args = parse_args()
+    PRECISION = args.precision
     torch.set_num_threads(args.threads)
     if args.memory_child:
         return memory_child(args)
@@ -230,6 +239,8 @@ def main() -> None:
     seconds = measure(models, opts, timed, args.rounds, t.label_smoothing, device)
     del models, opts
 
+    flops = sum(train_flops(m, vocab_size, b) for b in timed)  # model FLOPs of one pass (ablate.flops)
+    peak = peak_flops(device, "bf16-mixed" if args.precision == "bf16" else "32", args.peak_tflops)
     results = {}
     for name, secs in seconds.items():
         tok_s = statistics.median(tgt_tokens / s for s in secs)
@@ -240,6 +251,8 @@ def main() -> None:
             "step_ms": statistics.median(1000 * s / args.steps for s in secs),
             "epoch_s": epoch_tgt_tokens / tok_s,
             "time_ratio": statistics.median(s / o for s, o in zip(secs, seconds[OURS])),
+            "model_tflops": flops / statistics.median(secs) / 1e12,
+            "mfu": flops / statistics.median(secs) / peak if peak else None,
             "round_seconds": secs,
             "peak_mib": float("nan"),
         }
@@ -253,7 +266,7 @@ def main() -> None:
     print_table(results, f"training, {args.steps} Multi30k batches x {args.rounds} rounds (medians)")
     real = src_tokens + tgt_tokens
     print(f"model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, heads {m.heads}, "
-          f"dropout {m.dropout}, vocab {vocab_size}, fp32")  # fmt: skip
+          f"dropout {m.dropout}, vocab {vocab_size}, {args.precision}")  # fmt: skip
     print(f"batches (mean): {sentences / args.steps:.0f} sentences, {real / args.steps:.0f} real tokens, "
           f"{1 - real / padded:.1%} padding, max_tokens {cfg.data.max_tokens}; epoch = {epoch_tgt_tokens:,} target "
           "tokens (epoch s = that / tgt tok/s)")  # fmt: skip
