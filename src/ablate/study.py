@@ -50,6 +50,10 @@ def redact(url: str) -> str:
 
 def storage_url(sweep: Sweep, override: str | None = None) -> str:
     url = override or os.environ.get(STORAGE_ENV) or sweep.storage
+    if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
+        # Optuna's journal files have no trial heartbeats, which is how a sweep finds and reruns a dead worker's row.
+        raise ValueError(f"storage {redact(url)!r} is not a database URL; use sqlite:///path/study.db (one machine) or "
+                         "postgresql://user@host/db (several); journal-file storage is not supported")
     return url or f"sqlite:///{(sweep.out_dir / 'study.db').resolve()}"
 
 

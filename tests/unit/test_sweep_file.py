@@ -9,7 +9,7 @@ import pytest
 
 from ablate.cli import main
 from ablate.config import ConfigError
-from ablate.study import enqueue_rows, objective_value, open_study, redact
+from ablate.study import enqueue_rows, objective_value, open_study, redact, storage_url
 from ablate.sweep import diff_from_base, load_sweep, nest, row_group, safe_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,3 +165,13 @@ def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
         assert sorted(seen) == [(0.5, 2), (0.5, 4), (1.0, 2), (1.0, 4)]  # the grid, each point once
     else:
         assert all(0.1 <= lr <= 10 and warmup % 10 == 0 for lr, warmup in seen) and len(set(seen)) == 4
+
+
+@pytest.mark.parametrize("storage", ["journal.log", "/tmp/optuna-journal.log", "redis://:pw@127.0.0.1/0"])
+def test_storage_that_is_not_a_database_url_is_refused_naming_it(tmp_path, storage):
+    sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nstorage: '{storage}'\nvariants: {{base: {{}}}}\n"))
+    with pytest.raises(ValueError, match="not a database URL") as err:
+        storage_url(sweep)
+    assert "pw" not in str(err.value)  # a password in the URL is redacted even here
+    assert storage_url(sweep, "sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert storage_url(sweep, "postgresql+psycopg2://u:p@127.0.0.1/db").startswith("postgresql+psycopg2://")
