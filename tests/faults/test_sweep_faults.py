@@ -19,7 +19,8 @@ from ablate.config import to_yaml
 from helpers import tiny_experiment, trial_states
 
 
-def worker_pids(index: int) -> list[int]:
+def worker_pids(index: int, sweep: Path) -> list[int]:
+    """Worker `index` of the sweep run from `sweep` only: other sweeps on this machine must not be touched."""
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -27,7 +28,7 @@ def worker_pids(index: int) -> list[int]:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"ablate.sweep_run" in cmd and b"worker" in cmd and cmd[-3:-2] == [str(index).encode()]:
+            if b"ablate.sweep_run" in cmd and str(sweep).encode() in cmd and cmd[-3:-2] == [str(index).encode()]:
                 pids.append(int(proc.name))
     return pids
 
@@ -45,10 +46,10 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     db = tmp_path / "out" / "study.db"
     deadline = time.time() + 240
-    while trial_states(db).count("RUNNING") < 2 or not worker_pids(1):
+    while trial_states(db).count("RUNNING") < 2 or not worker_pids(1, sweep):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
         time.sleep(0.2)
-    for pid in worker_pids(1):
+    for pid in worker_pids(1, sweep):
         os.kill(pid, signal.SIGKILL)  # the worker and, through PDEATHSIG, its trial process
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out[-3000:]
