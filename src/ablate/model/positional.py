@@ -106,7 +106,7 @@ class Rotary(RelativePosition):
         half = d_k // 2
         self.register_buffer("inv_freq", base ** (-torch.arange(half, dtype=torch.float32) / max(half, 1)), persistent=False)
 
-    def _apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         half = self.inv_freq.numel()
         x1, x2, rest = x[..., :half], x[..., half : 2 * half], x[..., 2 * half :]
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
@@ -114,7 +114,7 @@ class Rotary(RelativePosition):
     def rotate(self, q: Tensor, k: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.float()[:, None] * self.inv_freq[None, :]  # (T, d_k // 2)
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
-        return self._apply(q, cos, sin), self._apply(k, cos, sin)
+        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
 
 
 def alibi_slopes(heads: int) -> Tensor:
