@@ -236,11 +236,19 @@ HEADER = ["row", *COLUMNS, "PPL", "BLEU", "params (M)", "tok/s", "step ms", "lon
           "paper PPL", "paper BLEU", "paper ΔPPL", "paper ΔBLEU", "seeds"]
 
 
+def _compares_with_paper(table: Table) -> bool:
+    """Whether any row besides base is a row of the paper's Table 3 (a study of other variants is not)."""
+    return table.agreement["rows"] > 0
+
+
 def _used_columns(table: Table) -> list[int]:
-    """Indices of HEADER to show: config columns only where some row changes them."""
+    """Indices of HEADER to show: config columns only where some row changes them; the paper's columns only when
+    some row besides base has a paper counterpart."""
     keep = []
     for i, h in enumerate(HEADER):
         if h in COLUMNS and not any(line[h] != "" for line in table.lines):
+            continue
+        if h.startswith("paper") and not _compares_with_paper(table):
             continue
         if h == "long BLEU" and all(line["long_bleu"] is None for line in table.lines):
             continue
@@ -259,8 +267,9 @@ def to_markdown(table: Table, title: str) -> str:
         cells = _cells(line)
         out.append("| " + " | ".join(cells[i] for i in keep) + " |")
     out += ["", "Blank config cells are as in our base row. Δ columns are against the base row of the same source.",
-            "Mean ± sample standard deviation over seeds where a row has several.", "", "## Agreement with the paper", ""]
-    out += agreement_lines(table.agreement)
+            "Mean ± sample standard deviation over seeds where a row has several."]
+    if _compares_with_paper(table):
+        out += ["", "## Agreement with the paper", "", *agreement_lines(table.agreement)]
     return "\n".join(out) + "\n"
 
 
@@ -343,7 +352,7 @@ def print_table(table: Table, title: str) -> None:
         rt.add_row(*[cells[i] for i in keep])
     console = Console(width=None if sys.stdout.isatty() else 220)  # logs and pipes get every column
     console.print(rt)
-    for text in agreement_lines(table.agreement):
+    for text in agreement_lines(table.agreement) if _compares_with_paper(table) else []:
         console.print(text)
 
 

@@ -22,8 +22,8 @@ ROWS = {
 }
 
 
-def write_runs(root):
-    for row, (overrides, seeds) in ROWS.items():
+def write_runs(root, rows=ROWS):
+    for row, (overrides, seeds) in rows.items():
         for seed, bleu, ppl in seeds:
             cfg = load_config(**nest({"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3,
                                       **overrides, "seed": seed, "sweep.study": "t", "sweep.row": row}))
@@ -98,3 +98,12 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
         shutil.rmtree(d)
     assert main(["table", str(root)]) == 2
     assert "no 'base' row" in capsys.readouterr().err
+
+
+def test_a_study_of_other_variants_gets_no_paper_columns_or_agreement(tmp_path):
+    rows = {"base": ({}, [(1, 30.0, 5.0)]), "pos-rotary": ({"model.positional": "rotary"}, [(1, 31.0, 4.8)])}
+    root = write_runs(tmp_path / "study", rows)
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--name", "variants"]) == 0
+    md = (tmp_path / "out" / "variants.md").read_text()
+    assert "| pos-rotary | rotary |" in md
+    assert "paper" not in md.split("\n")[2] and "Agreement with the paper" not in md
