@@ -37,3 +37,49 @@ def test_gradient_through_a_model_and_a_second_backward_is_refused():
     torch.testing.assert_close(w.grad, ref)
     with pytest.raises(RuntimeError, match="backpropagated once"):
         loss.backward()
+
+
+@pytest.mark.parametrize("n", [0, 1, 300, 1000])  # none, one, and several chunks with a ragged last one
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_chunked_output_layer_loss_equals_projection_then_cross_entropy(monkeypatch, n, smoothing):
+    import ablate.loss
+
+    monkeypatch.setattr(ablate.loss, "CHUNK_ELEMENTS", 128 * 97)  # 128 rows a chunk at V = 97
+    torch.manual_seed(0)
+    hidden = torch.randn(n, 16, requires_grad=True)
+    weight = (0.3 * torch.randn(97, 16)).requires_grad_()
+    target = torch.randint(0, 97, (n,))
+    loss, nll = ablate.loss.linear_smoothed_nll(hidden, weight, target, smoothing)
+    h2, w2 = hidden.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    ref = F.cross_entropy(h2 @ w2.T, target, label_smoothing=smoothing, reduction="sum") if n else (h2 @ w2.T).sum()
+    ref_nll = F.cross_entropy((h2 @ w2.T).detach(), target, reduction="sum") if n else torch.tensor(0.0)
+    torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(nll, ref_nll, rtol=1e-5, atol=1e-4)
+    assert not nll.requires_grad
+    (0.7 * loss).backward()
+    (0.7 * ref).backward()
+    torch.testing.assert_close(hidden.grad, h2.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(weight.grad, w2.grad, rtol=1e-4, atol=1e-5)  # summed over chunks in another order
+
+
+def test_translation_loss_takes_the_chunked_path_on_cpu_with_the_same_result():
+    from ablate.loss import translation_loss
+    from ablate.model import build_transformer
+    from helpers import random_batch, tiny_model
+
+    torch.manual_seed(0)
+    model = build_transformer(tiny_model(), 32)
+    src, tgt = random_batch()
+    batch = {"src": src, "tgt_in": tgt, "tgt_out": torch.roll(tgt, -1, 1)}
+    loss, nll, ntok = translation_loss(model, batch, 0.1)
+    loss.backward()
+    chunked = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    keep = batch["tgt_out"] != 0
+    ref, ref_nll = smoothed_nll(model(src, tgt, keep=keep), batch["tgt_out"][keep], 0.1)
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(nll, ref_nll)
+    assert ntok == keep.sum()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(chunked[name], p.grad, rtol=1e-5, atol=1e-6, msg=name)

@@ -118,9 +118,11 @@ class Transformer(nn.Module):
         return self.enc_norm(x), src_mask
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None = None, start: int = 0,
-               keep: Tensor | None = None) -> Tensor:
+               keep: Tensor | None = None, project: bool = True) -> Tensor:
         """tgt_in: (B, T) ids from position `start` on -> logits (B, T, V), or (N, V) at the N positions where
         `keep` (B, T) is True: training scores real targets only, so padding skips the output layer and softmax.
+        With `project=False`, the final hidden states (D wide) instead of logits, for a loss that applies the
+        output layer itself (ablate.loss.linear_smoothed_nll).
 
         With a cache, the T new positions attend to every cached earlier one (no padding is
         allowed inside a cached target); without, a causal mask plus target padding is used.
@@ -136,11 +138,12 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, self_mask, src_mask, None if cache is None else cache[i], start)
         x = self.dec_norm(x)
-        return self.output(x if keep is None else x[keep])  # (B, T, V) or (N, V)
+        x = x if keep is None else x[keep]
+        return self.output(x) if project else x  # (B, T, V) or (N, V); D instead of V without projection
 
-    def forward(self, src: Tensor, tgt_in: Tensor, keep: Tensor | None = None) -> Tensor:
+    def forward(self, src: Tensor, tgt_in: Tensor, keep: Tensor | None = None, project: bool = True) -> Tensor:
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask, keep=keep)
+        return self.decode(tgt_in, memory, src_mask, keep=keep, project=project)
 
     def new_cache(self) -> Cache:
         return [{"self": {}, "cross": {}} for _ in self.decoder]
