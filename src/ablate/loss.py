@@ -104,9 +104,10 @@ def translation_loss(model, batch: dict, smoothing: float) -> tuple[Tensor, Tens
     keep = batch["tgt_out"] != PAD_ID  # (B, T)
     target = batch["tgt_out"][keep]
     src = batch["src"]
-    # Chunked output layer on CPU (cache-bound there); on GPUs and under autocast the plain path, whose large
-    # matmul and fused softmax the device runs well.
-    if src.device.type == "cpu" and model.output.bias is None and not torch.is_autocast_enabled("cpu"):
+    # Chunked output layer when training on CPU (cache-bound there; it forms gradients as it goes, so not for
+    # evaluation); on GPUs and under autocast the plain path, whose large matmul and fused softmax they run well.
+    chunked = src.device.type == "cpu" and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    if chunked and model.output.bias is None:
         hidden = model(src, batch["tgt_in"], keep=keep, project=False)  # (N, D)
         loss, nll = linear_smoothed_nll(hidden, model.output.weight, target, smoothing)
     else:

@@ -83,3 +83,19 @@ def test_translation_loss_takes_the_chunked_path_on_cpu_with_the_same_result():
     assert ntok == keep.sum()
     for name, p in model.named_parameters():
         torch.testing.assert_close(chunked[name], p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_evaluation_does_not_form_gradients(monkeypatch):
+    import ablate.loss
+    from ablate.model import build_transformer
+    from helpers import random_batch, tiny_model
+
+    def forbidden(*args):
+        raise AssertionError("evaluation took the chunked path, which forms gradients")
+
+    monkeypatch.setattr(ablate.loss, "linear_smoothed_nll", forbidden)
+    model = build_transformer(tiny_model(), 32)
+    src, tgt = random_batch()
+    with torch.no_grad():
+        loss, nll, _ = ablate.loss.translation_loss(model, {"src": src, "tgt_in": tgt, "tgt_out": tgt}, 0.1)
+    assert torch.isfinite(loss) and nll > 0
