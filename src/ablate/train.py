@@ -99,7 +99,7 @@ class Preemption(L.Callback):
     """
 
     def __init__(self, out: Path):
-        self.out, self.signal = out, None
+        self.out, self.signal, self.saved = out, None, None
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         import signal
@@ -116,19 +116,31 @@ class Preemption(L.Callback):
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGUSR1, handler)
 
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        # Save where Lightning's own mid-epoch checkpoints are taken (after the optimizer step, before the loop's
+        # bookkeeping): resuming from here is exact. Waiting for SIGTERMException instead saved wherever Lightning
+        # raised it; raised at an epoch's end, the resumed run logged every step one too low.
+        if self.signal is not None and self.saved is None:
+            self._save(trainer)
+
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         from lightning.pytorch.utilities.exceptions import SIGTERMException
 
         if not isinstance(exception, SIGTERMException):
             return
-        if trainer.validating:
-            log.warning("stopped during validation; the last checkpoint in %s is the resume point", self.out / "checkpoints")
-            return
-        trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
-        log.warning("stopped by signal %s at step %d; saved %s; continue with `ablate train ... --resume`",
-                    self.signal, trainer.global_step, self.out / "checkpoints" / "last.ckpt")
+        if self.saved is None:
+            if trainer.validating:
+                log.warning("stopped during validation; the last checkpoint in %s is the resume point", self.out / "checkpoints")
+                return
+            self._save(trainer)
         if os.environ.get("SLURM_JOB_ID") and self.signal is not None and self.signal != 15:
             subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
+
+    def _save(self, trainer: L.Trainer) -> None:
+        trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
+        self.saved = trainer.global_step
+        log.warning("stopped by signal %s at step %d; saved %s; continue with `ablate train ... --resume`",
+                    self.signal, trainer.global_step, self.out / "checkpoints" / "last.ckpt")
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:
