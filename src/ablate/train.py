@@ -92,9 +92,9 @@ PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--
 class Preemption(L.Callback):
     """SIGTERM or SIGUSR1 (cluster preemption): finish the current batch, save last.ckpt, exit with PREEMPTED_EXIT.
 
-    Lightning turns SIGTERM into SIGTERMException at the end of a training batch, when model, optimizer,
-    schedule and data position agree; the checkpoint is taken right there, so `--resume` continues exactly.
-    SIGUSR1 (SLURM's warning signal with `--signal=USR1@90`) is routed the same way; inside a SLURM job the
+    The handler only notes the signal; the checkpoint is taken at the end of the training batch it arrived in
+    (after the optimizer step, where model, optimizer, schedule and data position agree), and Lightning then
+    stops through SIGTERMException, so `--resume` continues exactly. SIGUSR1 (SLURM's warning signal with `--signal=USR1@90`) is routed the same way; inside a SLURM job the
     job is then requeued (`scontrol requeue`), and a job script using `--auto-resume` picks up where it stopped.
     """
 
