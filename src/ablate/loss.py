@@ -11,17 +11,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ablate.model.transformer import PAD_ID
+
+
+def _loss_terms(logp: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Summed smoothed loss and summed NLL from log-probabilities (N, V) and targets (N,)."""
+    nll = -logp.gather(1, target[:, None]).sum()
+    uniform = -logp.sum() / logp.size(1)  # cross entropy against the uniform distribution, summed over rows
+    return (1 - smoothing) * nll + smoothing * uniform, nll
+
+
+def _logits_grad_(logp: Tensor, target: Tensor, smoothing: float) -> Tensor:
+    """d loss / d logits = softmax - (1 - eps) onehot(target) - eps / V, written over `logp` and returned."""
+    grad = logp.exp_()
+    grad.sub_(smoothing / grad.size(1))
+    grad.scatter_add_(1, target[:, None], grad.new_full((grad.size(0), 1), -(1 - smoothing)))
+    return grad
+
 
 class _SmoothedNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
         logp = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
-        nll = -logp.gather(1, target[:, None]).sum()
-        uniform = -logp.sum() / logp.size(1)  # cross entropy against the uniform distribution, summed over rows
+        loss, nll = _loss_terms(logp, target, smoothing)
         ctx.save_for_backward(logp, target)
         ctx.smoothing, ctx.dtype, ctx.done = smoothing, logits.dtype, False
         ctx.mark_non_differentiable(nll)
-        return (1 - smoothing) * nll + smoothing * uniform, nll
+        return loss, nll
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, None, None]:
@@ -29,11 +45,7 @@ class _SmoothedNLL(torch.autograd.Function):
             raise RuntimeError("smoothed_nll reuses its saved tensors for the gradient; it can be backpropagated once")
         ctx.done = True
         logp, target = ctx.saved_tensors
-        eps = ctx.smoothing
-        grad = logp.exp_()  # softmax, in place: dloss/dlogits = p - (1 - eps) onehot(target) - eps / V
-        grad.sub_(eps / grad.size(1))
-        grad.scatter_add_(1, target[:, None], grad.new_full((grad.size(0), 1), -(1 - eps)))
-        return grad.mul_(grad_loss).to(ctx.dtype), None, None
+        return _logits_grad_(logp, target, ctx.smoothing).mul_(grad_loss).to(ctx.dtype), None, None
 
 
 class _LinearSmoothedNLL(torch.autograd.Function):
@@ -47,20 +59,17 @@ class _LinearSmoothedNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-        n, v = hidden.size(0), weight.size(0)
-        rows = max(128, CHUNK_ELEMENTS // v)
+        n = hidden.size(0)
+        rows = max(128, CHUNK_ELEMENTS // weight.size(0))
         grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight)
         loss, nll = hidden.new_zeros((), dtype=torch.float32), hidden.new_zeros((), dtype=torch.float32)
         for start in range(0, n, rows):
-            h, t = hidden[start : start + rows], target[start : start + rows, None]
+            h, t = hidden[start : start + rows], target[start : start + rows]
             logp = torch.log_softmax((h @ weight.T).float(), dim=-1)  # (rows, V)
-            chunk_nll = -logp.gather(1, t).sum()
+            chunk_loss, chunk_nll = _loss_terms(logp, t, smoothing)
+            loss += chunk_loss
             nll += chunk_nll
-            loss += (1 - smoothing) * chunk_nll - smoothing * logp.sum() / v
-            grad = logp.exp_()  # softmax; d loss / d logits = p - (1 - eps) onehot(target) - eps / V
-            grad.sub_(smoothing / v)
-            grad.scatter_add_(1, t, grad.new_full((grad.size(0), 1), -(1 - smoothing)))
-            grad = grad.to(hidden.dtype)
+            grad = _logits_grad_(logp, t, smoothing).to(hidden.dtype)
             torch.mm(grad, weight, out=grad_hidden[start : start + rows])
             grad_weight.addmm_(grad.T, h)
         ctx.save_for_backward(grad_hidden, grad_weight)
@@ -99,8 +108,6 @@ def translation_loss(model, batch: dict, smoothing: float) -> tuple[Tensor, Tens
     Only real (non-pad) target positions reach the output layer and softmax. Shared by the Lightning module and
     the benchmarks, so what is timed is what trains.
     """
-    from ablate.model.transformer import PAD_ID
-
     keep = batch["tgt_out"] != PAD_ID  # (B, T)
     target = batch["tgt_out"][keep]
     src = batch["src"]

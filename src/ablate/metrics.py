@@ -83,13 +83,14 @@ class SpeedCallback(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         dt = self._tick()
+        src, tgt = int(batch["src_tokens"]), int(batch["tgt_tokens"])
+        flops = 0.0 if self.flops is None else self.flops(batch)
         for acc in (self._total, self._window):
-            acc["src"] += int(batch["src_tokens"])
-            acc["tgt"] += int(batch["tgt_tokens"])
+            acc["src"] += src
+            acc["tgt"] += tgt
             acc["batches"] += 1
             acc["seconds"] += dt
-            if self.flops is not None:
-                acc["flops"] += self.flops(batch)
+            acc["flops"] += flops
         if self._window["batches"] >= self.every * trainer.accumulate_grad_batches:
             metrics = self._rates(self._window, trainer.accumulate_grad_batches, pl_module.device)
             for logger in trainer.loggers:

@@ -94,8 +94,9 @@ class Preemption(L.Callback):
 
     The handler only notes the signal; the checkpoint is taken at the end of the training batch it arrived in
     (after the optimizer step, where model, optimizer, schedule and data position agree), and Lightning then
-    stops through SIGTERMException, so `--resume` continues exactly. SIGUSR1 (SLURM's warning signal with `--signal=USR1@90`) is routed the same way; inside a SLURM job the
-    job is then requeued (`scontrol requeue`), and a job script using `--auto-resume` picks up where it stopped.
+    stops through SIGTERMException, so `--resume` continues exactly. SIGUSR1 (SLURM's warning signal with
+    `--signal=USR1@90`) is routed the same way; inside a SLURM job the job is then requeued (`scontrol
+    requeue`), and a job script using `--auto-resume` picks up where it stopped.
     """
 
     def __init__(self, out: Path):
@@ -249,11 +250,11 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")
-    module = TranslationModule.from_config(cfg, dm.tokenizer.vocab_size)
+    vocab = dm.tokenizer.vocab_size
+    module = TranslationModule.from_config(cfg, vocab)
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
-    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": dm.tokenizer.vocab_size}
-    vocab = dm.tokenizer.vocab_size
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
     speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
     wandb_logger = make_wandb_logger(cfg, out, extra)
     # A resumed attempt logs its metrics beside the first one's (resume-N/metrics.csv), never over them.
