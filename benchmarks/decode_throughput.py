@@ -26,10 +26,10 @@ from ablate.checkpoint import model_from_checkpoint
 from ablate.corpus import read_parallel
 from ablate.datasets import resolve_split
 from ablate.evaluate import length_batches, score
-from ablate.generate import EOS_ID, beam_search
+from ablate.generate import BOS_ID, EOS_ID, beam_search
 
 sys.path.insert(0, str(Path(__file__).parent))
-from baselines import MarianBaseline  # noqa: E402
+from baselines import MarianBaseline, check_same_function  # noqa: E402
 from common import environment  # noqa: E402
 
 
@@ -47,15 +47,6 @@ def decode_all(system: str, models: dict, batches: list, n: int, beam: int, cfg)
         for i, h in zip(rows, hyps):
             out[i] = h
     return time.perf_counter() - start, out
-
-
-@torch.no_grad()
-def check_same_function(model, marian, src: torch.Tensor) -> None:
-    tgt = torch.full((src.size(0), 1), 2, dtype=torch.long)  # BOS
-    tgt = torch.cat([tgt, src[:, :-1].clamp(min=4)], dim=1)  # any non-pad target exercises every layer
-    diff = (model(src, tgt) - marian(src, tgt)).abs().max()
-    if diff > 1e-3:
-        raise RuntimeError(f"MarianMT differs from ablate by {diff:.2e} in logits; the checkpoint must be the paper's variant")
 
 
 def parse_args() -> argparse.Namespace:
@@ -83,7 +74,9 @@ def main() -> None:
     marian = MarianBaseline(cfg.model, model.vocab_size)
     marian.copy_from(model)
     marian.eval()
-    check_same_function(model, marian, batches[len(batches) // 2][1])
+    src = batches[len(batches) // 2][1]
+    tgt_in = torch.cat([torch.full((src.size(0), 1), BOS_ID), src[:, :-1].clamp(min=4)], dim=1)  # any real target
+    check_same_function(model, marian, "MarianMT", src, tgt_in)
     models = {"ablate": model, "MarianMT generate()": marian}
 
     results, table = {}, Table(title=f"decoding {len(srcs)} sentences of {cfg.data.dataset}:{args.split} (medians)")
