@@ -6,6 +6,7 @@ and validation reporting loss, perplexity and sacreBLEU of beam-search output.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 
@@ -18,6 +19,8 @@ from ablate.generate import beam_search
 from ablate.loss import translation_loss
 from ablate.metrics import bleu
 from ablate.model import build_transformer, count_parameters
+
+log = logging.getLogger(__name__)
 
 
 def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -106,6 +109,11 @@ class TranslationModule(L.LightningModule):
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
         checkpoint["rng"] = rng_states()
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            # Each rank draws its own dropout masks: keep every rank's generators, not just those of the rank that writes.
+            per_rank: list = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(per_rank, checkpoint["rng"])
+            checkpoint["rng_per_rank"] = per_rank
         # Lightning's logging-step counter is one ahead in checkpoints taken at an epoch's end or on SIGTERM, compared
         # with those taken by mid-epoch validation; pin it to the latter so a resumed run logs the steps it would have.
         loops = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
@@ -116,7 +124,12 @@ class TranslationModule(L.LightningModule):
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
         # Applied right before the first resumed batch: restoring now would be undone by what runs in between
         # (creating data iterators draws from torch's generator).
-        self._pending_rng = checkpoint.get("rng")
+        per_rank = checkpoint.get("rng_per_rank") or []
+        same_ranks = len(per_rank) == self.trainer.world_size
+        if per_rank and not same_ranks:
+            log.warning("the checkpoint was written by %d ranks and resumes on %d: dropout masks will differ from the "
+                        "uninterrupted run", len(per_rank), self.trainer.world_size)
+        self._pending_rng = per_rank[self.trainer.global_rank] if same_ranks else checkpoint.get("rng")
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         if getattr(self, "_pending_rng", None) is not None:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -90,58 +91,69 @@ PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--
 
 
 class Preemption(L.Callback):
-    """SIGTERM or SIGUSR1 (cluster preemption): finish the current batch, save last.ckpt, exit with PREEMPTED_EXIT.
+    """SIGTERM or SIGUSR1 (cluster preemption): save last.ckpt at the next optimizer step, exit with PREEMPTED_EXIT.
 
-    The handler only notes the signal; the checkpoint is taken at the end of the training batch it arrived in
-    (after the optimizer step, where model, optimizer, schedule and data position agree), and Lightning then
-    stops through SIGTERMException, so `--resume` continues exactly. SIGUSR1 (SLURM's warning signal with
-    `--signal=USR1@90`) is routed the same way; inside a SLURM job the job is then requeued (`scontrol
-    requeue`), and a job script using `--auto-resume` picks up where it stopped.
+    The handler only notes the signal. The checkpoint is taken at the end of the first training batch after it
+    that completes an optimizer step: in the middle of gradient accumulation the partial gradients belong to no
+    checkpoint, and a run resumed there would take its next step on part of a batch. At a step boundary model,
+    optimizer, schedule and data position agree (Lightning's own mid-epoch checkpoint point), so `--resume`
+    continues exactly. Under DDP the ranks agree on stopping at every step boundary (an all-reduce of one
+    flag), so a signal delivered to any one rank stops all of them at the same step; Lightning's own handler
+    broadcasts from rank 0 inside the signal handler and misses a signal sent to another rank. A signal during
+    validation takes effect after it. Inside a SLURM job SIGUSR1 (`--signal=USR1@90`) also requeues the job
+    (`scontrol requeue`), and a job script using `--auto-resume` picks up where it stopped.
     """
 
     def __init__(self, out: Path):
-        self.out, self.signal, self.saved = out, None, None
+        self.out, self.signal, self.saved, self._previous = out, None, None, {}
+
+    def _note(self, signum, frame) -> None:
+        self.signal = signum
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        import signal
-
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def handler(signum, frame):
-            self.signal = signum
-            if signum == signal.SIGUSR1:
-                trainer._signal_connector.received_sigterm = True
-            elif callable(previous):
-                previous(signum, frame)  # Lightning's notifier (also stops DDP peers)
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGUSR1, handler)
+        for signum in (signal.SIGTERM, signal.SIGUSR1):
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._note)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
-        # Save where Lightning's own mid-epoch checkpoints are taken (after the optimizer step, before the loop's
-        # bookkeeping): resuming from here is exact. Waiting for SIGTERMException instead saved wherever Lightning
-        # raised it; raised at an epoch's end, the resumed run logged every step one too low.
-        if self.signal is not None and self.saved is None:
-            self._save(trainer)
+        if self.saved is not None or trainer.fit_loop.epoch_loop._should_accumulate():
+            return
+        stop = self.signal is not None
+        if trainer.world_size > 1:
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
+            self.saved = trainer.global_step
+            if trainer.is_global_zero:
+                log.warning("stopped by a preemption signal at step %d; saved %s; continue with `ablate train ... --resume`",
+                            trainer.global_step, self.out / "checkpoints" / "last.ckpt")
+            # Lightning stops through SIGTERMException once this batch's bookkeeping (logging) is done.
+            trainer._signal_connector.received_sigterm = True
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-        if not isinstance(exception, SIGTERMException):
-            return
-        if self.saved is None:
-            if trainer.validating:
-                log.warning("stopped during validation; the last checkpoint in %s is the resume point", self.out / "checkpoints")
-                return
-            self._save(trainer)
-        if os.environ.get("SLURM_JOB_ID") and self.signal is not None and self.signal != 15:
+        if self.saved is not None and self.signal == signal.SIGUSR1 and os.environ.get("SLURM_JOB_ID") and trainer.is_global_zero:
             subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
 
-    def _save(self, trainer: L.Trainer) -> None:
-        trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
-        self.saved = trainer.global_step
-        log.warning("stopped by signal %s at step %d; saved %s; continue with `ablate train ... --resume`",
-                    self.signal, trainer.global_step, self.out / "checkpoints" / "last.ckpt")
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for signum, previous in self._previous.items():  # after fit a signal acts as it did before
+            if signal.getsignal(signum) == self._note:
+                signal.signal(signum, previous)
+
+
+class SelfSignal(L.Callback):
+    """Fault injection for tests: ABLATE_DEBUG_SIGNAL="STEP:SIGNAME[:RANK]" makes the process of global rank RANK
+    (default 0) send itself a real SIGNAME as the first batch of optimizer step STEP (0-based) starts, which with
+    gradient accumulation is the start of that step's window."""
+
+    def __init__(self, spec: str):
+        step, name, *rank = spec.split(":")
+        self.step, self.signum, self.rank = int(step), signal.Signals[f"SIG{name.removeprefix('SIG')}"], int(rank[0]) if rank else 0
+        self.fired = False
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if not self.fired and trainer.global_step == self.step and trainer.global_rank == self.rank:
+            self.fired = True
+            os.kill(os.getpid(), self.signum)
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:
@@ -155,6 +167,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
                         save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
         speed,
         Preemption(out),
+        *([SelfSignal(os.environ['ABLATE_DEBUG_SIGNAL'])] if os.environ.get('ABLATE_DEBUG_SIGNAL') else []),
         *extra_callbacks,
     ]
     if cfg.logging.progress:

@@ -163,3 +163,42 @@ def test_sigusr1_inside_a_slurm_job_requeues_it(tmp_path):
     assert proc.returncode == 75, out[-3000:]
     assert calls.read_text().split() == ["requeue", "4242"]
     assert torch.load(tmp_path / "slurm" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] >= VAL_EVERY
+
+
+def losses_after_self_signal(tmp_path: Path, out: str, spec: str, **train) -> tuple[dict[int, float], dict[int, float], int]:
+    """Run to the end; run again with a real signal raised at a given batch (ABLATE_DEBUG_SIGNAL), which must save
+    and exit with PREEMPTED_EXIT; resume. Returns (uninterrupted losses, resumed losses, saved global_step)."""
+    full = ablate("train", str(write_config(tmp_path, f"{out}-full", **train)))
+    log = full.communicate(timeout=600)[0].decode()
+    assert full.returncode == 0, log[-3000:]
+    path = write_config(tmp_path, out, **train)
+    proc = ablate("train", str(path), env={**os.environ, "ABLATE_DEBUG_SIGNAL": spec})
+    log = proc.communicate(timeout=600)[0].decode()
+    assert proc.returncode == 75, log[-3000:]
+    assert "continue with `ablate train ... --resume`" in log
+    saved = torch.load(tmp_path / out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    resumed = ablate("train", str(path), "--resume")
+    log = resumed.communicate(timeout=600)[0].decode()
+    assert resumed.returncode == 0, log[-3000:]
+    return losses(tmp_path / f"{out}-full" / "metrics.csv"), losses(tmp_path / out / "resume-1" / "metrics.csv"), saved
+
+
+def test_preemption_in_the_middle_of_gradient_accumulation_saves_at_the_next_step(tmp_path):
+    """accumulate=2: the signal arrives as the first of step 16's two batches starts. Saving after that batch would
+    lose its gradients (the resumed run would step on the second batch alone); the save waits for the step."""
+    expected, after, saved = losses_after_self_signal(tmp_path, "accum", "16:USR1", accumulate=2, max_steps=40)
+    assert saved == 17  # step 16 (0-based) done
+    assert min(after) == saved and max(after) == 39
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+
+
+def test_sigusr1_to_one_ddp_rank_outside_slurm_stops_every_rank_at_one_step(tmp_path):
+    """Two CPU processes (DDP over gloo), no SLURM: SIGUSR1 reaches rank 1 only. Both ranks agree to stop after the
+    same step, last.ckpt is saved, the launcher exits with PREEMPTED_EXIT, and the resumed DDP run matches."""
+    ddp = dict(devices=2, strategy="ddp", accelerator="cpu", max_steps=40)
+    expected, after, saved = losses_after_self_signal(tmp_path, "ddp", "24:USR1:1", **ddp)
+    assert saved == 25
+    assert min(after) == saved and max(after) == 39
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
