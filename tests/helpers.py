@@ -70,12 +70,17 @@ def tiny_experiment(tmp_path, **sections):
 
 def trial_states(db) -> list[str]:
     """Trial states read straight from a study's SQLite file with a connection closed at once, so polling a running
-    sweep never holds a lock on it."""
+    sweep never holds a lock on it; a journal file (*.log) is replayed, which takes no lock at all."""
     import sqlite3
     from pathlib import Path
 
     if not Path(db).exists():
         return []
+    if Path(db).suffix == ".log":
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        storage = JournalStorage(JournalFileBackend(str(db)))
+        return [t.state.name for s in storage.get_all_studies() for t in storage.get_all_trials(s._study_id, deepcopy=False)]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
         return [state for (state,) in con.execute("SELECT state FROM trials")]

@@ -1,8 +1,8 @@
 """Running a sweep as an Optuna study: storage, samplers, pruners, workers and the per-trial loop.
 
 Storage is an RDB (SQLite under the sweep's out_dir by default, PostgreSQL for several machines)
-with Optuna's heartbeat, so a trial whose worker died is failed and its row retried by the next
-worker or re-run. Variant rows are enqueued as WAITING trials; a worker takes one atomically
+or a journal file on a shared file system (ablate.journal), always with trial heartbeats, so a
+trial whose worker died is failed and its row retried by the next worker or re-run. Variant rows are enqueued as WAITING trials; a worker takes one atomically
 with `study.ask()`, and a row already finished or taken by an earlier-started trial is skipped,
 so racing workers (or machines) never run a row twice. Each trial trains in a child process
 (`python -m ablate.trial`), which isolates crashes, OOMs and CUDA state from the worker.
@@ -28,6 +28,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ablate.journal import JournalStudyStorage, journal_path
 from ablate.sweep import Sweep, row_group, safe_name
 
 # We drive trials with ask/tell and beat the heart ourselves, which Optuna warns about; heartbeats are "experimental".
@@ -50,17 +51,22 @@ def redact(url: str) -> str:
 
 def storage_url(sweep: Sweep, override: str | None = None) -> str:
     url = override or os.environ.get(STORAGE_ENV) or sweep.storage
+    if url and journal_path(url) is not None:
+        return f"journal://{journal_path(url).resolve()}"  # absolute: workers and trials may start elsewhere
     if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
-        # Optuna's journal files have no trial heartbeats, which is how a sweep finds and reruns a dead worker's row.
-        raise ValueError(f"storage {redact(url)!r} is not a database URL; use sqlite:///path/study.db (one machine) or "
-                         "postgresql://user@host/db (several); journal-file storage is not supported")
+        raise ValueError(f"storage {redact(url)!r} is neither a database URL nor a journal file; use sqlite:///path/study.db "
+                         "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
+                         "machines on a shared file system such as NFS)")
     return url or f"sqlite:///{(sweep.out_dir / 'study.db').resolve()}"
 
 
-def make_storage(url: str, sweep: Sweep) -> optuna.storages.RDBStorage:
-    kwargs: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite") else {}
+def make_storage(url: str, sweep: Sweep) -> optuna.storages.BaseStorage:
     retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY) if sweep.mode == "search" else None
-    return optuna.storages.RDBStorage(url, heartbeat_interval=max(1, round(HEARTBEAT_S)), grace_period=max(2, round(GRACE_S)), heartbeat_stale_trial_callback=retry, **kwargs)
+    beat = {"heartbeat_interval": max(1, round(HEARTBEAT_S)), "grace_period": max(2, round(GRACE_S))}
+    if journal_path(url) is not None:
+        return JournalStudyStorage(journal_path(url), stale_callback=retry, **beat)
+    kwargs: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, heartbeat_stale_trial_callback=retry, **beat, **kwargs)
 
 
 def make_sampler(sweep: Sweep) -> optuna.samplers.BaseSampler:

@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
+from ablate.journal import journal_path
 from ablate.study import STORAGE_ENV, enqueue_rows, open_study, redact, run_worker, storage_url
 from ablate.sweep import Sweep, diff_from_base, load_sweep
 
@@ -150,7 +151,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     rows = summarize(sweep, study)
     print_summary(rows, console)
     log_wandb_table(sweep, rows)
-    console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {redact(url)}")
+    console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
     return 0
 
 

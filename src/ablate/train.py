@@ -110,7 +110,9 @@ class Preemption(L.Callback):
     def _note(self, signum, frame) -> None:
         self.signal = signum
 
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Not on_fit_start: Lightning installs its own SIGTERM handler after that hook, and it would stop the run
+        # at once, between step boundaries. (A signal before training starts is Lightning's: nothing to save yet.)
         for signum in (signal.SIGTERM, signal.SIGUSR1):
             self._previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self._note)
@@ -131,6 +133,10 @@ class Preemption(L.Callback):
             trainer._signal_connector.received_sigterm = True
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if isinstance(exception, SIGTERMException) and self.saved is None and trainer.is_global_zero:
+            log.warning("stopped by a signal before training started; nothing new to save in %s", self.out / "checkpoints")
         if self.saved is not None and self.signal == signal.SIGUSR1 and os.environ.get("SLURM_JOB_ID") and trainer.is_global_zero:
             subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
 
@@ -141,19 +147,29 @@ class Preemption(L.Callback):
 
 
 class SelfSignal(L.Callback):
-    """Fault injection for tests: ABLATE_DEBUG_SIGNAL="STEP:SIGNAME[:RANK]" makes the process of global rank RANK
-    (default 0) send itself a real SIGNAME as the first batch of optimizer step STEP (0-based) starts, which with
-    gradient accumulation is the start of that step's window."""
+    """Fault injection for tests: ABLATE_DEBUG_SIGNAL="STEP[@val]:SIGNAME[:RANK]" makes the process of global rank
+    RANK (default 0) send itself a real SIGNAME as the first batch of optimizer step STEP (0-based) starts (with
+    gradient accumulation, the start of that step's window), or with @val, as the validation after STEP steps does."""
 
     def __init__(self, spec: str):
-        step, name, *rank = spec.split(":")
-        self.step, self.signum, self.rank = int(step), signal.Signals[f"SIG{name.removeprefix('SIG')}"], int(rank[0]) if rank else 0
+        when, name, *rank = spec.split(":")
+        step, _, phase = when.partition("@")
+        self.step, self.validation = int(step), phase == "val"
+        self.signum, self.rank = signal.Signals[f"SIG{name.removeprefix('SIG')}"], int(rank[0]) if rank else 0
         self.fired = False
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+    def _fire(self, trainer: L.Trainer) -> None:
         if not self.fired and trainer.global_step == self.step and trainer.global_rank == self.rank:
             self.fired = True
             os.kill(os.getpid(), self.signum)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if not self.validation:
+            self._fire(trainer)
+
+    def on_validation_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        if self.validation and not trainer.sanity_checking:
+            self._fire(trainer)
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCallback, extra_callbacks: list = ()) -> L.Trainer:

@@ -13,7 +13,7 @@ import lightning as L
 import optuna
 
 from ablate.config import load_config
-from ablate.study import PRUNED_EXIT, STORAGE_ENV, make_pruner
+from ablate.study import PRUNED_EXIT, STORAGE_ENV, make_pruner, make_storage
 from ablate.sweep import load_sweep
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     callbacks = []
     if os.environ.get("ABLATE_TRIAL_ID"):
         sweep = load_sweep(os.environ["ABLATE_SWEEP_FILE"])
-        storage = optuna.storages.RDBStorage(os.environ[STORAGE_ENV])
+        storage = make_storage(os.environ[STORAGE_ENV], sweep)
         study = optuna.load_study(study_name=os.environ["ABLATE_STUDY_NAME"], storage=storage, pruner=make_pruner(sweep))
         trial = optuna.trial.Trial(study, int(os.environ["ABLATE_TRIAL_ID"]))
         callbacks.append(PruningCallback(trial, sweep.objective.metric))

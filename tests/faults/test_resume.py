@@ -202,3 +202,13 @@ def test_sigusr1_to_one_ddp_rank_outside_slurm_stops_every_rank_at_one_step(tmp_
     assert min(after) == saved and max(after) == 39
     for step, loss in after.items():
         assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+
+
+def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
+    """The signal arrives while the validation after step 20 runs: validation finishes, step 20 trains, and the save
+    follows it. (Lightning's own handler, had it been left in place, would stop the run before any save.)"""
+    expected, after, saved = losses_after_self_signal(tmp_path, "val", "20@val:TERM", max_steps=40)
+    assert saved == 21
+    assert min(after) == saved and max(after) == 39
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"

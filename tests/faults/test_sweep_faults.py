@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+import pytest
 import yaml
 from optuna.trial import TrialState
 
@@ -33,18 +34,22 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
     return pids
 
 
-def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
+@pytest.mark.parametrize("storage", ["sqlite", "journal"])
+def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
+    """Journal: the heartbeats are files beside the journal (ablate.journal), not rows of a database."""
     base = tmp_path / "base.yaml"
     base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
                                             logging={"wandb": False, "progress": False})))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"name": "kill", "base": str(base), "out_dir": str(tmp_path / "out"),
                                      "objective": {"metric": "val/loss", "direction": "minimize"},
-                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}}}))
+                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
+                                     **({"storage": f"journal://{tmp_path}/shared/study.log"} if storage == "journal" else {})}))
     env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    db = tmp_path / "out" / "study.db"
+    db = tmp_path / "shared" / "study.log" if storage == "journal" else tmp_path / "out" / "study.db"
+    url = f"journal://{db}" if storage == "journal" else f"sqlite:///{db}"
     deadline = time.time() + 240
     while trial_states(db).count("RUNNING") < 2 or not worker_pids(1, sweep):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
@@ -54,7 +59,10 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out[-3000:]
 
-    trials = optuna.load_study(study_name="kill", storage=f"sqlite:///{db}").get_trials()  # the study stays readable
+    from ablate.study import make_storage
+    from ablate.sweep import load_sweep
+
+    trials = optuna.load_study(study_name="kill", storage=make_storage(url, load_sweep(sweep))).get_trials()  # still readable
     done = Counter(t.user_attrs["row"] for t in trials if t.state == TrialState.COMPLETE)
     assert done == Counter({"base": 1, "A-h1": 1, "A-h2": 1}), [(t.number, t.state, t.user_attrs) for t in trials]
     killed = [t for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs]
@@ -62,6 +70,9 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path):
     rerun = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["row"] == killed[0].user_attrs["row"]]
     assert rerun[0].number > killed[0].number and rerun[0].user_attrs["worker"] == 0
     assert "worker exit codes: [0, -9]" in out
+    assert (tmp_path / "out" / "study.db").exists() == (storage == "sqlite")
+    if storage == "journal":  # every trial finished, so no heartbeat file is left
+        assert [p.name for p in (tmp_path / "shared" / "study.log.heartbeats").iterdir()] == [".now"]
 
 
 def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):

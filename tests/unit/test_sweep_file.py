@@ -170,7 +170,7 @@ def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
 @pytest.mark.parametrize("storage", ["journal.log", "/tmp/optuna-journal.log", "redis://:pw@127.0.0.1/0"])
 def test_storage_that_is_not_a_database_url_is_refused_naming_it(tmp_path, storage):
     sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nstorage: '{storage}'\nvariants: {{base: {{}}}}\n"))
-    with pytest.raises(ValueError, match="not a database URL") as err:
+    with pytest.raises(ValueError, match="neither a database URL nor a journal file") as err:
         storage_url(sweep)
     assert "pw" not in str(err.value)  # a password in the URL is redacted even here
     assert storage_url(sweep, "sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
