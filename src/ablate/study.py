@@ -344,8 +344,10 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
             tell(study, trial, state=TrialState.FAIL)
             return TrialState.FAIL
     root = (sweep.out_dir / "trials").resolve()
-    trial_dir = root / f"{trial.number:04d}-{safe_name(name)}"
-    assert trial_dir.parent == root  # safe_name() keeps every trial inside the sweep's out_dir
+    fresh = root / f"{trial.number:04d}-{safe_name(name)}"
+    assert fresh.parent == root  # safe_name() keeps every trial inside the sweep's out_dir
+    previous = _continuable(study, trial, sweep, seed, root)
+    trial_dir = Path(previous.user_attrs["out_dir"]) if previous is not None else fresh
     extra = {
         "logging.group": sweep.name, "logging.name": name, "logging.tags": tags, "logging.progress": False,
         "sweep.study": sweep.name, "sweep.row": trial.user_attrs.get("row", name), "sweep.trial": trial.number,
@@ -354,20 +356,27 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
     trial.set_user_attr("name", name)
     trial.set_user_attr("worker", index)
-    trial.set_user_attr("out_dir", str(trial_dir))
     try:
-        from ablate.config import to_yaml
+        from ablate.config import to_dict, to_yaml
 
         cfg = sweep.config_for(overrides, seed, trial_dir, extra)
+        if previous is not None and _config_changed(trial_dir, to_dict(cfg)):
+            _say(index, f"trial {trial.number} ({name}): the row's config changed since trial {previous.number}; starting over")
+            previous, trial_dir = None, fresh
+            cfg = sweep.config_for(overrides, seed, trial_dir, extra)
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
     except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
         trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}"[:500])
         tell(study, trial, state=TrialState.FAIL)
         return TrialState.FAIL
-    _say(index, f"trial {trial.number} ({name}) started in {trial_dir}")
+    trial.set_user_attr("out_dir", str(trial_dir))
+    if previous is not None:
+        trial.set_user_attr("continues", previous.number)
+    _say(index, f"trial {trial.number} ({name}) " + (f"continues trial {previous.number} from its last checkpoint in {trial_dir}"
+                                                      if previous is not None else f"started in {trial_dir}"))
     began = time.time()
-    rc = _run_child(study, trial, sweep, url, trial_dir)
+    rc = _run_child(study, trial, sweep, url, trial_dir, resume=previous is not None)
     state = _finish(study, trial, sweep, trial_dir, rc)
     reason = study._storage.get_trial_user_attrs(trial._trial_id).get("fail_reason", "") if state == TrialState.FAIL else ""
     _say(index, f"trial {trial.number} ({name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
@@ -382,10 +391,47 @@ def _die_with_parent() -> None:
         pass
 
 
-def _run_child(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, trial_dir: Path) -> int:
+def _continuable(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, seed: int | None, root: Path) -> FrozenTrial | None:
+    """The earlier attempt this trial should continue rather than start over: the last trial of the same row (in a
+    search, the trial Optuna's retry callback re-queued) that stopped with no reason of its own (its worker died, or
+    it was preempted), whose run directory holds a readable checkpoint and no live training process."""
+    if sweep.mode == "variants":
+        key = (trial.user_attrs["row"], seed)
+        earlier = [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+                   if t.number < trial.number and _row_of(t) == key and not _bookkeeping(t)]
+    else:
+        retried = study._storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        earlier = [study._storage.get_trial(study._storage.get_trial_id_from_study_id_trial_number(study._study_id, retried))] if retried is not None else []
+    if not earlier:
+        return None
+    last = max(earlier, key=lambda t: t.number)
+    out_dir = Path(last.user_attrs.get("out_dir", ""))
+    if "fail_reason" in last.user_attrs or out_dir.parent != root or not (out_dir / "checkpoints").is_dir():
+        return None
+    from ablate.train import resume_checkpoint, run_dir_in_use
+
+    try:
+        resume_checkpoint(out_dir)
+    except ValueError:
+        return None
+    return None if run_dir_in_use(out_dir) else last
+
+
+def _config_changed(run_dir: Path, new: dict) -> bool:
+    import yaml
+
+    from ablate.train import config_changes
+
+    try:
+        return bool(config_changes(yaml.safe_load((run_dir / "config.yaml").read_text()), new))
+    except (OSError, yaml.YAMLError, AttributeError):
+        return True
+
+
+def _run_child(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, trial_dir: Path, resume: bool = False) -> int:
     env = {**os.environ, STORAGE_ENV: url, "ABLATE_STUDY_NAME": sweep.name, "ABLATE_TRIAL_ID": str(trial._trial_id),
            "ABLATE_SWEEP_FILE": str(sweep.path.resolve())}
-    cmd = [sys.executable, "-m", "ablate.trial", str(trial_dir / "trial.yaml")]
+    cmd = [sys.executable, "-m", "ablate.trial", str(trial_dir / "trial.yaml"), *(["--resume"] if resume else [])]
     with open(trial_dir / "train.log", "ab") as log:
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                  preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)

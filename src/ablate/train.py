@@ -6,6 +6,7 @@ The run directory (`out_dir`) receives config.yaml (the fully resolved config), 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -58,6 +59,34 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False) -> Path:
     except OSError as e:
         raise ValueError(f"out_dir={cfg.out_dir} is not writable: {e.strerror}") from None
     return out
+
+
+def lock_run_dir(out: Path) -> int | None:
+    """Hold out_dir for this process: a second `ablate train` on it (or a sweep continuing a trial whose first
+    process still runs) is refused instead of interleaving checkpoints. The lock dies with the process, kill -9
+    included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+        return None
+    fd = os.open(out / ".run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ValueError(f"out_dir={out} is in use by another training process (pid {holder}); wait for it to end or stop it") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def run_dir_in_use(out: Path) -> bool:
+    try:
+        fd = lock_run_dir(out)
+    except ValueError:
+        return True
+    if fd is not None:
+        os.close(fd)
+    return False
 
 
 def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLogger | None:
@@ -255,6 +284,15 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
     A config that differs from the run's saved one is refused (listing the keys) unless `force`.
     """
     out = prepare_out_dir(cfg, resume)
+    lock = lock_run_dir(out)
+    try:
+        return _train(cfg, out, callbacks, resume, force)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool) -> dict:
     ckpt_path, attempt = None, 0
     if resume:
         saved = yaml.safe_load((out / "config.yaml").read_text()) if (out / "config.yaml").exists() else {}
@@ -298,6 +336,10 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
             trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         except SIGTERMException:
             raise SystemExit(PREEMPTED_EXIT) from None
+        if not any(k.startswith("val/") for k in trainer.callback_metrics):
+            # Resumed from a checkpoint taken after the last step (the first attempt died while finishing up):
+            # fit() had nothing left to train or validate, and the summary needs the final weights' metrics.
+            trainer.validate(module, datamodule=dm, verbose=False)
         summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
         if trainer.is_global_zero and cfg.train.eval_longer_than:
             summary.update(_eval_long(cfg, module, dm))

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         callbacks.append(PruningCallback(trial, sweep.objective.metric))
     from ablate.train import train
 
-    train(cfg, callbacks)
+    train(cfg, callbacks, resume="--resume" in argv[1:])
     return PRUNED_EXIT if any(getattr(c, "pruned", False) for c in callbacks) else 0
 
 

@@ -212,3 +212,43 @@ def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
     assert min(after) == saved and max(after) == 39
     for step, loss in after.items():
         assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+
+
+def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path):
+    """Two processes on one run (a second `--resume`, or a sweep rerun while the first attempt still runs) would
+    interleave checkpoints; the second is refused, naming the process that holds the directory."""
+    from ablate.train import lock_run_dir, run_dir_in_use
+
+    path = write_config(tmp_path, "run", max_steps=20)
+    assert ablate("train", str(path)).wait(timeout=300) == 0
+    ckpts = {p.name: p.read_bytes() for p in (tmp_path / "run" / "checkpoints").iterdir()}
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from ablate.train import lock_run_dir; "
+                               "lock_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(tmp_path / "run")],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        assert run_dir_in_use(tmp_path / "run")
+        proc = ablate("train", str(write_config(tmp_path, "run", max_steps=30)), "--resume", "--force")
+        out = proc.communicate(timeout=120)[0].decode()
+        assert proc.returncode == 2 and f"in use by another training process (pid {holder.pid})" in out, out[-2000:]
+        assert {p.name: p.read_bytes() for p in (tmp_path / "run" / "checkpoints").iterdir()} == ckpts
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not run_dir_in_use(tmp_path / "run")  # the lock died with its process
+    os.close(lock_run_dir(tmp_path / "run"))
+
+
+def test_a_run_that_died_after_its_last_step_resumes_into_the_same_summary(tmp_path):
+    """Killed between the final checkpoint and summary.json (a sweep then continues the trial): resuming has no step
+    left to train, and still reports the final weights' validation metrics, the same as the first attempt's."""
+    from ablate.config import load_config
+    from ablate.train import train
+
+    cfg = load_config([str(write_config(tmp_path, "done", max_steps=20))])
+    first = train(cfg)
+    (tmp_path / "done" / "summary.json").unlink()
+    again = train(cfg, resume=True)
+    assert again["steps"] == first["steps"] == 20
+    assert again["last"] == pytest.approx(first["last"]) and "val/loss" in again["last"]
+    assert again["best"]["value"] == pytest.approx(first["best"]["value"])

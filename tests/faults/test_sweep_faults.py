@@ -3,6 +3,7 @@ no finished row runs again and the study stays readable."""
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
@@ -119,3 +120,9 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
     trials = optuna.load_study(study_name="term", storage=f"sqlite:///{db}").get_trials()
     assert Counter(t.user_attrs["row"] for t in trials if t.state == TrialState.COMPLETE) == Counter({"base": 1, "A-h1": 1})
+    # The preempted row continued from its checkpoint, in its own run directory, instead of starting over.
+    (cont,) = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["row"] == first.user_attrs["row"]]
+    assert cont.user_attrs["continues"] == first.number and cont.user_attrs["out_dir"] == first.user_attrs["out_dir"]
+    steps = [int(r["step"]) for r in csv.DictReader(open(Path(first.user_attrs["out_dir"]) / "resume-1" / "metrics.csv")) if r.get("train/loss")]
+    assert saved["global_step"] <= min(steps) < saved["global_step"] + 5 and max(steps) == 149  # logged every 5 steps
+    assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr
