@@ -175,3 +175,51 @@ def test_storage_that_is_not_a_database_url_is_refused_naming_it(tmp_path, stora
     assert "pw" not in str(err.value)  # a password in the URL is redacted even here
     assert storage_url(sweep, "sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
     assert storage_url(sweep, "postgresql+psycopg2://u:p@127.0.0.1/db").startswith("postgresql+psycopg2://")
+
+
+def _attempt_dir(root: Path, name: str, step: int | None) -> Path:
+    """A trial's run directory as a killed attempt leaves it: a readable checkpoint at `step`, or none."""
+    import torch
+
+    run = root / name
+    (run / "checkpoints").mkdir(parents=True)
+    if step is not None:
+        torch.save({"state_dict": {}, "hyper_parameters": {}, "global_step": step}, run / "checkpoints" / "last.ckpt")
+    return run
+
+
+@pytest.mark.parametrize("case", ["died after a checkpoint", "failed by itself", "died before a checkpoint"])
+@pytest.mark.parametrize("mode", ["variants", "search"])
+def test_a_rerun_continues_only_an_attempt_that_died_with_a_checkpoint(tmp_path, mode, case):
+    """The retry of a row (variants) or of a trial re-queued by Optuna's retry callback (search) continues the
+    earlier attempt only if that one stopped with no reason of its own and left a readable checkpoint."""
+    from ablate.study import _continuable
+
+    text = VARIANTS if mode == "variants" else "name: s\nbase: base.yaml\nn_trials: 4\nsearch:\n  train.warmup: {type: int, low: 10, high: 100}\n"
+    sweep = load_sweep(write(tmp_path, text + f"out_dir: {tmp_path}/out\n"))
+    study = open_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    root = (sweep.out_dir / "trials").resolve()
+    if mode == "variants":
+        enqueue_rows(study, sweep)
+    first = study.ask()
+    first.set_user_attr("out_dir", str(_attempt_dir(root, "0000-first", None if case == "died before a checkpoint" else 12)))
+    if case == "failed by itself":
+        first.set_user_attr("fail_reason", "FloatingPointError: train/loss is nan")
+    study.tell(first, state=optuna.trial.TrialState.FAIL)
+    failed = study._storage.get_trial(first._trial_id)
+    seed = None
+    if mode == "variants":
+        enqueue_rows(study, sweep)  # re-queues the failed row (a re-run of the sweep)
+        row = failed.system_attrs["fixed_params"]
+        seed = row.get("seed")
+        while True:  # take queued trials until the failed row's
+            again = study.ask()
+            if study._storage.get_trial_system_attrs(again._trial_id).get("fixed_params") == row:
+                break
+            study.tell(again, state=optuna.trial.TrialState.FAIL)
+            again = None
+    else:
+        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2)(study, failed)
+        again = study.ask()
+    found = _continuable(study, again, sweep, seed, root)
+    assert (found.number if found else None) == (first.number if case == "died after a checkpoint" else None)
