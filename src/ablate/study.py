@@ -268,6 +268,7 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
             with _claim_lock(url):
                 trial = study.ask()
                 study._storage.record_heartbeat(trial._trial_id)  # from now on a dead worker's trial goes stale
+                trial.set_user_attr("worker", index)
         except BaseException:
             if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
                 tell(study, trial, state=TrialState.FAIL)
@@ -355,7 +356,6 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
     trial.set_user_attr("name", name)
-    trial.set_user_attr("worker", index)
     try:
         from ablate.config import to_dict, to_yaml
 

@@ -52,7 +52,8 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
     db = tmp_path / "shared" / "study.log" if storage == "journal" else tmp_path / "out" / "study.db"
     url = f"journal://{db}" if storage == "journal" else f"sqlite:///{db}"
     deadline = time.time() + 240
-    while trial_states(db).count("RUNNING") < 2 or not worker_pids(1, sweep):
+    # Both trials are training (their processes write train.log), not just claimed.
+    while trial_states(db).count("RUNNING") < 2 or len(list((tmp_path / "out" / "trials").glob("*/train.log"))) < 2 or not worker_pids(1, sweep):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
         time.sleep(0.2)
     for pid in worker_pids(1, sweep):
