@@ -2,10 +2,12 @@
 
 Storage is an RDB (SQLite under the sweep's out_dir by default, PostgreSQL for several machines)
 or a journal file on a shared file system (ablate.journal), always with trial heartbeats, so a
-trial whose worker died is failed and its row retried by the next worker or re-run. Variant rows are enqueued as WAITING trials; a worker takes one atomically
-with `study.ask()`, and a row already finished or taken by an earlier-started trial is skipped,
-so racing workers (or machines) never run a row twice. Each trial trains in a child process
-(`python -m ablate.trial`), which isolates crashes, OOMs and CUDA state from the worker.
+trial whose worker died is failed and its row retried by the next worker or re-run, continuing
+from the dead trial's last checkpoint. Variant rows are enqueued as WAITING trials; a worker
+takes one atomically with `study.ask()`, and a row already finished or taken by an
+earlier-started trial is skipped, so racing workers (or machines) never run a row twice. Each
+trial trains in a child process (`python -m ablate.trial`), which isolates crashes, OOMs and
+CUDA state from the worker.
 """
 
 from __future__ import annotations
