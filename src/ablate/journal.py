@@ -60,6 +60,11 @@ def check_journal(path: Path) -> int:
     return lines
 
 
+def _touch(path: Path) -> None:
+    path.touch()
+    os.utime(path)  # touch() of an existing file may leave mtime alone on some file systems
+
+
 class _CheckedBackend(JournalFileBackend):
     def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
         try:
@@ -83,14 +88,11 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         self._interval, self._grace, self._callback = heartbeat_interval, grace_period, stale_callback
 
     def record_heartbeat(self, trial_id: int) -> None:
-        beat = self._beats / str(trial_id)
-        beat.touch()
-        os.utime(beat)  # touch() of an existing file may leave mtime alone on some file systems
+        _touch(self._beats / str(trial_id))
 
     def _now(self) -> float:
         probe = self._beats / ".now"  # shared by every worker: a touch in between only moves "now" later
-        probe.touch()
-        os.utime(probe)
+        _touch(probe)
         return probe.stat().st_mtime
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:

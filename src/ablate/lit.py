@@ -109,9 +109,9 @@ class TranslationModule(L.LightningModule):
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
         checkpoint["rng"] = rng_states()
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        if self.trainer.world_size > 1:
             # Each rank draws its own dropout masks: keep every rank's generators, not just those of the rank that writes.
-            per_rank: list = [None] * torch.distributed.get_world_size()
+            per_rank: list = [None] * self.trainer.world_size
             torch.distributed.all_gather_object(per_rank, checkpoint["rng"])
             checkpoint["rng_per_rank"] = per_rank
         # Lightning's logging-step counter is one ahead in checkpoints taken at an epoch's end or on SIGTERM, compared

@@ -359,10 +359,10 @@ def run_trial(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, url: str, 
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
     trial.set_user_attr("name", name)
     try:
-        from ablate.config import to_dict, to_yaml
+        from ablate.config import to_yaml
 
         cfg = sweep.config_for(overrides, seed, trial_dir, extra)
-        if previous is not None and _config_changed(trial_dir, to_dict(cfg)):
+        if previous is not None and _config_changed(trial_dir, cfg):
             _say(index, f"trial {trial.number} ({name}): the row's config changed since trial {previous.number}; starting over")
             previous, trial_dir = None, fresh
             cfg = sweep.config_for(overrides, seed, trial_dir, extra)
@@ -419,13 +419,14 @@ def _continuable(study: optuna.Study, trial: optuna.Trial, sweep: Sweep, seed: i
     return None if run_dir_in_use(out_dir) else last
 
 
-def _config_changed(run_dir: Path, new: dict) -> bool:
+def _config_changed(run_dir: Path, cfg) -> bool:
+    """Whether `cfg` differs from the run's saved config (an unreadable one counts as differing)."""
     import yaml
 
-    from ablate.train import config_changes
+    from ablate.train import changes_from_saved_config
 
     try:
-        return bool(config_changes(yaml.safe_load((run_dir / "config.yaml").read_text()), new))
+        return bool(changes_from_saved_config(run_dir, cfg))
     except (OSError, yaml.YAMLError, AttributeError):
         return True
 

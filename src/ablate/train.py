@@ -212,7 +212,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, speed: SpeedCa
                         save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
         speed,
         Preemption(out),
-        *([SelfSignal(os.environ['ABLATE_DEBUG_SIGNAL'])] if os.environ.get('ABLATE_DEBUG_SIGNAL') else []),
+        *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
         *extra_callbacks,
     ]
     if cfg.logging.progress:
@@ -251,6 +251,12 @@ def config_changes(saved: dict, new: dict) -> dict[str, tuple]:
     """Keys whose value differs between a run's saved config and a new one (sweep bookkeeping ignored)."""
     a, b = flatten(saved), flatten(new)
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and not k.startswith("sweep.")}
+
+
+def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:
+    """config_changes between the run's saved config.yaml (none saved: every key differs) and `cfg`."""
+    saved = yaml.safe_load((out / "config.yaml").read_text()) if (out / "config.yaml").exists() else {}
+    return config_changes(saved, to_dict(cfg))
 
 
 def resume_checkpoint(out: Path) -> Path:
@@ -295,8 +301,7 @@ def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, for
 def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool) -> dict:
     ckpt_path, attempt = None, 0
     if resume:
-        saved = yaml.safe_load((out / "config.yaml").read_text()) if (out / "config.yaml").exists() else {}
-        changes = config_changes(saved, to_dict(cfg))
+        changes = changes_from_saved_config(out, cfg)
         if changes and not force:
             listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
             raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")

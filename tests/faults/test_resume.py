@@ -57,6 +57,12 @@ def signal_after_second_checkpoint(path: Path, out_dir: Path, signum: int) -> tu
     return proc, proc.communicate(timeout=120)[0].decode()
 
 
+def assert_same_losses(after: dict[int, float], expected: dict[int, float]) -> None:
+    """Every loss a resumed run logged equals the uninterrupted run's at that step (float tolerance on CPU)."""
+    for step, loss in after.items():
+        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+
+
 def losses(metrics: Path) -> dict[int, float]:
     with open(metrics) as f:
         return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
@@ -75,8 +81,7 @@ def test_sigkill_mid_epoch_then_resume_matches_the_uninterrupted_run(tmp_path):
     after = losses(tmp_path / "killed" / "resume-1" / "metrics.csv")
     first = min(after)
     assert first > VAL_EVERY and max(after) == STEPS - 1 and len(after) == STEPS - first
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+    assert_same_losses(after, expected)
     before = losses(tmp_path / "killed" / "metrics.csv")  # the first attempt's metrics are kept, not overwritten
     assert min(before) == 0 and all(before[s] == pytest.approx(expected[s], rel=1e-5) for s in before)
 
@@ -117,8 +122,7 @@ def test_preemption_signal_saves_and_exits_then_resume_matches(tmp_path, signum)
     assert resumed.returncode == 0, out[-3000:]
     after = losses(tmp_path / "preempted" / "resume-1" / "metrics.csv")
     assert min(after) == saved["global_step"] and max(after) == STEPS - 1
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
+    assert_same_losses(after, expected)
 
 
 def test_resume_from_an_epoch_end_checkpoint_matches(tmp_path):
@@ -140,8 +144,7 @@ def test_resume_from_an_epoch_end_checkpoint_matches(tmp_path):
     assert resumed.returncode == 0, out[-3000:]
     after = losses(tmp_path / "epochs" / "resume-1" / "metrics.csv")
     assert max(after) == 59 and len(after) == 60 - min(after)
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}"
+    assert_same_losses(after, expected)
 
 
 def test_sigusr1_inside_a_slurm_job_requeues_it(tmp_path):
@@ -189,8 +192,7 @@ def test_preemption_in_the_middle_of_gradient_accumulation_saves_at_the_next_ste
     expected, after, saved = losses_after_self_signal(tmp_path, "accum", "16:USR1", accumulate=2, max_steps=40)
     assert saved == 17  # step 16 (0-based) done
     assert min(after) == saved and max(after) == 39
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+    assert_same_losses(after, expected)
 
 
 def test_sigusr1_to_one_ddp_rank_outside_slurm_stops_every_rank_at_one_step(tmp_path):
@@ -200,8 +202,7 @@ def test_sigusr1_to_one_ddp_rank_outside_slurm_stops_every_rank_at_one_step(tmp_
     expected, after, saved = losses_after_self_signal(tmp_path, "ddp", "24:USR1:1", **ddp)
     assert saved == 25
     assert min(after) == saved and max(after) == 39
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+    assert_same_losses(after, expected)
 
 
 def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
@@ -210,8 +211,7 @@ def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
     expected, after, saved = losses_after_self_signal(tmp_path, "val", "20@val:TERM", max_steps=40)
     assert saved == 21
     assert min(after) == saved and max(after) == 39
-    for step, loss in after.items():
-        assert loss == pytest.approx(expected[step], rel=1e-5, abs=1e-6), f"step {step}: {loss} vs uninterrupted {expected[step]}"
+    assert_same_losses(after, expected)
 
 
 def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path):
