@@ -1,0 +1,132 @@
+"""Issue 18 item 2: `ablate average` never silently replaces a checkpoint, and `--resume` never continues from an
+averaged (weights-only) one.
+
+Today `ablate average --run-dir R -o R/checkpoints/last.ckpt` overwrites last.ckpt (it is not one of the inputs),
+and `ablate train --resume` then picks that file (it has the newest step) and dies with Lightning's KeyError
+traceback ("checkpoint contains only the model"). The run directory here is a run preempted (SIGTERM) at step 14
+of 30: step=5.ckpt, step=10.ckpt, best.ckpt and last.ckpt (step 15).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ablate.cli import main
+from helpers import write_corpus
+
+pytestmark = pytest.mark.slow  # every test needs the trained run below (about 10 s)
+
+
+def experiment(tmp_path: Path, out_dir: Path, **train) -> Path:
+    """tests/helpers.tiny_experiment written as a YAML file."""
+    corpus = write_corpus(tmp_path / "corpus")
+    cfg = {
+        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
+        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
+                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
+                 "cache_dir": str(tmp_path / "cache")},
+        "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
+                  "val_bleu": False, "num_threads": 1, **train},
+        "logging": {"wandb": False, "progress": False},
+        "out_dir": str(out_dir),
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def ablate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def preempted_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("preempted")
+    path = experiment(tmp, tmp / "run")
+    proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "14:TERM"})
+    assert proc.returncode == 75, proc.stderr[-3000:]
+    names = sorted(p.name for p in (tmp / "run" / "checkpoints").glob("*.ckpt"))
+    assert names == ["best.ckpt", "last.ckpt", "step=10.ckpt", "step=5.ckpt"], names
+    shutil.copytree(tmp / "run", tmp / "pristine")
+    return tmp
+
+
+@pytest.fixture
+def run(preempted_run) -> tuple[Path, Path]:
+    """The preempted run as it was left: (its config file, its out_dir). Restored in place before each test, since
+    a run's saved config names its own paths (a copy elsewhere would be a different config to --resume)."""
+    run_dir = preempted_run / "run"
+    shutil.rmtree(run_dir)
+    shutil.copytree(preempted_run / "pristine", run_dir)
+    return preempted_run / "run.yaml", run_dir
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    """ablate.cli.main in-process; argparse's exit (an unknown flag) becomes the exit code."""
+    try:
+        rc = main(list(args))
+    except SystemExit as e:
+        rc = e.code
+    captured = capsys.readouterr()
+    return rc, captured.out + captured.err
+
+
+def averaged_over(run_dir: Path, target: str, tmp_path: Path) -> None:
+    """What today's `ablate average --run-dir R -o R/checkpoints/TARGET` leaves: the average of the last two step
+    checkpoints in place of TARGET (written beside, then copied, so this setup works once overwriting is refused)."""
+    avg = tmp_path / "avg.ckpt"
+    assert main(["average", "--run-dir", str(run_dir), "--last", "2", "-o", str(avg)]) == 0
+    shutil.copyfile(avg, run_dir / "checkpoints" / target)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 item 2: `ablate average -o` silently overwrites an existing checkpoint that is not one of its inputs")
+@pytest.mark.parametrize("target", ["last.ckpt", "best.ckpt"])
+def test_average_refuses_to_overwrite_an_existing_checkpoint(run, capsys, target):
+    _, run_dir = run
+    ckpt = run_dir / "checkpoints" / target
+    before = ckpt.read_bytes()
+    rc, out = cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt))
+    assert ckpt.read_bytes() == before, f"{target} was overwritten (exit {rc}): {out[-500:]}"
+    assert rc == 2 and target in out and "--force" in out, out[-2000:]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 item 2: `ablate average` has no --force to overwrite an existing checkpoint deliberately")
+def test_average_with_force_overwrites_an_existing_checkpoint(run, capsys, tmp_path):
+    _, run_dir = run
+    ckpt = run_dir / "checkpoints" / "best.ckpt"
+    before = ckpt.read_bytes()
+    rc, out = cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt), "--force")
+    assert rc == 0, out[-2000:]
+    assert ckpt.read_bytes() != before
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 item 2: --resume picks an averaged (weights-only) last.ckpt and dies with a KeyError traceback")
+def test_resume_never_picks_an_averaged_checkpoint(run, tmp_path):
+    config, run_dir = run
+    averaged_over(run_dir, "last.ckpt", tmp_path)
+    proc = ablate("train", str(config), "--resume")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    import json
+
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 30  # continued from step=10.ckpt to the end
+
+
+@pytest.mark.xfail(strict=True, reason="issue 18 item 2: --resume from a weights-only checkpoint dies with Lightning's KeyError traceback instead of a clear error")
+def test_resume_from_only_a_weights_only_checkpoint_is_a_clear_error(run, tmp_path):
+    config, run_dir = run
+    averaged_over(run_dir, "last.ckpt", tmp_path)
+    for p in (run_dir / "checkpoints").glob("*.ckpt"):
+        if p.name != "last.ckpt":
+            p.unlink()
+    proc = ablate("train", str(config), "--resume")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert errors and "last.ckpt" in errors[-1], proc.stderr[-2000:]
