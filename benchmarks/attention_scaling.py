@@ -28,8 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.config import load_config
-from ablate.model import build_transformer
-from ablate.model.attention import ATTENTION, SCALING
+from ablate.model import ATTENTION, SCALING, build_transformer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import environment, peak_rss, reset_peak_rss  # noqa: E402

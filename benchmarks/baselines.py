@@ -16,8 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from ablate.model.positional import sinusoids
-from ablate.model.transformer import PAD_ID
-from ablate.tokenizer import BOS, EOS
+from ablate.tokens import BOS_ID as BOS
+from ablate.tokens import EOS_ID as EOS
+from ablate.tokens import PAD_ID
 
 
 @torch.no_grad()

@@ -26,7 +26,8 @@ from ablate.checkpoint import model_from_checkpoint
 from ablate.corpus import read_parallel
 from ablate.datasets import resolve_split
 from ablate.evaluate import length_batches, score
-from ablate.generate import BOS_ID, EOS_ID, beam_search
+from ablate.generate import beam_search
+from ablate.tokens import BOS_ID, EOS_ID
 
 sys.path.insert(0, str(Path(__file__).parent))
 from baselines import MarianBaseline, check_same_function  # noqa: E402

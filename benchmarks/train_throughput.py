@@ -35,7 +35,7 @@ from ablate.data import TranslationDataModule
 from ablate.flops import peak_flops, train_flops
 from ablate.loss import translation_loss
 from ablate.model import build_transformer, count_parameters
-from ablate.model.transformer import PAD_ID
+from ablate.tokens import PAD_ID
 
 sys.path.insert(0, str(Path(__file__).parent))
 from baselines import MarianBaseline, TorchTransformer, check_same_function  # noqa: E402

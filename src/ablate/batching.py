@@ -2,7 +2,7 @@
 source tokens and 25000 target tokens" per batch).
 
 Sequences: source = tokens + [eos]; target input = [bos] + tokens; target output = tokens + [eos].
-Shapes: B sentences, S source length, T target length (both padded with PAD=0).
+Shapes: B sentences, S source length, T target length (both padded with PAD_ID=0).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ablate.tokenizer import BOS, EOS, PAD, Tokenizer
+from ablate.tokenizer import Tokenizer
+from ablate.tokens import BOS_ID, EOS_ID, PAD_ID
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class EncodedSplit(Dataset):
     tgt: np.ndarray
     tgt_offsets: np.ndarray
     idx: np.ndarray  # position of each pair in the split's kept raw pairs (what `raw(split)` returns)
+    overlong: int = 0  # pairs with a side over max_len tokens: dropped (training) or truncated (evaluation)
 
     def __len__(self) -> int:
         return len(self.idx)
@@ -80,15 +82,12 @@ def encode_pairs(
                 if overlong == "drop":
                     continue
                 s, t = s[: max_len - 1], t[: max_len - 1]
-            src_all.append(s + [EOS])
+            src_all.append(s + [EOS_ID])
             tgt_all.append(t)
             idx.append(i)
-    if n_long:
-        verb = "dropped" if overlong == "drop" else "truncated"
-        log.info("%s %d of %d pairs with more than data.max_len=%d tokens on a side", verb, n_long, len(pairs), max_len)
     src, src_offsets = _ragged(src_all)
     tgt, tgt_offsets = _ragged(tgt_all)
-    return EncodedSplit(src, src_offsets, tgt, tgt_offsets, np.asarray(idx, dtype=np.int64))
+    return EncodedSplit(src, src_offsets, tgt, tgt_offsets, np.asarray(idx, dtype=np.int64), n_long)
 
 
 def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
@@ -96,23 +95,23 @@ def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
     b = len(samples)
     s_len = max(len(s) for _, s, _ in samples)
     t_len = max(len(t) for _, _, t in samples) + 1
-    src = torch.full((b, s_len), PAD, dtype=torch.long)  # (B, S)
-    tgt_in = torch.full((b, t_len), PAD, dtype=torch.long)  # (B, T)
-    tgt_out = torch.full((b, t_len), PAD, dtype=torch.long)  # (B, T)
+    src = torch.full((b, s_len), PAD_ID, dtype=torch.long)  # (B, S)
+    tgt_in = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
+    tgt_out = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
     for row, (_, s, t) in enumerate(samples):
         t = torch.from_numpy(t.astype(np.int64))
         src[row, : len(s)] = torch.from_numpy(s.astype(np.int64))
-        tgt_in[row, 0] = BOS
+        tgt_in[row, 0] = BOS_ID
         tgt_in[row, 1 : len(t) + 1] = t
         tgt_out[row, : len(t)] = t
-        tgt_out[row, len(t)] = EOS
+        tgt_out[row, len(t)] = EOS_ID
     return {
         "src": src,
         "tgt_in": tgt_in,
         "tgt_out": tgt_out,
         "idx": torch.tensor([i for i, _, _ in samples], dtype=torch.long),  # (B,)
-        "src_tokens": int((src != PAD).sum()),
-        "tgt_tokens": int((tgt_out != PAD).sum()),
+        "src_tokens": int((src != PAD_ID).sum()),
+        "tgt_tokens": int((tgt_out != PAD_ID).sum()),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import pickle
 import re
 import tempfile
 from pathlib import Path
@@ -34,7 +35,11 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as e:  # truncated zip, pickle refused by weights_only, ...
+    except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
+        raise CheckpointError(f"{path}: holds Python objects that ablate will not unpickle (it reads only tensors and plain "
+                              "data from a checkpoint, so that opening one can never run code); it was not written by "
+                              "ablate, or was altered since") from None
+    except Exception as e:  # truncated zip, not a torch file, ...
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
         raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
@@ -135,6 +140,9 @@ def average_cli(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.resolve() in {Path(p).resolve() for p in paths}:
         raise CheckpointError(f"--output {out} is one of the inputs; refusing to overwrite it")
+    if out.exists() and not args.force:
+        raise CheckpointError(f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
+                              "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)")
     save_atomic(average_checkpoints(paths), out)
     print(f"averaged {len(paths)} checkpoints -> {out}")
     for p in paths:

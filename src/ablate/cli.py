@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ablate import logs
 from ablate.config import ConfigError
 
 
@@ -40,7 +41,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ablate.config import load_config
-    from ablate.train import train
+    from ablate.run import train
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)
@@ -49,7 +50,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
-    train(cfg, resume=resume, force=args.force)
+    train(cfg, resume=resume, force=args.force, aside=args.move_aside)
     return 0
 
 
@@ -72,13 +73,13 @@ def cmd_average(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ablate.sweep_run import sweep_cli
+    from ablate.sweep.cli import sweep_cli
 
     return sweep_cli(args)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from ablate.table import table_cli
+    from ablate.table.cli import table_cli
 
     return table_cli(args)
 
@@ -96,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")
     p.add_argument("--auto-resume", action="store_true", help="resume when out_dir holds checkpoints, else start (for requeued jobs)")
     p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")
+    p.add_argument("--move-aside", action="store_true",
+                   help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")
@@ -109,9 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="a finished sweep in the paper's Table 3 layout, beside the paper's figures")
     p.add_argument("study", help="a sweep's out_dir (or its sweep file), or any folder of runs")
     p.add_argument("--wandb", action="store_true", help="read W&B offline run files under STUDY instead of run directories")
-    p.add_argument("--out", help="where to write NAME.{md,tex,csv,png} (default: STUDY)")
+    p.add_argument("--out", help="where to write NAME.{md,tex,csv,json,png} (default: STUDY)")
     p.add_argument("--name", default="table3", help="file name stem (default: table3)")
     p.add_argument("--title", help="table title")
+    p.add_argument("--split", default="valid", choices=["valid", "test"],
+                   help="score on RUN/eval/SPLIT.json; with test, a run without one is evaluated from its selected checkpoint")
+    p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
+    p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
     p.set_defaults(func=cmd_table)
 
     decode = argparse.ArgumentParser(add_help=False)
@@ -120,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--alpha", type=float, default=None, help="length penalty (default: the run's)")
     decode.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per decoding batch")
     decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto")
+    decode.add_argument(
+        "--plugins",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE_OR_MODULE",
+        help="after the checkpoint: .py files or modules registering its own variants (a checkpoint only records its plugins)",
+    )
 
     p = sub.add_parser("translate", parents=[decode], help="translate lines from stdin or a file")
     p.add_argument("--input", "-i", default="-", help="source file (plain or .gz); - = stdin")
@@ -139,13 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="*", help="checkpoint files; default: the last K of --run-dir")
     p.add_argument("--run-dir", help="a run's out_dir; averages its last --last checkpoints")
     p.add_argument("--last", type=int, default=5)
-    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write")
+    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never over an existing file)")
+    p.add_argument("--force", action="store_true", help="replace --output if it exists")
     p.set_defaults(func=cmd_average)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logs.to_stderr()
     try:
         return args.func(args)
     except (ConfigError, ValueError, FileNotFoundError) as e:

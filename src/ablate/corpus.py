@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import BinaryIO, Optional
 log = logging.getLogger(__name__)
 
 GZIP_MAGIC = b"\x1f\x8b"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # C0 controls and DEL, but not tab (\t) or line ends
 
 
 @dataclass
@@ -37,7 +39,7 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
-    lines = []
+    lines, odd = [], []
     try:
         with _open(path) as f:
             # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
@@ -49,9 +51,15 @@ def read_lines(path: str | Path) -> list[str]:
                     bad = raw[e.start : e.start + 4]
                     where = f"bytes {bad!r} at column {e.start + 1}"
                     raise ValueError(f"{path}:{number}: not valid UTF-8 ({where})") from None
-                lines.append(line.strip())  # also drops the \r of CRLF files
+                line = line.strip()  # also drops the \r of CRLF files
+                if _CONTROL.search(line):
+                    odd.append(number)
+                lines.append(line)
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
+    if odd:  # a NUL or bell in a sentence would train silently as <unk>
+        shown = ", ".join(f"{path}:{n}" for n in odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
+        log.warning("control characters in %d line(s) of %s (kept; the tokenizer reads them as <unk>): %s", len(odd), path, shown)
     if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
         lines[0] = lines[0][1:].strip()
     return lines
@@ -74,9 +82,4 @@ def read_parallel(
             too_long += 1
         else:
             pairs.append((s, t))
-    stats = CorpusStats(lines=len(src), kept=len(pairs), empty=empty, too_long=too_long)
-    if empty:
-        log.info("dropped %d empty pairs of %d in %s / %s", empty, len(src), src_path, tgt_path)
-    if too_long:
-        log.info("dropped %d pairs longer than %d characters in %s / %s", too_long, max_len_chars, src_path, tgt_path)
-    return pairs, stats
+    return pairs, CorpusStats(lines=len(src), kept=len(pairs), empty=empty, too_long=too_long)

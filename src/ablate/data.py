@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader
 from ablate.batching import EncodedSplit, TokenBucketBatchSampler, collate, encode_pairs, make_loader
 from ablate.corpus import CorpusStats, read_lines, read_parallel
 from ablate.datasets import DATASETS, cache_dir, resolve_split
-from ablate.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_or_train_tokenizer
+from ablate.tokenizer import Tokenizer, load_or_train_tokenizer
+from ablate.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ SPLITS = ("train", "valid", "test")
 STAGE_SPLITS = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("test",), "predict": ("test",)}
 
 __all__ = [
-    "BOS", "EOS", "PAD", "UNK", "DATASETS", "CorpusStats", "EncodedSplit", "TokenBucketBatchSampler", "Tokenizer",
+    "DATASETS", "CorpusStats", "EncodedSplit", "TokenBucketBatchSampler", "Tokenizer",
     "TranslationDataModule", "cache_dir", "collate", "encode_pairs", "load_or_train_tokenizer", "make_loader",
     "read_lines", "read_parallel", "resolve_split",
 ]  # fmt: skip
@@ -47,6 +48,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer: Optional[Tokenizer] = None
         self._raw: dict[str, list[tuple[str, str]]] = {}
         self._encoded: dict[str, EncodedSplit] = {}
+        self.dropped: dict[str, dict] = {}  # split -> what was left out and why (kept in the run's summary)
 
     def prepare_data(self) -> None:
         # Runs on one process per node before setup(): downloads and tokenizer training happen once, not per rank.
@@ -62,14 +64,32 @@ class TranslationDataModule(L.LightningDataModule):
             if split in self._encoded or (split != "train" and split not in available_splits(self.data_cfg)):
                 continue
             files = resolve_split(self.data_cfg, split)
-            pairs, _ = read_parallel(*files)
+            pairs, stats = read_parallel(*files)
             if not pairs:
                 raise ValueError(f"the {split} split has no sentence pairs: {files[0]} / {files[1]} are empty or hold only empty lines")
             self._raw[split] = pairs
             # Training drops over-long pairs; evaluation truncates them so BLEU still covers every reference.
             overlong = "drop" if split == "train" else "truncate"
             self._encoded[split] = encode_pairs(self.tokenizer, pairs, self.data_cfg.max_len, overlong)
-            log.info("%s: %d pairs, %d batched", split, len(pairs), len(self._encoded[split]))
+            self._report(split, files, stats, self._encoded[split].overlong)
+
+    def _report(self, split: str, files: tuple, stats: CorpusStats, overlong: int) -> None:
+        """Say what was left out of a split and why; refuse a training split that loses more than the allowed share."""
+        self.dropped[split] = {"files": [str(f) for f in files], "pairs": stats.lines, "empty": stats.empty,
+                               "too_long": overlong if split == "train" else 0}
+        where = f"{files[0]} / {files[1]}"
+        if stats.empty:
+            log.info("%s: dropped %d of %d pairs with an empty side (%s)", split, stats.empty, stats.lines, where)
+        if overlong:
+            verb = "dropped" if split == "train" else "truncated"
+            log.info("%s: %s %d of %d pairs longer than data.max_len=%d tokens on a side (%s)", split, verb, overlong,
+                     stats.lines, self.data_cfg.max_len, where)
+        lost = (stats.empty + self.dropped[split]["too_long"]) / max(stats.lines, 1)
+        if split == "train" and lost > self.data_cfg.max_dropped_share:
+            raise ValueError(f"{where}: {lost:.1%} of the {stats.lines} training pairs would be dropped ({stats.empty} with an "
+                             f"empty side, {overlong} longer than data.max_len={self.data_cfg.max_len} tokens), more than "
+                             f"data.max_dropped_share={self.data_cfg.max_dropped_share}; check the files, or raise "
+                             "data.max_len or data.max_dropped_share")
 
     def encoded(self, split: str) -> EncodedSplit:
         if split not in self._encoded:

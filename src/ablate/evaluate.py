@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ablate.checkpoint import model_from_checkpoint
-from ablate.config import ExperimentConfig
+from ablate import plugins
+from ablate.checkpoint import load_checkpoint, model_from_checkpoint
+from ablate.config import ConfigError, ExperimentConfig
 from ablate.corpus import read_lines, read_parallel
-from ablate.generate import EOS_ID, beam_search
+from ablate.generate import beam_search
 from ablate.metrics import bleu, chrf
-from ablate.model import Transformer
-from ablate.model.transformer import PAD_ID
+from ablate.model import Transformer, max_length
 from ablate.tokenizer import Tokenizer
+from ablate.tokens import EOS_ID, PAD_ID
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -34,12 +35,12 @@ def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: E
     t = cfg.train
     beam, alpha = beam or t.beam_size, t.length_penalty if alpha is None else alpha
     device = next(model.parameters()).device
-    learned = cfg.model.positional == "learned"
-    cap = cfg.model.max_positions if learned else None
-    max_src = cfg.model.max_positions - 1 if learned else None  # room for EOS within the position table
-    encoded = [ids[:max_src] + [EOS_ID] if max_src else ids + [EOS_ID] for ids in tokenizer.encode(lines)]
+    cap = max_length(cfg.model)
+    max_src = None if cap is None else cap - 1  # room for EOS within the longest source the model takes
+    encoded = [ids[:max_src] + [EOS_ID] for ids in tokenizer.encode(lines)]
     outputs: list[list[int]] = [[] for _ in encoded]
-    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True)
+    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress,
+                   transient=True)
     with bar:
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
@@ -81,6 +82,13 @@ def score(hyps: list[str], refs: list[str]) -> dict:
 
 
 def _load(args: argparse.Namespace):
+    """The checkpoint's model on the chosen device, after importing the plugins given by `--plugins` (relative to the
+    cwd); a checkpoint naming a variant that no plugin given registers is refused, naming the plugins it records."""
+    plugins.load_plugins(getattr(args, "plugins", None) or [])
+    saved = load_checkpoint(args.checkpoint, mmap=True)["hyper_parameters"]["config"]
+    problem = plugins.needed(f"checkpoint {args.checkpoint}", saved)
+    if problem:
+        raise ConfigError(problem)
     model, cfg, tokenizer = model_from_checkpoint(args.checkpoint)
     return model.to(pick_device(args.device)), cfg, tokenizer
 

@@ -14,7 +14,7 @@ import torch
 def train_flops(m, vocab_size: int, batch: dict) -> float:
     """Model FLOPs of forward + backward on `batch` (src (B, S), tgt_in (B, T), src_tokens, tgt_tokens)."""
     d, h = m.d_model, m.heads
-    d_k, d_v = m.d_k or d // h, m.d_v or d // h
+    d_k, d_v = m.head_dims
     g = m.kv_heads or h
     q, kv, o = h * d_k, g * (d_k + d_v), h * d_v  # projection widths
     b, s = batch["src"].shape

@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ablate.model.transformer import PAD_ID, Transformer, reorder_cache
-
-BOS_ID, EOS_ID = 2, 3
+from ablate.model.transformer import Transformer, reorder_cache
+from ablate.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:

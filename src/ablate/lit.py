@@ -18,7 +18,7 @@ from ablate.config import ExperimentConfig, from_dict, to_dict
 from ablate.generate import beam_search
 from ablate.loss import translation_loss
 from ablate.metrics import bleu
-from ablate.model import build_transformer, count_parameters
+from ablate.model import build_transformer, count_parameters, max_length
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ class TranslationModule(L.LightningModule):
         t = self.cfg.train
         limit = t.val_max_sentences or float("inf")
         if t.val_bleu and not self.trainer.sanity_checking and len(self._hyps) < limit:
-            outs = beam_search(self.model, batch["src"], t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, self._decode_cap())
+            cap = max_length(self.cfg.model)  # outputs longer than the model takes end early
+            outs = beam_search(self.model, batch["src"], t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, cap)
             self._hyps.update(zip(batch["idx"].tolist(), outs))
 
     def on_validation_epoch_end(self) -> None:
@@ -90,9 +91,6 @@ class TranslationModule(L.LightningModule):
             self.bleu_signature = score.signature
         self.log_dict(metrics)
 
-    def _decode_cap(self) -> int | None:
-        return self.cfg.model.max_positions if self.cfg.model.positional == "learned" else None
-
     def configure_optimizers(self):
         t = self.cfg.train
         opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
@@ -104,7 +102,8 @@ class TranslationModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Never let non-finite weights replace the last good checkpoint (the periodic loss check may not have run yet).
         if not all(torch.isfinite(p).all() for p in self.parameters()):
-            raise FloatingPointError(f"non-finite weights at step {self.global_step}: not saving them; the last checkpoint is the last good one")
+            raise FloatingPointError(f"non-finite weights at step {self.global_step}: not saving them; "
+                                     "the last checkpoint is the last good one")
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
@@ -139,7 +138,7 @@ class TranslationModule(L.LightningModule):
 
 def rng_states() -> dict:
     """Every generator training draws from (dropout, shuffling helpers), in types torch.load(weights_only=True) accepts."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
     version, internal, gauss_next = random.getstate()
     states = {"torch": torch.get_rng_state(), "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos,
               "has_gauss": has_gauss, "gauss": gauss}, "python": {"version": version, "internal": list(internal), "gauss": gauss_next}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ablate.model.transformer import PAD_ID
+from ablate.tokens import PAD_ID
 
 
 def _loss_terms(logp: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:

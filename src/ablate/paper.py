@@ -48,3 +48,8 @@ TABLE3: list[PaperRow] = [
 ]
 
 PAPER_VOCAB = 41_000  # the shared vocabulary at which the params column is self-consistent (see PAPER.md)
+
+
+def row_group(row: str) -> str:
+    """Table 3 letter of a row name: 'A-h1' -> 'A', 'base' -> 'base'."""
+    return row.split("-", 1)[0]

@@ -1,7 +1,7 @@
 """Joint source+target BPE vocabulary via SentencePiece (Sec. 5.1: "byte-pair encoding ... shared source-target
 vocabulary of about 37000 tokens").
 
-Special ids are fixed (pad=0, unk=1, bos=2, eos=3), so the model, the batches and decoding agree without asking.
+Special ids are fixed (pad=0, unk=1, bos=2, eos=3; ablate.tokens), so the model, the batches and decoding agree without asking.
 `load_or_train_tokenizer` trains once per (corpus bytes, settings) and caches the model under
 `cache_dir()/tokenizers/{key}/spm.model`; any change of corpus or settings gives a new key, so nothing stale is reused.
 """
@@ -15,17 +15,17 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
 from ablate.corpus import read_parallel
 from ablate.datasets import cache_dir, sha256_file
+from ablate.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
 MODEL_TYPE = "bpe"
 SEED = 1  # SentencePiece's sampling/shuffling seed; fixed so the same corpus always gives the same vocabulary
 TRAIN_THREADS = min(4, os.cpu_count() or 1)  # small: sweep workers share the machine
@@ -41,8 +41,8 @@ class Tokenizer:
         self.path = Path(path)
         self._sp = spm.SentencePieceProcessor(model_file=str(self.path))
         ids = (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id())
-        if ids != (PAD, UNK, BOS, EOS):
-            need = (PAD, UNK, BOS, EOS)
+        if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            need = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
             raise ValueError(f"{self.path}: special ids (pad, unk, bos, eos) are {ids}, ablate needs {need}")
 
     @property
@@ -64,9 +64,9 @@ class Tokenizer:
             seq = seq.tolist() if hasattr(seq, "tolist") else seq
             out = []
             for i in seq:
-                if i == EOS:
+                if i == EOS_ID:
                     break
-                if i != PAD and i != BOS:
+                if i != PAD_ID and i != BOS_ID:
                     out.append(int(i))
             clean.append(out)
         return self._sp.decode(clean)
@@ -99,7 +99,7 @@ def tokenizer_settings(data_cfg, train_src: str | Path, train_tgt: str | Path) -
         "character_coverage": data_cfg.character_coverage,
         "tokenizer_sample": data_cfg.tokenizer_sample,
         "model_type": MODEL_TYPE,
-        "special_ids": [PAD, UNK, BOS, EOS],
+        "special_ids": [PAD_ID, UNK_ID, BOS_ID, EOS_ID],
         "seed": SEED,
         "sentencepiece": spm.__version__,
         "format": FORMAT,
@@ -122,10 +122,10 @@ def train_tokenizer(
             character_coverage=character_coverage,
             input_sentence_size=sample,
             shuffle_input_sentence=True,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
             num_threads=TRAIN_THREADS,
             minloglevel=2,  # SentencePiece otherwise prints pages of progress to stderr
         )

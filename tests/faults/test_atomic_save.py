@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 WRITER = """
 import sys, torch
@@ -46,7 +49,7 @@ def test_resume_point_is_the_furthest_step_even_when_file_times_tie(tmp_path):
     """A preemption save lands milliseconds after the periodic one; a coarse file clock may stamp both alike.
     The resume point is chosen by the global_step inside each file, and an unreadable file is skipped."""
     from ablate.checkpoint import save_atomic
-    from ablate.train import resume_checkpoint
+    from ablate.run.rundir import resume_checkpoint
 
     ckpts = tmp_path / "checkpoints"
     ckpts.mkdir()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import write_corpus
 
 from ablate.cli import main
-from helpers import write_corpus
 
 pytestmark = pytest.mark.slow  # every test needs the trained run below (about 10 s)
 
@@ -87,7 +87,6 @@ def averaged_over(run_dir: Path, target: str, tmp_path: Path) -> None:
     shutil.copyfile(avg, run_dir / "checkpoints" / target)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 2: `ablate average -o` silently overwrites an existing checkpoint that is not one of its inputs")
 @pytest.mark.parametrize("target", ["last.ckpt", "best.ckpt"])
 def test_average_refuses_to_overwrite_an_existing_checkpoint(run, capsys, target):
     _, run_dir = run
@@ -98,7 +97,6 @@ def test_average_refuses_to_overwrite_an_existing_checkpoint(run, capsys, target
     assert rc == 2 and target in out and "--force" in out, out[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 2: `ablate average` has no --force to overwrite an existing checkpoint deliberately")
 def test_average_with_force_overwrites_an_existing_checkpoint(run, capsys, tmp_path):
     _, run_dir = run
     ckpt = run_dir / "checkpoints" / "best.ckpt"
@@ -108,7 +106,6 @@ def test_average_with_force_overwrites_an_existing_checkpoint(run, capsys, tmp_p
     assert ckpt.read_bytes() != before
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 2: --resume picks an averaged (weights-only) last.ckpt and dies with a KeyError traceback")
 def test_resume_never_picks_an_averaged_checkpoint(run, tmp_path):
     config, run_dir = run
     averaged_over(run_dir, "last.ckpt", tmp_path)
@@ -119,7 +116,6 @@ def test_resume_never_picks_an_averaged_checkpoint(run, tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 30  # continued from step=10.ckpt to the end
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 2: --resume from a weights-only checkpoint dies with Lightning's KeyError traceback instead of a clear error")
 def test_resume_from_only_a_weights_only_checkpoint_is_a_clear_error(run, tmp_path):
     config, run_dir = run
     averaged_over(run_dir, "last.ckpt", tmp_path)

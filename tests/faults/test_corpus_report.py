@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from helpers import WORDS, TRANSLATE, write_corpus
+from helpers import TRANSLATE, WORDS, write_corpus
 
 pytestmark = pytest.mark.slow  # short training runs
 
@@ -66,8 +65,6 @@ def ablate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 6: dropped pairs are counted only in an invisible log.info, not printed "
-                                       "and not in summary.json")
 def test_dropped_pairs_are_printed_and_kept_in_the_summary(tmp_path):
     config, corpus = experiment(tmp_path)
     long_src, long_tgt = too_long_pair()
@@ -85,8 +82,6 @@ def test_dropped_pairs_are_printed_and_kept_in_the_summary(tmp_path):
     assert any(re.search(r"(?<![\d.])1(?![\d.])", line) and re.search(r"long|max_len", line) for line in lines), lines
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 6: any share of the corpus is dropped silently; there is no "
-                                       "data.max_dropped_share bound")
 def test_dropping_more_than_data_max_dropped_share_fails_naming_the_setting(tmp_path):
     config, corpus = experiment(tmp_path)
     edit_lines(corpus / "train.de", {n: "" for n in range(1, 401, 40)})  # 10 blank targets: 2.5 % > the default 1 %
@@ -100,7 +95,6 @@ def test_dropping_more_than_data_max_dropped_share_fails_naming_the_setting(tmp_
     assert allowed.returncode == 0, allowed.stderr[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 6: a NUL or other control character in a corpus line trains silently as <unk>")
 def test_a_control_character_in_a_line_warns_naming_the_file_and_line(tmp_path):
     config, corpus = experiment(tmp_path)
     edit_lines(corpus / "train.en", {5: "the dog\x00 runs"})

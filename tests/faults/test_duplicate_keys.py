@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from ablate.cli import main
 from helpers import write_corpus
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 18 item 7: PyYAML keeps the last of two equal keys silently; the file loads")
+from ablate.cli import main
+
 PAD = "# padding, so that the duplicate lines have numbers no path or count in the message could hold by chance\n" * 9
 
 
@@ -75,7 +74,6 @@ variants:
 }
 
 
-@XFAIL
 @pytest.mark.parametrize("case", list(SWEEPS))
 def test_a_duplicate_key_in_a_sweep_file_is_an_error(tmp_path, capsys, case):
     marker, key, body = SWEEPS[case]
@@ -97,7 +95,6 @@ CONFIGS = {
 }
 
 
-@XFAIL
 @pytest.mark.parametrize("case", list(CONFIGS))
 def test_a_duplicate_key_in_a_config_file_is_an_error_for_params(tmp_path, capsys, case):
     key, text, marker = CONFIGS[case]
@@ -109,7 +106,6 @@ def test_a_duplicate_key_in_a_config_file_is_an_error_for_params(tmp_path, capsy
     assert_names_the_duplicate(rc, output, path, key.rsplit(".", 1)[-1], lines)
 
 
-@XFAIL
 @pytest.mark.slow  # today the run trains (several seconds)
 def test_a_duplicate_key_in_a_config_file_is_an_error_for_train(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")

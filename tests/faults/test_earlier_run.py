@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import write_corpus
 
 pytestmark = pytest.mark.slow  # two short training runs per case
@@ -50,8 +49,6 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
             for p in sorted(run_dir.rglob("*")) if p.name != ".run.lock"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 5: an out_dir holding an earlier run without checkpoints is trained over, "
-                                       "its config.yaml, metrics.csv (and summary.json) overwritten")
 @pytest.mark.parametrize("earlier", ["nan-before-first-save", "checkpoints-deleted"])
 def test_a_new_run_refuses_an_out_dir_holding_an_earlier_run_without_checkpoints(tmp_path, earlier):
     run_dir = tmp_path / "run"

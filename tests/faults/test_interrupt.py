@@ -22,9 +22,8 @@ import optuna
 import pytest
 import torch
 import yaml
-from optuna.trial import TrialState
-
 from helpers import write_corpus
+from optuna.trial import TrialState
 
 pytestmark = pytest.mark.slow  # real training runs of several seconds each
 
@@ -58,8 +57,6 @@ def global_step(ckpt: Path) -> int:
     return int(torch.load(ckpt, map_location="cpu", weights_only=True)["global_step"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 4: SIGINT during `ablate train` exits 1 through Lightning's KeyboardInterrupt "
-                                       "handling, saving nothing and printing no resume hint")
 def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_exits_130(tmp_path):
     path = experiment(tmp_path)
     proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "12:INT"})  # SIGINT as optimizer step 12 starts
@@ -102,8 +99,6 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path):
             proc.communicate()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 4: Ctrl-C on `ablate sweep` ends with a KeyboardInterrupt traceback (exit -2); "
-                                       "its trials save nothing")
 def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path):
     base = experiment(tmp_path, "base", max_steps=400, val_every_steps=10, log_every_steps=10)
     sweep = tmp_path / "sweep.yaml"

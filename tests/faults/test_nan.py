@@ -8,9 +8,11 @@ import sys
 
 import pytest
 import torch
+from helpers import tiny_experiment
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from helpers import tiny_experiment
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
 @pytest.fixture

@@ -28,9 +28,8 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from optuna.trial import TrialState
-
 from helpers import write_corpus
+from optuna.trial import TrialState
 
 pytestmark = pytest.mark.slow  # each test runs a real (tiny) sweep
 
@@ -111,9 +110,7 @@ def psycopg3_installed() -> bool:
 
 
 @pytest.mark.parametrize("form, drivers", [
-    pytest.param("postgresql", "postgres-extra", id="postgresql://-postgres-extra",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 18 item 8: SQLAlchemy 2.1 maps postgresql:// to psycopg 3, the "
-                                                             "postgres extra installs psycopg2: ImportError traceback")),
+    pytest.param("postgresql", "postgres-extra", id="postgresql://-postgres-extra"),
     pytest.param("postgresql+psycopg2", "postgres-extra", id="postgresql+psycopg2://-postgres-extra"),  # guard: works today
     pytest.param("postgresql", "this-venv", id="postgresql://-with-psycopg3",  # guard: works today where psycopg 3 is installed
                  marks=pytest.mark.skipif(not psycopg3_installed(), reason="psycopg 3 is not installed here")),
@@ -159,8 +156,6 @@ def slash_password_url(postgres_url):
         con.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 1: redact() stops at '/', so a real sweep prints (and W&B records) a "
-                                       "password holding '/'")
 def test_a_password_with_a_slash_appears_nowhere_a_real_sweep_writes(tmp_path, slash_password_url):
     url, password = slash_password_url
     head, tail = password.split("/")

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import tiny_experiment
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 STEPS, VAL_EVERY = 150, 10
 
@@ -93,7 +95,7 @@ def test_resume_refuses_a_changed_config_unless_forced_and_skips_a_truncated_las
     changed = write_config(tmp_path, "run", max_steps=26, label_smoothing=0.2)
     proc = ablate("train", str(changed), "--resume")
     out = proc.communicate(timeout=120)[0].decode()
-    assert proc.returncode == 2 and "train.label_smoothing: 0.1 -> 0.2" in out and "train.max_steps: 20 -> 26" in out
+    assert proc.returncode == 2 and "train.label_smoothing: 0.1 -> 0.2" in out and "train.max_steps: 20 -> 26" in out, out[-3000:]
 
     last = (ckpts / "last.ckpt").read_bytes()
     (ckpts / "last.ckpt").write_bytes(last[: len(last) // 3])  # a save cut short
@@ -217,12 +219,12 @@ def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
 def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path):
     """Two processes on one run (a second `--resume`, or a sweep rerun while the first attempt still runs) would
     interleave checkpoints; the second is refused, naming the process that holds the directory."""
-    from ablate.train import lock_run_dir, run_dir_in_use
+    from ablate.run.rundir import lock_run_dir, run_dir_in_use
 
     path = write_config(tmp_path, "run", max_steps=20)
     assert ablate("train", str(path)).wait(timeout=300) == 0
     ckpts = {p.name: p.read_bytes() for p in (tmp_path / "run" / "checkpoints").iterdir()}
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from ablate.train import lock_run_dir; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from ablate.run.rundir import lock_run_dir; "
                                "lock_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(tmp_path / "run")],
                               stdout=subprocess.PIPE)
     try:
@@ -243,7 +245,7 @@ def test_a_run_that_died_after_its_last_step_resumes_into_the_same_summary(tmp_p
     """Killed between the final checkpoint and summary.json (a sweep then continues the trial): resuming has no step
     left to train, and still reports the final weights' validation metrics, the same as the first attempt's."""
     from ablate.config import load_config
-    from ablate.train import train
+    from ablate.run import train
 
     cfg = load_config([str(write_config(tmp_path, "done", max_steps=20))])
     first = train(cfg)

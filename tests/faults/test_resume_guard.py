@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import write_corpus
 
 pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds per attempt
@@ -70,8 +69,6 @@ def run(preempted) -> tuple[Path, Path]:
     return preempted / "run.yaml", preempted / "run"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 3: --resume --force with a shape-changing key rewrites config.yaml, then dies "
-                                       "with a size-mismatch traceback; a plain --resume is refused afterwards")
 @pytest.mark.parametrize("override", ["model.d_model=64", "model.d_ff=128"])
 def test_forced_resume_with_a_shape_changing_key_is_refused_before_touching_the_run(run, override):
     config, run_dir = run

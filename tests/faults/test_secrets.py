@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
-from ablate.config import to_yaml
+import pytest
 from helpers import tiny_experiment
+
+from ablate.config import to_yaml
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 CANARY = "ablate-canary-7d3f9c1e5b2a4f60a8e1c2d3b4a59687"  # 40+ chars, the shape of a W&B key
 

@@ -15,10 +15,12 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from helpers import tiny_experiment, trial_states
 from optuna.trial import TrialState
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment, trial_states
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
 def worker_pids(index: int, sweep: Path) -> list[int]:
@@ -30,7 +32,7 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"ablate.sweep_run" in cmd and str(sweep).encode() in cmd and cmd[-3:-2] == [str(index).encode()]:
+            if b"ablate.sweep.worker" in cmd and str(sweep).encode() in cmd and cmd[-3:-2] == [str(index).encode()]:
                 pids.append(int(proc.name))
     return pids
 
@@ -61,10 +63,9 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out[-3000:]
 
-    from ablate.study import make_storage
-    from ablate.sweep import load_sweep
+    from ablate.sweep.storage import make_storage
 
-    trials = optuna.load_study(study_name="kill", storage=make_storage(url, load_sweep(sweep))).get_trials()  # still readable
+    trials = optuna.load_study(study_name="kill", storage=make_storage(url)).get_trials()  # still readable
     done = Counter(t.user_attrs["row"] for t in trials if t.state == TrialState.COMPLETE)
     assert done == Counter({"base": 1, "A-h1": 1, "A-h2": 1}), [(t.number, t.state, t.user_attrs) for t in trials]
     killed = [t for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs]

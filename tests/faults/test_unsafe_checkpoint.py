@@ -22,8 +22,6 @@ import yaml
 from ablate.cli import main
 from ablate.config import load_config
 
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 18 item 11: the refusal repeats torch's hint that the file 'can still be "
-                                                   "loaded' (weights_only=False), cut off mid-sentence")
 
 
 @pytest.fixture

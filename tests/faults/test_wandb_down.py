@@ -7,9 +7,13 @@ import socket
 import subprocess
 import sys
 
+import pytest
+from helpers import tiny_experiment
+
 from ablate.config import to_yaml
 from ablate.wandb_offline import find_runs, read_run
-from helpers import tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
 def closed_port() -> int:

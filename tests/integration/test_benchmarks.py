@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import tiny_experiment
 
 from ablate.config import to_yaml
-from helpers import tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 

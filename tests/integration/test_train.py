@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import TRANSLATE, tiny_experiment
 
 from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 from ablate.cli import main
 from ablate.config import load_config
 from ablate.wandb_offline import find_runs, read_run
-from helpers import TRANSLATE, tiny_experiment
+
+pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
 def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
@@ -132,7 +134,7 @@ def test_training_refuses_an_out_dir_holding_a_run(trained_run):
     cfg, _, tmp = trained_run
     before = sorted(p.stat().st_mtime_ns for p in Path(cfg.out_dir, "checkpoints").iterdir())
     with pytest.raises(ValueError, match="already holds a run"):
-        from ablate.train import train
+        from ablate.run import train
 
         train(cfg)
     assert sorted(p.stat().st_mtime_ns for p in Path(cfg.out_dir, "checkpoints").iterdir()) == before
@@ -158,7 +160,7 @@ def test_cli_train_with_overrides(tmp_path):
     ids=["bf16-accumulate-clip", "no-bleu-one-epoch"],
 )
 def test_training_options(tmp_path, train_overrides):
-    from ablate.train import train
+    from ablate.run import train
 
     cfg = tiny_experiment(tmp_path, train={"max_steps": 6, "val_every_steps": 3, **train_overrides}, logging={"wandb": False})
     summary = train(cfg)
@@ -173,7 +175,7 @@ def test_training_options(tmp_path, train_overrides):
 @pytest.mark.parametrize("positional", ["sinusoidal", "alibi"])
 def test_length_extrapolation_eval_after_training(tmp_path, positional, capsys):
     """Trained on pairs of at most 6 tokens, scored on validation sentences longer than that (summary + CLI)."""
-    from ablate.train import train
+    from ablate.run import train
 
     cfg = tiny_experiment(tmp_path, model={"positional": positional},
                           data={"max_len": 6}, train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6}, logging={"wandb": False})

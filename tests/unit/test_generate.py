@@ -6,10 +6,11 @@ import math
 
 import pytest
 import torch
-
-from ablate.generate import BOS_ID, EOS_ID, beam_search, greedy_decode, length_penalty
-from ablate.model import build_transformer
 from helpers import VOCAB, random_batch, tiny_model
+
+from ablate.generate import beam_search, greedy_decode, length_penalty
+from ablate.model import build_transformer
+from ablate.tokens import BOS_ID, EOS_ID, PAD_ID
 
 A, B, C = 4, 5, 6
 
@@ -29,7 +30,7 @@ class ToyModel:
         self.logp = table.log()
 
     def encode(self, src):
-        return torch.zeros(src.size(0), src.size(1), 1), (src != 0)[:, None, None, :]
+        return torch.zeros(src.size(0), src.size(1), 1), (src != PAD_ID)[:, None, None, :]
 
     def new_cache(self):
         return [{"self": {}, "cross": {}}]
@@ -61,7 +62,7 @@ def greedy_by_full_forward(model, src, steps):
     tokens = torch.full((src.size(0), 1), BOS_ID)
     for _ in range(steps):
         logits = model(src, tokens)[:, -1]
-        logits[:, [0, BOS_ID]] = float("-inf")
+        logits[:, [PAD_ID, BOS_ID]] = float("-inf")
         tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], 1)
     return tokens[:, 1:]
 

@@ -1,16 +1,24 @@
-"""The README's "adding a variant" example works as written: one class, one registration, a trained model."""
+"""The README's "adding a variant" example works as written: one class, one registration, a trained model; saved as
+the file it names and passed as the plugin its commands name (through the real command line, in a subprocess:
+tests/integration/test_plugin_runs.py::test_the_readme_example_works_as_written)."""
 
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import torch
-
-from ablate.model import ATTENTION, build_transformer
 from helpers import VOCAB, random_batch, tiny_model
 
+from ablate.model import ATTENTION, build_transformer
+
 README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def variant_section() -> str:
+    return README.read_text().split("## Adding a variant", 1)[1].split("\n## ", 1)[0]
 
 
 def test_readme_variant_example_registers_and_trains():
@@ -29,6 +37,7 @@ def test_readme_variant_example_registers_and_trains():
 
 def test_readme_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
     from ablate.sweep import load_sweep
+    from ablate.sweep.plan import Search, Variants, plan_for
 
     section = README.read_text().split("## Sweeps", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
@@ -38,13 +47,13 @@ def test_readme_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
         path = tmp_path / f"readme{i}.yaml"
         path.write_text(block)
         sweep = load_sweep(path)
-        assert sweep.mode == ("variants", "search")[i]
+        assert type(plan_for(sweep)) is (Variants, Search)[i]
 
 
 def test_readme_relative_position_example_keeps_every_invariant():
     from ablate.model import POSITIONAL
 
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text().split("## Adding a variant", 1)[1].split("\n## ", 1)[0], re.S)
+    blocks = re.findall(r"```python\n(.*?)```", variant_section(), re.S)
     assert len(blocks) == 2
     try:
         exec(compile(blocks[1], "README.md", "exec"), {"__name__": "readme_example"})
@@ -61,3 +70,23 @@ def test_readme_relative_position_example_keeps_every_invariant():
         assert weights and all(w.grad is not None for w in weights)
     finally:
         POSITIONAL.pop("log_distance", None)
+
+
+def test_readme_plugin_commands_import_the_file_it_says_to_save(tmp_path, monkeypatch):
+    from ablate import plugins
+    from ablate.config import load_config
+
+    section = variant_section()
+    name = re.search(r"Save this as `(\w+\.py)`", section).group(1)
+    (tmp_path / name).write_text(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    commands = [shlex.split(line) for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines()]
+    train, evaluate = (next(c for c in commands if c[:2] == ["ablate", verb]) for verb in ("train", "evaluate"))
+    assert evaluate[evaluate.index("--plugins") + 1] == name
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plugins, "_imported", {})
+    try:
+        cfg = load_config(overrides=[arg for arg in train[2:] if "=" in arg])
+        assert cfg.plugins == [str(tmp_path / name)] and cfg.model.attention == "cosine"
+    finally:
+        ATTENTION.pop("cosine", None)
+        sys.modules.pop(plugins.module_name(tmp_path / name), None)

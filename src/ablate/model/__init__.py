@@ -1,7 +1,12 @@
-"""The pluggable Transformer: attention kernels, positional encodings and the builder that wires them."""
+"""The pluggable Transformer: attention kernels, logit scalings, positional encodings and the builder that wires them."""
 
-from ablate.model.attention import ATTENTION, SCALING, MultiHeadAttention
+from ablate.model.attention import ATTENTION, MultiHeadAttention
 from ablate.model.positional import POSITIONAL
+from ablate.model.scaling import SCALING
 from ablate.model.transformer import Transformer, build_transformer, count_parameters
+from ablate.model.variants import compatible, compatible_positionals, max_length
 
-__all__ = ["ATTENTION", "SCALING", "POSITIONAL", "MultiHeadAttention", "Transformer", "build_transformer", "count_parameters"]
+__all__ = [
+    "ATTENTION", "POSITIONAL", "SCALING", "MultiHeadAttention", "Transformer", "build_transformer", "compatible",
+    "compatible_positionals", "count_parameters", "max_length",
+]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Attention kernels, logit scalings and multi-head attention (Sec. 3.2, Eq. 1; Fig. 2).
+"""Attention kernels and multi-head attention (Sec. 3.2, Eq. 1; Fig. 2).
 
 A kernel turns per-head queries, keys and values into per-head outputs; `MultiHeadAttention`
 owns the projections, head split, grouped keys/values (kv_heads) and the KV cache. Every kernel
@@ -7,26 +7,44 @@ has the signature `forward(q, k, v, mask, scale) -> out` with
     q: (B, H, T, Dk)   k: (B, G, S, Dk)   v: (B, G, S, Dv)   G = kv_heads, H % G == 0
     mask: bool, broadcastable to (B, H, T, S), True = may attend; or a float tensor added to the
           scaled logits (-inf = may not attend; relative position biases arrive this way); or None
-    scale: float, or a (H, 1, 1) tensor for per-head learned scalings
+    scale: float, or a (H, 1, 1) tensor for per-head learned scalings (see ablate.model.scaling)
 
-Scalings (`SCALING`) produce the factor that multiplies the attention logits of any kernel, so
-`attention_scaling` ablates the 1/sqrt(d_k) of Eq. 1 for every variant alike; a scaling may also
-define `normalize(x)` (QK-norm), applied to every new query and key before anything else. To add a kernel,
-write a class with that signature and decorate it with `@register(ATTENTION, "name")`.
+To add a kernel, subclass `AttentionKernel` with that signature, declare what it supports in its class
+attributes and decorate it with `@register(ATTENTION, "name")`.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ablate.registry import register
+from ablate.model.positional import RelativePosition, bias_free_positionals
+from ablate.model.scaling import Scaling
+from ablate.registry import Registry, register
 
-ATTENTION: dict[str, type[nn.Module]] = {}
-SCALING: dict[str, type[nn.Module]] = {}
+# The optional construction arguments the builder can give a kernel; each kernel declares the ones it takes.
+KERNEL_OPTIONS = ("causal", "self_attention", "window")
+
+
+class AttentionKernel(nn.Module):
+    """Base of every kernel: built with `heads`, `d_k`, `dropout` and the `options` it declares.
+
+    causal: decoder self-attention (the mask is causal too; a kernel may exploit it)
+    self_attention: queries and keys share one position axis (False in cross attention)
+    window: model.attention_window
+    """
+
+    takes_bias: bool = True  # can add a float mask (the logit biases of some positional encodings)
+    options: tuple[str, ...] = ()  # the entries of KERNEL_OPTIONS its constructor accepts
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        unknown = set(cls.options) - set(KERNEL_OPTIONS)
+        assert not unknown, f"{cls.__name__}.options has {sorted(unknown)}; the builder offers only {KERNEL_OPTIONS}"
+
+
+ATTENTION: dict[str, type[AttentionKernel]] = Registry(AttentionKernel)
 
 
 def repeat_kv(x: Tensor, heads: int) -> Tensor:
@@ -48,7 +66,7 @@ def softmax_attend(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: floa
 
 
 @register(ATTENTION, "scaled_dot_product")
-class ScaledDotProduct(nn.Module):
+class ScaledDotProduct(AttentionKernel):
     """softmax(Q K^T * scale) V, the paper's Eq. 1, through torch's fused scaled_dot_product_attention.
 
     A per-head (learned) scale is folded into Q, which keeps the fused kernel usable for it too.
@@ -71,7 +89,7 @@ class ScaledDotProduct(nn.Module):
 
 
 @register(ATTENTION, "additive")
-class Additive(nn.Module):
+class Additive(AttentionKernel):
     """Additive (Bahdanau) attention: score(q, k) = w_h . tanh(q + k), the paper's comparison in Sec. 3.2.1.
 
     Q and K already are per-head linear maps of the inputs (W_q x, W_k y), so this is
@@ -102,6 +120,8 @@ class Local(ScaledDotProduct):
     share no position axis. Implemented as a banded mask on the fused kernel, so it changes what is attended,
     not the cost; the cost curve of a truly sparse kernel would fall with the window."""
 
+    options = ("causal", "self_attention", "window")
+
     def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, window: int = 16, causal: bool = False,
                  self_attention: bool = False):
         super().__init__(heads=heads, d_k=d_k, dropout=dropout)
@@ -122,13 +142,14 @@ class Local(ScaledDotProduct):
 
 
 @register(ATTENTION, "linear")
-class Linear(nn.Module):
+class Linear(AttentionKernel):
     """Linear attention (Katharopoulos et al., 2020): softmax(q k^T) replaced by phi(q) phi(k)^T with
     phi = elu + 1, so attention is phi(q) (phi(k)^T V) / (phi(q) . sum phi(k)): linear in sequence length.
     The decoder uses running sums over positions (causal). The logit scale multiplies q before phi. It cannot
     add position biases (alibi, t5_bias, shaw); absolute positions and rotary work."""
 
     takes_bias = False
+    options = ("causal",)
 
     def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, causal: bool = False, eps: float = 1e-6):
         super().__init__()
@@ -136,7 +157,7 @@ class Linear(nn.Module):
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
         if mask is not None and mask.dtype != torch.bool:
-            raise ValueError("linear attention cannot add position biases; use model.positional rotary, sinusoidal, learned or none")
+            raise ValueError(f"linear attention cannot add position biases; use a model.positional without them: {bias_free_positionals()}")
         heads = q.size(1)
         q, k, v = F.elu(q * scale) + 1, F.elu(repeat_kv(k, heads)) + 1, repeat_kv(v, heads)
         if self.causal:
@@ -155,71 +176,6 @@ class Linear(nn.Module):
         return num / (den.unsqueeze(-1) + self.eps)  # (B, H, T, Dv)
 
 
-# -- scalings of the logits ------------------------------------------------------------------
-
-
-class _FixedScale(nn.Module):
-    def __init__(self, *, heads: int, d_k: int):
-        super().__init__()
-        self.value = self.factor(d_k)
-
-    def forward(self) -> float:
-        return self.value
-
-    def extra_repr(self) -> str:
-        return f"scale={self.value:.4g}"
-
-
-@register(SCALING, "inv_sqrt_dk")
-class InvSqrtDk(_FixedScale):
-    """1/sqrt(d_k): keeps dot products of unit-variance q, k at unit variance (Sec. 3.2.1, footnote 4)."""
-
-    factor = staticmethod(lambda d_k: d_k**-0.5)
-
-
-@register(SCALING, "inv_dk")
-class InvDk(_FixedScale):
-    """1/d_k (as in muP): logits stay O(1) when q and k become correlated during training."""
-
-    factor = staticmethod(lambda d_k: 1.0 / d_k)
-
-
-@register(SCALING, "none")
-class NoScale(_FixedScale):
-    """Unscaled logits; with large d_k the softmax saturates, which is what the paper's scaling avoids."""
-
-    factor = staticmethod(lambda d_k: 1.0)
-
-
-@register(SCALING, "learned")
-class LearnedTemperature(nn.Module):
-    """A learned inverse temperature per head, initialised at 1/sqrt(d_k), kept positive via exp."""
-
-    def __init__(self, *, heads: int, d_k: int):
-        super().__init__()
-        self.log_scale = nn.Parameter(torch.full((heads,), -0.5 * math.log(d_k)))
-
-    def forward(self) -> Tensor:
-        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
-
-
-@register(SCALING, "qk_norm")
-class QKNorm(nn.Module):
-    """QK-normalisation (Henry et al., 2020): L2-normalise each query and key, so the logits are cosine
-    similarities, times a learned per-head scale g (init 10, about log2(L^2 - L) for sentence lengths L ~ 30).
-    Bounded logits cannot saturate the softmax however q and k grow."""
-
-    def __init__(self, *, heads: int, d_k: int, init: float = 10.0):
-        super().__init__()
-        self.log_scale = nn.Parameter(torch.full((heads,), math.log(init)))
-
-    def normalize(self, x: Tensor) -> Tensor:
-        return F.normalize(x, dim=-1)
-
-    def forward(self) -> Tensor:
-        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
-
-
 # -- multi-head attention --------------------------------------------------------------------
 
 
@@ -231,8 +187,8 @@ class MultiHeadAttention(nn.Module):
     output. `kv_heads < heads` gives grouped-query attention (1 = multi-query).
     """
 
-    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: nn.Module, scaling: nn.Module,
-                 position: nn.Module | None = None):
+    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: AttentionKernel, scaling: Scaling,
+                 position: RelativePosition | None = None):
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
@@ -270,32 +226,35 @@ class MultiHeadAttention(nn.Module):
         """
         scale = self.scaling()
         if context is None:
-            q, k, v = self.in_proj(x).split([self.q_dim, self.k_dim, self.v_dim], dim=-1)
-            q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
-            if hasattr(self.scaling, "normalize"):
-                q, k = self.scaling.normalize(q), self.scaling.normalize(k)
-            if self.position is not None:
-                pos = torch.arange(start, start + x.size(1), device=x.device)
-                q, k = self.position.rotate(q, k, pos)  # keys enter the cache already rotated
-            if cache is not None:
-                if "k" in cache:
-                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
-            if self.position is not None:
-                bias = self.position.bias(q, pos, torch.arange(k.size(2), device=x.device), scale)
-                if bias is not None:
-                    mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+            q, k, v, mask = self._self_attention_inputs(x, mask, cache, start, scale)
         else:
-            q = self._split(F.linear(x, self.in_proj.weight[: self.q_dim], self.in_proj.bias[: self.q_dim]), self.heads)
-            if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                k, v = self._project_kv(context)
-                if hasattr(self.scaling, "normalize"):
-                    k = self.scaling.normalize(k)
-                if cache is not None:
-                    cache["k"], cache["v"] = k, v
-            if hasattr(self.scaling, "normalize"):
-                q = self.scaling.normalize(q)
+            q, k, v = self._cross_attention_inputs(x, context, cache)
         out = self.kernel(q, k, v, mask, scale)  # (B, H, T, Dv)
         return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, D)
+
+    def _self_attention_inputs(self, x: Tensor, mask: Tensor | None, cache: dict | None, start: int, scale):
+        q, k, v = self.in_proj(x).split([self.q_dim, self.k_dim, self.v_dim], dim=-1)
+        q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
+        q, k = self.scaling.normalize(q), self.scaling.normalize(k)
+        if self.position is not None:
+            pos = torch.arange(start, start + x.size(1), device=x.device)
+            q, k = self.position.rotate(q, k, pos)  # keys enter the cache already rotated
+        if cache is not None:
+            if "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        if self.position is not None and self.position.adds_bias:
+            bias = self.position.bias(q, pos, torch.arange(k.size(2), device=x.device), scale)  # float, broadcastable to (B, H, T, S)
+            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        return q, k, v, mask
+
+    def _cross_attention_inputs(self, x: Tensor, context: Tensor, cache: dict | None) -> tuple[Tensor, Tensor, Tensor]:
+        q = self._split(F.linear(x, self.in_proj.weight[: self.q_dim], self.in_proj.bias[: self.q_dim]), self.heads)
+        if cache is not None and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = self._project_kv(context)
+            k = self.scaling.normalize(k)
+            if cache is not None:
+                cache["k"], cache["v"] = k, v
+        return self.scaling.normalize(q), k, v

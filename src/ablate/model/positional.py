@@ -4,7 +4,8 @@ relative schemes that followed it: rotary (RoPE), ALiBi, T5 relative buckets, Sh
 An absolute module adds position information to a (B, T, D) embedding sequence whose first position is
 `start` (non-zero during incremental decoding); it takes `d_model` and `max_positions` keyword arguments.
 A relative module (`relative = True`, see `RelativePosition` below) acts inside self-attention instead.
-Either kind is one class decorated with `@register(POSITIONAL, "name")`.
+Either kind is one `PositionalEncoding` subclass decorated with `@register(POSITIONAL, "name")`; the facts the
+rest of the code needs about it are its class attributes, so nothing outside this file asks for it by name.
 """
 
 from __future__ import annotations
@@ -14,9 +15,23 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ablate.registry import register
+from ablate.registry import Registry, register
 
-POSITIONAL: dict[str, type[nn.Module]] = {}
+
+class PositionalEncoding(nn.Module):
+    """Base of every positional encoding: the facts the builder, config validation and decoding read."""
+
+    relative: bool = False  # acts inside self-attention (see RelativePosition), not on the embeddings
+    adds_bias: bool = False  # adds a float bias to the attention logits, which only some kernels can take
+    bounded_length: bool = False  # sequences longer than model.max_positions cannot be encoded or decoded
+
+
+POSITIONAL: dict[str, type[PositionalEncoding]] = Registry(PositionalEncoding)
+
+
+def bias_free_positionals() -> list[str]:
+    """Registered encodings that add no logit bias: the ones a kernel without bias support can use."""
+    return sorted(name for name, cls in POSITIONAL.items() if not cls.adds_bias)
 
 
 def sinusoids(length: int, d_model: int) -> Tensor:
@@ -30,7 +45,7 @@ def sinusoids(length: int, d_model: int) -> Tensor:
 
 
 @register(POSITIONAL, "sinusoidal")
-class Sinusoidal(nn.Module):
+class Sinusoidal(PositionalEncoding):
     """Fixed sinusoids; the table grows on demand, so any length works (the reason the paper kept them)."""
 
     def __init__(self, *, d_model: int, max_positions: int):
@@ -46,8 +61,10 @@ class Sinusoidal(nn.Module):
 
 
 @register(POSITIONAL, "learned")
-class Learned(nn.Module):
+class Learned(PositionalEncoding):
     """A learned embedding per absolute position, up to max_positions (Table 3 row E)."""
+
+    bounded_length = True
 
     def __init__(self, *, d_model: int, max_positions: int):
         super().__init__()
@@ -62,7 +79,7 @@ class Learned(nn.Module):
 
 
 @register(POSITIONAL, "none")
-class NoPosition(nn.Module):
+class NoPosition(PositionalEncoding):
     """No position information: the encoder becomes a bag of words, the decoder keeps only causal order."""
 
     def __init__(self, *, d_model: int, max_positions: int):
@@ -82,7 +99,7 @@ class NoPosition(nn.Module):
 # Positions are absolute token indices, so cached decoding sees exactly what the full forward pass sees.
 
 
-class RelativePosition(nn.Module):
+class RelativePosition(PositionalEncoding):
     relative = True
 
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):

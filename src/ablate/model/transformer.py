@@ -1,27 +1,27 @@
 """The encoder-decoder Transformer (Sec. 3, Fig. 1) and `build_transformer`, the only place config names become modules.
 
 Shapes: B batch, S source length, T target length, D d_model, H heads, G kv_heads, V vocabulary.
-Token id 0 is padding (see ablate.tokenizer). Masks are bool, True = may attend.
+Padding is ablate.tokens.PAD_ID. Masks are bool, True = may attend.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
-from ablate.model.attention import ATTENTION, SCALING, MultiHeadAttention
+from ablate.model.attention import ATTENTION, MultiHeadAttention
 from ablate.model.dropout import Dropout
-from ablate.model.positional import POSITIONAL
+from ablate.model.positional import POSITIONAL, NoPosition
+from ablate.model.scaling import SCALING
 from ablate.registry import lookup
+from ablate.tokens import PAD_ID
 
 if TYPE_CHECKING:
     from ablate.config import ModelConfig
 
-PAD_ID = 0
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 Cache = list[dict]  # one {"self": {...}, "cross": {...}} per decoder layer
 
@@ -180,22 +180,10 @@ def count_parameters(model: Transformer) -> dict[str, int]:
     return counts
 
 
-def compatible(attention: str, positional: str) -> bool:
-    """Whether kernel `attention` can take the logit biases a `positional` scheme adds (linear attention cannot)."""
-    return getattr(ATTENTION[attention], "takes_bias", True) or not getattr(POSITIONAL[positional], "adds_bias", False)
-
-
-def _kernel_kwargs(kernel_cls: type, **offered) -> dict:
-    """The optional construction arguments a kernel declares (causal, self_attention, window); others take none."""
-    accepted = inspect.signature(kernel_cls).parameters
-    return {k: v for k, v in offered.items() if k in accepted}
-
-
 def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
     """Wire a Transformer from the `model` config section and the (shared) vocabulary size."""
     heads = cfg.heads
-    d_k = cfg.d_k or cfg.d_model // heads
-    d_v = cfg.d_v or cfg.d_model // heads
+    d_k, d_v = cfg.head_dims
     kv_heads = cfg.kv_heads or heads
     kernel_cls = lookup(ATTENTION, cfg.attention, "model.attention")
     scaling_cls = lookup(SCALING, cfg.attention_scaling, "model.attention_scaling")
@@ -203,16 +191,17 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
     activation_cls = lookup(ACTIVATIONS, cfg.activation, "model.activation")
     pre_norm = cfg.norm == "pre"
 
-    relative = getattr(positional_cls, "relative", False)
+    relative = positional_cls.relative
 
     def attention(self_attention: bool = False, causal: bool = False) -> MultiHeadAttention:
         position = None
         if relative and self_attention:
             position = positional_cls(heads=heads, d_k=d_k, max_positions=cfg.max_positions, causal=causal)
+        offered = {"causal": causal, "self_attention": self_attention, "window": cfg.attention_window}
+        options = {name: offered[name] for name in kernel_cls.options}
         return MultiHeadAttention(
             d_model=cfg.d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=kv_heads,
-            kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **_kernel_kwargs(
-                kernel_cls, causal=causal, self_attention=self_attention, window=cfg.attention_window)),
+            kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options),
             scaling=scaling_cls(heads=heads, d_k=d_k), position=position,
         )
 
@@ -228,14 +217,14 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
 
     def embedding(tokens: nn.Embedding) -> Embedding:
         # A relative scheme lives in the self-attention layers; the embeddings then carry no absolute positions.
-        positional = POSITIONAL["none"](d_model=cfg.d_model, max_positions=cfg.max_positions) if relative else \
-            positional_cls(d_model=cfg.d_model, max_positions=cfg.max_positions)
+        absolute_cls = NoPosition if relative else positional_cls
+        positional = absolute_cls(d_model=cfg.d_model, max_positions=cfg.max_positions)
         return Embedding(tokens=tokens, positional=positional, scale=cfg.embed_scale, dropout=cfg.dropout)
 
     def final_norm() -> nn.Module:
         return nn.LayerNorm(cfg.d_model) if pre_norm else nn.Identity()
 
-    common = dict(d_model=cfg.d_model, dropout=cfg.dropout, pre_norm=pre_norm)
+    common = {"d_model": cfg.d_model, "dropout": cfg.dropout, "pre_norm": pre_norm}
     tgt_tokens = token_table()
     src_tokens = tgt_tokens if cfg.tie_embeddings == "all" else token_table()
     output = nn.Linear(cfg.d_model, vocab_size, bias=False)

@@ -1,0 +1,156 @@
+"""Loading a config: schema defaults -> each YAML file -> `sections` dicts -> CLI dotlist overrides -> import the
+`plugins` it names -> `validate()`; and the ways a config is saved (dict, YAML, flat dotted keys).
+
+A plugin path is resolved relative to the YAML file naming it (from `sections` or the command line: to the cwd)
+and kept absolute, so a saved config.yaml or a sweep's trial.yaml names the same files from anywhere.
+
+OmegaConf rejects unknown keys and wrong types; `_friendly` turns its errors into ConfigErrors that name the key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from ablate import plugins
+from ablate.config.schema import ExperimentConfig
+from ablate.config.validation import validate
+from ablate.errors import ConfigError
+from ablate.hints import did_you_mean
+from ablate.yaml_file import read_yaml
+
+
+def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
+    keys = []
+    for f in fields(schema):
+        value = getattr(schema, f.name)
+        keys.append(prefix + f.name)
+        if is_dataclass(value):
+            keys += _valid_keys(value, prefix + f.name + ".")
+    return keys
+
+
+def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
+    """Turn an OmegaConf error into one that names the key, the value and what is allowed."""
+    key = err.full_key or "?"
+    if isinstance(err, ConfigKeyError) or "not in struct" in str(err) or "Key '" in str(err):
+        valid = [k for k in _valid_keys(ExperimentConfig()) if k.count(".") == key.count(".")]
+        same_leaf = [k for k in valid if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]  # the key in the wrong section
+        hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
+        return ConfigError(f"{source}: unknown config key '{key}'{hint}")
+    if isinstance(err, ValidationError):
+        msg = str(err).splitlines()[0]
+        return ConfigError(f"{source}: bad value for '{key}': {msg}")
+    return ConfigError(f"{source}: {err}")
+
+
+def _read_yaml(path: Path) -> dict:
+    """A config file's sections; ablate.yaml_file refuses unsafe tags and duplicate keys."""
+    data = read_yaml(path, "config file")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a mapping of config sections, got {type(data).__name__}")
+    return data
+
+
+def merge(base: Any, update: dict | list[str], source: str) -> Any:
+    """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
+    try:
+        if isinstance(update, dict):
+            return OmegaConf.merge(base, OmegaConf.create(update))
+        for item in update:
+            if "=" not in item:
+                raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
+        return OmegaConf.merge(base, OmegaConf.from_dotlist(list(update)))
+    except OmegaConfBaseException as e:
+        raise _friendly(e, source) from None
+
+
+def _plugin_paths(data: dict, path: Path) -> dict:
+    """A config file's `plugins` (a list, or one name) with file paths made absolute relative to the file's folder."""
+    named = data.get("plugins")
+    if named is None:
+        return data
+    named = [named] if isinstance(named, str) else named
+    if not isinstance(named, list) or not all(isinstance(p, str) for p in named):
+        raise ConfigError(f"{path}: plugins must be a list of .py files or module names, got {data['plugins']!r}")
+    return {**data, "plugins": [plugins.resolve(p, path.parent) for p in named]}
+
+
+def _one_plugin_as_list(override: str) -> str:
+    """`plugins=x.py` means `plugins=[x.py]` (and needs no brackets, which some shells glob)."""
+    key, _, value = override.partition("=")
+    return f"plugins=[{value}]" if key.strip() == "plugins" and not value.lstrip().startswith("[") else override
+
+
+def _validated(obj: ExperimentConfig, explain: Callable[[dict], str]) -> ExperimentConfig:
+    """validate(obj); when it names a variant no registry holds, `explain(config dict)` says how to register it."""
+    try:
+        validate(obj)
+    except ConfigError as e:
+        data = to_dict(obj)
+        raise ConfigError(f"{e}{explain(data)}" if plugins.unregistered(data["model"]) else str(e)) from None
+    return obj
+
+
+def load_config(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
+    """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugins imported; validated."""
+    cfg = OmegaConf.structured(ExperimentConfig)
+    for path in files:
+        cfg = merge(cfg, _plugin_paths(_read_yaml(Path(path)), Path(path)), str(path))
+    if sections:
+        cfg = merge(cfg, sections, "overrides")
+    cfg = merge(cfg, [_one_plugin_as_list(o) for o in overrides], "command line")
+    cfg.plugins = plugins.load_plugins(cfg.plugins)  # paths still relative came from sections or the command line: the cwd
+    obj: ExperimentConfig = OmegaConf.to_object(cfg)
+    return _validated(obj, lambda data: plugins.hint(data["model"]))
+
+
+def from_dict(data: dict) -> ExperimentConfig:
+    """Rebuild a config saved in a checkpoint or run dir (validated like any other). Its `plugins` are only a record:
+    never imported here, so a saved file alone runs no code; the caller imports them (`--plugins`) first."""
+    cfg = merge(OmegaConf.structured(ExperimentConfig), data, "saved config")
+    obj = OmegaConf.to_object(cfg)
+    return _validated(obj, lambda saved: f"\n  ({plugins.needed('the saved config', saved)})")
+
+
+def to_dict(cfg: ExperimentConfig) -> dict:
+    return asdict(cfg)
+
+
+def to_yaml(cfg: ExperimentConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """{'model': {'heads': 8}} -> {'model.heads': 8}; for diffs and W&B config."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def with_defaults(saved: dict) -> dict:
+    """A saved config completed with the schema's defaults for keys added since it was written, so an old run's
+    config compares equal to the same config loaded today (unvalidated: it is only compared, never trained on)."""
+    try:
+        return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(ExperimentConfig), saved))
+    except OmegaConfBaseException:  # a key since removed or retyped: compare what was saved as it is
+        return saved
+
+
+def diff(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """Flattened keys whose values differ, key -> (before, after), leaving out keys that start with an `ignore` prefix."""
+    a, b = flatten(before), flatten(after)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and not k.startswith(ignore)}
+

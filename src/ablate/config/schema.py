@@ -1,0 +1,125 @@
+"""The one structured config schema of ablate; defaults are the paper's base model (Sec. 5, Table 3 "base").
+
+Every key is declared here and only here. OmegaConf rejects unknown keys and wrong types when a file or an
+override is merged onto it (ablate.config.load); cross-field rules are in ablate.config.validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    enc_layers: int = 6
+    dec_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    heads: int = 8
+    kv_heads: int | None = None  # None = heads (multi-head); 1 = multi-query; else grouped-query
+    d_k: int | None = None  # None = d_model // heads; independent of d_model for Table 3 rows (A)/(B)
+    d_v: int | None = None  # None = d_model // heads
+    dropout: float = 0.1  # on sub-layer outputs and on embeddings + positions
+    attention_dropout: float = 0.0  # on attention weights; the paper has none
+    activation: str = "relu"  # relu | gelu
+    norm: str = "post"  # post = the paper's LayerNorm(x + Sublayer(x)); pre = LayerNorm inside the residual
+    attention: str = "scaled_dot_product"  # key of ATTENTION
+    attention_scaling: str = "inv_sqrt_dk"  # key of SCALING; multiplies the logits of any attention kernel
+    attention_window: int = 16  # attention=local: keys within this many positions (self-attention)
+    positional: str = "sinusoidal"  # key of POSITIONAL
+    max_positions: int = 1024  # size of position tables (learned); longest sequence the model accepts
+    embed_scale: bool = True  # multiply embeddings by sqrt(d_model) (Sec. 3.4)
+    tie_embeddings: str = "all"  # none | decoder (target embedding = output projection) | all (+ source)
+    init_std: float | None = None  # embedding init std; None = d_model**-0.5
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """(d_k, d_v) with their defaults filled in: d_model // heads where left None."""
+        return self.d_k or self.d_model // self.heads, self.d_v or self.d_model // self.heads
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "multi30k"  # a named dataset (see ablate.datasets) or "files" with explicit paths below
+    dir: str | None = None  # where the named dataset's files are; else $ABLATE_DATA_DIR, the cache, a download
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_prefix: str | None = None  # dataset=files: PREFIX.{src_lang,tgt_lang}[.gz]
+    valid_prefix: str | None = None
+    test_prefix: str | None = None
+    vocab_size: int = 8000  # joint source+target SentencePiece BPE vocabulary
+    character_coverage: float = 1.0
+    tokenizer_sample: int = 0  # sentences sampled to train SentencePiece; 0 = all
+    max_len: int = 256  # pairs with more tokens on either side are dropped (and counted)
+    max_dropped_share: float = 0.01  # training stops before it starts if more of the train pairs are dropped (empty or too long)
+    max_tokens: int = 4096  # per batch, source or target side, padding included
+    cache_dir: str | None = None  # tokenizers and datasets; None = $ABLATE_CACHE or ~/.cache/ablate
+    num_workers: int = 0
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = 100_000
+    max_epochs: int | None = None  # stop at whichever of max_steps / max_epochs comes first
+    lr_scale: float = 1.0  # multiplies the paper's d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    warmup: int = 4000
+    label_smoothing: float = 0.1
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_grad: float = 0.0  # max grad norm; 0 = off
+    accumulate: int = 1  # gradient accumulation: effective batch = accumulate * max_tokens
+    precision: str = "32"  # 32 | bf16-mixed | 16-mixed
+    accelerator: str = "auto"
+    devices: int = 1
+    strategy: str = "auto"
+    num_threads: int = 0  # torch CPU threads; 0 = torch's default
+    val_every_steps: int = 0  # 0 = validate once per epoch
+    val_bleu: bool = True  # decode the validation set with beam search to report val/bleu
+    val_max_sentences: int = 0  # sentences decoded for val/bleu; 0 = all
+    keep_last: int = 5  # last-K checkpoints kept (for `ablate average`); the best by val/bleu is kept too
+    beam_size: int = 4
+    length_penalty: float = 0.6  # GNMT alpha
+    max_len_a: float = 1.0  # max output length = a * source length + b (paper: source + 50)
+    max_len_b: int = 50
+    log_every_steps: int = 50
+    peak_tflops: float | None = None  # the device's peak for speed/mfu; None = Lightning's table (known GPUs only)
+    compile: bool = False  # torch.compile the model
+    deterministic: bool = False
+    eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off
+    debug_nan_step: int = 0  # testing aid: from this step on the loss is NaN, to exercise the NaN guard; 0 = off
+
+
+@dataclass
+class LoggingConfig:
+    wandb: bool = True
+    mode: str = "offline"  # offline | online | disabled; offline needs no key, `wandb sync` uploads later
+    project: str = "ablate"
+    entity: str | None = None
+    group: str | None = None
+    name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    progress: bool = True  # rich progress bars
+
+
+@dataclass
+class SweepConfig:
+    """Filled in by `ablate sweep` for each trial, so a run knows which study row it belongs to."""
+
+    study: str | None = None
+    row: str | None = None
+    trial: int | None = None
+
+
+@dataclass
+class ExperimentConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    seed: int = 1
+    out_dir: str = "runs/default"  # checkpoints, config.yaml, metrics and W&B files of this run
+    # Files (.py; relative to the config naming them, on the command line to the cwd) or module names imported
+    # before validation, to register variants of the user's own (ablate.plugins); saved resolved (absolute).
+    plugins: list[str] = field(default_factory=list)

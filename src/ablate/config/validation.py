@@ -1,0 +1,125 @@
+"""`validate(cfg)`: every cross-field rule of the schema, collected into one ConfigError that lists all problems
+[torchtune `_validate.py`], so a run never starts on a bad config. Facts about model variants (which kernels take
+which positional encodings, the longest sequence a model accepts) come from the model package, never from names here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from ablate.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+from ablate.errors import ConfigError
+from ablate.hints import did_you_mean
+
+
+def _choice(problems: list[str], key: str, value: Any, allowed: Iterable[str]) -> None:
+    allowed = list(allowed)
+    if value not in allowed:
+        problems.append(f"{key}='{value}' is not one of {allowed}{did_you_mean(value, allowed)}")
+
+
+def _at_least(problems: list[str], key: str, value: Any, low: float) -> None:
+    if value is not None and value < low:
+        problems.append(f"{key}={value} must be >= {low}")
+
+
+def _non_finite(section: Any, prefix: str = "") -> list[str]:
+    """Every float field (or float in a list field), in any section, that is inf or nan."""
+    problems = []
+    for f in fields(section):
+        key, value = prefix + f.name, getattr(section, f.name)
+        if is_dataclass(value):
+            problems += _non_finite(value, key + ".")
+            continue
+        items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, float) and not math.isfinite(item):
+                problems.append(f"{key}{'' if i is None else f'[{i}]'}={item} is not a finite number")
+    return problems
+
+
+def _model_problems(p: list[str], m: ModelConfig) -> None:
+    from ablate.model import ATTENTION, POSITIONAL, SCALING, compatible, compatible_positionals
+    from ablate.model.transformer import ACTIVATIONS
+
+    _choice(p, "model.attention", m.attention, ATTENTION)
+    _choice(p, "model.attention_scaling", m.attention_scaling, SCALING)
+    _choice(p, "model.positional", m.positional, POSITIONAL)
+    _choice(p, "model.activation", m.activation, ACTIVATIONS)
+    _choice(p, "model.norm", m.norm, ["post", "pre"])
+    _choice(p, "model.tie_embeddings", m.tie_embeddings, ["none", "decoder", "all"])
+    _at_least(p, "model.enc_layers", m.enc_layers, 0)
+    _at_least(p, "model.dec_layers", m.dec_layers, 1)
+    if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
+        p.append(f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
+                 f"choose one of {compatible_positionals(m.attention)}")
+    for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions", "attention_window"):
+        _at_least(p, f"model.{key}", getattr(m, key), 1)
+    if m.heads >= 1 and (m.d_k is None or m.d_v is None) and m.d_model % m.heads:
+        p.append(
+            f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}; "
+            "set model.d_k and model.d_v explicitly or choose heads dividing d_model"
+        )
+    if m.kv_heads is not None and m.kv_heads >= 1 and m.heads % m.kv_heads:
+        p.append(f"model.kv_heads={m.kv_heads} must divide model.heads={m.heads}")
+    for key in ("dropout", "attention_dropout"):
+        v = getattr(m, key)
+        if not 0.0 <= v < 1.0:
+            p.append(f"model.{key}={v} must be in [0, 1)")
+    if m.init_std is not None and m.init_std <= 0:
+        p.append(f"model.init_std={m.init_std} must be > 0")
+
+
+def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
+    from ablate.datasets import DATASETS
+    from ablate.model import POSITIONAL, max_length
+
+    _choice(p, "data.dataset", d.dataset, ["files", *DATASETS])
+    if d.dataset == "files" and not d.train_prefix:
+        p.append("data.dataset='files' needs data.train_prefix (files PREFIX.{src_lang,tgt_lang}[.gz])")
+    if d.src_lang == d.tgt_lang:
+        p.append(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'")
+    _at_least(p, "data.vocab_size", d.vocab_size, 8)
+    _at_least(p, "data.max_len", d.max_len, 1)
+    if not 0.0 <= d.max_dropped_share <= 1.0:
+        p.append(f"data.max_dropped_share={d.max_dropped_share} must be in [0, 1] (a share of the training pairs)")
+    longest = max_length(m) if m.positional in POSITIONAL else None
+    if longest is not None and d.max_len > longest:
+        p.append(f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
+                 f"the longest sequence model.positional='{m.positional}' accepts")
+    if d.max_tokens < d.max_len + 2:
+        p.append(f"data.max_tokens={d.max_tokens} must be >= data.max_len + 2 = {d.max_len + 2} so every pair fits a batch")
+    if not 0.0 < d.character_coverage <= 1.0:
+        p.append(f"data.character_coverage={d.character_coverage} must be in (0, 1]")
+    _at_least(p, "data.num_workers", d.num_workers, 0)
+
+
+def _train_problems(p: list[str], t: TrainConfig) -> None:
+    for key in ("max_steps", "max_epochs", "warmup", "accumulate", "beam_size", "devices", "keep_last", "log_every_steps"):
+        _at_least(p, f"train.{key}", getattr(t, key), 1)
+    for key in ("lr_scale", "clip_grad", "weight_decay", "val_every_steps", "val_max_sentences", "num_threads", "length_penalty",
+                "debug_nan_step", "eval_longer_than"):
+        _at_least(p, f"train.{key}", getattr(t, key), 0)
+    if t.lr_scale == 0:
+        p.append("train.lr_scale=0 would never update the model; must be > 0")
+    if t.peak_tflops is not None and t.peak_tflops <= 0:
+        p.append(f"train.peak_tflops={t.peak_tflops} must be > 0 (the device's peak TFLOP/s), or null to look it up")
+    if not 0.0 <= t.label_smoothing < 1.0:
+        p.append(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
+    if len(t.betas) != 2 or not all(0.0 <= b < 1.0 for b in t.betas):
+        p.append(f"train.betas={list(t.betas)} must be two numbers in [0, 1)")
+    _choice(p, "train.precision", t.precision, ["32", "bf16-mixed", "16-mixed", "64"])
+
+
+def validate(cfg: ExperimentConfig) -> None:
+    """Check every cross-field rule; raise one ConfigError listing all problems."""
+    p = _non_finite(cfg)
+    _model_problems(p, cfg.model)
+    _data_problems(p, cfg.data, cfg.model)
+    _train_problems(p, cfg.train)
+    _choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
+    if p:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(p))

@@ -1,0 +1,158 @@
+"""The per-run evaluation file, `RUN_DIR/eval/{split}.json`: the single definition of its format.
+
+One record per run and split holds every scored sentence's hypothesis, reference and teacher-forced NLL, so
+`ablate table` can compare ablation rows on the same sentences (a paired bootstrap, `ablate.table.stats`)
+instead of comparing one corpus number per run. Training writes it for the validation split,
+`ablate evaluate --split test --save-eval` (or `ablate table --split test`) for the test split; a W&B run carries
+the same dict in its summary under `eval/{split}`.
+
+    {"split": "valid" | "test", "dataset": "multi30k",
+     "checkpoint": "best.ckpt" | "last.ckpt" | "avg.ckpt" | "final weights",
+     "sentences": N, "subset": "all" | "random 500 of 1014 (seed 0)",
+     "indices": [int, ...],          # into the split's sentence pairs, ascending; the lists below follow them
+     "hypotheses": [str, ...], "references": [str, ...],   # detokenised text
+     "nll": [float, ...],            # summed NLL (nats) of each reference, teacher-forced, no label smoothing
+     "tokens": [int, ...],           # target tokens each NLL is summed over (EOS included)
+     "bleu": float, "bleu_signature": str, "ppl": float}   # corpus sacreBLEU and exp(sum nll / sum tokens)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SPLITS = ("valid", "test")
+LISTS = ("indices", "hypotheses", "references", "nll", "tokens")
+
+
+class EvalFileError(ValueError):
+    """A malformed evaluation record; the message names the file (or W&B run) it came from."""
+
+
+@dataclass(frozen=True)
+class EvalFile:
+    """A validated evaluation record; `source` is where it was read from (for messages)."""
+
+    split: str
+    dataset: str
+    checkpoint: str
+    sentences: int
+    subset: str
+    indices: list[int]
+    hypotheses: list[str]
+    references: list[str]
+    nll: list[float]
+    tokens: list[int]
+    bleu: float
+    bleu_signature: str
+    ppl: float
+    source: str
+
+
+def eval_path(run_dir: str | os.PathLike, split: str) -> Path:
+    return Path(run_dir) / "eval" / f"{split}.json"
+
+
+def describe_subset(chosen: int, total: int, seed: int | None = None) -> str:
+    """The `subset` field: "all", or e.g. "random 500 of 1014 (seed 0)" for a sample of the split."""
+    if chosen == total:
+        return "all"
+    return f"random {chosen} of {total}" + ("" if seed is None else f" (seed {seed})")
+
+
+def eval_record(*, split: str, dataset: str, checkpoint: str, indices: Sequence[int], hypotheses: Sequence[str],
+                references: Sequence[str], nll: Sequence[float], tokens: Sequence[int], subset: str = "all") -> dict:
+    """The record for one run and split, with corpus BLEU (sacreBLEU defaults, as `ablate.metrics.bleu`) and PPL.
+
+    Pairs are put in ascending index order. Also what a run logs to W&B under `eval/{split}`.
+    """
+    from sacrebleu.metrics import BLEU
+
+    order = sorted(range(len(indices)), key=lambda i: indices[i])
+    lists = {name: [values[i] for i in order] for name, values in zip(LISTS, (indices, hypotheses, references, nll, tokens))}
+    if len({len(v) for v in (indices, hypotheses, references, nll, tokens)}) != 1:
+        raise EvalFileError(f"eval/{split}: lists differ in length: " + ", ".join(f"{k}={len(v)}" for k, v in lists.items()))
+    metric = BLEU()
+    total_tokens = sum(int(t) for t in lists["tokens"])
+    record = {
+        "split": split, "dataset": dataset, "checkpoint": checkpoint, "sentences": len(order), "subset": subset,
+        "indices": [int(i) for i in lists["indices"]], "hypotheses": [str(h) for h in lists["hypotheses"]],
+        "references": [str(r) for r in lists["references"]], "nll": [float(x) for x in lists["nll"]],
+        "tokens": [int(t) for t in lists["tokens"]],
+        "bleu": metric.corpus_score(lists["hypotheses"], [lists["references"]]).score, "bleu_signature": str(metric.get_signature()),
+        "ppl": math.exp(min(sum(lists["nll"]) / max(total_tokens, 1), 50.0)),
+    }
+    parse_eval(record, f"eval/{split}")  # never write what the reader would refuse
+    return record
+
+
+def write_eval_file(run_dir: str | os.PathLike, split: str, **fields) -> Path:
+    """Write `RUN_DIR/eval/{split}.json` atomically from `eval_record`'s keyword arguments; returns its path."""
+    record = eval_record(split=split, **fields)
+    path = eval_path(run_dir, split)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_eval_file(path: str | os.PathLike, split: str | None = None) -> EvalFile:
+    """Read and validate one evaluation file; `split`, if given, must be the file's."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise EvalFileError(f"{path}: not a readable evaluation file ({type(e).__name__}: {e})") from None
+    return parse_eval(data, str(path), split)
+
+
+def parse_eval(data, source: str, split: str | None = None) -> EvalFile:
+    """Validate a record (from a file or a W&B summary); every problem is reported at once, naming `source`."""
+    if not isinstance(data, dict):
+        raise EvalFileError(f"{source}: an evaluation record is a JSON object, not {type(data).__name__}")
+    problems = _problems(data, split)
+    if problems:
+        raise EvalFileError(f"{source}: malformed evaluation record: " + "; ".join(problems))
+    return EvalFile(**{k: data[k] for k in EvalFile.__dataclass_fields__ if k != "source"}, source=source)
+
+
+def _problems(d: dict, split: str | None) -> list[str]:
+    kinds = {"split": str, "dataset": str, "checkpoint": str, "sentences": int, "subset": str, "bleu": (int, float),
+             "bleu_signature": str, "ppl": (int, float), **dict.fromkeys(LISTS, list)}
+    out = [f"missing key '{k}'" for k in kinds if k not in d]
+    out += [f"'{k}' should be {t.__name__ if isinstance(t, type) else 'a number'}, got {type(d[k]).__name__}"
+            for k, t in kinds.items() if k in d and (not isinstance(d[k], t) or isinstance(d[k], bool))]
+    if out:
+        return out
+    if d["split"] not in SPLITS:
+        out.append(f"split='{d['split']}' is not one of {list(SPLITS)}")
+    elif split is not None and d["split"] != split:
+        out.append(f"split='{d['split']}' but the {split} split was asked for")
+    lengths = {k: len(d[k]) for k in LISTS}
+    if set(lengths.values()) != {d["sentences"]}:
+        out.append(f"sentences={d['sentences']} but the lists have " + ", ".join(f"{k}={n}" for k, n in lengths.items()))
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    checks = {"indices": (lambda v: number(v) and isinstance(v, int) and v >= 0, "an integer >= 0"),
+              "hypotheses": (lambda v: isinstance(v, str), "a string"), "references": (lambda v: isinstance(v, str), "a string"),
+              "nll": (lambda v: number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
+              "tokens": (lambda v: number(v) and isinstance(v, int) and v >= 1, "an integer >= 1")}
+    for k, (ok, what) in checks.items():
+        bad = next((i for i, v in enumerate(d[k]) if not ok(v)), None)
+        if bad is not None:
+            out.append(f"{k}[{bad}]={d[k][bad]!r} is not {what}")
+    if not out and any(a >= b for a, b in zip(d["indices"], d["indices"][1:])):
+        out.append("indices are not strictly ascending")
+    return out

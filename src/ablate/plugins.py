@@ -1,0 +1,189 @@
+"""Plugins: the user's own code that registers variants (README "Adding a variant"), imported only when named.
+
+A config names them in `plugins: [my_variants.py, my_pkg.variants]`: `.py` files (a path relative to the
+config file naming it, or on the command line to the current directory) or importable module names.
+`load_config` imports them before validating, so every command, sweep worker, trial and DDP rank (each
+loads its config through it) knows their names; `ablate evaluate|translate` take them as `--plugins`.
+Installed packages may register through the `ablate.plugins` entry-point group, loaded with any plugins.
+A checkpoint or a saved config only records its plugins: nothing here is called from `from_dict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+
+from ablate.errors import ConfigError
+from ablate.registry import NameTaken
+
+ENTRY_POINT_GROUP = "ablate.plugins"
+MODULE_PREFIX = "ablate_plugin_"  # a plugin file's module is ablate_plugin_<stem>_<hash of its path>
+
+_imported: dict[str, ModuleType] = {}  # resolved spec (absolute path or module name) -> module; once per process
+_entry_points_loaded = False
+
+
+def is_file(spec: str) -> bool:
+    """Whether a plugin spec names a file (`x.py`, `dir/x`) rather than a module (`pkg.mod`)."""
+    return spec.endswith(".py") or "/" in spec or os.sep in spec
+
+
+def resolve(spec: str, base: str | os.PathLike | None = None) -> str:
+    """A file spec as an absolute path (relative to `base`, default the cwd); a module name as it is."""
+    spec = str(spec).strip()
+    if not is_file(spec):
+        return spec
+    return str((Path(base or Path.cwd()) / Path(spec).expanduser()).resolve())
+
+
+def module_name(path: Path) -> str:
+    """The stable module name a plugin file is imported under: the same file, the same name, in every process
+    (so its classes pickle by reference)."""
+    stem = re.sub(r"\W", "_", path.stem)
+    return f"{MODULE_PREFIX}{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+
+
+def imported(spec: str) -> bool:
+    return resolve(spec) in _imported
+
+
+def load_plugins(specs: Iterable[str], base: str | os.PathLike | None = None) -> list[str]:
+    """Import the installed entry points, then each plugin (resolved against `base`); returns the resolved specs."""
+    load_entry_points()
+    resolved = [resolve(s, base) for s in specs]
+    for spec in resolved:
+        import_plugin(spec)
+    return resolved
+
+
+def import_plugin(spec: str) -> ModuleType:
+    """Import one resolved plugin once per process. A failure is a ConfigError naming the plugin and the
+    exception, and takes back whatever the plugin registered before it failed."""
+    if spec in _imported:
+        return _imported[spec]
+    path = Path(spec) if is_file(spec) else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"plugin {path}: no such file")
+    if path is not None and path.suffix != ".py":
+        raise ConfigError(f"plugin {path}: not a .py file (name a Python file, or a module by its dotted name)")
+    before = _snapshot()
+    try:
+        module = _import_file(path) if path is not None else importlib.import_module(spec)
+    except Exception as e:  # anything a user's module raises while importing, SyntaxError included
+        _restore(before)
+        raise ConfigError(_failure(spec, spec if path is not None else _module_file(spec), e)) from None
+    _imported[spec] = module
+    return module
+
+
+def load_entry_points() -> None:
+    """Import every `ablate.plugins` entry point of the installed packages, once per process."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point '{ep.name} = {ep.value}' ({ENTRY_POINT_GROUP}" + (f", package {ep.dist.name})" if ep.dist else ")")
+        before = _snapshot()
+        try:
+            ep.load()
+        except Exception as e:
+            _restore(before)
+            raise ConfigError(_failure(where, _module_file(ep.module), e)) from None
+
+
+def _import_file(path: Path) -> ModuleType:
+    name = module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # during its import too, as for any module (dataclasses and pickling look it up)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _failure(where: str, file: str | None, e: Exception) -> str:
+    """The message of a plugin that failed to import: the plugin (and the file of a module), the line, the exception."""
+    if isinstance(e, NameTaken):
+        return f"plugin {where} registers a name that is taken: {e}"
+    named = where if file in (where, None) else f"{where} ({file})"
+    if isinstance(e, SyntaxError):
+        return f"plugin {named} failed to import: SyntaxError: {e.msg} ({Path(e.filename or '?').name}, line {e.lineno})"
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == file]
+    line = f" (line {frames[-1].lineno})" if frames else ""
+    return f"plugin {named} failed to import{line}: {type(e).__name__}: {e}"
+
+
+def _module_file(name: str) -> str | None:
+    """The file of a module named by its dotted name (for error messages), or None when it cannot be found."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:  # its parent package does not import either
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _registries() -> tuple[dict, ...]:
+    from ablate.model import ATTENTION, POSITIONAL, SCALING
+
+    return ATTENTION, POSITIONAL, SCALING
+
+
+def _snapshot() -> list[dict]:
+    return [dict(table) for table in _registries()]
+
+
+def _restore(snapshot: list[dict]) -> None:
+    for table, before in zip(_registries(), snapshot):
+        for name in set(table) - set(before):
+            del table[name]
+
+
+# -- what a saved config needs -------------------------------------------------------------------------------------
+
+
+def unregistered(model: dict) -> list[str]:
+    """The variant keys of a (saved) model section whose names no registry holds now: ["model.attention='x'"]."""
+    from ablate.model import ATTENTION, POSITIONAL, SCALING
+
+    tables = {"attention": ATTENTION, "attention_scaling": SCALING, "positional": POSITIONAL}
+    return [f"model.{key}='{model[key]}'" for key, table in tables.items() if key in model and model[key] not in table]
+
+
+def needed(source: str, saved: dict) -> str | None:
+    """Why a saved config cannot be rebuilt with the plugins imported so far, and how to pass the missing ones;
+    None when every variant it names is registered."""
+    names = unregistered(saved.get("model") or {})
+    if not names:
+        return None
+    missing = [str(p) for p in saved.get("plugins") or [] if not imported(str(p))]
+    what = f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} not registered"
+    if missing:
+        noun = "plugin" if len(missing) == 1 else "plugins"
+        return f"{source} needs {noun} {', '.join(missing)} ({what}); pass --plugins {' '.join(missing)}"
+    recorded = saved.get("plugins") or []
+    by = f"by its plugins ({', '.join(map(str, recorded))})" if recorded else "and the run records no plugin"
+    return f"{source}: {what} {by}; pass the file or module that registers it: --plugins FILE_OR_MODULE"
+
+
+def hint(model: dict) -> str:
+    """For a config naming unregistered variants: how a variant from the user's own file gets registered."""
+    names = unregistered(model)
+    if not names:
+        return ""
+    return (
+        f"\n  (if {' or '.join(names)} is defined in a file of your own, name the file so it is imported: "
+        "plugins=[FILE] on the command line, or `plugins: [FILE]` in the config)"
+    )

@@ -1,0 +1,127 @@
+"""Callbacks that make a run survive its machine: preemption signals (save at a step boundary, exit 75) and, for
+tests, a fault injector that sends the process a real signal at a chosen step."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+
+log = logging.getLogger(__name__)
+
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--resume` continues
+INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
+
+
+def _mid_accumulation(trainer: L.Trainer) -> bool:
+    """Whether the batch that just ended left gradients waiting for the next ones (no optimizer step yet): its
+    count in the epoch is not a multiple of the accumulation, and it is not the epoch's last batch."""
+    progress = trainer.fit_loop.epoch_loop.batch_progress
+    return progress.current.ready % trainer.accumulate_grad_batches != 0 and not progress.is_last_batch
+
+
+class Preemption(L.Callback):
+    """SIGTERM or SIGUSR1 (cluster preemption): save last.ckpt at the next optimizer step, exit with PREEMPTED_EXIT.
+    SIGINT (Ctrl-C) does the same and exits with INTERRUPTED_EXIT; a second Ctrl-C aborts at once, saving nothing.
+
+    The handler only notes the signal. The checkpoint is taken at the end of the first training batch after it
+    that completes an optimizer step: in the middle of gradient accumulation the partial gradients belong to no
+    checkpoint, and a run resumed there would take its next step on part of a batch. At a step boundary model,
+    optimizer, schedule and data position agree (Lightning's own mid-epoch checkpoint point), so `--resume`
+    continues exactly. Under DDP the ranks agree on stopping at every step boundary (an all-reduce of one
+    flag), so a signal delivered to any one rank stops all of them at the same step; Lightning's own handler
+    broadcasts from rank 0 inside the signal handler and misses a signal sent to another rank. A signal during
+    validation takes effect after it. Inside a SLURM job SIGUSR1 (`--signal=USR1@90`) also requeues the job
+    (`scontrol requeue`), and a job script using `--auto-resume` picks up where it stopped.
+    """
+
+    def __init__(self, out: Path):
+        self.out, self.signal, self.saved, self._previous = out, None, None, {}
+
+    def _note(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signal == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: the user wants out now
+        if self.signal is None or signum == signal.SIGINT:  # a Ctrl-C wins: the run stops because its user said so
+            self.signal = signum
+
+    @property
+    def exit_code(self) -> int:
+        return INTERRUPTED_EXIT if self.signal == signal.SIGINT else PREEMPTED_EXIT
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Not on_fit_start: Lightning installs its own SIGTERM handler after that hook, and it would stop the run
+        # at once, between step boundaries. (A signal before training starts is Lightning's: nothing to save yet.)
+        for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._note)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        if self.saved is not None or _mid_accumulation(trainer):
+            return
+        stop = self.signal is not None
+        if trainer.world_size > 1:
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
+            self.saved = trainer.global_step
+            if trainer.is_global_zero:
+                why = "Ctrl-C" if self.signal == signal.SIGINT else "a preemption signal"
+                log.warning("stopped by %s at step %d; saved %s; continue with: %s", why, trainer.global_step,
+                            self.out / "checkpoints" / "last.ckpt", resume_command())
+            # Lightning stops through SIGTERMException once this batch's bookkeeping (logging) is done. It offers no
+            # public way to ask for that stop (trainer.received_sigterm has no setter), hence its signal connector.
+            trainer._signal_connector.received_sigterm = True
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if isinstance(exception, SIGTERMException) and self.saved is None and trainer.is_global_zero:
+            log.warning("stopped by a signal before training started; nothing new to save in %s", self.out / "checkpoints")
+        if self.saved is not None and self.signal == signal.SIGUSR1 and os.environ.get("SLURM_JOB_ID") and trainer.is_global_zero:
+            subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for signum, previous in self._previous.items():  # after fit a signal acts as it did before
+            if signal.getsignal(signum) == self._note:
+                signal.signal(signum, previous)
+
+
+class SelfSignal(L.Callback):
+    """Fault injection for tests: ABLATE_DEBUG_SIGNAL="STEP[@val]:SIGNAME[:RANK]" makes the process of global rank
+    RANK (default 0) send itself a real SIGNAME as the first batch of optimizer step STEP (0-based) starts (with
+    gradient accumulation, the start of that step's window), or with @val, as the validation after STEP steps does."""
+
+    def __init__(self, spec: str):
+        when, name, *rank = spec.split(":")
+        step, _, phase = when.partition("@")
+        self.step, self.validation = int(step), phase == "val"
+        self.signum, self.rank = signal.Signals[f"SIG{name.removeprefix('SIG')}"], int(rank[0]) if rank else 0
+        self.fired = False
+
+    def _fire(self, trainer: L.Trainer) -> None:
+        if not self.fired and trainer.global_step == self.step and trainer.global_rank == self.rank:
+            self.fired = True
+            os.kill(os.getpid(), self.signum)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if not self.validation:
+            self._fire(trainer)
+
+    def on_validation_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        if self.validation and not trainer.sanity_checking:
+            self._fire(trainer)
+
+
+def resume_command() -> str:
+    """The command that continues this run: the user's own `ablate train ...` with --resume (or a generic form)."""
+    args = sys.argv[1:]
+    if not args or args[0] != "train":
+        return "ablate train CONFIG [overrides] --resume"
+    return shlex.join(["ablate", *[a for a in args if a not in ("--resume", "--auto-resume", "--force")], "--resume"])
+

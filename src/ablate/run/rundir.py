@@ -1,0 +1,186 @@
+"""A run directory (`out_dir`) and the services it offers: created and proven writable before any work, held by
+one training process at a time, its saved config compared with a new one, and the checkpoint to resume from.
+A sweep continues a dead trial through these, so they know nothing of sweeps.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from ablate.checkpoint import CheckpointError, load_checkpoint
+from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
+from ablate.yaml_file import read_yaml
+
+log = logging.getLogger(__name__)
+
+
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "checkpoints", "eval", "wandb")  # + resume-N/
+
+
+def earlier_run(out: Path) -> list[Path]:
+    """What an earlier run left in `out`, checkpoints or not (a run that died before its first save leaves its
+    config and metrics); files a sweep writes before its trial starts (trial.yaml, train.log) are not a run."""
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    # An empty folder holds nothing to lose; a *file* named checkpoints is no run either (prepare_out_dir refuses it).
+    found = [p for p in found if (any(p.iterdir()) if p.is_dir() else p.name != "checkpoints")]
+    return found + sorted(out.glob("resume-*"))
+
+
+def move_aside(out: Path) -> Path:
+    """Move an earlier run's files into a new sibling folder NAME.earlier-K, so a new run starts clean and the old
+    one is kept whole."""
+    k = 1 + sum(1 for _ in out.parent.glob(f"{out.name}.earlier-*"))
+    aside = out.parent / f"{out.name}.earlier-{k}"
+    aside.mkdir()
+    for path in earlier_run(out):
+        path.rename(aside / path.name)
+    return aside
+
+
+def _probe_writable(folder: Path, key: str) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{key}={folder} is a file, not a folder; move it away or choose another out_dir")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(f"{key}={folder} is not a writable folder: {e.strerror or e}") from None
+
+
+def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = False) -> Path:
+    """Create out_dir and prove it and its checkpoints/ writable before any work starts; never train over an
+    earlier run's files (with `aside`, move them to a sibling folder first)."""
+    out = Path(cfg.out_dir)
+    earlier = earlier_run(out) if out.is_dir() else []
+    if earlier and not resume:
+        if not aside:
+            raise ValueError(
+                f"out_dir={cfg.out_dir} already holds a run ({', '.join(p.name for p in earlier)}); resume it with --resume, "
+                "move it aside with --move-aside, or choose another out_dir; nothing of it was changed")
+        log.warning("moved the earlier run in %s to %s", out, move_aside(out))
+    existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
+    if resume and not existing:
+        raise ValueError(f"--resume: out_dir={cfg.out_dir} holds no checkpoint to resume from")
+    _probe_writable(out, "out_dir")
+    if (out / "checkpoints").exists():  # one made unwritable inside a writable out_dir fails here, not at the first save
+        _probe_writable(out / "checkpoints", "out_dir's checkpoints")
+    return out
+
+
+def lock_run_dir(out: Path) -> int | None:
+    """Hold out_dir for this process: a second `ablate train` on it (or a sweep continuing a trial whose first
+    process still runs) is refused instead of interleaving checkpoints. The lock dies with the process, kill -9
+    included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+        return None
+    fd = os.open(out / ".run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ValueError(f"out_dir={out} is in use by another training process (pid {holder}); wait for it to end or stop it") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def run_dir_in_use(out: Path) -> bool:
+    try:
+        fd = lock_run_dir(out)
+    except ValueError:
+        return True
+    if fd is not None:
+        os.close(fd)
+    return False
+
+
+def check_disk_space(out: Path, params: int, keep_last: int) -> None:
+    """Fail before training, not hours later at a save, when out_dir cannot hold the checkpoints the run keeps.
+
+    Each checkpoint holds fp32 weights and Adam's two moments (about 12 bytes a parameter); the run keeps
+    `keep_last` periodic ones, best.ckpt and last.ckpt, plus one temp file during an atomic save.
+    """
+    per_checkpoint = 12 * params + (1 << 20)
+    need = per_checkpoint * (keep_last + 3)
+    # A resumed run replaces checkpoints it already holds: their space counts as available.
+    free = shutil.disk_usage(out).free + sum(f.stat().st_size for f in (out / "checkpoints").glob("*.ckpt"))
+    if free < need:
+        raise ValueError(f"out_dir={out} has {free / 2**20:.1f} MiB free, but its checkpoints need about {need / 2**20:.1f} MiB "
+                         f"({keep_last} kept + best + last + a temp file, {per_checkpoint / 2**20:.1f} MiB each); free space, "
+                         "lower train.keep_last or choose another out_dir")
+
+
+def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:
+    """Keys whose value differs between the run's saved config.yaml (none saved: every key differs) and `cfg`,
+    sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
+    saved = read_yaml(out / "config.yaml") if (out / "config.yaml").exists() else {}
+    return diff(with_defaults(saved or {}), to_dict(cfg), ignore=("sweep.",))
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The checkpoint furthest into training that loads: last.ckpt or a step checkpoint (a kill between the two
+    saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
+    mid-save, truncated). Ordered by the global_step inside each file, not by mtime: file timestamps come from a
+    coarse clock, and two saves a few milliseconds apart can carry the same one."""
+    candidates, problems = [], []
+    for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:
+        if not path.exists():
+            continue
+        try:
+            ckpt = load_checkpoint(path, mmap=True)
+        except CheckpointError as e:
+            problems.append(str(e))
+            log.warning("cannot resume from %s: %s", path, e)
+            continue
+        if not ckpt.get("optimizer_states"):  # weights only (`ablate average` writes these): no training state
+            problems.append(f"{path}: holds weights only (averaged or exported), no optimizer state to resume")
+            continue
+        candidates.append(((int(ckpt.get("global_step", -1)), path.name == "last.ckpt", path.stat().st_mtime_ns), path))
+    if not candidates:
+        raise ValueError(f"--resume: no checkpoint in {out / 'checkpoints'} can be resumed from: " + "; ".join(problems or ["none found"]))
+    return max(candidates)[1]
+
+
+def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -> list[str]:
+    """The changed keys that change the shapes of the model's parameters, so no checkpoint of the run can load:
+    each changed model key is applied alone to the saved model config and both are built on the meta device."""
+    import torch
+
+    from ablate.config import ModelConfig
+    from ablate.model import build_transformer
+
+    saved = with_defaults(read_yaml(out / "config.yaml") or {})
+    vocab = cfg.data.vocab_size
+
+    def shapes(model: dict) -> dict[str, tuple]:
+        with torch.device("meta"):
+            return {k: tuple(v.shape) for k, v in build_transformer(ModelConfig(**model), vocab).state_dict().items()}
+
+    try:
+        before = shapes(saved["model"])
+    except (TypeError, ValueError, KeyError):
+        return [k for k in changes if k.startswith("model.")]  # an unreadable saved model: every model change counts
+    found = ["data.vocab_size"] if "data.vocab_size" in changes else []
+    for key in (k for k in changes if k.startswith("model.")):
+        try:
+            if shapes({**saved["model"], key.split(".", 1)[1]: changes[key][1]}) != before:
+                found.append(key)
+        except (TypeError, ValueError):
+            found.append(key)
+    return found

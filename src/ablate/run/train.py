@@ -1,0 +1,175 @@
+"""`ablate train`: one complete training run, the unit of every ablation study.
+
+The run directory (`out_dir`) receives config.yaml (the fully resolved config), checkpoints
+(best by val/bleu, the last K, last.ckpt), metrics.csv, W&B offline files and summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+
+from ablate.checkpoint import AtomicCheckpointIO
+from ablate.config import ExperimentConfig, to_dict, to_yaml
+from ablate.data import TranslationDataModule
+from ablate.flops import train_flops
+from ablate.lit import TranslationModule
+from ablate.metrics import SpeedCallback
+from ablate.run.callbacks import Preemption, SelfSignal
+from ablate.run.loggers import make_csv_logger, make_wandb_logger
+from ablate.run.rundir import (
+    changes_from_saved_config, check_disk_space, git_sha, lock_run_dir, prepare_out_dir, resume_checkpoint, shape_changes,
+)  # fmt: skip
+
+log = logging.getLogger(__name__)
+
+
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
+    t = cfg.train
+    monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
+    callbacks = [
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
+                        auto_insert_metric_name=False, enable_version_counter=False),
+        # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max",
+                        save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
+        *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
+        *extra_callbacks,
+    ]
+    if cfg.logging.progress:
+        callbacks.append(RichProgressBar(leave=True))
+    every = t.val_every_steps
+    return L.Trainer(
+        max_steps=t.max_steps, max_epochs=t.max_epochs or -1,
+        accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, precision=t.precision,
+        accumulate_grad_batches=t.accumulate, gradient_clip_val=t.clip_grad or None,
+        val_check_interval=every * t.accumulate if every else 1.0, check_val_every_n_epoch=None if every else 1,
+        log_every_n_steps=t.log_every_steps, logger=loggers, callbacks=callbacks, default_root_dir=out,
+        use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
+        enable_progress_bar=cfg.logging.progress, num_sanity_val_steps=1, deterministic=t.deterministic,
+        enable_model_summary=False,
+        plugins=[AtomicCheckpointIO()],
+    )
+
+
+def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, force: bool = False, aside: bool = False) -> dict:
+    """Train, validate and checkpoint one model; returns the run summary (also written to summary.json).
+
+    With `resume`, training continues from the run's last good checkpoint in out_dir: model, optimizer,
+    schedule, RNG states and the position in the epoch's batch order, so it continues as if never stopped.
+    A config that differs from the run's saved one is refused (listing the keys) unless `force`; one that changes
+    the shapes of the model's parameters always. With `aside`, an earlier run's files in out_dir are moved to a
+    sibling folder instead of refusing the out_dir.
+    """
+    out = prepare_out_dir(cfg, resume, aside)
+    lock = lock_run_dir(out)
+    try:
+        return _train(cfg, out, callbacks, resume, force)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool) -> dict:
+    ckpt_path, attempt = None, 0
+    if resume:
+        changes = changes_from_saved_config(out, cfg)
+        listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
+        if changes and not force:
+            raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
+        reshaped = shape_changes(out, cfg, changes) if changes else []
+        if reshaped:
+            raise ValueError(f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
+                             f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
+                             "(another out_dir) for that config")
+        for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
+            stale.unlink()
+        ckpt_path = resume_checkpoint(out)
+        attempt = 1 + sum(1 for _ in out.glob("resume-*"))
+        if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
+            (out / f"config.before-resume-{attempt}.yaml").write_text((out / "config.yaml").read_text())
+            (out / "config.yaml").write_text(to_yaml(cfg))
+        log.warning("resuming %s from %s", out, ckpt_path)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    vocab = dm.tokenizer.vocab_size
+    module = TranslationModule.from_config(cfg, vocab)
+    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    check_disk_space(out, module.params["total"], cfg.train.keep_last)
+    if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
+        (out / "config.yaml").write_text(to_yaml(cfg))
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    wandb_logger = make_wandb_logger(cfg, out, extra)
+    csv_logger = make_csv_logger(out, attempt)
+    loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
+    preemption = Preemption(out)
+    trainer = make_trainer(cfg, out, loggers, [speed, preemption, *callbacks])
+    started = time.perf_counter()
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    try:
+        try:
+            trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        except SIGTERMException:
+            raise SystemExit(preemption.exit_code) from None
+        if not any(k.startswith("val/") for k in trainer.callback_metrics):
+            # Resumed from a checkpoint taken after the last step (the first attempt died while finishing up):
+            # fit() had nothing left to train or validate, and the summary needs the final weights' metrics.
+            trainer.validate(module, datamodule=dm, verbose=False)
+        summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
+        summary["data"] = {"dropped": dm.dropped}
+        if trainer.is_global_zero and cfg.train.eval_longer_than:
+            summary.update(_eval_long(cfg, module, dm))
+        if trainer.is_global_zero:
+            (out / "summary.json").write_text(json.dumps(summary, indent=2))
+            if wandb_logger is not None:
+                wandb_logger.experiment.summary.update(summary)
+        return summary
+    finally:
+        if wandb_logger is not None:
+            import wandb
+
+            wandb.finish()
+
+
+def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
+    """Length extrapolation: BLEU of the final weights on validation pairs longer than any the run trained on."""
+    from ablate.evaluate import longer_than, score, translate
+
+    n = cfg.train.eval_longer_than
+    srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)
+    if not srcs:
+        return {"val_long/sentences": 0}
+    hyps = translate(module.model.eval(), dm.tokenizer, srcs, cfg)
+    result = score(hyps, refs)
+    return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}
+
+
+def _summary(cfg, trainer, module, speed, wall, extra) -> dict:
+    best = trainer.checkpoint_callbacks[0]
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    summary = {
+        "out_dir": cfg.out_dir, "steps": trainer.global_step, "epochs": trainer.current_epoch, "wall_seconds": round(wall, 1),
+        "params": module.params, **extra,
+        "last": metrics,
+        "best": {"metric": best.monitor, "value": None if best.best_model_score is None else float(best.best_model_score),
+                 "checkpoint": best.best_model_path},
+        "bleu_signature": module.bleu_signature,
+        **{k: float(f"{v:.4g}") for k, v in speed.summary.items()},  # 4 significant digits: TFLOP/s and MFU are small numbers
+    }
+    if cfg.sweep.study:
+        summary["sweep"] = to_dict(cfg)["sweep"]
+    return summary

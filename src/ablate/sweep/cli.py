@@ -1,0 +1,110 @@
+"""`ablate sweep FILE`: plan (--dry-run), run N workers on one study, and summarise it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+
+import optuna
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.table import Table
+
+from ablate.redact import redact
+from ablate.sweep.journal import journal_path
+from ablate.sweep.results import log_wandb_table, print_summary, summarize
+from ablate.sweep.load import load_sweep
+from ablate.sweep.plan import plan_for
+from ablate.sweep.spec import Sweep
+from ablate.sweep.storage import STORAGE_ENV, storage_url
+from ablate.sweep.trial import Stop
+from ablate.sweep.worker import open_sweep_study, run_worker
+
+
+def dry_run(sweep: Sweep, console: Console) -> None:
+    console.print(f"[bold]{sweep.name}[/]: {type(plan_for(sweep)).__name__.lower()}, base {sweep.base}, objective "
+                  f"{sweep.objective.direction} {' + '.join(f'{w:g}*{m}' for m, w in sweep.objective.terms.items())}")
+    if sweep.overrides:
+        console.print("every trial: " + ", ".join(f"{k}={v}" for k, v in sweep.overrides.items()))
+    header, rows, closing = plan_for(sweep).describe()
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(closing)
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
+def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
+    """N worker processes on one study; with GPUs each sees only its own device(s). A signal to this process (a
+    preempted job, a Ctrl-C) reaches every worker as SIGTERM: each passes it to its trial, which saves, and stops."""
+    gpus, per = _gpu_count(), sweep.gpus_per_trial
+    # Devices as this process sees them: indices into an inherited CUDA_VISIBLE_DEVICES (e.g. a SLURM allocation).
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or [str(g) for g in range(gpus)]
+    if gpus and workers * per > len(visible):
+        raise ValueError(f"{workers} workers x gpus_per_trial {per} need {workers * per} GPUs, but {len(visible)} are visible")
+    procs = []
+    for i in range(workers):
+        env = {**os.environ, STORAGE_ENV: url}  # the URL (it may hold a password) travels by environment, not argv
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
+        cmd = [sys.executable, "-m", "ablate.sweep.worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
+        procs.append(subprocess.Popen(cmd, env=env))
+
+    def forward(signum, frame):
+        Stop.note(signum)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+
+    for signum in Stop.SIGNALS:
+        signal.signal(signum, forward)
+    return [p.wait() for p in procs]
+
+
+def sweep_cli(args: argparse.Namespace) -> int:
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
+    if args.storage:
+        # W&B records the command line of the summary run; keep a password given by --storage out of it.
+        sys.argv = [redact(a) for a in sys.argv]
+    sweep = load_sweep(args.file)
+    if args.n_trials:
+        sweep.n_trials = args.n_trials
+    if args.dry_run:
+        dry_run(sweep, console)
+        return 0
+    url = storage_url(sweep.out_dir, sweep.storage, args.storage)
+    sweep.out_dir.mkdir(parents=True, exist_ok=True)
+    study = open_sweep_study(sweep, url).study
+    optuna.storages.fail_stale_trials(study)
+    queued = plan_for(sweep).queue(study)
+    done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    console.print(f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued")
+    workers = args.workers or (max(_gpu_count() // sweep.gpus_per_trial, 1) if _gpu_count() else sweep.workers)
+    if workers == 1:
+        run_worker(sweep, url, 0)
+    else:
+        codes = launch_workers(sweep, url, workers)
+        if any(codes):
+            console.print(f"[yellow]worker exit codes: {codes}[/]")
+    rows = summarize(sweep, study)
+    print_summary(rows, console)
+    log_wandb_table(sweep, rows)
+    console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
+    if Stop.requested:
+        again = shlex.join(["ablate", "sweep", str(args.file), *(["--workers", str(workers)] if args.workers else [])])
+        console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
+        return Stop.exit_code()
+    return 0

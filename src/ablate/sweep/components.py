@@ -1,0 +1,43 @@
+"""Optuna samplers and pruners a sweep file can name, as registries: `sampler: {name: tpe, seed: 0}`.
+
+Each entry builds the Optuna object from the rest of its spec, so a new one is a dict entry and the sweep
+file's validation (the choices it lists) follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import optuna
+
+
+def _grid(search: dict[str, dict], seed: int | None, **options: Any) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.GridSampler({k: s["choices"] for k, s in search.items()}, seed=seed, **options)
+
+
+# name -> factory(search space, seed, **options from the sweep file)
+SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
+    "tpe": lambda search, seed, **o: optuna.samplers.TPESampler(seed=seed, **o),
+    "random": lambda search, seed, **o: optuna.samplers.RandomSampler(seed=seed, **o),
+    "grid": _grid,
+    "cmaes": lambda search, seed, **o: optuna.samplers.CmaEsSampler(seed=seed, **o),
+}
+
+PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
+    "none": optuna.pruners.NopPruner,
+    "median": optuna.pruners.MedianPruner,
+    "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+}
+
+
+def make_sampler(spec: dict, search: dict[str, dict]) -> optuna.samplers.BaseSampler:
+    options = dict(spec)
+    name, seed = options.pop("name"), options.pop("seed", None)
+    return SAMPLERS[name](search, seed, **options)
+
+
+def make_pruner(spec: dict) -> optuna.pruners.BasePruner:
+    """Also called by a trial's own process, from the spec its worker hands it (never from the sweep file)."""
+    options = dict(spec)
+    return PRUNERS[options.pop("name")](**options)

@@ -1,0 +1,121 @@
+"""Optuna journal-file storage for sweeps (`storage: journal:///shared/path/study.log`), made as safe as an RDB one.
+
+A journal is an append-only file of JSON operations, the storage Optuna recommends on shared file systems
+whose locks SQLite cannot trust (NFS). Two things it lacks are added here:
+
+- Trial heartbeats, which a sweep needs to fail a dead worker's trial and rerun its row: a file per running
+  trial beside the journal (`study.log.heartbeats/TRIAL_ID`), touched at every beat. A trial is stale when its
+  file is older than the grace period by the file server's clock (compared with a probe file touched just now),
+  so the machines' own clocks need not agree.
+- A checked reader: Optuna skips a damaged last line without a word and raises a bare JSONDecodeError for one
+  in the middle. Here any damaged line stops the sweep with its file and line number, and the file is never
+  rewritten (a torn trailing line is another worker's append in progress and is left to Optuna).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages._heartbeat import BaseHeartbeat  # not re-exported; fail_stale_trials checks for it
+from optuna.storages.journal import JournalFileBackend, JournalStorage
+from optuna.trial import FrozenTrial, TrialState
+
+SCHEME = "journal:"
+
+
+def journal_path(url: str) -> Path | None:
+    """journal:///abs/study.log or journal:relative/study.log -> the file; None for other URLs."""
+    if not url.startswith(SCHEME):
+        return None
+    rest = url[len(SCHEME):]
+    return Path(rest[2:] if rest.startswith("//") else rest)
+
+
+def check_journal(path: Path) -> int:
+    """Raise naming the file and line if any complete line is not a journal operation; returns the line count."""
+    if not path.exists():
+        return 0
+    with open(path, "rb") as f:
+        lines = 0
+        for number, line in enumerate(f, start=1):
+            if not line.endswith(b"\n"):
+                break  # an append still being written by another worker
+            lines = number
+            try:
+                op = json.loads(line)
+                if not isinstance(op, dict) or "op_code" not in op:
+                    raise ValueError("a JSON value but not an Optuna journal operation")
+            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                shown = line[:80].decode("utf-8", errors="replace").rstrip()
+                raise ValueError(
+                    f"{path}, line {number}: damaged study journal ({str(e).splitlines()[0]}): {shown!r}. The file was left "
+                    "as it is; restore it from a backup, or delete that line in a copy and point the sweep's storage at "
+                    "the copy (the trials logged after it may then be incomplete)"
+                ) from None
+    return lines
+
+
+def _touch(path: Path) -> None:
+    path.touch()
+    os.utime(path)  # touch() of an existing file may leave mtime alone on some file systems
+
+
+class _CheckedBackend(JournalFileBackend):
+    def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
+        try:
+            yield from super().read_logs(log_number_from)
+        except ValueError:
+            check_journal(Path(self._file_path))  # names the damaged line
+            raise
+
+
+class JournalStudyStorage(JournalStorage, BaseHeartbeat):
+    """A journal-file storage with Optuna's heartbeat interface, so `fail_stale_trials` works on it."""
+
+    def __init__(self, path: Path, heartbeat_interval: int, grace_period: int,
+                 stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        check_journal(path)
+        super().__init__(_CheckedBackend(str(path)))
+        self._beats = path.with_name(path.name + ".heartbeats")
+        self._beats.mkdir(exist_ok=True)
+        self._interval, self._grace, self._callback = heartbeat_interval, grace_period, stale_callback
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        _touch(self._beats / str(trial_id))
+
+    def _now(self) -> float:
+        probe = self._beats / ".now"  # shared by every worker: a touch in between only moves "now" later
+        _touch(probe)
+        return probe.stat().st_mtime
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        now, stale = self._now(), []
+        for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            trial_id = self.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+            beat = self._beats / str(trial_id)
+            try:
+                age = now - beat.stat().st_mtime
+            except FileNotFoundError:
+                continue  # never beaten yet: as in RDBStorage, not stale
+            if age > self._grace:
+                stale.append(trial_id)
+        return stale
+
+    def get_heartbeat_interval(self) -> int | None:
+        return self._interval
+
+    def get_heartbeat_stale_trial_callback(self) -> Callable[[optuna.Study, FrozenTrial], None] | None:
+        return self._callback
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values=None) -> bool:
+        changed = super().set_trial_state_values(trial_id, state, values)
+        if changed and state.is_finished():
+            (self._beats / str(trial_id)).unlink(missing_ok=True)
+        return changed

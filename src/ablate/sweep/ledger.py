@@ -1,0 +1,46 @@
+"""How a trial's fate is written into the study, and read back: its row, its result, why it failed.
+
+A trial failed *with* a `fail_reason` failed by itself (NaN, a bad override, a crash) and is not retried
+within a run; one failed *without* a reason died with its worker or was preempted, and its row runs again.
+Bookkeeping failures (a duplicate claim, an empty queue) never ran a row and count for nothing.
+"""
+
+from __future__ import annotations
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+BOOKKEEPING = "[not run] "  # fail_reason prefix of trials that never ran a row (duplicates, empty queue)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, value: float | None = None, state: TrialState | None = None) -> None:
+    """study.tell, tolerating GridSampler's study.stop() after the last grid point, which raises outside
+    optimize(); the result is stored before that (Optuna saves the state in a `finally`)."""
+    try:
+        study.tell(trial, value, state=state)
+    except RuntimeError as e:
+        if "Study.stop" not in str(e):
+            raise
+
+
+def fail(study: optuna.Study, trial: optuna.Trial, reason: str | None = None) -> TrialState:
+    """Mark the trial FAIL; with no reason its row counts as interrupted and is queued again."""
+    if reason is not None:
+        trial.set_user_attr("fail_reason", reason[:500])
+    tell(study, trial, state=TrialState.FAIL)
+    return TrialState.FAIL
+
+
+def row_of(t: FrozenTrial) -> tuple[str, int | None] | None:
+    """(row, seed) of a variants trial, from the parameters it was enqueued with; None for a search trial."""
+    fixed = t.system_attrs.get("fixed_params") or {}
+    return (fixed["row"], fixed.get("seed")) if "row" in fixed else None
+
+
+def is_bookkeeping(t: FrozenTrial) -> bool:
+    return str(t.user_attrs.get("fail_reason", "")).startswith(BOOKKEEPING)
+
+
+def failed_by_itself(t: FrozenTrial) -> bool:
+    """Failed with a reason of its own (not a dead worker, not a preemption, not bookkeeping)."""
+    return t.state == TrialState.FAIL and "fail_reason" in t.user_attrs and not is_bookkeeping(t)

@@ -1,0 +1,126 @@
+"""Loading a sweep file: parse, then validate everything, each row's overrides included, so a typo fails before
+any trial starts, naming the file, the row and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ablate.config import ConfigError
+from ablate.hints import did_you_mean
+from ablate.sweep.components import PRUNERS, SAMPLERS
+from ablate.sweep.plan import plan_for
+from ablate.sweep.spec import Objective, Sweep, safe_name
+from ablate.yaml_file import read_yaml
+
+TOP_KEYS = {"name", "base", "overrides", "objective", "n_trials", "timeout", "seeds", "variants", "search", "sampler", "pruner",
+            "storage", "out_dir", "workers", "gpus_per_trial"}
+PARAM_TYPES = {"categorical", "int", "float"}
+
+
+def _fail(path: Path, msg: str) -> ConfigError:
+    return ConfigError(f"{path}: {msg}")
+
+
+def _check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
+    for key in got:
+        if key not in allowed:
+            raise _fail(path, f"unknown key '{key}' in {where}{did_you_mean(key, allowed)}; allowed: {sorted(allowed)}")
+
+
+def _objective(path: Path, raw: Any) -> Objective:
+    raw = raw or {"metric": "val/bleu", "direction": "maximize"}
+    if isinstance(raw, str):
+        raw = {"metric": raw}
+    _check_keys(path, "objective", raw, {"metric", "terms", "direction"})
+    if "terms" in raw and "metric" in raw:
+        raise _fail(path, "objective has both 'metric' and 'terms'; give one")
+    terms = raw.get("terms") or {raw.get("metric", "val/bleu"): 1.0}
+    if not isinstance(terms, dict) or not all(isinstance(w, (int, float)) for w in terms.values()):
+        raise _fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
+    direction = raw.get("direction", "maximize")
+    if direction not in ("maximize", "minimize"):
+        raise _fail(path, f"objective.direction='{direction}' is not one of ['maximize', 'minimize']")
+    return Objective({str(k): float(v) for k, v in terms.items()}, direction)
+
+
+def _search(path: Path, raw: dict) -> dict[str, dict]:
+    for key, spec in raw.items():
+        where = f"search.'{key}'"
+        if not isinstance(spec, dict) or spec.get("type") not in PARAM_TYPES:
+            raise _fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
+        _check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
+        if spec["type"] == "categorical" and not spec.get("choices"):
+            raise _fail(path, f"{where} (categorical) needs a non-empty 'choices' list")
+        if spec["type"] != "categorical":
+            if "low" not in spec or "high" not in spec or not spec["low"] < spec["high"]:
+                raise _fail(path, f"{where} ({spec['type']}) needs low < high, got low={spec.get('low')} high={spec.get('high')}")
+            if spec.get("log") and spec["low"] <= 0:
+                raise _fail(path, f"{where} has log: true, so low must be > 0 (got {spec['low']})")
+            if spec.get("log") and spec.get("step") and (spec["type"] == "float" or spec["step"] != 1):
+                raise _fail(path, f"{where}: Optuna cannot combine log: true with step: {spec['step']}; drop one of them")
+    return raw
+
+
+def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
+    raw = raw or {"name": default}
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if raw.get("name") not in names:
+        raise _fail(path, f"{kind}.name='{raw.get('name')}' is not one of {sorted(names)}")
+    return dict(raw)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Parse and validate a sweep file; every row (and the search space's bounds) is checked against the schema."""
+    path = Path(path)
+    raw = read_yaml(path, "sweep file")
+    if not isinstance(raw, dict):
+        raise _fail(path, "must be a mapping (name, base, objective, variants or search, ...)")
+    _check_keys(path, "the sweep file", raw, TOP_KEYS)
+    if bool(raw.get("variants")) == bool(raw.get("search")):
+        raise _fail(path, "give exactly one of 'variants' (named rows of overrides) or 'search' (an Optuna space)")
+    base = raw.get("base") or []
+    base = [base] if isinstance(base, str) else list(base)
+    # Base configs are named relative to the project root (the usual cwd) or to the sweep file.
+    base = [b if Path(b).exists() or not (path.parent / b).exists() else str(path.parent / b) for b in base]
+    name = str(raw.get("name") or path.stem)
+    sweep = Sweep(
+        name=name, path=path, base=base, objective=_objective(path, raw.get("objective")),
+        overrides=dict(raw.get("overrides") or {}), variants=dict(raw.get("variants") or {}),
+        search=_search(path, dict(raw.get("search") or {})), seeds=[int(s) for s in raw.get("seeds") or []],
+        n_trials=raw.get("n_trials"), timeout=raw.get("timeout"),
+        sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
+        pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
+        storage=raw.get("storage"), out_dir=Path(raw.get("out_dir") or f"runs/sweeps/{safe_name(name)}"),
+        workers=int(raw.get("workers") or 1), gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
+    )
+    _validate_trials(sweep)
+    return sweep
+
+
+def _validate_trials(sweep: Sweep) -> None:
+    path = sweep.path
+    for row, overrides in sweep.variants.items():
+        if not isinstance(row, str):
+            raise _fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
+        if not isinstance(overrides, dict):
+            raise _fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
+        try:
+            sweep.config_for(overrides)
+        except ConfigError as e:
+            raise _fail(path, f"variant '{row}': {e}") from None
+    for key, spec in sweep.search.items():
+        probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
+        try:
+            sweep.config_for({key: int(probe) if spec["type"] == "int" else probe})
+        except ConfigError as e:
+            raise _fail(path, f"search.'{key}': {e}") from None
+    problem = plan_for(sweep).check()
+    if problem:
+        raise _fail(path, problem)
+    if "val/bleu" in sweep.objective.terms and not sweep.config_for({}).train.val_bleu:
+        raise _fail(path, "the objective uses val/bleu but train.val_bleu is false (no BLEU is computed); "
+                          "set train.val_bleu: true or use val/loss (direction: minimize)")
+    if sweep.workers < 1 or sweep.gpus_per_trial < 1:
+        raise _fail(path, "workers and gpus_per_trial must be >= 1")

@@ -1,0 +1,226 @@
+"""What a sweep runs and when it is done: named rows of overrides (`variants`) or an Optuna `search`.
+
+Everything that differs between the two lives here, behind one interface the worker loop, the dry run and
+the file's validation call; nothing else asks which kind a sweep is.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ablate.paper import row_group
+from ablate.sweep.components import make_sampler
+from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of
+
+from ablate.sweep.spec import Sweep, diff_from_base
+from ablate.sweep.storage import StudyHandle
+
+MAX_RETRY = 2  # a row whose trials died with their workers this often is not queued again within a run
+
+
+@dataclass
+class TrialSpec:
+    """What one trial trains: its run name, the row it belongs to, its overrides of the base config."""
+
+    name: str
+    row: str
+    overrides: dict[str, Any]
+    seed: int | None
+    tags: list[str]
+
+
+class Plan(ABC):
+    def __init__(self, sweep: Sweep):
+        self.sweep = sweep
+
+    @abstractmethod
+    def check(self) -> str | None:
+        """What is wrong with this part of the sweep file, if anything."""
+
+    @abstractmethod
+    def sampler(self) -> optuna.samplers.BaseSampler: ...
+
+    def retry_callback(self):
+        """Optuna's hook for a trial whose worker died; None when the plan re-queues rows itself."""
+        return None
+
+    def queue(self, study: optuna.Study, only_dead: bool = False) -> int:
+        """Queue the trials that should run now; returns how many."""
+        return 0
+
+    @abstractmethod
+    def next_action(self, study: optuna.Study, started: float) -> str:
+        """'run' a trial, 'wait' for running ones (one may die and need a retry), or 'stop'."""
+
+    @abstractmethod
+    def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
+        """The spec of a trial just taken, or why it must not run (a BOOKKEEPING reason)."""
+
+    @abstractmethod
+    def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
+        """Earlier trials of the same work that this trial may continue from their checkpoint."""
+
+    @abstractmethod
+    def describe(self) -> tuple[list[str], list[list[str]], str]:
+        """For --dry-run: table header, rows, and a closing line."""
+
+    def timed_out(self, started: float) -> bool:
+        return bool(self.sweep.timeout) and time.time() - started > self.sweep.timeout
+
+
+class Variants(Plan):
+    """Named rows times seeds, enqueued as WAITING trials with fixed parameters; a worker takes one atomically with
+    `study.ask()`, and a row already finished or taken by an earlier-started trial is skipped, so racing workers
+    (or machines) never run a row twice."""
+
+    def check(self) -> str | None:
+        return None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        # Rows are enqueued with fixed params and never sampled; the sampler only has to stay out of the way.
+        return optuna.samplers.RandomSampler(seed=self.sweep.sampler.get("seed"))
+
+    def queue(self, study: optuna.Study, only_dead: bool = False) -> int:
+        """Queue every (row, seed) with no finished, running or queued trial.
+
+        With `only_dead`, only rows whose last trial died with its worker (failed without a reason of its own)
+        are queued again, at most MAX_RETRY times: a row that fails by itself (NaN, bad override) is not retried
+        within a run, only when the user re-runs the sweep.
+        """
+        trials = study.get_trials(deepcopy=False)
+        busy = {row_of(t) for t in trials
+                if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
+        failed: dict[tuple, list[FrozenTrial]] = {}
+        for t in trials:
+            if t.state == TrialState.FAIL and row_of(t) is not None and not is_bookkeeping(t):
+                failed.setdefault(row_of(t), []).append(t)
+        queued = 0
+        for row, seed in self.sweep.rows():
+            if (row, seed) in busy:
+                continue
+            if only_dead:
+                history = failed.get((row, seed), [])
+                dead = [t for t in history if "fail_reason" not in t.user_attrs]
+                if not history or "fail_reason" in history[-1].user_attrs or len(dead) > MAX_RETRY:
+                    continue
+            params = {"row": row} if seed is None else {"row": row, "seed": seed}
+            study.enqueue_trial(params, user_attrs={"row": row, "seed": seed})
+            queued += 1
+        return queued
+
+    def next_action(self, study: optuna.Study, started: float) -> str:
+        if self.timed_out(started):
+            return "stop"
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+        if TrialState.WAITING in states:
+            return "run"
+        return "wait" if TrialState.RUNNING in states else "stop"
+
+    def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
+        me = handle.frozen(trial)
+        if row_of(me) is None:
+            return BOOKKEEPING + "no queued row left (taken by another worker)"
+        row, seed = row_of(me)
+        if row not in self.sweep.variants:
+            return f"row '{row}' was queued but is no longer in {self.sweep.path}"
+        # Another trial already finished this row, or started it before us: we must not run it too.
+        for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            if t.number != me.number and row_of(t) == (row, seed) and (
+                    t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number)):
+                return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {t.state.name.lower()} as trial {t.number}"
+        # The row rides in the enqueued trial's fixed params, not as a distribution: a categorical one would pin the
+        # list of rows, and adding a row to the sweep file would then break resuming.
+        name = row if seed is None else f"{row}-s{seed}"
+        tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
+        return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
+
+    def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
+        key = row_of(handle.frozen(trial))
+        return [t for t in handle.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+                if t.number < trial.number and row_of(t) == key and not is_bookkeeping(t)]
+
+    def describe(self) -> tuple[list[str], list[list[str]], str]:
+        rows = []
+        for row, seed in self.sweep.rows():
+            diff = diff_from_base(self.sweep, self.sweep.config_for(self.sweep.variants[row], seed))
+            rows.append([row, "-" if seed is None else str(seed),
+                         ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
+        return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trials"
+
+
+class Search(Plan):
+    """An Optuna search space with a sampler and a pruner, bounded by n_trials, a timeout or its grid."""
+
+    def check(self) -> str | None:
+        space = self.sweep.search.values()
+        if self.sweep.sampler["name"] == "grid" and any(s["type"] != "categorical" for s in space):
+            return "sampler 'grid' needs every search parameter to be categorical"
+        if not self.sweep.n_trials and not self.sweep.timeout and self.sweep.sampler["name"] != "grid":
+            return "a search sweep needs a budget: n_trials or timeout (a grid search is bounded by its grid)"
+        return None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        return make_sampler(self.sweep.sampler, self.sweep.search)
+
+    def retry_callback(self):
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+
+    def budget(self) -> int | None:
+        """Trials the search may finish: n_trials, or the number of grid points, whichever is smaller."""
+        grid = None
+        if self.sweep.sampler["name"] == "grid":
+            grid = 1
+            for spec in self.sweep.search.values():
+                grid *= len(spec["choices"])
+        return min((n for n in (self.sweep.n_trials, grid) if n), default=None)
+
+    def next_action(self, study: optuna.Study, started: float) -> str:
+        if self.timed_out(started):
+            return "stop"
+        budget = self.budget()
+        if budget:
+            trials = study.get_trials(deepcopy=False)
+            # Finished trials use up the budget, failed ones too (as in Optuna's optimize), except those failed by a
+            # dead worker (re-queued by the retry callback) and bookkeeping ones that never ran.
+            done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_by_itself(t) for t in trials)
+            running = sum(t.state == TrialState.RUNNING for t in trials)
+            if done >= budget:
+                return "stop"
+            if done + running >= budget:
+                return "wait"
+        return "run"
+
+    def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
+        overrides = {key: _suggest(trial, key, spec) for key, spec in self.sweep.search.items()}
+        return TrialSpec(f"trial{trial.number}", f"trial{trial.number}", overrides, None, ["search"])
+
+    def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
+        retried = handle.frozen(trial).system_attrs.get("failed_trial")  # set by Optuna's retry callback
+        return [handle.by_number(retried)] if retried is not None else []
+
+    def describe(self) -> tuple[list[str], list[list[str]], str]:
+        rows = []
+        for key, spec in self.sweep.search.items():
+            dist = spec["choices"] if spec["type"] == "categorical" else \
+                f"{spec['type']} [{spec['low']}, {spec['high']}]{' log' if spec.get('log') else ''}"
+            rows.append([key, str(dist)])
+        s = self.sweep
+        return ["parameter", "distribution"], rows, f"sampler {s.sampler}, pruner {s.pruner}, n_trials {s.n_trials}, timeout {s.timeout}"
+
+
+def _suggest(trial: optuna.Trial, key: str, spec: dict) -> Any:
+    if spec["type"] == "categorical":
+        return trial.suggest_categorical(key, spec["choices"])
+    if spec["type"] == "int":
+        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), step=int(spec.get("step") or 1), log=bool(spec.get("log")))
+    return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), step=spec.get("step"), log=bool(spec.get("log")))
+
+
+def plan_for(sweep: Sweep) -> Plan:
+    return Variants(sweep) if sweep.variants else Search(sweep)

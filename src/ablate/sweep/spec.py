@@ -1,0 +1,85 @@
+"""A sweep file's content (`sweeps/*.yaml`): the study's name, base experiment, objective, budget and its trials,
+either as named `variants` (rows of config overrides, run as a grid times `seeds`, the form Table 3 needs) or as
+an Optuna `search` space with a sampler and a pruner. Parsing and validating the file is ablate.sweep.load.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate.config import ConfigError, ExperimentConfig, diff, load_config, to_dict
+
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class Objective:
+    terms: dict[str, float]  # metric -> weight; the objective is their weighted sum
+    direction: str = "maximize"
+
+    @property
+    def metric(self) -> str:
+        """The metric reported for pruning: the first (main) term."""
+        return next(iter(self.terms))
+
+
+@dataclass
+class Sweep:
+    name: str
+    path: Path
+    base: list[str]
+    objective: Objective
+    overrides: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    search: dict[str, dict] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)
+    n_trials: int | None = None
+    timeout: float | None = None
+    sampler: dict = field(default_factory=lambda: {"name": "tpe"})
+    pruner: dict = field(default_factory=lambda: {"name": "none"})
+    storage: str | None = None
+    out_dir: Path = Path("runs/sweeps")
+    workers: int = 1
+    gpus_per_trial: int = 1
+
+    def rows(self) -> list[tuple[str, int | None]]:
+        """(row name, seed) of every grid trial; the seed is None when the sweep lists no seeds."""
+        return [(row, s) for row in self.variants for s in (self.seeds or [None])]
+
+    def config_for(self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None,
+                   extra: dict[str, Any] | None = None) -> ExperimentConfig:
+        """The base experiment, then the sweep-wide overrides, then the row's (or sampled) overrides."""
+        merged = {**self.overrides, **overrides, **(extra or {})}
+        if seed is not None:
+            merged["seed"] = seed
+        if trial_dir is not None:
+            merged["out_dir"] = str(trial_dir)
+        return load_config(self.base, **nest(merged))
+
+def nest(dotted: dict[str, Any]) -> dict:
+    """{'model.heads': 4} -> {'model': {'heads': 4}}."""
+    out: dict = {}
+    for key, value in dotted.items():
+        parts = str(key).split(".")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{key}' goes below '{p}', which is not a section")
+        node[parts[-1]] = value
+    return out
+
+
+def safe_name(name: str) -> str:
+    """A path component that cannot leave its parent directory ('../x', '/abs', '..' all become harmless)."""
+    cleaned = SAFE_NAME.sub("_", str(name)).strip("._") or "trial"
+    return cleaned[:80]
+
+def diff_from_base(sweep: Sweep, cfg: ExperimentConfig) -> dict[str, tuple[Any, Any]]:
+    """Keys whose value differs from the base experiment with the sweep-wide overrides: key -> (base, trial).
+
+    out_dir and sweep/logging bookkeeping are left out."""
+    return diff(to_dict(sweep.config_for({})), to_dict(cfg), ignore=("out_dir", "sweep.", "logging."))

@@ -1,0 +1,117 @@
+"""Where a study lives: an RDB (SQLite under the sweep's out_dir by default, PostgreSQL or MySQL for several
+machines) or a journal file on a shared file system (ablate.sweep.journal), always with trial heartbeats, so a
+trial whose worker died is failed and its row retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from ablate.redact import redact, remember
+from ablate.sweep.journal import JournalStudyStorage, journal_path
+
+# We drive trials with ask/tell and beat the heart ourselves, which Optuna warns about; heartbeats are "experimental".
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+# A trial whose worker stopped beating for GRACE_S is failed and retried; tests shorten this by environment.
+HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
+GRACE_S = 4 * HEARTBEAT_S
+STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) reaches workers and trials: never argv
+
+
+def storage_url(default_dir: Path, configured: str | None = None, override: str | None = None) -> str:
+    """The study's URL: --storage, else $ABLATE_SWEEP_STORAGE, else the sweep file's, else SQLite in `default_dir`."""
+    url = override or os.environ.get(STORAGE_ENV) or configured
+    if url:
+        remember(url)  # from now on its password is masked in any text this process prints or saves
+    if url and journal_path(url) is not None:
+        return f"journal://{journal_path(url).resolve()}"  # absolute: workers and trials may start elsewhere
+    if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
+        raise ValueError(f"storage {redact(url)!r} is neither a database URL nor a journal file; use sqlite:///path/study.db "
+                         "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
+                         "machines on a shared file system such as NFS)")
+    return url or f"sqlite:///{(default_dir / 'study.db').resolve()}"
+
+
+def make_storage(url: str, retry: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> optuna.storages.BaseStorage:
+    remember(url)
+    beat = {"heartbeat_interval": max(1, round(HEARTBEAT_S)), "grace_period": max(2, round(GRACE_S))}
+    if journal_path(url) is not None:
+        return JournalStudyStorage(journal_path(url), stale_callback=retry, **beat)
+    kwargs: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, heartbeat_stale_trial_callback=retry, **beat, **kwargs)
+
+
+@dataclass
+class StudyHandle:
+    """An open study with the storage it was opened on, for what Optuna's Study has no public API for: a trial's
+    storage id, heartbeats, and the attributes a queued trial was enqueued with."""
+
+    study: optuna.Study
+    storage: optuna.storages.BaseStorage
+    url: str
+
+    @functools.cached_property
+    def study_id(self) -> int:
+        return self.storage.get_study_id_from_name(self.study.study_name)
+
+    def trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
+
+    def frozen(self, trial: optuna.Trial) -> FrozenTrial:
+        """The trial as stored now (state, system and user attributes), not as this process last saw it."""
+        return self.by_number(trial.number)
+
+    def by_number(self, number: int) -> FrozenTrial:
+        return self.storage.get_trial(self.trial_id(number))
+
+    def beat(self, trial: optuna.Trial) -> None:
+        self.storage.record_heartbeat(self.trial_id(trial.number))
+
+
+def open_study(name: str, url: str, direction: str, sampler: optuna.samplers.BaseSampler,
+               pruner: optuna.pruners.BasePruner | None = None, retry=None, sqlite_dir: Path | None = None) -> StudyHandle:
+    """Create or load a study; a storage that cannot be read is reported (and left untouched)."""
+    import sqlalchemy.exc
+
+    if url.startswith("sqlite") and sqlite_dir is not None:
+        sqlite_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        storage = make_storage(url, retry)
+        study = optuna.create_study(study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner,
+                                    load_if_exists=True)
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        reason = redact(str(e.orig if getattr(e, "orig", None) else e).splitlines()[0])
+        raise ValueError(f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
+                         "(restore it from a backup, or give the sweep another out_dir or storage)") from None
+    return StudyHandle(study, storage, url)
+
+
+@contextlib.contextmanager
+def claim_lock(url: str):
+    """Serialise taking a queued trial between processes on one SQLite file.
+
+    Optuna claims a WAITING trial with SELECT ... FOR UPDATE, which PostgreSQL and MySQL honour but
+    SQLite ignores, so two local workers could both take the same trial. A file lock next to the
+    database closes that race (SQLite studies are single-machine anyway).
+    """
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    with open(url[len("sqlite:///"):] + ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,199 @@
+"""One sweep trial in its own process, both sides of the protocol between a worker and its trial.
+
+Parent (the worker): `launch` starts `python -m ablate.sweep.trial TRIAL.yaml`, beats the trial's heartbeat
+while it trains, and `record_result` turns its exit code and summary.json into the trial's state. Child:
+`main` trains the run, reporting the objective's main metric at every validation so the study's pruner can
+stop a bad trial early. The pruner's spec and the metric are handed over by environment; the child never
+reads the sweep file. Exit codes: 0 finished, PRUNED_EXIT pruned, PREEMPTED_EXIT stopped by a signal after
+saving (its row runs again), anything else failed. A separate process isolates crashes, OOMs and CUDA state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import optuna
+from optuna.trial import TrialState
+
+from ablate import logs
+from ablate.redact import redact
+from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.sweep.ledger import fail, tell
+from ablate.sweep.storage import HEARTBEAT_S, STORAGE_ENV, StudyHandle, make_storage
+
+PRUNED_EXIT = 3
+_STUDY_ENV, _TRIAL_ENV, _PRUNER_ENV, _METRIC_ENV = "ABLATE_STUDY_NAME", "ABLATE_TRIAL_NUMBER", "ABLATE_TRIAL_PRUNER", "ABLATE_TRIAL_METRIC"
+
+
+class Stop:
+    """SIGTERM/SIGUSR1 to a worker (a preempted job) or SIGINT (Ctrl-C): pass it on to the running trial as SIGTERM,
+    which saves a checkpoint and exits (PREEMPTED_EXIT, or INTERRUPTED_EXIT when the trial saw the Ctrl-C itself);
+    the trial is then failed without a reason, so its row continues on the next run, and the worker stops."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+    requested = False
+    signum: int | None = None  # the first signal; a Ctrl-C wins, as in a training run
+    child: subprocess.Popen | None = None
+
+    @classmethod
+    def note(cls, signum: int) -> None:
+        cls.requested = True
+        if cls.signum is None or signum == signal.SIGINT:
+            cls.signum = signum
+
+    @classmethod
+    def exit_code(cls) -> int:
+        return INTERRUPTED_EXIT if cls.signum == signal.SIGINT else PREEMPTED_EXIT
+
+    @classmethod
+    def handler(cls, signum, frame) -> None:
+        cls.note(signum)
+        if cls.child is not None and cls.child.poll() is None:
+            cls.child.send_signal(signal.SIGTERM)
+
+
+# -- parent side -------------------------------------------------------------------------------------------------
+
+
+def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str) -> int:
+    """Run the trial's process to its end, beating its heartbeat; returns its exit code."""
+    env = {**os.environ, STORAGE_ENV: handle.url, _STUDY_ENV: handle.study.study_name, _TRIAL_ENV: str(trial.number),
+           _PRUNER_ENV: json.dumps(pruner), _METRIC_ENV: metric}
+    cmd = [sys.executable, "-m", "ablate.sweep.trial", str(trial_dir / "trial.yaml"), *(["--resume"] if resume else [])]
+    with open(trial_dir / "train.log", "ab") as log:
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        Stop.child = child
+        while True:
+            try:
+                return child.wait(timeout=HEARTBEAT_S)
+            except subprocess.TimeoutExpired:
+                if handle.frozen(trial).state != TrialState.RUNNING:
+                    # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
+                    child.send_signal(signal.SIGTERM)
+                    child.wait()
+                    raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running")
+                handle.beat(trial)
+            except KeyboardInterrupt:
+                child.send_signal(signal.SIGTERM)
+                child.wait()
+                raise
+
+
+def _die_with_parent() -> None:
+    """Linux: the trial process gets SIGKILL when its worker dies, so no orphan keeps training."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def metric_value(summary: dict, name: str) -> float:
+    if summary.get("best", {}).get("metric") == name and summary["best"].get("value") is not None:
+        return float(summary["best"]["value"])
+    if name in summary.get("last", {}):
+        return float(summary["last"][name])
+    if name in summary:
+        return float(summary[name])
+    raise KeyError(f"metric '{name}' is not in the run summary (known: {sorted(summary.get('last', {})) + [k for k in summary if '/' in k]})")
+
+
+def objective_value(terms: dict[str, float], summary: dict) -> float:
+    """The weighted sum of the objective's metrics, read from a run's summary."""
+    return sum(w * metric_value(summary, m) for m, w in terms.items())
+
+
+def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, float], trial_dir: Path, rc: int) -> TrialState:
+    summary = _read_summary(trial_dir / "summary.json")
+    if summary:
+        for key in ("wall_seconds", "speed/tokens_per_s", "speed/step_ms", "speed/peak_mem_mb"):
+            if key in summary:
+                trial.set_user_attr(key, summary[key])
+        trial.set_user_attr("params", summary["params"]["total"])
+        for key, value in summary.get("last", {}).items():
+            trial.set_user_attr(key, value)
+    if rc == 0 and summary:
+        try:
+            value = objective_value(terms, summary)
+        except KeyError as e:
+            return fail(study, trial, str(e))
+        if not math.isfinite(value):
+            return fail(study, trial, f"the objective is {value}")
+        tell(study, trial, value)
+        return TrialState.COMPLETE
+    if rc == PRUNED_EXIT:
+        tell(study, trial, state=TrialState.PRUNED)
+        return TrialState.PRUNED
+    if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT):  # stopped by a signal after saving: failed without a reason, so its row runs again
+        trial.set_user_attr("preempted" if rc == PREEMPTED_EXIT else "interrupted", True)
+        return fail(study, trial)
+    return fail(study, trial, redact(f"exit code {rc}: {_fail_reason(trial_dir)}"))
+
+
+def _read_summary(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _fail_reason(trial_dir: Path) -> str:
+    log = (trial_dir / "train.log").read_text(errors="replace").strip().splitlines() if (trial_dir / "train.log").exists() else []
+    errors = [line for line in log if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error", line)]
+    return (errors[-1] if errors else (log[-1] if log else "the trial process died without output"))[:500]
+
+
+# -- child side --------------------------------------------------------------------------------------------------
+
+
+class PruningCallback(L.Callback):
+    def __init__(self, trial: optuna.Trial, metric: str):
+        self.trial, self.metric, self.pruned = trial, metric, False
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or self.metric not in trainer.callback_metrics:
+            return
+        prune = False
+        if trainer.is_global_zero:
+            self.trial.report(float(trainer.callback_metrics[self.metric]), step=trainer.global_step)
+            prune = self.trial.should_prune()
+        if trainer.strategy.broadcast(prune):
+            self.pruned = True
+            trainer.should_stop = True
+
+
+def _pruning_callback() -> PruningCallback:
+    from ablate.sweep.components import make_pruner
+
+    storage = make_storage(os.environ[STORAGE_ENV])
+    study = optuna.load_study(study_name=os.environ[_STUDY_ENV], storage=storage, pruner=make_pruner(json.loads(os.environ[_PRUNER_ENV])))
+    handle = StudyHandle(study, storage, os.environ[STORAGE_ENV])
+    # Optuna has no public way to reattach to a running trial from another process; Trial(study, id) is what
+    # its own integrations do.
+    trial = optuna.trial.Trial(study, handle.trial_id(int(os.environ[_TRIAL_ENV])))
+    return PruningCallback(trial, os.environ[_METRIC_ENV])
+
+
+def main(argv: list[str]) -> int:
+    from ablate.config import load_config
+    from ablate.run import train
+
+    logs.to_stderr()
+    cfg = load_config([argv[0]])
+    callbacks = [_pruning_callback()] if os.environ.get(_TRIAL_ENV) else []
+    train(cfg, callbacks, resume="--resume" in argv[1:])
+    return PRUNED_EXIT if any(c.pruned for c in callbacks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,164 @@
+"""A sweep worker: take trials from the study until its plan says stop, each trained in its own process.
+
+Racing workers (or machines) share one study; a trial whose worker died is failed by its stale heartbeat and
+its row runs again, continuing from the dead trial's last checkpoint (ablate.sweep.plan decides which trials
+run, ablate.sweep.trial runs one).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ablate.config import to_yaml
+from ablate.redact import redact
+from ablate.run import changes_from_saved_config, resume_checkpoint, run_dir_in_use
+from ablate.sweep import trial as trial_process
+from ablate.sweep.components import make_pruner
+from ablate.sweep.ledger import fail
+from ablate.sweep.plan import TrialSpec, plan_for
+from ablate.sweep.spec import Sweep, safe_name
+from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
+
+
+def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
+    plan = plan_for(sweep)
+    return open_study(sweep.name, url, sweep.objective.direction, plan.sampler(), make_pruner(sweep.pruner),
+                      plan.retry_callback(), sqlite_dir=sweep.out_dir)
+
+
+def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
+    """Take trials until the budget is spent and no running trial could still need a retry."""
+    handle = open_sweep_study(sweep, url)
+    study, plan = handle.study, plan_for(sweep)
+    started = time.time()
+    for signum in trial_process.Stop.SIGNALS:
+        signal.signal(signum, trial_process.Stop.handler)
+    while True:
+        if trial_process.Stop.requested:
+            say(index, "stopped by a signal; re-run the sweep to continue")
+            return
+        optuna.storages.fail_stale_trials(study)  # trials of dead workers -> FAIL (search: re-queued by the retry callback)
+        plan.queue(study, only_dead=True)
+        action = plan.next_action(study, started)
+        if action == "stop":
+            say(index, "no trials left; stopping")
+            return
+        if action == "wait":
+            time.sleep(HEARTBEAT_S)
+            continue
+        trial = None
+        try:
+            with claim_lock(url):
+                trial = study.ask()
+                handle.beat(trial)  # from now on a dead worker's trial goes stale
+                trial.set_user_attr("worker", index)
+        except BaseException:
+            if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
+                fail(study, trial)
+            raise
+        try:
+            run_trial(handle, trial, sweep, index)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Our heartbeat went stale (e.g. the machine was suspended) and the trial was failed and
+            # retried elsewhere; its result is not recorded twice.
+            say(index, f"trial {trial.number} was already failed by its stale heartbeat; result dropped")
+        except Exception as e:  # anything else fails this trial, not the worker
+            say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
+            try:
+                fail(study, trial, f"{type(e).__name__}: {redact(str(e))}")
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass
+
+
+def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int) -> TrialState:
+    study = handle.study
+    plan = plan_for(sweep)
+    spec = plan.claim(handle, trial)
+    if isinstance(spec, str):
+        return fail(study, trial, spec)
+    root = (sweep.out_dir / "trials").resolve()
+    fresh = root / f"{trial.number:04d}-{safe_name(spec.name)}"
+    assert fresh.parent == root  # safe_name() keeps every trial inside the sweep's out_dir
+    previous = continuable(plan.earlier_attempts(handle, trial), root)
+    trial.set_user_attr("name", spec.name)
+    try:
+        trial_dir = Path(previous.user_attrs["out_dir"]) if previous is not None else fresh
+        cfg = _trial_config(sweep, trial, spec, trial_dir)
+        if previous is not None and _config_changed(trial_dir, cfg):
+            say(index, f"trial {trial.number} ({spec.name}): the row's config changed since trial {previous.number}; starting over")
+            previous, trial_dir = None, fresh
+            cfg = _trial_config(sweep, trial, spec, trial_dir)
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
+    except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
+        return fail(study, trial, f"{type(e).__name__}: {e}")
+    trial.set_user_attr("out_dir", str(trial_dir))
+    if previous is not None:
+        trial.set_user_attr("continues", previous.number)
+    say(index, f"trial {trial.number} ({spec.name}) " + (f"continues trial {previous.number} from its last checkpoint in {trial_dir}"
+                                                          if previous is not None else f"started in {trial_dir}"))
+    began = time.time()
+    rc = trial_process.launch(handle, trial, trial_dir, resume=previous is not None, pruner=sweep.pruner,
+                              metric=sweep.objective.metric)
+    state = trial_process.record_result(study, trial, sweep.objective.terms, trial_dir, rc)
+    reason = handle.frozen(trial).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""
+    say(index, f"trial {trial.number} ({spec.name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
+    return state
+
+
+def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path):
+    extra = {
+        "logging.group": sweep.name, "logging.name": spec.name, "logging.tags": spec.tags, "logging.progress": False,
+        "sweep.study": sweep.name, "sweep.row": spec.row, "sweep.trial": trial.number,
+    }
+    if sweep.gpus_per_trial > 1:
+        extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
+    return sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)
+
+
+def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
+    """The earlier attempt to continue rather than start over: the last one, if it stopped with no reason of its
+    own (its worker died, or it was preempted) and its run directory holds a readable checkpoint and no live
+    training process."""
+    if not earlier:
+        return None
+    last = max(earlier, key=lambda t: t.number)
+    out_dir = Path(last.user_attrs.get("out_dir", ""))
+    if "fail_reason" in last.user_attrs or out_dir.parent != root or not (out_dir / "checkpoints").is_dir():
+        return None
+    try:
+        resume_checkpoint(out_dir)
+    except ValueError:
+        return None
+    return None if run_dir_in_use(out_dir) else last
+
+
+def _config_changed(run_dir: Path, cfg) -> bool:
+    """Whether `cfg` differs from the run's saved config (an unreadable one counts as differing)."""
+    try:
+        return bool(changes_from_saved_config(run_dir, cfg))
+    except (OSError, ValueError, AttributeError):  # ValueError: ablate's ConfigError for a damaged config.yaml
+        return True
+
+
+def say(index: int, msg: str) -> None:
+    print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    # python -m ablate.sweep.worker SWEEP_FILE INDEX N_TRIALS (the storage URL comes by environment, never argv).
+    import os
+
+    from ablate.sweep.load import load_sweep
+    from ablate.sweep.storage import STORAGE_ENV
+
+    _, path, worker_index, n_trials = sys.argv
+    worker_sweep = load_sweep(path)
+    worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
+    run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index))

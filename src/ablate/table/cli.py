@@ -1,0 +1,47 @@
+"""`ablate table STUDY`: a finished sweep in the layout of the paper's Table 3, beside the paper's figures, with
+seed intervals, paired tests against the base row and a verdict per row on the split `--split` names."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ablate.table.compare import make_table
+from ablate.table.load import runs_from_dirs, runs_from_wandb
+from ablate.table.plot import plot
+from ablate.table.render import print_table, to_csv, to_json, to_latex, to_markdown
+from ablate.table.significance import collect
+
+
+def table_cli(args: argparse.Namespace) -> int:
+    source = Path(args.study)
+    if source.is_file():  # a sweep file: tabulate its out_dir
+        from ablate.sweep import load_sweep
+
+        source = load_sweep(source).out_dir
+    if not source.exists():
+        raise FileNotFoundError(f"no such study directory: {source}")
+    runs = runs_from_wandb(source) if args.wandb else runs_from_dirs(source)
+    if not runs:
+        kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
+        raise ValueError(f"found no {kind} under {source}")
+    evaluate = None
+    if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
+        from ablate.table.evaluation import evaluator
+
+        evaluate = evaluator(args.split, args.device)
+    evidence = collect(runs, args.split, evaluate)
+    table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed)
+    title = args.title or f"Table 3 layout: {source.name}, {args.split} split ({len(runs)} runs)"
+    out = Path(args.out or source)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / args.name
+    stem.with_suffix(".md").write_text(to_markdown(table, title))
+    stem.with_suffix(".tex").write_text(to_latex(table, title))
+    to_csv(table, stem.with_suffix(".csv"))
+    stem.with_suffix(".json").write_text(json.dumps(to_json(table, title), indent=2, ensure_ascii=False))
+    plot(table, stem.with_suffix(".png"), title)
+    print_table(table, title)
+    print(f"wrote {stem}.md, .tex, .csv, .json and .png")
+    return 0

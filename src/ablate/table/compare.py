@@ -1,0 +1,143 @@
+"""Rows of a study compared with its base row and with the paper's Table 3: mean and 95% interval over seeds, Δ
+against base with a Welch interval, the paired test of `significance`, a verdict per row against the paper's sign,
+verdict counts, rank correlation with the paper, and the base row's seed noise (Table 3, `ablate.paper`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ablate.paper import TABLE3, PaperRow, row_group
+from ablate.table import stats
+from ablate.table.load import Run
+from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
+
+# Table 3's configuration columns: header -> flattened config key.
+COLUMNS = {"N": "model.enc_layers", "d_model": "model.d_model", "d_ff": "model.d_ff", "h": "model.heads", "d_k": "model.d_k",
+           "d_v": "model.d_v", "P_drop": "model.dropout", "eps_ls": "train.label_smoothing", "pos": "model.positional",
+           "attn": "model.attention", "scale": "model.attention_scaling", "kv": "model.kv_heads", "steps": "train.max_steps"}
+TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
+
+
+@dataclass
+class Row:
+    name: str
+    group: str
+    runs: list[Run] = field(default_factory=list)
+    paper: PaperRow | None = None
+
+    def values(self, attr: str) -> list[float]:
+        return [getattr(r, attr) for r in self.runs if getattr(r, attr) is not None and math.isfinite(getattr(r, attr))]
+
+    def mean(self, attr: str) -> float | None:
+        v = self.values(attr)
+        return sum(v) / len(v) if v else None
+
+    def interval(self, attr: str) -> dict:
+        """Mean, 95% Student-t interval, sd and N over seeds; bounds and sd are None with one seed, all None with none."""
+        v = self.values(attr)
+        iv = stats.t_interval(v) if v else stats.Interval(None, None, None, 0, None)
+        return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n}
+
+
+def build_rows(runs: list[Run]) -> list[Row]:
+    by_name: dict[str, Row] = {}
+    paper = {p.name: p for p in TABLE3}
+    for run in runs:
+        by_name.setdefault(run.row, Row(run.row, row_group(run.row), paper=paper.get(run.row))).runs.append(run)
+    order = {p.name: i for i, p in enumerate(TABLE3)}
+    return sorted(by_name.values(), key=lambda r: (order.get(r.name, len(order)), r.name))
+
+
+@dataclass
+class Table:
+    rows: list[Row]
+    base: Row
+    lines: list[dict]  # one per row: config cells, and per metric a dict of numbers (see `_metric`)
+    summary: dict  # scores' split and sentences, basis, noise floor, verdict counts, Spearman, bootstrap settings, notes
+
+    @property
+    def compares_with_paper(self) -> bool:
+        """Whether any row besides base is a row of the paper's Table 3 (a study of other variants is not)."""
+        return any(row.paper is not None for row in self.rows if row is not self.base)
+
+
+def make_table(runs: list[Run], evidence: Evidence | None = None, n_boot: int = 1000, seed: int = 0) -> Table:
+    rows = build_rows(runs)
+    base = next((r for r in rows if r.name == "base"), None)
+    if base is None:
+        raise ValueError(f"no 'base' row among the runs ({sorted(r.name for r in rows)}); Table 3 deltas are against base")
+    evidence = evidence or Evidence("valid", runs=len(runs))
+    tests = paired_tests(rows, base, evidence, n_boot, seed)
+    base_cfg = base.runs[0].config
+    lines = []
+    for row in rows:
+        cfg = row.runs[0].config
+        line = {"row": row.name, "group": row.group, "seeds": len(row.runs)}
+        for col, key in COLUMNS.items():
+            line[col] = "" if row is base or cfg.get(key) == base_cfg.get(key) else cfg.get(key)
+        for m in ("params", "tokens_per_s", "step_ms"):
+            line[m] = row.mean(m)
+        line["long_bleu"] = row.interval("long_bleu")
+        for m in METRICS:
+            line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m))
+        line["paper_params"] = row.paper.params_m if row.paper else None
+        lines.append(line)
+    table = Table(rows, base, lines, {})
+    table.summary = _summary(table, evidence, n_boot, seed)
+    return table
+
+
+def _metric(row: Row, base: Row, metric: str, test: dict | None) -> dict:
+    """One metric of one row: seed interval, Δ against base (Welch), the paired test, the paper and the verdict."""
+    out = row.interval(metric)
+    ours, theirs = row.values(metric), base.values(metric)
+    diff = stats.welch_interval(ours, theirs) if row is not base and ours and theirs else stats.Difference(None, None, None, None, None)
+    out.update(delta=diff.delta, delta_low=diff.low, delta_high=diff.high)
+    out.update(test or no_test())
+    paper_base = next(p for p in TABLE3 if p.name == "base")
+    out["paper"] = getattr(row.paper, metric) if row.paper else None
+    digits = 1 if metric == "bleu" else 2  # the paper's printed precision: its Δ is exact there (no float residue)
+    out["paper_delta"] = round(getattr(row.paper, metric) - getattr(paper_base, metric), digits) if row.paper else None
+    if row is base:
+        out["verdict"] = None
+    else:
+        interval = None if out["test_low"] is None else (out["test_low"], out["test_high"])
+        out["verdict"] = stats.verdict(out["delta"], out["p_holm"], out["paper_delta"], TIE[metric], interval)
+    return out
+
+
+def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
+    others = [ln for ln in table.lines if ln["row"] != "base"]
+    base_line = next(ln for ln in table.lines if ln["row"] == "base")
+    runs = [r for row in table.rows for r in row.runs]
+    bases = sorted({str(r.summary["basis"]) for r in runs if r.summary.get("basis") is not None})
+    missing_basis = any(r.summary.get("basis") is None for r in runs)
+    summary = {
+        "split": ev.split, "dataset": ev.dataset, "sentences": ev.sentences, "subset": ev.subset,
+        "checkpoints": ev.checkpoints, "runs": ev.runs, "runs_with_eval_records": ev.runs_with_records,
+        "basis": "; ".join(bases + (["not recorded"] if missing_basis and bases else [])) or "not recorded",
+        "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
+        "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
+        "notes": list(ev.notes),
+    }
+    untested = [ln["row"] for ln in others if ln["bleu"]["untested"]]
+    if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
+        reasons = sorted({ln["bleu"]["untested"] for ln in others if ln["bleu"]["untested"]})
+        summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
+    if table.compares_with_paper:
+        summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
+        summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
+    return summary
+
+
+def _counts(lines: list[dict], metric: str) -> dict:
+    counted = stats.count_verdicts((ln["group"], ln[metric]["verdict"]) for ln in lines)
+    return {"by_group": counted.by_group, "overall": counted.overall}
+
+
+def _spearman(lines: list[dict], metric: str, n_boot: int, seed: int) -> dict:
+    """Spearman's rho of our row means vs the paper's, with a 95% interval from resampling rows."""
+    paired = [(ln[metric]["mean"], ln[metric]["paper"]) for ln in lines if ln[metric]["paper"] is not None]
+    rho, low, high = stats.spearman_with_interval([o for o, _ in paired], [p for _, p in paired], n_boot=n_boot, seed=seed)
+    return {"rho": rho, "low": low, "high": high, "rows": sum(o is not None for o, _ in paired)}

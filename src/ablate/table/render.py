@@ -1,0 +1,226 @@
+"""`ablate table`'s renderings of a compared study: Markdown, LaTeX, CSV, JSON and the terminal, all from one walk
+over the rows, each followed by what the scores are on, the noise floor and the agreement with the paper."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from ablate.table import stats
+from ablate.table.compare import COLUMNS, Table
+from ablate.table.significance import METRICS
+
+NAMES = {"bleu": "BLEU", "ppl": "PPL"}
+
+
+def _num(v, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _with_interval(mean, low, high, spec: str = ".2f") -> str:
+    """"31.00 [29.12, 32.88]"; the mean alone where there is no interval (one seed)."""
+    if mean is None:
+        return "-"
+    return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
+def _p(p) -> str:
+    return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
+    cells = {"": _with_interval(m["mean"], m["low"], m["high"])}
+    if is_base:
+        return cells | {"Δ": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
+    return cells | {"Δ": _with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"), "p": _p(m["p"]),
+                    "p Holm": _p(m["p_holm"]), "MDE": _num(m["mde"]), "verdict": m["verdict"] or "-"}
+
+
+def _cells(line: dict) -> dict[str, str]:
+    """Every printable cell of a row, keyed by its header."""
+    base = line["row"] == "base"
+    out = {"row": line["row"], **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS},
+           "N": str(line["seeds"])}
+    metric = {name: _metric_cells(line[name], base) for name in METRICS}
+    for name in METRICS:
+        out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
+    lb = line["long_bleu"]
+    out |= {"params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}",
+            "tok/s": _num(line["tokens_per_s"], ".0f"), "step ms": _num(line["step_ms"], ".0f"),
+            "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"])}
+    for name in METRICS:
+        for key in ("Δ", "p", "p Holm", "MDE"):
+            out[f"Δ{NAMES[name]} [95% CI]" if key == "Δ" else f"{key} {NAMES[name]}"] = metric[name][key]
+    for name in METRICS:
+        out[f"paper {NAMES[name]}"] = _num(line[name]["paper"], ".2f" if name == "ppl" else ".1f")
+        out[f"paper Δ{NAMES[name]}"] = "" if base else _num(line[name]["paper_delta"], "+.2f" if name == "ppl" else "+.1f")
+    for name in METRICS:
+        out[f"verdict {NAMES[name]}"] = metric[name]["verdict"]
+    return out
+
+
+def _used_columns(table: Table) -> list[str]:
+    """Headers to show: config columns only where some row changes them; the paper's columns and verdicts only when
+    some row besides base has a paper counterpart; long BLEU only when measured."""
+    keep = []
+    for h in _cells(table.lines[0]):
+        if h in COLUMNS and not any(line[h] != "" for line in table.lines):
+            continue
+        if (h.startswith("paper") or h.startswith("verdict")) and not table.compares_with_paper:
+            continue
+        if h == "long BLEU" and all(line["long_bleu"]["n"] == 0 for line in table.lines):
+            continue
+        keep.append(h)
+    return keep
+
+
+def walk(table: Table) -> Iterator[tuple[bool, str, list[str]]]:
+    """(starts a new group, the group, the shown cells) per row, in table order: what every renderer iterates."""
+    keep, group = _used_columns(table), None
+    for line in table.lines:
+        cells = _cells(line)
+        yield group is not None and line["group"] != group, line["group"], [cells[h] for h in keep]
+        group = line["group"]
+
+
+def header(table: Table) -> list[str]:
+    return _used_columns(table)
+
+
+def scores_line(s: dict) -> str:
+    """Which split and sentences the scores are on, from which checkpoint, and the runs' comparison basis."""
+    if s["runs_with_eval_records"]:
+        where = f"{s['split']} split of {s['dataset']}, {s['sentences']} sentences ({s['subset']}), checkpoint " \
+                f"{', '.join(s['checkpoints'])}; per-sentence records (eval/{s['split']}.json) of " \
+                f"{s['runs_with_eval_records']} of {s['runs']} runs"
+        if s["runs_with_eval_records"] < s["runs"]:
+            where += ", the summaries' last validation (val/bleu, val/ppl) for the rest"
+    else:
+        where = f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded " \
+                f"(no run saved eval/{s['split']}.json, so no paired tests)"
+    return f"Scores: {where}. Comparison basis: {s['basis']}."
+
+
+def noise_line(s: dict) -> str:
+    parts = []
+    for m in METRICS:
+        nf = s["noise_floor"][m]
+        if nf["sd"] is None:
+            parts.append(f"{NAMES[m]} n/a ({nf['n']} seed{'s' if nf['n'] != 1 else ''}: no spread to estimate)")
+        else:
+            parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {_with_interval(nf['mean'], nf['low'], nf['high'])}")
+    return f"Noise floor (base row over {s['noise_floor']['bleu']['n']} seeds): " + "; ".join(parts) + "."
+
+
+def reading_lines(s: dict) -> list[str]:
+    b = s["bootstrap"]
+    return [
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base with a Welch interval; N: seeds.",
+        f"p: paired bootstrap against base on the same sentences ({b['resamples']} resamples, one seed per system "
+        "per resample, two-sided); p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
+        f"{b['power']:.0%} power at the corrected level; '-': no test.",
+    ]
+
+
+def agreement_lines(s: dict) -> list[str]:
+    head = ["group", "metric", *stats.VERDICTS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in METRICS:
+        counts = s["verdicts"][m]
+        for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
+            lines.append("| " + " | ".join([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)]) + " |")
+
+    def rho(r: dict) -> str:
+        if r["rho"] is None:
+            return "n/a (fewer than 3 rows or constant ranks)"
+        return f"{r['rho']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
+
+    sp = s["spearman"]
+    return lines + [
+        "", f"Spearman's rank correlation with the paper over {sp['bleu']['rows']} rows (95% interval from resampling "
+            f"rows): BLEU {rho(sp['bleu'])}, PPL {rho(sp['ppl'])}.",
+        f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
+        f"bootstrap interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
+        f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
+    ]
+
+
+def notes(table: Table) -> list[str]:
+    s = table.summary
+    return [scores_line(s), noise_line(s), *reading_lines(s), *s["notes"]]
+
+
+def to_markdown(table: Table, title: str) -> str:
+    head = header(table)
+    out = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for new_group, group, cells in walk(table):
+        if new_group:
+            out.append("| " + " | ".join([f"**({group})**"] + [""] * (len(head) - 1)) + " |")
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", *[f"{line}  " for line in notes(table)], "Blank config cells are as in our base row."]
+    if table.compares_with_paper:
+        out += ["", "## Agreement with the paper", "", *agreement_lines(table.summary)]
+    return "\n".join(out) + "\n"
+
+
+def _esc(s) -> str:
+    return str(s).replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
+
+
+def to_latex(table: Table, title: str) -> str:
+    head = header(table)
+    out = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{" + "l" + "r" * (len(head) - 1) + "}", r"\toprule",
+           " & ".join(_esc(h) for h in head) + r" \\", r"\midrule"]
+    for new_group, _, cells in walk(table):
+        if new_group:
+            out.append(r"\midrule")
+        out.append(" & ".join(_esc(c).replace("<", "$<$") for c in cells) + r" \\")
+    caption = " ".join([title + ".", *notes(table)[:2]])
+    out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_esc(caption)}}}", r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def flat(line: dict) -> dict:
+    """A row as one level of keys (bleu_mean, bleu_p_holm, ...), for CSV."""
+    out = {}
+    for k, v in line.items():
+        if isinstance(v, dict):
+            out.update({f"{k}_{sub}": x for sub, x in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def to_csv(table: Table, path: Path) -> None:
+    s = table.summary
+    rows = [flat(line) | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"]} for line in table.lines]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def to_json(table: Table, title: str) -> dict:
+    """Every row's numbers and the study's summary: the source of truth the other renderings are made from."""
+    rows = [{"row": ln["row"], "group": ln["group"], "seeds": ln["seeds"],
+             "changes": {c: ln[c] for c in COLUMNS if ln[c] != ""},
+             **{k: v for k, v in ln.items() if k not in COLUMNS and k not in ("row", "group", "seeds")}}
+            for ln in table.lines]
+    return {"title": title, **table.summary, "rows": rows}
+
+
+def print_table(table: Table, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    rt = RichTable(*header(table), title=title)
+    for new_group, _, cells in walk(table):
+        if new_group:
+            rt.add_section()
+        rt.add_row(*cells)
+    console = Console(width=None if sys.stdout.isatty() else 260)  # logs and pipes get every column
+    console.print(rt)
+    for text in notes(table) + (agreement_lines(table.summary) if table.compares_with_paper else []):
+        console.print(text, markup=False)

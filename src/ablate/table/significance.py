@@ -1,0 +1,143 @@
+"""Paired significance of each row against the base row on the same sentences, from the runs' evaluation records
+(`ablate.eval_file`): read and align them, score every run on the sentences all share, bootstrap each row against
+base (seed noise included), one Holm correction over the rows of a metric, and each row's minimum detectable effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ablate.eval_file import EvalFile, EvalFileError, eval_path, parse_eval, read_eval_file
+from ablate.table import stats
+from ablate.table.load import Run
+
+METRICS = ("bleu", "ppl")
+
+
+@dataclass
+class Evidence:
+    """What a study's evaluation records say: the split, the sentences scored, the checkpoints, and remarks."""
+
+    split: str
+    dataset: str | None = None
+    sentences: int | None = None  # sentences every run with a record was scored on
+    subset: str | None = None
+    checkpoints: list[str] = field(default_factory=list)
+    runs_with_records: int = 0
+    runs: int = 0
+    notes: list[str] = field(default_factory=list)
+    per_run: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run.source -> {"bleu": (n, 10), "ppl": (n, 2)}
+
+
+def _record(run: Run, split: str) -> EvalFile | None:
+    """The run's record: RUN_DIR/eval/{split}.json, else its summary's `eval/{split}` (how W&B runs carry it)."""
+    if run.run_dir is not None and eval_path(run.run_dir, split).exists():
+        return read_eval_file(eval_path(run.run_dir, split), split)
+    nested = run.summary.get("eval")
+    data = run.summary.get(f"eval/{split}", nested.get(split) if isinstance(nested, dict) else None)
+    return None if data is None else parse_eval(data, f"{run.source} (summary key eval/{split})", split)
+
+
+def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | None = None) -> Evidence:
+    """Read every run's record, align them on common sentences and set each run's `bleu`/`ppl` to its scores there.
+
+    A run without a record keeps its summary's scores, or with `evaluate` (the test split) gets one made for it.
+    """
+    records: dict[str, EvalFile] = {}
+    for run in runs:
+        rec = _record(run, split)
+        if rec is None and evaluate is not None:
+            rec = evaluate(run)
+        if rec is not None:
+            records[run.source] = rec
+    ev = Evidence(split, runs=len(runs), runs_with_records=len(records))
+    if not records:
+        return ev
+    common = _common_indices(records, ev)
+    for run in runs:
+        rec = records.get(run.source)
+        if rec is None:
+            continue
+        keep = [i for i, idx in enumerate(rec.indices) if idx in common]
+        hyps, refs = [rec.hypotheses[i] for i in keep], [rec.references[i] for i in keep]
+        ev.per_run[run.source] = {"bleu": stats.bleu_stats(hyps, refs),
+                                  "ppl": stats.ppl_stats([rec.nll[i] for i in keep], [rec.tokens[i] for i in keep])}
+        run.bleu, run.ppl = stats.corpus_bleu(ev.per_run[run.source]["bleu"]), stats.corpus_ppl(ev.per_run[run.source]["ppl"])
+    first = next(iter(records.values()))
+    ev.dataset, ev.sentences = first.dataset, len(common)
+    subsets = {r.subset for r in records.values()}
+    aligned = len(subsets) == 1 and all(len(r.indices) == len(common) for r in records.values())
+    ev.subset = next(iter(subsets)) if aligned else f"the {len(common)} sentences common to all runs"
+    ev.checkpoints = sorted({r.checkpoint for r in records.values()})
+    return ev
+
+
+def _common_indices(records: dict[str, EvalFile], ev: Evidence) -> set[int]:
+    """Sentences every record scored; records must agree on dataset and on each shared sentence's reference."""
+    datasets = {r.dataset for r in records.values()}
+    if len(datasets) > 1:
+        raise EvalFileError(f"evaluation records of different datasets in one study: {sorted(datasets)}")
+    common = set.intersection(*(set(r.indices) for r in records.values()))
+    if not common:
+        raise EvalFileError(f"the runs' eval/{ev.split} records share no sentence (indices do not overlap)")
+    if any(len(r.indices) != len(common) for r in records.values()):
+        low, high = min(len(r.indices) for r in records.values()), max(len(r.indices) for r in records.values())
+        ev.notes.append(f"The runs scored different sentences ({low} to {high}); every score here is on the "
+                        f"{len(common)} they share.")
+    reference: dict[int, tuple[str, str]] = {}
+    for r in records.values():
+        for idx, ref in zip(r.indices, r.references):
+            if idx in common and reference.setdefault(idx, (ref, r.source))[0] != ref:
+                raise EvalFileError(f"{r.source}: the reference of sentence {idx} differs from {reference[idx][1]}'s")
+    return common
+
+
+def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, dict]]:
+    """Per row (not base) and metric: Δ's bootstrap p, Holm-adjusted p, interval, SE and MDE, or None fields with a reason.
+
+    One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m.
+    """
+    base_stats = _row_stats(base, evidence)
+    out: dict[str, dict[str, dict]] = {row.name: {} for row in rows if row is not base}
+    for metric in METRICS:
+        tests = {}
+        for row in rows:
+            if row is base:
+                continue
+            row_stats = _row_stats(row, evidence)
+            if base_stats is None or row_stats is None:
+                continue
+            pair = stats.paired_bleu_stats if metric == "bleu" else stats.paired_ppl_stats
+            tests[row.name] = pair(base_stats[metric], row_stats[metric], n_boot=n_boot, seed=seed)
+        names = list(tests)
+        adjusted = dict(zip(names, stats.holm([tests[n].p_value for n in names])))
+        for name in out:
+            t = tests.get(name)
+            out[name][metric] = no_test(_why_untested(name, rows, base, evidence)) if t is None else {
+                "p": t.p_value, "p_holm": adjusted[name], "mde": stats.mde(t.se, m=len(names)), "test_low": t.low,
+                "test_high": t.high, "se": t.se, "n_boot": t.n_boot, "untested": None}
+    return out
+
+
+def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
+    """Each metric's per-seed sentence statistics of a row, or None unless every one of its runs has a record."""
+    per = [evidence.per_run.get(run.source) for run in row.runs]
+    if not per or any(p is None for p in per):
+        return None
+    return {m: [p[m] for p in per] for m in METRICS}
+
+
+def no_test(reason: str | None = None) -> dict:
+    """The test fields of a row without a test (`reason` says why; None for the base row)."""
+    return {"p": None, "p_holm": None, "mde": None, "test_low": None, "test_high": None, "se": None, "n_boot": None,
+            "untested": reason}
+
+
+def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:
+    row = next(r for r in rows if r.name == name)
+    lacking = [r for r in (base, row) if _row_stats(r, evidence) is None]
+    return " and ".join(f"{len([x for x in r.runs if x.source not in evidence.per_run])} of {len(r.runs)} runs of "
+                        f"'{r.name}' saved no eval/{evidence.split}.json" for r in lacking)

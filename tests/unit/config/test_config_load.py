@@ -1,0 +1,81 @@
+"""Loading: defaults, YAML files then overrides, unknown keys and bad YAML named; round trips; every shipped YAML loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ablate.config import ConfigError, ExperimentConfig, from_dict, load_config, to_dict, to_yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_defaults_are_the_paper_base_model():
+    cfg = load_config()
+    m = cfg.model
+    assert (m.enc_layers, m.dec_layers, m.d_model, m.d_ff, m.heads, m.dropout) == (6, 6, 512, 2048, 8, 0.1)
+    assert (m.attention, m.attention_scaling, m.positional, m.norm) == ("scaled_dot_product", "inv_sqrt_dk", "sinusoidal", "post")
+    assert cfg.train.label_smoothing == 0.1 and cfg.train.warmup == 4000 and list(cfg.train.betas) == [0.9, 0.98]
+
+
+def test_yaml_then_overrides_compose(tmp_path):
+    f = tmp_path / "exp.yaml"
+    f.write_text("model:\n  heads: 4\n  positional: learned\ntrain:\n  max_steps: 10\n")
+    cfg = load_config([f], ["model.heads=2", "train.lr_scale=2.0"])
+    assert isinstance(cfg, ExperimentConfig)
+    assert (cfg.model.heads, cfg.model.positional, cfg.train.max_steps, cfg.train.lr_scale) == (2, "learned", 10, 2.0)
+
+
+def test_unknown_key_names_closest_valid_keys():
+    with pytest.raises(ConfigError, match=r"unknown config key 'model.head'.*model.heads"):
+        load_config(overrides=["model.head=4"])
+
+
+def test_unknown_key_in_yaml_names_the_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("train:\n  warmpu: 10\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml.*'train.warmpu'.*train.warmup"):
+        load_config([f])
+
+
+def test_wrong_type_names_key_and_value():
+    with pytest.raises(ConfigError, match=r"model.heads.*'four'"):
+        load_config(overrides=["model.heads=four"])
+
+
+def test_unknown_key_in_the_wrong_section_names_the_right_one():
+    with pytest.raises(ConfigError, match=r"unknown config key 'train.heads' \(did you mean 'model.heads'\?\)"):
+        load_config(overrides=["train.heads=4"])
+
+
+def test_duplicate_nested_key_names_the_file_the_key_and_both_lines(tmp_path):
+    f = tmp_path / "exp.yaml"
+    f.write_text("model:\n  heads: 4\n  d_model: 64\n  heads: 2\ntrain:\n  warmup: 10\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml: duplicate key 'heads' at lines 2 and 4"):
+        load_config([f])
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path):
+    f = tmp_path / "evil.yaml"
+    f.write_text("model: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(ConfigError, match="evil.yaml"):
+        load_config([f])
+
+
+def test_missing_file_and_bad_override_syntax(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config([tmp_path / "nope.yaml"])
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(overrides=["model.heads"])
+
+
+def test_round_trip_through_dict_and_yaml():
+    cfg = load_config(overrides=["model.heads=4", "logging.tags=[a,b]"])
+    assert from_dict(to_dict(cfg)) == cfg
+    assert "heads: 4" in to_yaml(cfg)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_experiment_file_loads(path):
+    load_config([path])

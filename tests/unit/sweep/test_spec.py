@@ -1,0 +1,94 @@
+"""Sweep files are validated on load (naming the row and key), plan the right trials, and keep names inside out_dir."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_files import ROOT, VARIANTS, write
+
+from ablate.cli import main
+from ablate.config import ConfigError
+from ablate.paper import row_group
+from ablate.sweep.load import load_sweep
+from ablate.sweep.plan import plan_for
+from ablate.sweep.spec import diff_from_base, nest, safe_name
+
+
+def test_variants_expand_to_rows_times_seeds_with_their_differences(tmp_path):
+    sweep = load_sweep(write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n"))
+    assert type(plan_for(sweep)).__name__ == "Variants" and sweep.name == "demo"
+    assert sweep.rows() == [("base", 1), ("base", 2), ("A-h1", 1), ("A-h1", 2), ("E-learned", 1), ("E-learned", 2)]
+    cfg = sweep.config_for(sweep.variants["A-h1"], seed=2)
+    assert (cfg.model.heads, cfg.model.d_k, cfg.model.d_model, cfg.seed) == (1, 64, 64, 2)
+    assert diff_from_base(sweep, cfg) == {"model.heads": (4, 1), "model.d_k": (None, 64), "model.d_v": (None, 64), "seed": (1, 2)}
+    assert diff_from_base(sweep, sweep.config_for({})) == {}
+
+
+@pytest.mark.parametrize(
+    "body, named",
+    [
+        ("variants:\n  A-h1: {model.haeds: 1}\n", ["A-h1", "model.haeds", "model.heads"]),  # typo in a row: row, key, suggestion
+        ("variants:\n  bad: {model.heads: 3}\n", ["bad", "heads"]),  # d_model 64 not divisible by 3 heads
+        ("variants:\n  bad: {model.attention: nope}\n", ["bad", "nope", "scaled_dot_product"]),
+        ("variants:\n  base: {}\nseedz: [1]\n", ["seedz", "seeds"]),  # unknown top-level key
+        ("variants:\n  base: {}\noverrides: {train.val_bleu: false}\n", ["val/bleu", "train.val_bleu is false"]),
+        ("variants:\n  base: {}\nsearch:\n  model.heads: {type: categorical, choices: [2]}\n", ["exactly one"]),
+        ("search:\n  model.heads: {type: categorical, choices: [2, 4]}\n", ["n_trials or timeout"]),
+        ("search:\n  train.lr_scale: {type: float, low: 2, high: 1}\nn_trials: 2\n", ["train.lr_scale", "low < high"]),
+        ("search:\n  train.lr_scale: {type: float, low: 0, high: 1, log: true}\nn_trials: 2\n", ["log", "> 0"]),
+        ("search:\n  model.nope: {type: int, low: 1, high: 2}\nn_trials: 2\n", ["model.nope"]),
+        ("search:\n  x: {type: uniform, low: 1, high: 2}\nn_trials: 2\n", ["'x'", "categorical"]),
+        ("variants:\n  base: {}\nsampler: annealing\n", ["sampler.name", "annealing", "tpe"]),
+        ("variants:\n  base: {}\npruner: {name: medain}\n", ["pruner.name", "medain", "median"]),
+        ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
+        ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
+    ],
+)
+def test_broken_sweep_files_fail_before_any_trial_naming_what_is_wrong(tmp_path, body, named):
+    path = write(tmp_path, f"name: demo\nbase: base.yaml\n{body}")
+    with pytest.raises(ConfigError) as err:
+        load_sweep(path)
+    msg = str(err.value)
+    assert str(path) in msg
+    for word in named:
+        assert word in msg, (word, msg)
+
+
+def test_missing_sweep_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="sweep file not found: .*nope.yaml"):
+        load_sweep(tmp_path / "nope.yaml")
+
+
+def test_dry_run_prints_trials_and_differences_and_starts_nothing(tmp_path, capsys):
+    path = write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials" in out and "A-h1" in out and "model.heads: 4 -> 1" in out and "model.positional: sinusoidal -> learned" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_reports_a_broken_sweep_with_exit_code_2(tmp_path, capsys):
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  A: {model.heads: 0}\n")
+    assert main(["sweep", str(path)]) == 2
+    assert "variant 'A'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/abs/path", "..", "a/../../b", "row with spaces", "", "x" * 300])
+def test_safe_name_cannot_leave_its_directory(tmp_path, name):
+    cleaned = safe_name(name)
+    assert cleaned and "/" not in cleaned and not cleaned.startswith(".") and len(cleaned) <= 80
+    assert (tmp_path / cleaned).resolve().parent == tmp_path.resolve()
+
+
+def test_nest_and_row_group():
+    assert nest({"model.heads": 4, "model.d_k": 8, "seed": 1}) == {"model": {"heads": 4, "d_k": 8}, "seed": 1}
+    assert (row_group("A-h1"), row_group("base"), row_group("big")) == ("A", "base", "big")
+
+
+def test_shipped_sweep_files_pass_validation(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    files = sorted((ROOT / "sweeps").glob("*.yaml"))
+    assert files
+    for path in files:
+        load_sweep(path)
+
+

@@ -1,0 +1,120 @@
+"""`ablate table` from run directories' summaries: Table 3 layout, seed intervals, deltas, paper columns and verdicts.
+
+With no per-sentence eval records no row gets a paired test, so every verdict is inconclusive; the statistics on
+records are tested in test_significance.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+from scipy import stats as st
+
+from ablate.cli import main
+from ablate.config import load_config, to_yaml
+from ablate.sweep.spec import nest
+from ablate.table.compare import make_table
+from ablate.table.load import runs_from_dirs
+
+# row -> overrides, [(seed, bleu, ppl)]
+ROWS = {
+    "base": ({}, [(1, 30.0, 5.0), (2, 32.0, 4.0)]),  # mean BLEU 31, PPL 4.5
+    "A-h1": ({"model.heads": 1, "model.d_k": 64, "model.d_v": 64}, [(1, 29.0, 5.5), (2, 30.0, 5.0)]),  # paper: BLEU down, PPL up
+    "C-N2": ({"model.enc_layers": 2, "model.dec_layers": 2}, [(1, 33.0, 4.0)]),  # paper: BLEU down, PPL up -> both wrong
+    "D-ls0.0": ({"train.label_smoothing": 0.0}, [(1, 30.0, 4.0)]),  # paper: BLEU down, PPL down -> both right
+}
+
+
+def write_runs(root, rows=ROWS):
+    for row, (overrides, seeds) in rows.items():
+        for seed, bleu, ppl in seeds:
+            cfg = load_config(**nest({"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3,
+                                      **overrides, "seed": seed, "sweep.study": "t", "sweep.row": row}))
+            out = root / "trials" / f"{row}-s{seed}"
+            out.mkdir(parents=True)
+            (out / "config.yaml").write_text(to_yaml(cfg))
+            summary = {"last": {"val/bleu": bleu, "val/ppl": ppl}, "params": {"total": 1_000_000 + seed},
+                       "speed/tokens_per_s": 1000.0 * seed, "speed/step_ms": 100.0}
+            (out / "summary.json").write_text(json.dumps(summary))
+    return root
+
+
+def test_rows_in_paper_order_with_changed_columns_seed_stats_and_deltas(tmp_path):
+    table = make_table(runs_from_dirs(write_runs(tmp_path)))
+    lines = {ln["row"]: ln for ln in table.lines}
+    assert [ln["row"] for ln in table.lines] == ["base", "A-h1", "C-N2", "D-ls0.0"]
+    base = lines["base"]["bleu"]
+    half = st.t.ppf(0.975, 1) * statistics.stdev([30, 32]) / 2**0.5
+    assert (base["mean"], base["n"]) == (31.0, 2) and base["sd"] == pytest.approx(statistics.stdev([30, 32]))
+    assert (base["low"], base["high"]) == pytest.approx((31 - half, 31 + half))
+    assert lines["A-h1"]["h"] == 1 and lines["A-h1"]["d_k"] == 64 and lines["A-h1"]["d_model"] == ""  # only what changed
+    assert lines["base"]["d_k"] == "" and lines["C-N2"]["N"] == 2 and lines["C-N2"]["h"] == ""
+    assert lines["D-ls0.0"]["eps_ls"] == 0.0
+    assert lines["A-h1"]["bleu"]["delta"] == pytest.approx(-1.5) and lines["A-h1"]["ppl"]["delta"] == pytest.approx(0.75)
+    welch = st.ttest_ind([29, 30], [30, 32], equal_var=False).confidence_interval()
+    assert (lines["A-h1"]["bleu"]["delta_low"], lines["A-h1"]["bleu"]["delta_high"]) == pytest.approx((welch.low, welch.high))
+    assert lines["A-h1"]["bleu"]["paper"] == 24.9 and lines["A-h1"]["bleu"]["paper_delta"] == -0.9
+    assert lines["C-N2"]["seeds"] == 1 and lines["C-N2"]["bleu"]["sd"] is None and lines["C-N2"]["bleu"]["low"] is None
+    assert lines["base"]["tokens_per_s"] == 1500.0
+
+
+def test_without_records_rows_are_untested_and_inconclusive_and_ranks_correlate(tmp_path):
+    table = make_table(runs_from_dirs(write_runs(tmp_path)))
+    for line in table.lines[1:]:
+        assert line["bleu"]["p"] is None and line["bleu"]["verdict"] == line["ppl"]["verdict"] == "inconclusive"
+    s = table.summary
+    assert s["verdicts"]["bleu"]["overall"]["inconclusive"] == 3 and s["verdicts"]["bleu"]["by_group"]["C"]["inconclusive"] == 1
+    assert s["noise_floor"]["bleu"]["sd"] == pytest.approx(statistics.stdev([30, 32])) and s["runs_with_eval_records"] == 0
+    # ours BLEU: base 31, A 29.5, C 33, D 30; paper: 25.8, 24.9, 23.7, 25.3 -> ranks (3,1,4,2) vs (4,2,1,3)
+    sp = s["spearman"]["bleu"]
+    assert sp["rho"] == pytest.approx(1 - 6 * (1 + 1 + 9 + 1) / (4 * 15)) and sp["rows"] == 4
+    assert sp["low"] <= sp["rho"] <= sp["high"]
+
+
+def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
+    root = write_runs(tmp_path / "study")
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert "| A-h1 |" in md and "24.9" in md and "31.00 [18.29, 43.71]" in md and "Spearman" in md
+    assert "d_model" not in md.split("\n")[2]  # a column no row changes is left out
+    tex = (tmp_path / "out" / "table3.tex").read_text()
+    assert r"\begin{tabular}" in tex and r"$\Delta$BLEU" in tex
+    with open(tmp_path / "out" / "table3.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["row"] for r in rows] == ["base", "A-h1", "C-N2", "D-ls0.0"] and float(rows[1]["ppl_paper"]) == 5.29
+    assert float(rows[0]["bleu_low"]) == pytest.approx(18.29, abs=0.01) and rows[1]["bleu_verdict"] == "inconclusive"
+    assert (rows[0]["split"], rows[0]["sentences"], rows[0]["basis"]) == ("valid", "", "not recorded")
+    png = (tmp_path / "out" / "table3.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert [r["row"] for r in report["rows"]] == ["base", "A-h1", "C-N2", "D-ls0.0"] and report["split"] == "valid"
+    assert report["rows"][1]["changes"] == {"h": 1, "d_k": 64, "d_v": 64} and report["rows"][1]["bleu"]["n"] == 2
+    assert "A-h1" in capsys.readouterr().out
+
+
+def test_cli_errors_name_the_problem(tmp_path, capsys):
+    assert main(["table", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["table", str(tmp_path / "empty")]) == 2
+    assert "found no finished runs" in capsys.readouterr().err
+    root = write_runs(tmp_path / "nobase")
+    import shutil
+
+    for d in root.glob("trials/base-*"):
+        shutil.rmtree(d)
+    assert main(["table", str(root)]) == 2
+    assert "no 'base' row" in capsys.readouterr().err
+
+
+def test_a_study_of_other_variants_gets_no_paper_columns_verdicts_or_agreement(tmp_path):
+    rows = {"base": ({}, [(1, 30.0, 5.0)]), "pos-rotary": ({"model.positional": "rotary"}, [(1, 31.0, 4.8)])}
+    root = write_runs(tmp_path / "study", rows)
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--name", "variants"]) == 0
+    md = (tmp_path / "out" / "variants.md").read_text()
+    assert "| pos-rotary | rotary |" in md
+    assert "paper" not in md.split("\n")[2] and "verdict" not in md.split("\n")[2] and "Agreement with the paper" not in md
+    report = json.loads((tmp_path / "out" / "variants.json").read_text())
+    assert "verdicts" not in report and report["rows"][1]["bleu"]["verdict"] == "no paper row"

@@ -1,0 +1,190 @@
+"""`ablate table` on a crafted study with per-sentence eval records: seed intervals, paired tests against base,
+Holm, MDE, verdicts against the paper, the noise floor and what the scores are on, in Markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+from scipy import stats as st
+from table_study import markdown_rows, references, system, write_run
+
+from ablate.cli import main
+from ablate.paper import TABLE3
+from ablate.table.stats import holm
+
+OVERRIDES = {p.name: p.overrides for p in TABLE3}
+BASIS = "equal steps, last-5 average"
+N_SENTENCES = 200
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """Rows of 3 seeds: base copies ~30% of references; C-ff4096 ~60% (clearly better; paper: better); A-h4 the
+    base's own outputs (identical); D-drop0.2 better on one seed only; A-h16 ~60% (paper: BLEU unchanged);
+    B-dk16 ~60% (paper: worse); C-N2 one seed at ~10%; E-learned has no eval records (summaries only)."""
+    root = tmp_path_factory.mktemp("study")
+    refs = references(N_SENTENCES)
+    base = [system(refs, 0.3, 10 + s) for s in range(3)]
+    better = [system(refs, 0.6, 20 + s) for s in range(3)]
+    plan = {"base": base, "C-ff4096": better, "A-h4": base, "D-drop0.2": [better[0], base[1], base[2]],
+            "A-h16": [system(refs, 0.6, 30 + s) for s in range(3)], "B-dk16": [system(refs, 0.6, 40 + s) for s in range(3)],
+            "C-N2": [system(refs, 0.1, 50)]}
+    for row, seeds in plan.items():
+        for seed, fields in enumerate(seeds, 1):
+            write_run(root, row, seed, OVERRIDES[row], {"last": {"val/bleu": 1.0, "val/ppl": 99.0}, "basis": BASIS},
+                      {"valid": {**fields, "references": refs}})
+    for seed in (1, 2):
+        write_run(root, "E-learned", seed, OVERRIDES["E-learned"], {"last": {"val/bleu": 30.0 + seed, "val/ppl": 9.0}})
+    out = root / "out"
+    assert main(["table", str(root), "--out", str(out)]) == 0
+    report = json.loads((out / "table3.json").read_text())
+    return {"refs": refs, "plan": plan, "md": (out / "table3.md").read_text(), "json": report,
+            "rows": {r["row"]: r for r in report["rows"]}, "cells": markdown_rows((out / "table3.md").read_text())}
+
+
+def corpus_bleus(refs, seeds):
+    return [BLEU().corpus_score(s["hypotheses"], [refs]).score for s in seeds]
+
+
+def test_row_means_and_intervals_are_over_seeds_of_the_records(study):
+    bleus = corpus_bleus(study["refs"], study["plan"]["base"])
+    base = study["rows"]["base"]["bleu"]
+    half = st.t.ppf(0.975, 2) * statistics.stdev(bleus) / math.sqrt(3)
+    assert base["n"] == 3 and base["mean"] == pytest.approx(statistics.fmean(bleus))  # the records', not the summaries' 1.0
+    assert (base["low"], base["high"]) == pytest.approx((base["mean"] - half, base["mean"] + half))
+    assert study["cells"]["base"]["BLEU [95% CI]"] == f"{base['mean']:.2f} [{base['low']:.2f}, {base['high']:.2f}]"
+    ppl = study["rows"]["base"]["ppl"]
+    nll, tok = study["plan"]["base"][0]["nll"], study["plan"]["base"][0]["tokens"]
+    assert ppl["n"] == 3 and ppl["low"] < math.exp(sum(nll) / sum(tok)) < ppl["high"]
+
+
+def test_clearly_better_row_is_significant_after_holm_and_agrees_with_the_paper(study):
+    row = study["rows"]["C-ff4096"]
+    b = row["bleu"]
+    assert b["delta"] > 0 and b["delta_low"] > 0 and b["p_holm"] < 0.05 and b["p"] <= b["p_holm"]
+    assert b["verdict"] == "agree" and row["ppl"]["delta"] < 0 and row["ppl"]["verdict"] == "agree"
+    assert 0 < b["mde"] < b["delta"]
+    cells = study["cells"]["C-ff4096"]
+    assert cells["p BLEU"] == "<0.001" and float(cells["p Holm BLEU"]) < 0.05 and cells["verdict BLEU"] == "agree"
+    assert cells["ΔBLEU [95% CI]"].startswith("+") and "[" in cells["ΔBLEU [95% CI]"]
+    assert cells["MDE BLEU"] == f"{b['mde']:.2f}"
+
+
+def test_identical_row_is_inconclusive_with_p_one(study):
+    b = study["rows"]["A-h4"]["bleu"]
+    assert b["delta"] == 0.0 and b["p"] == 1.0 and b["p_holm"] == 1.0 and b["verdict"] == "inconclusive"
+    assert b["test_low"] < 0 < b["test_high"] and b["mde"] > 0  # inconclusive, and how small an effect it could see
+    assert study["cells"]["A-h4"]["p BLEU"] == "1.000" and study["cells"]["A-h4"]["verdict BLEU"] == "inconclusive"
+
+
+def test_row_better_on_one_seed_is_inconclusive(study):
+    b = study["rows"]["D-drop0.2"]["bleu"]
+    assert b["delta"] > 0 and b["p"] > 0.1 and b["verdict"] == "inconclusive"
+    assert b["mde"] > study["rows"]["C-ff4096"]["bleu"]["mde"]  # seed noise: a larger effect needed to be seen
+
+
+def test_paper_no_change_is_its_own_verdict_even_when_we_see_a_change(study):
+    row = study["rows"]["A-h16"]
+    assert row["bleu"]["paper_delta"] == 0.0 and row["bleu"]["p_holm"] < 0.05 and row["bleu"]["verdict"] == "paper: no change"
+    assert row["ppl"]["paper_delta"] == -0.01 and row["ppl"]["verdict"] == "agree"  # 4.91 vs 4.92 is a printed change
+    assert study["rows"]["B-dk16"]["bleu"]["verdict"] == "disagree"
+
+
+def test_one_seed_row_has_no_interval_but_is_tested(study):
+    b = study["rows"]["C-N2"]["bleu"]
+    assert b["n"] == 1 and (b["low"], b["high"], b["sd"]) == (None, None, None)
+    assert (b["delta_low"], b["delta_high"]) == (None, None) and b["delta"] < 0 and b["p"] is not None
+    cells = study["cells"]["C-N2"]
+    assert "[" not in cells["BLEU [95% CI]"] and "[" not in cells["ΔBLEU [95% CI]"] and cells["N"] == "1"
+
+
+def test_rows_without_records_get_no_test_and_the_table_says_why(study):
+    e = study["rows"]["E-learned"]
+    assert e["bleu"]["mean"] == 31.5 and e["bleu"]["p"] is None and e["bleu"]["mde"] is None  # from the summaries
+    assert "saved no eval/valid.json" in e["bleu"]["untested"]
+    assert study["cells"]["E-learned"]["p BLEU"] == "-" and study["cells"]["E-learned"]["MDE BLEU"] == "-"
+    assert "No paired test ('-') for E-learned" in study["md"] and "2 of 2 runs of 'E-learned' saved no eval/valid.json" in study["md"]
+
+
+def test_holm_is_one_correction_over_the_tested_rows_and_mde_uses_its_level(study):
+    tested = [r for r in study["json"]["rows"] if r["bleu"]["p"] is not None]
+    assert len(tested) == 6
+    assert [r["bleu"]["p_holm"] for r in tested] == pytest.approx(holm([r["bleu"]["p"] for r in tested]))
+    z = st.norm.ppf(1 - 0.05 / (2 * 6)) + st.norm.ppf(0.8)
+    assert all(r["bleu"]["mde"] == pytest.approx(z * r["bleu"]["se"]) for r in tested)
+
+
+def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(study):
+    s = study["json"]
+    assert (s["split"], s["dataset"], s["sentences"], s["subset"]) == ("valid", "multi30k", N_SENTENCES, "all")
+    assert s["checkpoints"] == ["best.ckpt"] and (s["runs"], s["runs_with_eval_records"]) == (21, 19)
+    assert s["basis"] == f"{BASIS}; not recorded"  # E-learned's summaries record none
+    bleus = corpus_bleus(study["refs"], study["plan"]["base"])
+    assert s["noise_floor"]["bleu"]["sd"] == pytest.approx(statistics.stdev(bleus)) and s["noise_floor"]["bleu"]["n"] == 3
+    overall = s["verdicts"]["bleu"]["overall"]
+    assert (overall["agree"], overall["disagree"], overall["inconclusive"], overall["paper: no change"]) == (2, 1, 3, 1)
+    assert s["verdicts"]["bleu"]["by_group"]["A"]["paper: no change"] == 1
+    sp = s["spearman"]["bleu"]
+    assert sp["rows"] == 8 and sp["low"] <= sp["rho"] <= sp["high"]
+    assert s["bootstrap"]["resamples"] == 1000
+    md = study["md"]
+    assert f"Scores: valid split of multi30k, {N_SENTENCES} sentences (all), checkpoint best.ckpt" in md
+    assert "Comparison basis: equal steps, last-5 average; not recorded." in md
+    assert f"Noise floor (base row over 3 seeds): BLEU sd {statistics.stdev(bleus):.2f}" in md
+    assert "| all | BLEU | 2 | 1 | 3 | 1 | 0 |" in md and "Spearman's rank correlation" in md
+
+
+def test_study_without_records_reports_summary_scores_and_no_tests(tmp_path):
+    for seed, bleu in ((1, 30.0), (2, 32.0)):
+        write_run(tmp_path, "base", seed, summary={"last": {"val/bleu": bleu, "val/ppl": 5.0}})
+        write_run(tmp_path, "C-N2", seed, OVERRIDES["C-N2"], {"last": {"val/bleu": bleu - 5, "val/ppl": 6.0}})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert "no run saved eval/valid.json, so no paired tests" in md and "Comparison basis: not recorded." in md
+    cells = markdown_rows(md)["C-N2"]
+    assert cells["ΔBLEU [95% CI]"] == "-5.00 [-11.08, +1.08]" and cells["ΔPPL [95% CI]"] == "+1.00 [+1.00, +1.00]"  # no spread: exact
+    assert cells["p BLEU"] == "-" and cells["verdict BLEU"] == "inconclusive" and "No paired test" not in md
+
+
+def test_split_test_reads_eval_test_files(tmp_path):
+    refs = references(60, seed=5)
+    for seed in (1, 2):
+        for row, rate in (("base", 0.3), ("C-N2", 0.1)):
+            valid, test = system(refs, 0.9, seed), system(refs, rate, 100 * seed + int(10 * rate))
+            write_run(tmp_path, row, seed, OVERRIDES[row], None,
+                      {"valid": {**valid, "references": refs}, "test": {**test, "references": refs}})
+    assert main(["table", str(tmp_path), "--split", "test", "--out", str(tmp_path / "out"), "--boot", "200"]) == 0
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert (report["split"], report["sentences"], report["bootstrap"]["resamples"]) == ("test", 60, 200)
+    rows = {r["row"]: r for r in report["rows"]}
+    files = sorted(tmp_path.glob("trials/base-s*/eval/test.json"))
+    expected = np.mean([json.loads(f.read_text())["bleu"] for f in files])
+    assert rows["base"]["bleu"]["mean"] == pytest.approx(expected)
+    assert "Scores: test split of multi30k, 60 sentences" in (tmp_path / "out" / "table3.md").read_text()
+
+
+def test_split_test_without_file_or_checkpoint_names_the_run(tmp_path, capsys):
+    refs = references(20)
+    write_run(tmp_path, "base", 1, records={"test": {**system(refs, 0.3, 1), "references": refs}})
+    lacking = write_run(tmp_path, "C-N2", 1, OVERRIDES["C-N2"])
+    assert main(["table", str(tmp_path), "--split", "test"]) == 2
+    err = capsys.readouterr().err
+    assert "run 'C-N2'" in err and str(lacking) in err and "no eval/test.json" in err and "best.ckpt" in err
+
+
+def test_malformed_eval_file_is_an_error_naming_the_file(tmp_path, capsys):
+    refs = references(20)
+    run = write_run(tmp_path, "base", 1, records={"valid": {**system(refs, 0.3, 1), "references": refs}})
+    path = run / "eval" / "valid.json"
+    record = json.loads(path.read_text())
+    record["nll"][3] = -1.0
+    del record["tokens"]
+    path.write_text(json.dumps(record))
+    assert main(["table", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "missing key 'tokens'" in err

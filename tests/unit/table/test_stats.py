@@ -1,0 +1,335 @@
+"""ablate.stats against hand-computed values, scipy and sacreBLEU, and on crafted systems with known answers."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+from scipy import stats as st
+
+from ablate.table import stats
+from ablate.table.stats import (
+    AGREE,
+    BLEU_TIE,
+    DISAGREE,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    NO_PAPER,
+    PPL_TIE,
+    VERDICTS,
+    bleu_stats,
+    corpus_bleu,
+    corpus_ppl,
+    count_verdicts,
+    holm,
+    mde,
+    paired_bleu,
+    paired_bleu_stats,
+    paired_ppl,
+    paired_ppl_stats,
+    ppl_stats,
+    spearman_with_interval,
+    t_interval,
+    verdict,
+    welch_interval,
+)
+
+VOCAB = [f"w{i}" for i in range(400)]
+
+
+def _sentence(rng):
+    return " ".join(rng.choice(VOCAB, size=int(rng.integers(5, 20)))) + str(rng.choice([".", ",", "!", "?", ""]))
+
+
+@pytest.fixture(scope="module")
+def refs():
+    rng = np.random.default_rng(123)
+    return [_sentence(rng) for _ in range(300)]
+
+
+def _system(refs, copy_rate, seed):
+    """One seed's output: the reference in about `copy_rate` of the sentences, random words elsewhere."""
+    rng = np.random.default_rng(seed)
+    return [ref if rng.random() < copy_rate else _sentence(rng) for ref in refs]
+
+
+@pytest.fixture(scope="module")
+def systems(refs):
+    """Three seeds each: base copies ~30% of references, better ~60%; one_better is better on one seed only."""
+    base = [_system(refs, 0.3, 10 + s) for s in range(3)]
+    better = [_system(refs, 0.6, 20 + s) for s in range(3)]
+    return {"base": base, "better": better, "one_better": [better[0], base[1], base[2]]}
+
+
+@pytest.fixture(scope="module")
+def sstats(refs, systems):
+    """Per-seed BLEU statistics of each system, extracted once for the whole module."""
+    return {name: [bleu_stats(h, refs) for h in seeds] for name, seeds in systems.items()}
+
+
+@pytest.fixture(scope="module")
+def boot(sstats):
+    """The paired bootstrap of each system against base."""
+    return {name: paired_bleu_stats(sstats["base"], s) for name, s in sstats.items()}
+
+
+# --- seed intervals -----------------------------------------------------------------------------------------
+
+
+def test_t_interval_matches_hand_value():
+    iv = t_interval([1, 2, 3, 4, 5])
+    half = 2.7764451051977987 * math.sqrt(2.5) / math.sqrt(5)  # t_{0.975, 4} * sd / sqrt(n)
+    assert (iv.mean, iv.n) == (3.0, 5)
+    assert iv.sd == pytest.approx(math.sqrt(2.5))
+    assert (iv.low, iv.high) == pytest.approx((3 - half, 3 + half))
+
+
+def test_t_interval_level_matches_scipy():
+    values = [27.1, 26.4, 27.9, 26.8]
+    iv = t_interval(values, level=0.9)
+    low, high = st.t.interval(0.9, len(values) - 1, loc=np.mean(values), scale=st.sem(values))
+    assert (iv.low, iv.high) == pytest.approx((low, high))
+
+
+def test_t_interval_one_seed_has_no_spread():
+    assert t_interval([25.3]) == stats.Interval(25.3, None, None, 1, None)
+    with pytest.raises(ValueError):
+        t_interval([])
+
+
+def test_welch_interval_matches_scipy():
+    row, base = [25.1, 25.9, 26.3, 24.8, 25.5], [24.0, 24.2, 23.1]
+    diff = welch_interval(row, base)
+    ci = st.ttest_ind(row, base, equal_var=False).confidence_interval(0.95)
+    assert diff.delta == pytest.approx(np.mean(row) - np.mean(base))
+    assert (diff.low, diff.high) == pytest.approx((ci.low, ci.high))
+    va, vb = np.var(row, ddof=1) / 5, np.var(base, ddof=1) / 3
+    assert diff.df == pytest.approx((va + vb) ** 2 / (va**2 / 4 + vb**2 / 2))
+    assert diff.se == pytest.approx(math.sqrt(va + vb))
+
+
+def test_welch_interval_needs_two_seeds_per_row():
+    diff = welch_interval([25.0], [24.0, 24.5])
+    assert diff.delta == pytest.approx(0.75)
+    assert (diff.low, diff.high, diff.df, diff.se) == (None, None, None, None)
+    exact = welch_interval([2.0, 2.0], [1.0, 1.0])
+    assert (exact.low, exact.high, exact.se) == (1.0, 1.0, 0.0)
+
+
+# --- BLEU from sufficient statistics ------------------------------------------------------------------------
+
+
+def test_bleu_stats_reproduce_sacrebleu_corpus_score_exactly(refs, systems, sstats):
+    for hyps, s in [(systems["base"][0], sstats["base"][0]), (systems["better"][1], sstats["better"][1]),
+                    (refs, bleu_stats(refs, refs))]:
+        assert s.shape == (len(refs), 10)
+        assert corpus_bleu(s) == BLEU().corpus_score(hyps, [refs]).score  # bit-identical, not approx
+
+
+def test_bleu_stats_of_a_subset_score_the_subset(refs, systems, sstats):
+    hyps, idx = systems["base"][0], [0, 5, 5, 17, 42, 42, 42, 100]
+    s = sstats["base"][0]
+    assert corpus_bleu(s[idx]) == BLEU().corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
+
+
+def test_bleu_stats_rejects_misaligned_inputs(refs):
+    with pytest.raises(ValueError):
+        bleu_stats(refs[:-1], refs)
+
+
+# --- paired bootstrap ---------------------------------------------------------------------------------------
+
+
+def test_paired_bleu_clearly_better_system_is_significant(refs, systems, boot):
+    res = boot["better"]
+    per_seed = [BLEU().corpus_score(h, [refs]).score for h in systems["better"] + systems["base"]]
+    assert res.delta == pytest.approx(np.mean(per_seed[:3]) - np.mean(per_seed[3:]))
+    assert res.delta > 0 and res.p_value < 0.01
+    assert 0 < res.low < res.delta < res.high
+    assert res.n_boot == 1000
+
+
+def test_paired_bleu_identical_system_is_not_significant(boot):
+    res = boot["base"]
+    assert res.delta == 0.0
+    assert res.p_value > 0.5
+    assert res.low < 0 < res.high
+
+
+def test_paired_bleu_seed_noise_widens_interval_and_raises_p(boot):
+    all_better, one_better = boot["better"], boot["one_better"]
+    assert one_better.delta > 0
+    assert one_better.p_value > 0.1 > 10 * all_better.p_value
+    assert one_better.high - one_better.low > all_better.high - all_better.low
+    assert one_better.se > all_better.se
+
+
+def test_paired_bleu_single_seed_is_a_plain_paired_bootstrap(sstats, boot):
+    res = paired_bleu_stats(sstats["base"][:1], sstats["better"][:1])
+    assert res.delta == corpus_bleu(sstats["better"][0]) - corpus_bleu(sstats["base"][0])
+    assert res.p_value < 0.01
+    assert res.se < boot["better"].se  # sentence noise only: no seed variance to add
+
+
+def test_paired_bleu_on_text_equals_paired_bleu_on_stats(refs, systems, sstats):
+    base, row = [h[:60] for h in systems["base"]], [h[:60] for h in systems["better"]]
+    assert paired_bleu(base, row, refs[:60], n_boot=200, seed=3) == paired_bleu_stats(
+        [s[:60] for s in sstats["base"]], [s[:60] for s in sstats["better"]], n_boot=200, seed=3)
+
+
+def test_paired_bootstrap_is_deterministic_given_seed(sstats):
+    base, row = sstats["base"], sstats["one_better"]
+    assert paired_bleu_stats(base, row, seed=7) == paired_bleu_stats(base, row, seed=7)
+    assert paired_bleu_stats(base, row, seed=7) != paired_bleu_stats(base, row, seed=8)
+
+
+def test_paired_bootstrap_rejects_misaligned_systems(sstats):
+    base = sstats["base"]
+    with pytest.raises(ValueError):
+        paired_bleu_stats(base, [b[:-1] for b in base])
+
+
+def test_paired_bleu_is_fast_on_a_realistic_size():
+    rng = np.random.default_rng(0)
+    totals = rng.integers(5, 40, size=(1000, 4))
+    def seed_stats():
+        return np.hstack([totals[:, :1], totals[:, :1] + 1, rng.integers(0, totals + 1), totals])
+    base, row = [seed_stats() for _ in range(5)], [seed_stats() for _ in range(5)]
+    start = time.perf_counter()
+    paired_bleu_stats(base, row, n_boot=1000)
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.fixture(scope="module")
+def nll():
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(5, 40, size=400).astype(float)
+    base = [tokens * rng.uniform(1.5, 2.5, size=400) for _ in range(3)]
+    return tokens, base
+
+
+def test_paired_ppl_lower_nll_is_significantly_lower_ppl(nll):
+    tokens, base = nll
+    row = [b * 0.9 for b in base]
+    res = paired_ppl(base, row, tokens)
+    expected = np.mean([math.exp(r.sum() / tokens.sum()) for r in row]) - np.mean([math.exp(b.sum() / tokens.sum()) for b in base])
+    assert res.delta == pytest.approx(expected)
+    assert res.delta < 0 and res.p_value < 0.01
+    assert res.high < 0
+
+
+def test_paired_ppl_identical_is_not_significant(nll):
+    tokens, base = nll
+    res = paired_ppl(base, base, tokens)
+    assert res.delta == 0.0 and res.p_value > 0.5
+    assert res.low < 0 < res.high
+
+
+def test_paired_ppl_stats_equals_paired_ppl_and_allows_each_system_its_tokens(nll):
+    tokens, base = nll
+    row = [b * 0.9 for b in base]
+    as_stats = paired_ppl_stats([ppl_stats(b, tokens) for b in base], [ppl_stats(r, tokens) for r in row])
+    assert as_stats == paired_ppl(base, row, tokens)
+    assert corpus_ppl(ppl_stats(base[0], tokens)) == pytest.approx(math.exp(base[0].sum() / tokens.sum()))
+    finer = paired_ppl_stats([ppl_stats(b, tokens) for b in base], [ppl_stats(b, 2 * tokens) for b in base])  # same NLL, twice the tokens
+    assert finer.delta == pytest.approx(np.mean([math.exp(b.sum() / (2 * tokens.sum())) - math.exp(b.sum() / tokens.sum()) for b in base]))
+    with pytest.raises(ValueError, match="3 NLL values for 2 token counts"):
+        ppl_stats([1.0, 2.0, 3.0], [1, 2])
+
+
+# --- multiple comparisons, power, verdicts ------------------------------------------------------------------
+
+
+def test_holm_worked_example():
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_holm_is_monotone_in_p_and_capped_at_one():
+    raw = list(np.random.default_rng(3).uniform(0, 0.6, size=12))
+    adj = holm(raw)
+    order = np.argsort(raw)
+    assert all(np.diff(np.array(adj)[order]) >= 0)
+    assert all(a >= r for a, r in zip(adj, raw))
+    assert max(adj) <= 1.0 and holm([0.5, 0.6]) == [1.0, 1.0]
+
+
+def test_holm_skips_rows_without_a_test():
+    assert holm([None, 0.01, None, 0.04]) == pytest.approx([None, 0.02, None, 0.04])
+    assert holm([0.01, float("nan")])[1] is None
+    assert holm([]) == [] and holm([None]) == [None]
+
+
+def test_mde_formula():
+    assert mde(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert mde(0.5) == pytest.approx(mde(1.0) / 2)
+    assert mde(1.0, alpha=0.05, m=5) == pytest.approx(st.norm.ppf(1 - 0.005) + st.norm.ppf(0.8))
+    assert mde(1.0, m=5) > mde(1.0) and mde(1.0, power=0.9) > mde(1.0)
+    assert mde(None) is None
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((0.8, 0.001, 0.5, BLEU_TIE), AGREE),
+    ((-0.8, 0.001, -0.5, BLEU_TIE), AGREE),
+    ((0.8, 0.001, -0.5, BLEU_TIE), DISAGREE),
+    ((-3.0, 0.01, 0.4, PPL_TIE), DISAGREE),
+    ((0.8, 0.2, 0.5, BLEU_TIE), INCONCLUSIVE),
+    ((0.8, None, 0.5, BLEU_TIE), INCONCLUSIVE),
+    ((0.8, 0.001, 0.0, BLEU_TIE), NO_CHANGE),
+    ((0.8, 0.001, 25.9 - 25.9, BLEU_TIE), NO_CHANGE),
+    ((0.8, 0.001, 4.92 - 4.92, PPL_TIE), NO_CHANGE),
+    ((0.8, 0.001, 25.9 - 25.8, BLEU_TIE), AGREE),
+    ((0.8, 0.001, None, BLEU_TIE), NO_PAPER),
+    ((0.8, 0.2, None, BLEU_TIE), NO_PAPER),
+])
+def test_verdict(args, expected):
+    assert verdict(*args) == expected
+
+
+def test_verdict_interval_crossing_zero_is_inconclusive_even_with_small_p():
+    assert verdict(0.8, 0.001, 0.5, BLEU_TIE, interval=(-0.1, 1.6)) == INCONCLUSIVE
+    assert verdict(0.8, 0.001, 0.5, BLEU_TIE, interval=(0.1, 1.6)) == AGREE
+    assert verdict(0.8, 0.05, 0.5, BLEU_TIE) == AGREE and verdict(0.8, 0.0501, 0.5, BLEU_TIE) == INCONCLUSIVE
+
+
+def test_verdict_on_a_bootstrap_result(boot):
+    raw = [boot[k] for k in ("better", "one_better")]
+    adj = holm([r.p_value for r in raw])
+    got = [verdict(r.delta, p, 1.0, BLEU_TIE, interval=(r.low, r.high)) for r, p in zip(raw, adj)]
+    assert got == [AGREE, INCONCLUSIVE]
+
+
+def test_count_verdicts():
+    counts = count_verdicts([("A", AGREE), ("A", INCONCLUSIVE), ("B", AGREE), ("A", AGREE), ("C", NO_PAPER)])
+    assert list(counts.by_group) == ["A", "B", "C"]
+    assert counts.by_group["A"] == {**dict.fromkeys(VERDICTS, 0), AGREE: 2, INCONCLUSIVE: 1}
+    assert counts.overall == {AGREE: 3, DISAGREE: 0, INCONCLUSIVE: 1, NO_CHANGE: 0, NO_PAPER: 1}
+    assert count_verdicts([]).overall == dict.fromkeys(VERDICTS, 0)
+    with pytest.raises(ValueError):
+        count_verdicts([("A", "maybe")])
+
+
+# --- rank correlation with the paper ------------------------------------------------------------------------
+
+
+def test_spearman_perfect_ranks():
+    rho, low, high = spearman_with_interval([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 20.0, 25.0, 40.0, 41.0])
+    assert rho == pytest.approx(1.0) and low == pytest.approx(1.0) and high == pytest.approx(1.0)
+
+
+def test_spearman_matches_scipy_and_interval_contains_it():
+    rng = np.random.default_rng(9)
+    paper = rng.normal(size=12)
+    ours = paper + rng.normal(scale=0.7, size=12)
+    rho, low, high = spearman_with_interval(ours, paper)
+    assert rho == pytest.approx(st.spearmanr(ours, paper).statistic)
+    assert -1 <= low < rho < high <= 1
+    assert spearman_with_interval(ours, paper, seed=1) != (rho, low, high)
+
+
+def test_spearman_drops_missing_rows_and_needs_three():
+    assert spearman_with_interval([1.0, 2.0], [1.0, 2.0]) == (None, None, None)
+    assert spearman_with_interval([1.0, 2.0, 3.0, 4.0], [1.0, None, 3.0, float("nan")]) == (None, None, None)
+    rho, _, _ = spearman_with_interval([1.0, 2.0, 3.0, 9.0], [1.0, None, 3.0, 2.0])
+    assert rho == pytest.approx(st.spearmanr([1, 3, 9], [1, 3, 2]).statistic)
+    assert spearman_with_interval([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) == (None, None, None)

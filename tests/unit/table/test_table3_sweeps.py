@@ -1,0 +1,72 @@
+"""The Table 3 sweep files: every paper row, paper-scale counts within 3%, the CPU-scale rows keep the paper's ratios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ablate.model import build_transformer, count_parameters
+from ablate.paper import PAPER_VOCAB, TABLE3
+from ablate.sweep import load_sweep
+
+ROOT = Path(__file__).resolve().parents[3]
+PAPER = {r.name: r for r in TABLE3}
+
+
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_paper_scale_sweep_has_every_row_with_the_papers_overrides():
+    sweep = load_sweep("sweeps/table3.yaml")
+    assert list(sweep.variants) == [r.name for r in TABLE3]
+    for name, overrides in sweep.variants.items():
+        expected = dict(PAPER[name].overrides)
+        if PAPER[name].train_steps != 100_000:
+            expected["train.max_steps"] = PAPER[name].train_steps
+        assert overrides == expected, name
+    base = sweep.config_for({})
+    assert base.data.dataset == "wmt14_en_de" and base.train.max_steps == 100_000
+    assert base.data.max_tokens * base.train.accumulate == 25_000  # the paper's ~25k target tokens per step
+
+
+@pytest.mark.parametrize("row", [r.name for r in TABLE3])
+def test_paper_scale_rows_count_within_3_percent_at_41k(row):
+    sweep = load_sweep("sweeps/table3.yaml")
+    cfg = sweep.config_for(sweep.variants[row])
+    with torch.device("meta"):
+        total = count_parameters(build_transformer(cfg.model, PAPER_VOCAB))["total"] / 1e6
+    assert abs(total - PAPER[row].params_m) / PAPER[row].params_m <= 0.03, f"{row}: {total:.1f}M vs {PAPER[row].params_m}M"
+
+
+def test_cpu_scale_sweep_keeps_the_rows_relative_changes():
+    sweep = load_sweep("sweeps/table3-small.yaml")
+    assert list(sweep.variants) == [r.name for r in TABLE3] and len(sweep.seeds) >= 2
+    cfg = {name: sweep.config_for(o) for name, o in sweep.variants.items()}
+    build = cfg["base"].model
+    def dk(m):
+        return m.head_dims[0]
+
+    for name in ("A-h1", "A-h4", "A-h16", "A-h32"):  # (A): h x d_k = d_model, as in the paper
+        m = cfg[name].model
+        assert m.heads * m.d_k == m.d_model == build.d_model and m.d_v == m.d_k
+        assert m.heads == PAPER[name].overrides["model.heads"]
+    for name, ratio in (("B-dk16", 16 / 64), ("B-dk32", 32 / 64)):
+        assert cfg[name].model.d_k == dk(build) * ratio
+    for name, n in (("C-N2", 2), ("C-N4", 4), ("C-N8", 8)):
+        assert cfg[name].model.enc_layers == cfg[name].model.dec_layers == round(build.enc_layers * n / 6)
+    for name, width in (("C-d256", 256), ("C-d1024", 1024)):
+        m = cfg[name].model
+        assert m.d_model == build.d_model * width / 512 and m.d_k == dk(build) * width / 512
+    for name, ff in (("C-ff1024", 1024), ("C-ff4096", 4096)):
+        assert cfg[name].model.d_ff == build.d_ff * ff / 2048
+    assert cfg["D-drop0.0"].model.dropout == 0.0 and cfg["D-drop0.2"].model.dropout == 0.2
+    assert cfg["D-ls0.0"].train.label_smoothing == 0.0 and cfg["D-ls0.2"].train.label_smoothing == 0.2
+    assert cfg["E-learned"].model.positional == "learned"
+    big = cfg["big"]
+    assert (big.model.d_model, big.model.d_ff, big.model.heads, big.model.dropout) == (2 * build.d_model, 2 * build.d_ff, 16, 0.3)
+    assert big.train.max_steps == 3 * cfg["base"].train.max_steps
+    assert build.dropout == 0.1 and cfg["base"].train.label_smoothing == 0.1
