@@ -88,3 +88,66 @@ def trial_states(db) -> list[str]:
         return []
     finally:
         con.close()
+
+
+# -- the CLI in tests ----------------------------------------------------------------------------------------------
+
+TINY_TRAIN = {"max_steps": 10, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
+              "val_bleu": False, "num_threads": 1}
+
+
+def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | None = None, **train):
+    """A seconds-long experiment (tiny_experiment's model on write_corpus data) as the file TMP/NAME.yaml, training
+    into out_dir (default TMP/NAME): what a test that drives `ablate` in a subprocess passes it. Returns the path."""
+    from pathlib import Path
+
+    import yaml
+
+    tmp_path = Path(tmp_path)
+    corpus = write_corpus(tmp_path / "corpus")
+    cfg = {
+        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
+        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
+                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
+                 "cache_dir": str(tmp_path / "cache"), **(data or {})},
+        "train": {**TINY_TRAIN, **train},
+        "logging": {"wandb": False, "progress": False},
+        "out_dir": str(out_dir or tmp_path / name),
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def ablate(*args: str, env: dict | None = None, popen: bool = False, timeout: float = 300, **kw):
+    """`python -m ablate.cli ARGS` in a subprocess, text output captured: its CompletedProcess, or with `popen` the
+    running Popen (to signal it)."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "ablate.cli", *args]
+    env = {**os.environ, **(env or {})}
+    if popen:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str]:
+    """ablate.cli.main in-process: (exit code, stdout + stderr); argparse's exit (an unknown flag) is an exit code."""
+    from ablate.cli import main
+
+    try:
+        rc = main(list(args))
+    except SystemExit as e:
+        rc = e.code
+    captured = capsys.readouterr()
+    return rc, captured.out + captured.err
+
+
+def snapshot(run_dir) -> dict[str, bytes]:
+    """Every file (its bytes) and folder under a run directory, to prove nothing changed; not the lock file, which
+    holds the pid of the last process to open the run."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() if p.is_file() else b"<dir>"
+            for p in sorted(run_dir.rglob("*")) if p.name != ".run.lock"}
+

@@ -40,7 +40,8 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
                               "data from a checkpoint, so that opening one can never run code); it was not written by "
                               "ablate, or was altered since") from None
     except Exception as e:  # truncated zip, not a torch file, ...
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        first = (str(e).splitlines() or ["the file is empty" if path.stat().st_size == 0 else "no message"])[0][:200]
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {first})") from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
         raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
     return ckpt

@@ -32,6 +32,8 @@ def pick_device(name: str = "auto") -> torch.device:
 def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: ExperimentConfig, beam: int | None = None,
               alpha: float | None = None, batch_tokens: int = 4000, progress: bool = False) -> list[str]:
     """Beam-search translations of `lines`, in input order; batches are formed by source length."""
+    if not lines:
+        return []  # (SentencePiece decodes an empty batch to '', not to no sentences)
     t = cfg.train
     beam, alpha = beam or t.beam_size, t.length_penalty if alpha is None else alpha
     device = next(model.parameters()).device
@@ -76,6 +78,8 @@ def longer_than(tokenizer: Tokenizer, srcs: list[str], refs: list[str], n: int) 
 
 
 def score(hyps: list[str], refs: list[str]) -> dict:
+    if not refs:
+        raise ValueError("no sentences to score (the test set is empty)")
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     return {"bleu": round(b.score, 2), "bleu_signature": b.signature, "chrf": round(c.score, 2), "chrf_signature": c.signature,
             "sentences": len(refs)}

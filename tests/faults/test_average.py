@@ -9,48 +9,21 @@ of 30: step=5.ckpt, step=10.ckpt, best.ckpt and last.ckpt (step 15).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import write_corpus
+from helpers import ablate, run_cli, write_experiment
 
 from ablate.cli import main
 
 pytestmark = pytest.mark.slow  # every test needs the trained run below (about 10 s)
 
 
-def experiment(tmp_path: Path, out_dir: Path, **train) -> Path:
-    """tests/helpers.tiny_experiment written as a YAML file."""
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
-                  "val_bleu": False, "num_threads": 1, **train},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(out_dir),
-    }
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def ablate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
-
-
 @pytest.fixture(scope="module")
 def preempted_run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("preempted")
-    path = experiment(tmp, tmp / "run")
+    path = write_experiment(tmp, max_steps=30)
     proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "14:TERM"})
     assert proc.returncode == 75, proc.stderr[-3000:]
     names = sorted(p.name for p in (tmp / "run" / "checkpoints").glob("*.ckpt"))
@@ -69,16 +42,6 @@ def run(preempted_run) -> tuple[Path, Path]:
     return preempted_run / "run.yaml", run_dir
 
 
-def cli(capsys, *args: str) -> tuple[int, str]:
-    """ablate.cli.main in-process; argparse's exit (an unknown flag) becomes the exit code."""
-    try:
-        rc = main(list(args))
-    except SystemExit as e:
-        rc = e.code
-    captured = capsys.readouterr()
-    return rc, captured.out + captured.err
-
-
 def averaged_over(run_dir: Path, target: str, tmp_path: Path) -> None:
     """What today's `ablate average --run-dir R -o R/checkpoints/TARGET` leaves: the average of the last two step
     checkpoints in place of TARGET (written beside, then copied, so this setup works once overwriting is refused)."""
@@ -92,7 +55,7 @@ def test_average_refuses_to_overwrite_an_existing_checkpoint(run, capsys, target
     _, run_dir = run
     ckpt = run_dir / "checkpoints" / target
     before = ckpt.read_bytes()
-    rc, out = cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt))
+    rc, out = run_cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt))
     assert ckpt.read_bytes() == before, f"{target} was overwritten (exit {rc}): {out[-500:]}"
     assert rc == 2 and target in out and "--force" in out, out[-2000:]
 
@@ -101,7 +64,7 @@ def test_average_with_force_overwrites_an_existing_checkpoint(run, capsys, tmp_p
     _, run_dir = run
     ckpt = run_dir / "checkpoints" / "best.ckpt"
     before = ckpt.read_bytes()
-    rc, out = cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt), "--force")
+    rc, out = run_cli(capsys, "average", "--run-dir", str(run_dir), "--last", "2", "-o", str(ckpt), "--force")
     assert rc == 0, out[-2000:]
     assert ckpt.read_bytes() != before
 

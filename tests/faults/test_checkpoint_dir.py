@@ -10,29 +10,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import write_corpus
+from helpers import ablate, write_experiment
 
 pytestmark = pytest.mark.slow  # a run that reached training would take several seconds to fail
-
-
-def experiment(tmp_path: Path) -> Path:
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "vocab_size": 64, "max_len": 32, "max_tokens": 512, "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 10, "warmup": 10, "val_every_steps": 5, "log_every_steps": 5, "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 @pytest.fixture
@@ -55,7 +38,7 @@ def unwritable_checkpoints(tmp_path):
 
 
 def run_and_check(tmp_path: Path, ckpts: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(experiment(tmp_path))], capture_output=True, text=True,
+    proc = ablate("train", str(write_experiment(tmp_path)),
                           timeout=300)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]
     assert proc.returncode == 2 and errors and "Traceback" not in proc.stderr, f"exit {proc.returncode}: {proc.stderr[-1500:]}"

@@ -17,35 +17,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import TRANSLATE, WORDS, write_corpus
+from helpers import TRANSLATE, WORDS, ablate, write_experiment
 
 pytestmark = pytest.mark.slow  # short training runs
 
 N_TRAIN = 400
 
 
-def experiment(tmp_path: Path, **data) -> tuple[Path, Path]:
-    """tests/helpers.tiny_experiment written as a YAML file; returns (config, corpus folder)."""
-    corpus = write_corpus(tmp_path / "corpus", n_train=N_TRAIN)
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache"), **data},
-        "train": {"max_steps": 4, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 2, "log_every_steps": 2, "keep_last": 2,
-                  "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path, corpus
+def experiment(tmp_path: Path) -> tuple[Path, Path]:
+    """A 4-step run's config and its corpus folder."""
+    return write_experiment(tmp_path, max_steps=4, val_every_steps=2, log_every_steps=2, keep_last=2), tmp_path / "corpus"
 
 
 def edit_lines(path: Path, edits: dict[int, str]) -> None:
@@ -59,10 +43,6 @@ def edit_lines(path: Path, edits: dict[int, str]) -> None:
 def too_long_pair() -> tuple[str, str]:
     src = " ".join(WORDS[i % len(WORDS)] for i in range(40))  # 40 words: more than data.max_len=32 tokens
     return src, " ".join(TRANSLATE[w] for w in src.split())
-
-
-def ablate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_dropped_pairs_are_printed_and_kept_in_the_summary(tmp_path):

@@ -8,26 +8,12 @@ file, the key and the line numbers of both occurrences (1-based), wherever in th
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import write_corpus
-
-from ablate.cli import main
+from helpers import ablate, run_cli, write_experiment
 
 PAD = "# padding, so that the duplicate lines have numbers no path or count in the message could hold by chance\n" * 9
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    try:
-        rc = main(list(args))
-    except SystemExit as e:
-        rc = e.code
-    captured = capsys.readouterr()
-    return rc, captured.out + captured.err
 
 
 def line_numbers(path: Path, line: str) -> list[int]:
@@ -85,7 +71,7 @@ def test_a_duplicate_key_in_a_sweep_file_is_an_error(tmp_path, capsys, case):
         lines = line_numbers(path, "    model.heads: 1") + line_numbers(path, "    model.heads: 2")
     else:
         lines = line_numbers(path, marker.replace("{out}", str(fields["out"])))
-    rc, output = cli(capsys, "sweep", str(path), "--dry-run")
+    rc, output = run_cli(capsys, "sweep", str(path), "--dry-run")
     assert_names_the_duplicate(rc, output, path, key, lines)
 
 
@@ -101,25 +87,16 @@ def test_a_duplicate_key_in_a_config_file_is_an_error_for_params(tmp_path, capsy
     path = tmp_path / "exp.yaml"
     path.write_text(text)
     lines = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith(marker)]
-    rc, output = cli(capsys, "params", str(path))
+    rc, output = run_cli(capsys, "params", str(path))
     # The key as written (heads) or dotted (model.heads): the last part must be named either way.
     assert_names_the_duplicate(rc, output, path, key.rsplit(".", 1)[-1], lines)
 
 
 @pytest.mark.slow  # today the run trains (several seconds)
 def test_a_duplicate_key_in_a_config_file_is_an_error_for_train(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "vocab_size": 64, "max_len": 32, "max_tokens": 512, "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 4, "warmup": 10, "val_every_steps": 2, "log_every_steps": 2, "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(cfg) + PAD + "seed: 1\n" + PAD + "seed: 2\n")
+    path = write_experiment(tmp_path, max_steps=4, val_every_steps=2, log_every_steps=2)
+    path.write_text(path.read_text() + PAD + "seed: 1\n" + PAD + "seed: 2\n")
     lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("seed:")]
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(path)], capture_output=True, text=True, timeout=300)
+    proc = ablate("train", str(path))
     assert_names_the_duplicate(proc.returncode, proc.stdout + proc.stderr, path, "seed", lines)
     assert not (tmp_path / "run").exists()  # refused before anything was written

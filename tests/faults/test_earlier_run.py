@@ -10,61 +10,30 @@ not tested here).
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-import yaml
-from helpers import write_corpus
+from helpers import ablate, snapshot, write_experiment
 
 pytestmark = pytest.mark.slow  # two short training runs per case
-
-
-def experiment(tmp_path: Path, **train) -> Path:
-    """tests/helpers.tiny_experiment written as a YAML file."""
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 10, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 1, "keep_last": 2,
-                  "val_bleu": False, "num_threads": 1, **train},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def ablate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300)
-
-
-def snapshot(run_dir: Path) -> dict[str, bytes]:
-    """Every file (its bytes) and folder of the run; not the lock file, which holds the pid of the last process to open the run."""
-    return {str(p.relative_to(run_dir)): p.read_bytes() if p.is_file() else b"<dir>"
-            for p in sorted(run_dir.rglob("*")) if p.name != ".run.lock"}
+TRAIN = {"log_every_steps": 1, "keep_last": 2}  # the NaN check runs every step
 
 
 @pytest.mark.parametrize("earlier", ["nan-before-first-save", "checkpoints-deleted"])
 def test_a_new_run_refuses_an_out_dir_holding_an_earlier_run_without_checkpoints(tmp_path, earlier):
     run_dir = tmp_path / "run"
     if earlier == "nan-before-first-save":
-        first = ablate("train", str(experiment(tmp_path, debug_nan_step=3)))  # NaN at step 3; the first save is at 5
+        first = ablate("train", str(write_experiment(tmp_path, **TRAIN, debug_nan_step=3)))  # NaN at step 3; the first save is at 5
         assert first.returncode != 0 and "train/loss is nan at step 3" in first.stderr, first.stderr[-2000:]
         assert not list(run_dir.rglob("*.ckpt"))
     else:
-        first = ablate("train", str(experiment(tmp_path)))
+        first = ablate("train", str(write_experiment(tmp_path, **TRAIN)))
         assert first.returncode == 0, first.stderr[-2000:]
         shutil.rmtree(run_dir / "checkpoints")  # freed the space; the run's record stays
         assert (run_dir / "summary.json").exists()
     assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.csv").exists()
     before = snapshot(run_dir)
 
-    proc = ablate("train", str(experiment(tmp_path, max_steps=6)))  # a new run, another config, the same out_dir
+    proc = ablate("train", str(write_experiment(tmp_path, **TRAIN, max_steps=6)))  # a new run, another config, the same out_dir
     changed = sorted(k for k in set(before) | set(snapshot(run_dir)) if before.get(k) != snapshot(run_dir).get(k))
     assert not changed, f"out_dir changed under the earlier run (exit {proc.returncode}): {changed}"
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]

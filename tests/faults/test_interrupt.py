@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import optuna
 import pytest
 import torch
 import yaml
-from helpers import write_corpus
+from helpers import ablate, write_experiment
 from optuna.trial import TrialState
 
 pytestmark = pytest.mark.slow  # real training runs of several seconds each
@@ -30,36 +28,13 @@ pytestmark = pytest.mark.slow  # real training runs of several seconds each
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C'd command
 
 
-def experiment(tmp_path: Path, name: str = "run", **train) -> Path:
-    """tests/helpers.tiny_experiment written as a YAML file."""
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 40, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
-                  "val_bleu": False, "num_threads": 1, **train},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / name),
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def ablate(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ablate.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})}, **kw)
-
-
 def global_step(ckpt: Path) -> int:
     return int(torch.load(ckpt, map_location="cpu", weights_only=True)["global_step"])
 
 
 def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_exits_130(tmp_path):
-    path = experiment(tmp_path)
-    proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "12:INT"})  # SIGINT as optimizer step 12 starts
+    path = write_experiment(tmp_path, max_steps=40)
+    proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "12:INT"}, popen=True)  # SIGINT as optimizer step 12 starts
     out, err = proc.communicate(timeout=300)
     ckpts = tmp_path / "run" / "checkpoints"
     saved = global_step(ckpts / "last.ckpt") if (ckpts / "last.ckpt").exists() else None
@@ -68,7 +43,7 @@ def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_
     assert "--resume" in out + err, err[-2000:]
     assert not (tmp_path / "run" / "summary.json").exists()
 
-    resumed = ablate("train", str(path), "--resume")
+    resumed = ablate("train", str(path), "--resume", popen=True)
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err[-3000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 40
@@ -77,8 +52,8 @@ def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_
 def test_a_second_ctrl_c_aborts_at_once(tmp_path):
     """Guard (passes today, where the first Ctrl-C already aborts): with the first Ctrl-C turned into a graceful
     save-and-stop, a second one must still stop the process promptly, with a failure exit code."""
-    path = experiment(tmp_path, max_steps=100_000, val_every_steps=5)
-    proc = ablate("train", str(path))
+    path = write_experiment(tmp_path, max_steps=100_000)
+    proc = ablate("train", str(path), popen=True)
     try:
         first = tmp_path / "run" / "checkpoints" / "step=5.ckpt"
         deadline = time.time() + 240
@@ -100,14 +75,14 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path):
 
 
 def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path):
-    base = experiment(tmp_path, "base", max_steps=400, val_every_steps=10, log_every_steps=10)
+    base = write_experiment(tmp_path, "base", max_steps=400, val_every_steps=10, log_every_steps=10)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"name": "ctrlc", "base": [str(base)], "out_dir": str(tmp_path / "out"),
                                      "objective": {"metric": "val/loss", "direction": "minimize"},
                                      "variants": {"base": {}, "A-h1": {"model.heads": 1}}}))
     env = {"ABLATE_SWEEP_HEARTBEAT": "1"}
     cmd = ("sweep", str(sweep), "--workers", "2")
-    proc = ablate(*cmd, env=env, start_new_session=True)  # its own process group, like a job in a terminal
+    proc = ablate(*cmd, env=env, popen=True, start_new_session=True)  # its own process group, like a job in a terminal
     trials = tmp_path / "out" / "trials"
     try:
         deadline = time.time() + 240
@@ -127,7 +102,7 @@ def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continue
         periodic = max(int(p.stem.split("=")[1]) for p in ckpts.glob("step=*.ckpt"))
         assert global_step(ckpts / "last.ckpt") > periodic, f"{trial_dir.name} saved nothing when interrupted"
 
-    rerun = ablate(*cmd, env=env)
+    rerun = ablate(*cmd, env=env, popen=True)
     out, err = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, err[-3000:]
     study = optuna.load_study(study_name="ctrlc", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")

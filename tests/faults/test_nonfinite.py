@@ -7,25 +7,8 @@ Desired: exit 2 with the usual "invalid config" error naming the key.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-import yaml
-from helpers import write_corpus
-
-from ablate.cli import main
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    try:
-        rc = main(list(args))
-    except SystemExit as e:
-        rc = e.code
-    except Exception as e:  # today model.init_std=nan escapes as a RuntimeError from torch's init
-        rc = f"{type(e).__name__}: {e}"
-    captured = capsys.readouterr()
-    return rc, captured.out + captured.err
+from helpers import ablate, run_cli, write_experiment
 
 
 @pytest.mark.parametrize("override", [
@@ -36,26 +19,15 @@ def test_a_non_finite_number_is_a_config_error_naming_the_key(tmp_path, capsys, 
     path = tmp_path / "exp.yaml"
     path.write_text("model: {d_model: 32, heads: 4, d_ff: 64, enc_layers: 1, dec_layers: 1}\n")
     key = override.split("=")[0]
-    rc, output = cli(capsys, "params", str(path), override)
+    rc, output = run_cli(capsys, "params", str(path), override)
     assert rc == 2, f"{override}: exit {rc}; it loaded: {output[-800:]}"
     assert "invalid config" in output and key in output, output[-1500:]
 
 
 @pytest.mark.slow  # today it trains until the loss check (several seconds)
 def test_train_with_lr_scale_inf_fails_before_training(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "vocab_size": 64, "max_len": 32, "max_tokens": 512, "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 20, "warmup": 10, "val_every_steps": 10, "log_every_steps": 1, "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(path), "train.lr_scale=inf"],
-                          capture_output=True, text=True, timeout=300)
+    path = write_experiment(tmp_path, max_steps=20, val_every_steps=10, log_every_steps=1)
+    proc = ablate("train", str(path), "train.lr_scale=inf")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, f"exit {proc.returncode}: {proc.stderr[-1500:]}"
     assert "train.lr_scale" in proc.stderr
     assert not (tmp_path / "run").exists()  # nothing started

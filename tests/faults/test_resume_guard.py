@@ -10,52 +10,19 @@ naming them), and the run resumes as before. The run here was preempted (SIGTERM
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import write_corpus
+from helpers import ablate, snapshot, write_experiment
 
 pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds per attempt
-
-
-def experiment(tmp_path: Path) -> Path:
-    """tests/helpers.tiny_experiment written as a YAML file."""
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache")},
-        "train": {"max_steps": 20, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
-                  "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
-    }
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def ablate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
-
-
-def snapshot(run_dir: Path) -> dict[str, bytes]:
-    """Every file (its bytes) and folder of the run; not the lock file, which holds the pid of the last process to open the run."""
-    return {str(p.relative_to(run_dir)): p.read_bytes() if p.is_file() else b"<dir>"
-            for p in sorted(run_dir.rglob("*")) if p.name != ".run.lock"}
 
 
 @pytest.fixture(scope="module")
 def preempted(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("guard")
-    proc = ablate("train", str(experiment(tmp)), env={"ABLATE_DEBUG_SIGNAL": "7:TERM"})
+    proc = ablate("train", str(write_experiment(tmp, max_steps=20)), env={"ABLATE_DEBUG_SIGNAL": "7:TERM"})
     assert proc.returncode == 75, proc.stderr[-3000:]
     shutil.copytree(tmp / "run", tmp / "pristine")
     return tmp

@@ -125,6 +125,7 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
     # The preempted row continued from its checkpoint, in its own run directory, instead of starting over.
     (cont,) = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs["row"] == first.user_attrs["row"]]
     assert cont.user_attrs["continues"] == first.number and cont.user_attrs["out_dir"] == first.user_attrs["out_dir"]
-    steps = [int(r["step"]) for r in csv.DictReader(open(Path(first.user_attrs["out_dir"]) / "resume-1" / "metrics.csv")) if r.get("train/loss")]
+    with open(Path(first.user_attrs["out_dir"]) / "resume-1" / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
     assert saved["global_step"] <= min(steps) < saved["global_step"] + 5 and max(steps) == 149  # logged every 5 steps
     assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import run_cli
 
-from ablate.cli import main
 from ablate.config import load_config
-
 
 
 @pytest.fixture
@@ -38,15 +37,6 @@ def evil(tmp_path) -> tuple[Path, Path]:
     return path, marker
 
 
-def cli(capsys, *args: str) -> tuple[int, str]:
-    try:
-        rc = main(list(args))
-    except SystemExit as e:
-        rc = e.code
-    captured = capsys.readouterr()
-    return rc, captured.out + captured.err
-
-
 def assert_plain_refusal(rc, output: str, path: Path, marker: Path) -> None:
     assert not marker.exists()  # refused, never executed (true today as well)
     assert rc == 2, output[-1500:]
@@ -61,7 +51,7 @@ def assert_plain_refusal(rc, output: str, path: Path, marker: Path) -> None:
 def test_a_malicious_checkpoint_is_refused_plainly(evil, capsys, tmp_path, command):
     path, marker = evil
     extra = ["-o", str(tmp_path / "avg.ckpt")] if command == "average" else []
-    rc, output = cli(capsys, command, str(path), *extra)
+    rc, output = run_cli(capsys, command, str(path), *extra)
     assert_plain_refusal(rc, output, path, marker)
 
 

@@ -152,5 +152,7 @@ def with_defaults(saved: dict) -> dict:
 def diff(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """Flattened keys whose values differ, key -> (before, after), leaving out keys that start with an `ignore` prefix."""
     a, b = flatten(before), flatten(after)
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and not k.startswith(ignore)}
+    missing = object()  # a key absent on one side differs even from a None on the other
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k, missing) != b.get(k, missing) and not k.startswith(ignore)}
 

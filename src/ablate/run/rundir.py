@@ -129,8 +129,9 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
 def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:
     """Keys whose value differs between the run's saved config.yaml (none saved: every key differs) and `cfg`,
     sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
-    saved = read_yaml(out / "config.yaml") if (out / "config.yaml").exists() else {}
-    return diff(with_defaults(saved or {}), to_dict(cfg), ignore=("sweep.",))
+    if not (out / "config.yaml").exists():
+        return diff({}, to_dict(cfg), ignore=("sweep.",))
+    return diff(with_defaults(read_yaml(out / "config.yaml") or {}), to_dict(cfg), ignore=("sweep.",))
 
 
 def resume_checkpoint(out: Path) -> Path:

@@ -1,0 +1,289 @@
+"""A run directory's services, on run dirs built by hand: refusing or moving an earlier run, the lock, the disk-space
+check, comparing with the saved config, choosing the checkpoint to resume and spotting shape-changing keys."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+from ablate.config import flatten, load_config, to_dict, to_yaml
+from ablate.run import rundir
+from ablate.run.rundir import (
+    changes_from_saved_config,
+    check_disk_space,
+    earlier_run,
+    lock_run_dir,
+    move_aside,
+    prepare_out_dir,
+    resume_checkpoint,
+    run_dir_in_use,
+    shape_changes,
+)
+
+MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
+
+
+def config(out, model: dict | None = None, **sections):
+    return load_config(model={**MODEL, **(model or {})}, data={"vocab_size": 64}, out_dir=str(out), **sections)
+
+
+def save_config(out, cfg) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+
+
+def checkpoint(out, name: str, step: int, weights_only: bool = False):
+    path = out / "checkpoints" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ckpt = {"state_dict": {}, "hyper_parameters": {}, "global_step": step}
+    if not weights_only:
+        ckpt["optimizer_states"] = [{}]
+    torch.save(ckpt, path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _rank_zero(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("NODE_RANK", raising=False)
+
+
+# --- earlier runs -------------------------------------------------------------------------------------------------
+
+
+def test_earlier_run_lists_run_files_but_not_empty_folders_or_sweep_files(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "trial.yaml").write_text("x")  # a sweep writes these before its trial starts
+    (out / "train.log").write_text("x")
+    (out / "checkpoints").mkdir()  # empty: nothing to lose
+    assert earlier_run(out) == []
+    (out / "metrics.csv").write_text("step\n")
+    (out / "config.yaml").write_text("x")
+    (out / "resume-1").mkdir()
+    (out / "eval").mkdir()
+    (out / "eval" / "test.json").write_text("{}")
+    assert [p.name for p in earlier_run(out)] == ["config.yaml", "metrics.csv", "eval", "resume-1"]
+
+
+def test_move_aside_moves_the_earlier_run_whole_into_numbered_siblings(tmp_path):
+    out = tmp_path / "run"
+    for k in (1, 2):
+        checkpoint(out, "last.ckpt", k)
+        (out / "config.yaml").write_text(f"run {k}")
+        (out / "trial.yaml").write_text("sweep")
+        aside = move_aside(out)
+        assert aside == tmp_path / f"run.earlier-{k}"
+        assert (aside / "config.yaml").read_text() == f"run {k}" and (aside / "checkpoints" / "last.ckpt").is_file()
+        assert earlier_run(out) == [] and (out / "trial.yaml").is_file()  # the sweep's file stays
+
+
+def test_prepare_out_dir_creates_the_folder_and_refuses_an_earlier_run_untouched(tmp_path):
+    out = tmp_path / "a" / "b" / "run"
+    assert prepare_out_dir(config(out)) == out and out.is_dir() and list(out.iterdir()) == []
+    (out / "metrics.csv").write_text("step\n1\n")
+    with pytest.raises(ValueError, match=f"out_dir={out} already holds a run \\(metrics.csv\\).*--resume.*--move-aside"):
+        prepare_out_dir(config(out))
+    assert (out / "metrics.csv").read_text() == "step\n1\n"
+    assert not list(tmp_path.glob("a/b/run.earlier-*"))
+
+
+def test_prepare_out_dir_with_aside_moves_the_earlier_run_and_starts_clean(tmp_path, caplog):
+    out = tmp_path / "run"
+    checkpoint(out, "step=5.ckpt", 5)
+    (out / "config.yaml").write_text("old")
+    rundir.log.addHandler(caplog.handler)
+    try:
+        assert prepare_out_dir(config(out), aside=True) == out
+    finally:
+        rundir.log.removeHandler(caplog.handler)
+    assert earlier_run(out) == [] and (tmp_path / "run.earlier-1" / "checkpoints" / "step=5.ckpt").is_file()
+    assert "run.earlier-1" in caplog.text
+
+
+def test_prepare_out_dir_resume_needs_a_checkpoint_and_keeps_the_run(tmp_path):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "config.yaml").write_text("x")
+    with pytest.raises(ValueError, match="--resume: out_dir=.* holds no checkpoint to resume from"):
+        prepare_out_dir(config(out), resume=True)
+    checkpoint(out, "last.ckpt", 3)
+    assert prepare_out_dir(config(out), resume=True) == out
+    assert (out / "config.yaml").read_text() == "x" and (out / "checkpoints" / "last.ckpt").is_file()
+    assert not list(out.glob(".write-test"))  # the probe cleans up after itself
+
+
+def test_prepare_out_dir_refuses_a_file_or_an_unwritable_place_naming_the_key(tmp_path):
+    blocker = tmp_path / "run"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match=f"out_dir={blocker} is a file, not a folder"):
+        prepare_out_dir(config(blocker))
+    with pytest.raises(ValueError, match=f"out_dir={blocker / 'sub'} is not a writable folder"):
+        prepare_out_dir(config(blocker / "sub"))  # below a file: cannot be created even by root
+
+
+# --- the lock -----------------------------------------------------------------------------------------------------
+
+
+def test_the_lock_holds_out_a_second_opener_until_released(tmp_path):
+    assert run_dir_in_use(tmp_path) is False
+    fd = lock_run_dir(tmp_path)
+    try:
+        assert (tmp_path / ".run.lock").read_text() == str(os.getpid())
+        assert run_dir_in_use(tmp_path) is True
+        with pytest.raises(ValueError, match=f"out_dir={tmp_path} is in use by another training process \\(pid {os.getpid()}\\)"):
+            lock_run_dir(tmp_path)
+    finally:
+        os.close(fd)
+    assert run_dir_in_use(tmp_path) is False
+    os.close(lock_run_dir(tmp_path))  # free again once the holder closes it
+
+
+@pytest.mark.parametrize("var", ["LOCAL_RANK", "NODE_RANK"])
+def test_ranks_other_than_zero_share_rank_zeros_lock(tmp_path, monkeypatch, var):
+    monkeypatch.setenv(var, "1")
+    assert lock_run_dir(tmp_path) is None and not (tmp_path / ".run.lock").exists()
+
+
+# --- disk space ---------------------------------------------------------------------------------------------------
+
+
+def test_check_disk_space_wants_room_for_kept_best_last_and_a_temp_checkpoint(tmp_path, monkeypatch):
+    params, keep = 100_000, 2
+    need = (12 * params + 2**20) * (keep + 3)
+    free = {"bytes": need}
+    monkeypatch.setattr(rundir.shutil, "disk_usage", lambda path: SimpleNamespace(free=free["bytes"]))
+    check_disk_space(tmp_path, params, keep)
+    free["bytes"] = need - 1
+    with pytest.raises(ValueError, match=f"out_dir={tmp_path} has .* MiB free.*{keep} kept \\+ best \\+ last.*train.keep_last"):
+        check_disk_space(tmp_path, params, keep)
+    existing = checkpoint(tmp_path, "last.ckpt", 1)  # a resumed run overwrites what it already holds
+    free["bytes"] = need - existing.stat().st_size
+    check_disk_space(tmp_path, params, keep)
+    free["bytes"] -= 1
+    with pytest.raises(ValueError):
+        check_disk_space(tmp_path, params, keep)
+
+
+# --- comparing with the saved config ------------------------------------------------------------------------------
+
+
+def test_the_same_config_has_no_changes_and_a_changed_one_lists_its_keys(tmp_path):
+    out = tmp_path / "run"
+    cfg = config(out)
+    save_config(out, cfg)
+    assert changes_from_saved_config(out, cfg) == {}
+    other = config(out, {"heads": 4}, train={"max_steps": 7}, sweep={"study": "s", "trial": 3})
+    assert changes_from_saved_config(out, other) == {"model.heads": (2, 4), "train.max_steps": (100_000, 7)}  # sweep.* ignored
+
+
+def test_a_key_added_to_the_schema_since_the_run_was_saved_counts_at_its_default(tmp_path):
+    out = tmp_path / "run"
+    cfg = config(out)
+    saved = yaml.safe_load(to_yaml(cfg))
+    del saved["model"]["attention_dropout"], saved["train"]["debug_nan_step"]  # as written before these keys existed
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert changes_from_saved_config(out, cfg) == {}
+    moved = config(out, {"attention_dropout": 0.2})
+    assert changes_from_saved_config(out, moved) == {"model.attention_dropout": (0.0, 0.2)}
+
+
+def test_without_a_saved_config_the_run_differs(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    changes = changes_from_saved_config(out, config(out))
+    assert changes["model.d_model"] == (None, 16) and "out_dir" in changes
+
+
+def test_without_a_saved_config_every_key_differs(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    cfg = config(out)
+    changes = changes_from_saved_config(out, cfg)
+    assert set(changes) == {k for k in flatten(to_dict(cfg)) if not k.startswith("sweep.")}
+
+
+# --- the checkpoint to resume from --------------------------------------------------------------------------------
+
+
+def test_resume_checkpoint_goes_by_the_global_step_inside_not_names_or_mtimes(tmp_path):
+    paths = [
+        checkpoint(tmp_path, "step=10.ckpt", 10),
+        checkpoint(tmp_path, "step=99.ckpt", 5),
+        checkpoint(tmp_path, "last.ckpt", 20),
+        checkpoint(tmp_path, "step=20.ckpt", 30),
+    ]
+    for age, path in enumerate(reversed(paths)):  # the furthest one is the oldest file
+        os.utime(path, ns=(10**18 - age * 10**9, 10**18 - age * 10**9))
+    assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
+
+
+def test_resume_checkpoint_prefers_last_on_a_tie_and_a_step_checkpoint_when_last_is_behind(tmp_path):
+    checkpoint(tmp_path, "step=20.ckpt", 20)
+    checkpoint(tmp_path, "last.ckpt", 20)
+    assert resume_checkpoint(tmp_path).name == "last.ckpt"
+    checkpoint(tmp_path, "last.ckpt", 15)  # a kill between the step save and the last save
+    assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
+
+
+def test_resume_checkpoint_skips_unreadable_and_weights_only_files(tmp_path, caplog):
+    checkpoint(tmp_path, "step=10.ckpt", 10)
+    good = checkpoint(tmp_path, "step=30.ckpt", 30)
+    cut = tmp_path / "checkpoints" / "last.ckpt"
+    cut.write_bytes(good.read_bytes()[:100])  # killed mid-save
+    (tmp_path / "checkpoints" / "step=40.ckpt").write_bytes(b"")
+    checkpoint(tmp_path, "step=50.ckpt", 50, weights_only=True)  # `ablate average` output
+    checkpoint(tmp_path, "best.ckpt", 60)  # not a resume candidate
+    rundir.log.addHandler(caplog.handler)
+    try:
+        assert resume_checkpoint(tmp_path) == good
+    finally:
+        rundir.log.removeHandler(caplog.handler)
+    assert "last.ckpt" in caplog.text and "step=40.ckpt" in caplog.text
+
+
+def test_resume_checkpoint_with_nothing_usable_says_why_for_each_file(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint in .* can be resumed from: none found"):
+        resume_checkpoint(tmp_path)
+    checkpoint(tmp_path, "step=5.ckpt", 5, weights_only=True)
+    (tmp_path / "checkpoints" / "last.ckpt").write_text("garbage")
+    with pytest.raises(ValueError) as e:
+        resume_checkpoint(tmp_path)
+    assert "step=5.ckpt: holds weights only" in str(e.value) and "last.ckpt: not a readable checkpoint" in str(e.value)
+
+
+# --- shape changes ------------------------------------------------------------------------------------------------
+
+
+def test_shape_changes_names_keys_that_reshape_parameters_only(tmp_path):
+    out = tmp_path / "run"
+    save_config(out, config(out))
+    cfg = config(out, {"d_model": 32, "dropout": 0.3, "positional": "learned"}, train={"max_steps": 5, "warmup": 3})
+    changes = changes_from_saved_config(out, cfg)
+    assert {"model.d_model", "model.dropout", "model.positional", "train.max_steps", "train.warmup"} <= set(changes)
+    assert shape_changes(out, cfg, changes) == ["model.d_model", "model.positional"]  # learned adds a position table
+
+
+def test_shape_changes_counts_a_vocabulary_change(tmp_path):
+    out = tmp_path / "run"
+    save_config(out, config(out))
+    cfg = load_config(model=MODEL, data={"vocab_size": 80}, out_dir=str(out))
+    changes = changes_from_saved_config(out, cfg)
+    assert changes == {"data.vocab_size": (64, 80)}
+    assert shape_changes(out, cfg, changes) == ["data.vocab_size"]
+
+
+def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_path):
+    out = tmp_path / "run"
+    saved = yaml.safe_load(to_yaml(config(out)))
+    saved["model"]["retired_key"] = 1  # a key since removed from the schema
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    cfg = config(out, {"dropout": 0.3}, train={"max_steps": 5})
+    changes = changes_from_saved_config(out, cfg)
+    assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]

@@ -1,0 +1,177 @@
+"""The `ablate` command line: every subcommand parses, user errors exit 2 with "ablate CMD: error: ..." on stderr,
+and `ablate params` prints the parameter table of a config."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import yaml
+
+from ablate import cli
+from ablate.checkpoint import CheckpointError
+from ablate.config import ConfigError, load_config
+from ablate.model import build_transformer, count_parameters
+
+TINY = {"model": {"enc_layers": 1, "dec_layers": 2, "d_model": 16, "d_ff": 32, "heads": 2}, "data": {"vocab_size": 64}}
+
+
+@pytest.fixture(autouse=True)
+def _restore_ablate_logger():
+    """main() sends the "ablate" logger to stderr and stops it propagating; later tests' caplog needs it back."""
+    logger = logging.getLogger("ablate")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
+
+
+def subcommands() -> set[str]:
+    parser = cli.build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    return set(sub.choices)
+
+
+PARSES = {
+    "params": (["params", "a.yaml", "model.heads=4"], {"config": ["a.yaml", "model.heads=4"]}),
+    "train": (
+        ["train", "a.yaml", "b.yaml", "train.max_steps=5", "--resume", "--force"],
+        {"config": ["a.yaml", "b.yaml", "train.max_steps=5"], "resume": True, "force": True, "auto_resume": False, "move_aside": False},
+    ),
+    "sweep": (
+        ["sweep", "s.yaml", "--workers", "2", "--dry-run", "--n-trials", "3", "--storage", "sqlite:///x.db"],
+        {"file": "s.yaml", "workers": 2, "dry_run": True, "n_trials": 3, "storage": "sqlite:///x.db"},
+    ),
+    "table": (
+        ["table", "runs/study", "--split", "test", "--boot", "10", "--out", "o"],
+        {"study": "runs/study", "split": "test", "boot": 10, "out": "o", "name": "table3", "seed": 0, "wandb": False},
+    ),
+    "translate": (
+        ["translate", "m.ckpt", "-i", "in.txt", "-o", "out.txt", "--beam", "1", "--plugins", "p.py", "mod"],
+        {
+            "checkpoint": "m.ckpt",
+            "input": "in.txt",
+            "output": "out.txt",
+            "beam": 1,
+            "alpha": None,
+            "batch_tokens": 4000,
+            "device": "auto",
+            "plugins": ["p.py", "mod"],
+        },
+    ),
+    "evaluate": (
+        ["evaluate", "m.ckpt", "--src", "s.en", "--ref", "r.de", "--longer-than", "5", "--alpha", "0.0"],
+        {
+            "checkpoint": "m.ckpt",
+            "src": "s.en",
+            "ref": "r.de",
+            "longer_than": 5,
+            "alpha": 0.0,
+            "split": "test",
+            "hyp_out": None,
+            "plugins": [],
+        },
+    ),
+    "average": (
+        ["average", "a.ckpt", "b.ckpt", "-o", "avg.ckpt"],
+        {"checkpoints": ["a.ckpt", "b.ckpt"], "output": "avg.ckpt", "last": 5, "run_dir": None, "force": False},
+    ),
+}
+
+
+def test_every_subcommand_has_a_parse_case():
+    assert subcommands() == set(PARSES)
+
+
+@pytest.mark.parametrize("command", sorted(PARSES))
+def test_subcommand_parses_into_its_handler(command):
+    argv, expected = PARSES[command]
+    args = cli.build_parser().parse_args(argv)
+    assert args.command == command
+    assert args.func is getattr(cli, f"cmd_{command}")
+    assert {k: getattr(args, k) for k in expected} == expected
+
+
+def test_defaults_of_decoding_and_training_flags():
+    args = cli.build_parser().parse_args(["translate", "m.ckpt"])
+    assert (args.input, args.output, args.beam, args.plugins) == ("-", "-", None, [])
+    args = cli.build_parser().parse_args(["train"])
+    assert args.config == [] and not (args.resume or args.auto_resume or args.force or args.move_aside)
+    args = cli.build_parser().parse_args(["evaluate", "m.ckpt", "--plugins", "a.py", "--plugins", "b.py"])
+    assert args.plugins == ["a.py", "b.py"]  # repeated --plugins add up
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nope"],
+        ["average", "a.ckpt"],
+        ["table", "s", "--split", "train"],
+        ["sweep"],
+        ["translate"],
+        ["evaluate", "m.ckpt", "--beam", "two"],
+    ],
+    ids=["no-command", "unknown", "average-no-output", "bad-split", "sweep-no-file", "translate-no-ckpt", "non-int-beam"],
+)
+def test_bad_command_lines_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert "usage: ablate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ConfigError("bad key"), ValueError("bad key"), FileNotFoundError("bad key"), CheckpointError("bad key")],
+    ids=lambda e: type(e).__name__,
+)
+def test_user_errors_exit_2_with_the_command_named_on_stderr(error, monkeypatch, capsys):
+    def fail(args):
+        raise error
+
+    monkeypatch.setattr(cli, "cmd_params", fail)
+    assert cli.main(["params"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("ablate params: error: ") and "bad key" in err and out == ""
+
+
+def test_other_exceptions_are_not_swallowed(monkeypatch):
+    def fail(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "cmd_params", fail)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli.main(["params"])
+
+
+def test_real_user_errors_of_each_kind_exit_2(tmp_path, capsys):
+    assert cli.main(["params", "model.nope=1"]) == 2
+    assert "ablate params: error:" in capsys.readouterr().err
+    assert cli.main(["params", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+    assert cli.main(["params", "model.d_model=30", "model.heads=4"]) == 2  # validation: not divisible
+    assert "model.d_model" in capsys.readouterr().err
+    assert cli.main(["average", "-o", str(tmp_path / "avg.ckpt")]) == 2
+    assert capsys.readouterr().err.startswith("ablate average: error: no checkpoints")
+    assert cli.main(["evaluate", str(tmp_path / "m.ckpt"), "--src", "s.en"]) == 2  # --src without --ref
+    assert capsys.readouterr().err.startswith("ablate evaluate: error: --src and --ref go together")
+    assert cli.main(["translate", str(tmp_path / "m.ckpt")]) == 2
+    assert f"checkpoint not found: {tmp_path / 'm.ckpt'}" in capsys.readouterr().err
+
+
+def test_params_prints_the_parameter_table_of_a_config(tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    assert cli.main(["params", str(path), "model.d_ff=48"]) == 0
+    out = capsys.readouterr().out
+    cfg = load_config([path], ["model.d_ff=48"])
+    counts = count_parameters(build_transformer(cfg.model, 64))
+    assert "parameters (shared vocabulary 64)" in " ".join(out.split())  # the title may wrap
+    cells = [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines() if line.startswith("│")]
+    rows = {c[0]: c[1:] for c in cells}
+    assert set(rows) == {"embeddings", "encoder", "decoder", "total"}
+    for part, (count, millions) in rows.items():
+        assert count == f"{counts[part]:,}" and millions == f"{counts[part] / 1e6:.2f}"
+    assert counts["decoder"] > counts["encoder"] > 0  # two decoder layers with cross-attention, one encoder layer
