@@ -120,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
+    p.add_argument("--plugins", nargs="+", action="extend", default=[], metavar="FILE_OR_MODULE",
+                   help="with --split test: plugins the runs' models need (their checkpoints only record them)")
     p.set_defaults(func=cmd_table)
 
     decode = argparse.ArgumentParser(add_help=False)

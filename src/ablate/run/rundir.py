@@ -66,7 +66,8 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     """Create out_dir and prove it and its checkpoints/ writable before any work starts; never train over an
     earlier run's files (with `aside`, move them to a sibling folder first)."""
     out = Path(cfg.out_dir)
-    earlier = earlier_run(out) if out.is_dir() else []
+    # DDP ranks other than 0 re-run the command after rank 0 has started the run: its files are not an earlier run.
+    earlier = earlier_run(out) if out.is_dir() and not _other_rank() else []
     if earlier and not resume:
         if not aside:
             raise ValueError(
@@ -82,11 +83,16 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     return out
 
 
+def _other_rank() -> bool:
+    """Whether this process is a DDP rank launched by rank 0 of the same run (which owns the run directory)."""
+    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+
+
 def lock_run_dir(out: Path) -> int | None:
     """Hold out_dir for this process: a second `ablate train` on it (or a sweep continuing a trial whose first
     process still runs) is refused instead of interleaving checkpoints. The lock dies with the process, kill -9
     included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
-    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+    if _other_rank():
         return None
     fd = os.open(out / ".run.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:

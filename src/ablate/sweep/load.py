@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablate import plugins
 from ablate.config import ConfigError
 from ablate.hints import did_you_mean
 from ablate.sweep.components import PRUNERS, SAMPLERS
@@ -16,6 +17,15 @@ from ablate.yaml_file import read_yaml
 TOP_KEYS = {"name", "base", "overrides", "objective", "n_trials", "timeout", "seeds", "variants", "search", "sampler", "pruner",
             "storage", "out_dir", "workers", "gpus_per_trial"}
 PARAM_TYPES = {"categorical", "int", "float"}
+
+
+def _with_plugin_paths(path: Path, overrides: dict) -> dict:
+    """Plugin files named in the sweep-wide overrides are relative to the sweep file, as in any config file."""
+    if "plugins" not in overrides:
+        return overrides
+    named = overrides["plugins"]
+    named = [named] if isinstance(named, str) else list(named or [])
+    return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}
 
 
 def _fail(path: Path, msg: str) -> ConfigError:
@@ -87,7 +97,7 @@ def load_sweep(path: str | Path) -> Sweep:
     name = str(raw.get("name") or path.stem)
     sweep = Sweep(
         name=name, path=path, base=base, objective=_objective(path, raw.get("objective")),
-        overrides=dict(raw.get("overrides") or {}), variants=dict(raw.get("variants") or {}),
+        overrides=_with_plugin_paths(path, dict(raw.get("overrides") or {})), variants=dict(raw.get("variants") or {}),
         search=_search(path, dict(raw.get("search") or {})), seeds=[int(s) for s in raw.get("seeds") or []],
         n_trials=raw.get("n_trials"), timeout=raw.get("timeout"),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),

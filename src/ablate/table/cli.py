@@ -15,6 +15,10 @@ from ablate.table.significance import collect
 
 
 def table_cli(args: argparse.Namespace) -> int:
+    if args.plugins:
+        from ablate.plugins import load_plugins
+
+        load_plugins(args.plugins)
     source = Path(args.study)
     if source.is_file():  # a sweep file: tabulate its out_dir
         from ablate.sweep import load_sweep

@@ -92,3 +92,13 @@ def test_shipped_sweep_files_pass_validation(monkeypatch):
         load_sweep(path)
 
 
+
+
+def test_plugin_files_in_the_sweep_overrides_are_relative_to_the_sweep_file(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mine.py").write_text("MARK = 1\n")
+    path = write(tmp_path, "name: p\nbase: base.yaml\noverrides: {plugins: [sub/mine.py]}\nvariants: {base: {}}\n")
+    monkeypatch.chdir("/")  # not where the sweep file is
+    sweep = load_sweep(path)
+    assert sweep.overrides["plugins"] == [str(tmp_path / "sub" / "mine.py")]
+    assert sweep.config_for({}).plugins == [str(tmp_path / "sub" / "mine.py")]

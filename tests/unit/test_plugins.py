@@ -1,0 +1,280 @@
+"""Plugins in-process: where a named file is found, that it is imported once and only when named, and that every
+way it can fail names the plugin. The command line, sweeps and DDP ranks are in tests/integration/test_plugin_runs.py."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import VOCAB, random_batch, tiny_model
+
+from ablate import plugins
+from ablate.config import ConfigError, diff, from_dict, load_config, to_dict, to_yaml, with_defaults
+from ablate.model import ATTENTION, SCALING, build_transformer
+from ablate.yaml_file import read_yaml
+
+VARIANTS = '''
+"""A plugin of the tests: one kernel, one relative position scheme, one scaling; it notes each import."""
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ablate.model.attention import ATTENTION, AttentionKernel, repeat_kv, softmax_attend
+from ablate.model.positional import POSITIONAL, RelativePosition
+from ablate.model.scaling import SCALING, Scaling
+from ablate.registry import register
+
+with open(Path(__file__).with_name("imported.txt"), "a") as f:
+    f.write(f"{os.getpid()}\\n")
+
+
+@register(ATTENTION, "ut_cosine")
+class UtCosine(AttentionKernel):
+    def __init__(self, *, heads, d_k, dropout=0.0):
+        super().__init__()
+        self.dropout = dropout
+
+    def forward(self, q, k, v, mask, scale):
+        scores = F.normalize(q, dim=-1) @ F.normalize(repeat_kv(k, q.size(1)), dim=-1).transpose(-1, -2) * scale
+        return softmax_attend(scores, v, mask, self.dropout, self.training)
+
+
+@register(POSITIONAL, "ut_distance")
+class UtDistance(RelativePosition):
+    adds_bias = True
+
+    def bias(self, q, q_pos, k_pos, scale):
+        return -(q_pos[:, None] - k_pos[None, :]).abs().float().to(q.dtype)
+
+
+@register(SCALING, "ut_half")
+class UtHalf(Scaling):
+    def __init__(self, *, heads, d_k):
+        super().__init__()
+        self.value = 0.5 * d_k**-0.5
+
+    def forward(self):
+        return self.value
+'''
+NAMES = {"model.attention": "ut_cosine", "model.positional": "ut_distance", "model.attention_scaling": "ut_half"}
+USE = [f"{key}={name}" for key, name in NAMES.items()]
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """Each test starts with no plugin imported; what it registers or imports is taken back after it."""
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_entry_points_loaded", True)  # the entry-point test turns this back on
+    registered, modules = plugins._snapshot(), set(sys.modules)
+    yield
+    plugins._restore(registered)
+    for name in set(sys.modules) - modules:
+        if name.startswith((plugins.MODULE_PREFIX, "ut_")):
+            del sys.modules[name]
+
+
+def write(path: Path, source: str = VARIANTS) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def forget(folder: Path) -> None:
+    """As if in a new process: no plugin imported, none of the test's variants registered, no import noted."""
+    plugins._imported.clear()
+    plugins._restore([{k: v for k, v in table.items() if not k.startswith("ut_")} for table in plugins._registries()])
+    (folder / "imported.txt").unlink()
+
+
+def imports(folder: Path) -> int:
+    """How many times the plugin in `folder` was imported (it appends a line to imported.txt each time)."""
+    marker = folder / "imported.txt"
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
+def test_a_plugin_named_in_a_yaml_is_found_beside_it_and_its_variants_build(tmp_path, monkeypatch):
+    plugin = write(tmp_path / "conf" / "lib" / "variants.py")
+    exp = tmp_path / "conf" / "exp.yaml"
+    exp.write_text("plugins: [lib/variants.py]\nmodel:\n  attention: ut_cosine\n  positional: ut_distance\n  attention_scaling: ut_half\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    cfg = load_config([Path("..") / "conf" / "exp.yaml"])
+    assert cfg.plugins == [str(plugin.resolve())]  # absolute: saved in config.yaml, read by trials anywhere
+    assert f"- {plugin.resolve()}" in to_yaml(cfg)
+    m = cfg.model
+    model = build_transformer(tiny_model(attention=m.attention, positional=m.positional, attention_scaling=m.attention_scaling), VOCAB)
+    src, tgt = random_batch()
+    assert torch.isfinite(model(src, tgt)).all()
+
+
+def test_a_plugin_on_the_command_line_is_relative_to_the_cwd_with_or_without_brackets(tmp_path, monkeypatch):
+    plugin = write(tmp_path / "variants.py")
+    monkeypatch.chdir(tmp_path)
+    assert load_config(overrides=["plugins=[variants.py]", *USE]).plugins == [str(plugin)]
+    assert load_config(overrides=["plugins=./variants.py", *USE]).plugins == [str(plugin)]
+    assert load_config(plugins=["variants.py"]).plugins == [str(plugin)]  # sections, as a sweep's overrides pass them
+
+
+def test_a_plugin_is_imported_once_per_process_under_a_stable_name(tmp_path, monkeypatch):
+    plugin = write(tmp_path / "variants.py")
+    monkeypatch.chdir(tmp_path)
+    load_config(overrides=["plugins=[variants.py]", *USE])
+    load_config(overrides=[f"plugins=[{plugin}]", *USE])  # the same file by another spelling: no clash, no re-import
+    assert imports(tmp_path) == 1
+    cls = ATTENTION["ut_cosine"]
+    assert cls.__module__ == plugins.module_name(plugin) and cls.__module__.startswith("ablate_plugin_variants_")
+    assert sys.modules[cls.__module__].__file__ == str(plugin)
+    assert pickle.loads(pickle.dumps(cls)) is cls  # by reference, as a DDP or dataloader process would need
+
+
+def test_a_plugin_may_be_a_module_name(tmp_path, monkeypatch):
+    write(tmp_path / "ut_pkg" / "__init__.py", "")
+    write(tmp_path / "ut_pkg" / "variants.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_config(overrides=["plugins=[ut_pkg.variants]", *USE])
+    assert cfg.plugins == ["ut_pkg.variants"] and "ut_half" in SCALING
+
+
+def test_nothing_is_imported_unless_named_and_the_error_says_how(tmp_path):
+    write(tmp_path / "variants.py")
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=USE)
+    assert "model.attention='ut_cosine' is not one of" in str(err.value)
+    assert "plugins=[FILE] on the command line, or `plugins: [FILE]` in the config" in str(err.value)
+    assert imports(tmp_path) == 0
+
+
+def test_a_saved_config_only_records_its_plugins(tmp_path, monkeypatch):
+    plugin = write(tmp_path / "variants.py")
+    monkeypatch.chdir(tmp_path)
+    saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
+    forget(tmp_path)  # as in a new process: the record alone must not import it
+    with pytest.raises(ConfigError) as err:
+        from_dict(saved)
+    assert f"the saved config needs plugin {plugin} (" in str(err.value) and f"pass --plugins {plugin}" in str(err.value)
+    assert imports(tmp_path) == 0
+
+
+def test_a_syntax_error_names_the_file_and_the_line(tmp_path):
+    plugin = write(tmp_path / "broken.py", "import torch\nx = (\n")
+    with pytest.raises(ConfigError, match=rf"^plugin {plugin} failed to import: SyntaxError: .* \(broken.py, line 2\)$"):
+        load_config(overrides=[f"plugins=[{plugin}]"])
+
+
+def test_a_raising_plugin_is_named_with_its_exception_and_leaves_nothing_registered(tmp_path):
+    source = VARIANTS + "\nraise RuntimeError('no GPU kernel for this machine')\n"
+    plugin = write(tmp_path / "variants.py", source)
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=[f"plugins=[{plugin}]"])
+    line = len(source.splitlines())
+    assert str(err.value) == f"plugin {plugin} failed to import (line {line}): RuntimeError: no GPU kernel for this machine"
+    assert "ut_cosine" not in ATTENTION and plugins.module_name(plugin) not in sys.modules
+    write(plugin)  # fixed: it now imports, with no clash against the failed attempt
+    assert load_config(overrides=[f"plugins=[{plugin}]", *USE]).model.attention == "ut_cosine"
+
+
+def test_a_name_taken_by_a_built_in_is_refused_naming_both(tmp_path):
+    plugin = write(tmp_path / "mine.py", VARIANTS.replace('"ut_half"', '"learned"'))
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=[f"plugins=[{plugin}]"])
+    msg = str(err.value)
+    assert msg.startswith(f"plugin {plugin} registers a name that is taken: cannot register ")
+    assert f".UtHalf ({plugin}) as 'learned': the name is taken by ablate.model.scaling.LearnedTemperature" in msg
+    assert "ut_cosine" not in ATTENTION  # what it registered before the clash is taken back
+
+
+def test_a_name_taken_by_another_plugin_names_both_files(tmp_path):
+    first, second = write(tmp_path / "a" / "variants.py"), write(tmp_path / "b" / "variants.py")
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=[f"plugins=[{first},{second}]"])
+    msg = str(err.value)
+    assert f"plugin {second} registers a name that is taken" in msg
+    assert f"UtCosine ({second}) as 'ut_cosine': the name is taken by " in msg and f"UtCosine ({first})" in msg
+
+
+def test_a_missing_file_an_unknown_or_raising_module_and_a_wrong_type_are_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=rf"^plugin {tmp_path / 'nope.py'}: no such file$"):
+        load_config(overrides=["plugins=[nope.py]"])
+    with pytest.raises(ConfigError, match=r"^plugin ut_nope.variants failed to import: ModuleNotFoundError: No module named 'ut_nope'$"):
+        load_config(overrides=["plugins=[ut_nope.variants]"])
+    module = write(tmp_path / "ut_raising.py", "import os\n\nos.environ['UT_NOPE']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=rf"^plugin ut_raising \({module}\) failed to import \(line 3\): KeyError: 'UT_NOPE'$"):
+        load_config(overrides=["plugins=[ut_raising]"])
+    (tmp_path / "exp.yaml").write_text("plugins: {variants.py: true}\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml: plugins must be a list of .py files or module names, got \{'variants.py': True\}$"):
+        load_config(["exp.yaml"])
+
+
+def test_a_checkpoint_names_the_plugins_it_needs_and_how_to_pass_them(tmp_path, monkeypatch):
+    """What `ablate evaluate|translate` say before building a model (the CLI itself: tests/integration)."""
+    plugin = write(tmp_path / "variants.py")
+    monkeypatch.chdir(tmp_path)
+    saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
+    assert plugins.needed("checkpoint m.ckpt", saved) is None
+    forget(tmp_path)
+    names = "model.attention='ut_cosine', model.attention_scaling='ut_half', model.positional='ut_distance' are not registered"
+    assert plugins.needed("checkpoint m.ckpt", saved) == f"checkpoint m.ckpt needs plugin {plugin} ({names}); pass --plugins {plugin}"
+    assert plugins.needed("checkpoint m.ckpt", {**saved, "plugins": []}) == (
+        f"checkpoint m.ckpt: {names} and the run records no plugin; pass the file or module that registers it: --plugins FILE_OR_MODULE"
+    )
+    assert imports(tmp_path) == 0
+    plugins.load_plugins(["variants.py"])  # what --plugins does
+    assert plugins.needed("checkpoint m.ckpt", saved) is None and imports(tmp_path) == 1
+
+
+def test_decode_commands_take_plugins_after_the_checkpoint():
+    from ablate.cli import build_parser
+
+    for command in ("evaluate", "translate"):
+        args = build_parser().parse_args([command, "m.ckpt", "--plugins", "a.py", "pkg.mod", "--plugins", "b.py"])
+        assert (args.checkpoint, args.plugins) == ("m.ckpt", ["a.py", "pkg.mod", "b.py"])
+    assert build_parser().parse_args(["translate", "m.ckpt"]).plugins == []
+
+
+def test_installed_packages_register_through_entry_points(tmp_path, monkeypatch):
+    write(tmp_path / "ut_ep_variants.py")
+    dist = tmp_path / "ut_ep-1.0.dist-info"
+    write(dist / "METADATA", "Metadata-Version: 2.1\nName: ut-ep\nVersion: 1.0\n")
+    write(dist / "entry_points.txt", "[ablate.plugins]\nut_ep = ut_ep_variants\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    cfg = load_config(overrides=USE)
+    assert cfg.plugins == [] and ATTENTION["ut_cosine"].__module__ == "ut_ep_variants"
+    load_config(overrides=USE)
+    assert imports(tmp_path) == 1
+
+
+def test_a_broken_entry_point_is_named(tmp_path, monkeypatch):
+    write(tmp_path / "ut_ep_broken.py", "raise ImportError('needs triton')\n")
+    dist = tmp_path / "ut_ep_broken-1.0.dist-info"
+    write(dist / "METADATA", "Metadata-Version: 2.1\nName: ut-ep-broken\nVersion: 1.0\n")
+    write(dist / "entry_points.txt", "[ablate.plugins]\nbroken = ut_ep_broken\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    with pytest.raises(
+        ConfigError,
+        match=r"^plugin entry point 'broken = ut_ep_broken' \(ablate.plugins, package ut-ep-broken\) "
+        rf"\({tmp_path / 'ut_ep_broken.py'}\) failed to import \(line 1\): ImportError: needs triton$",
+    ):
+        load_config()
+
+
+def test_other_plugins_are_a_config_change_for_resume(tmp_path, monkeypatch):
+    """--resume refuses a config differing from the saved one by config.diff over with_defaults (ablate.run.rundir);
+    the plugins key is compared like any other (the refusal itself, through the CLI: tests/integration)."""
+    first, moved = write(tmp_path / "variants.py"), write(tmp_path / "copy" / "variants.py", VARIANTS.replace("ut_", "ut2_"))
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(overrides=["plugins=[variants.py]", *USE])
+    saved = with_defaults(read_yaml(write(tmp_path / "config.yaml", to_yaml(cfg)), "config"))
+    assert diff(saved, to_dict(cfg)) == {}
+    other = load_config(overrides=[f"plugins=[{moved}]", *[u.replace("ut_", "ut2_") for u in USE]])
+    assert diff(saved, to_dict(other))["plugins"] == ([str(first)], [str(moved)])
+    assert diff(with_defaults({"model": {"heads": 8}}), to_dict(load_config())) == {}  # an old run (no plugins key): none
