@@ -54,7 +54,7 @@ def test_resume_point_is_the_furthest_step_even_when_file_times_tie(tmp_path):
     ckpts = tmp_path / "checkpoints"
     ckpts.mkdir()
     for name, step in [("step=10.ckpt", 10), ("step=20.ckpt", 20), ("last.ckpt", 21)]:
-        save_atomic({"state_dict": {}, "hyper_parameters": {}, "global_step": step}, ckpts / name)
+        save_atomic({"state_dict": {}, "hyper_parameters": {}, "global_step": step, "optimizer_states": [{}]}, ckpts / name)
         os.utime(ckpts / name, ns=(1_000_000_000, 1_000_000_000))
     os.utime(ckpts / "step=10.ckpt", ns=(2_000_000_000, 2_000_000_000))  # newest by mtime, oldest by step
     assert resume_checkpoint(tmp_path).name == "last.ckpt"

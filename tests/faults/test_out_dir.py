@@ -51,4 +51,4 @@ def test_read_only_out_dir_fails_before_training(tmp_path, mount_tmpfs):
     ro = mount_tmpfs("ro", "ro,size=1m")
     proc = run(tmp_path, ro / "run")
     assert proc.returncode == 2
-    assert f"out_dir={ro / 'run'} is not writable" in proc.stderr
+    assert f"out_dir={ro / 'run'} is not a writable folder" in proc.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def test_preemption_signal_saves_and_exits_then_resume_matches(tmp_path, signum)
     path = write_config(tmp_path, "preempted")
     proc, out = signal_after_second_checkpoint(path, tmp_path / "preempted", signum)
     assert proc.returncode == 75, out[-3000:]  # PREEMPTED_EXIT
-    assert "continue with `ablate train ... --resume`" in out
+    assert re.search(r"continue with: ablate train \S+\.yaml --resume", out), out[-2000:]
     saved = torch.load(tmp_path / "preempted" / "checkpoints" / "last.ckpt", weights_only=True)
     assert 2 * VAL_EVERY <= saved["global_step"] < STEPS
 
@@ -180,7 +181,7 @@ def losses_after_self_signal(tmp_path: Path, out: str, spec: str, **train) -> tu
     proc = ablate("train", str(path), env={**os.environ, "ABLATE_DEBUG_SIGNAL": spec})
     log = proc.communicate(timeout=600)[0].decode()
     assert proc.returncode == 75, log[-3000:]
-    assert "continue with `ablate train ... --resume`" in log
+    assert re.search(r"continue with: ablate train \S+\.yaml --resume", log), log[-2000:]
     saved = torch.load(tmp_path / out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     resumed = ablate("train", str(path), "--resume")
     log = resumed.communicate(timeout=600)[0].decode()
