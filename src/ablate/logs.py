@@ -8,13 +8,25 @@ import logging
 import sys
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a message comes (a test's capture, a redirected stream), not to the
+    stream that was current when the handler was made, which may be closed by then."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def to_stderr(level: int = logging.INFO) -> None:
     logger = logging.getLogger("ablate")
-    if any(getattr(h, "_ablate", False) for h in logger.handlers):
+    if any(isinstance(h, _Stderr) for h in logger.handlers):
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setFormatter(logging.Formatter("%(message)s"))
-    handler._ablate = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(level)
-    logger.propagate = False
+    # It still propagates: the root logger has no handler unless an application (or a test capture) adds one.

@@ -178,7 +178,7 @@ def test_length_extrapolation_eval_after_training(tmp_path, positional, capsys):
     from ablate.run import train
 
     cfg = tiny_experiment(tmp_path, model={"positional": positional},
-                          data={"max_len": 6}, train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6}, logging={"wandb": False})
+                          data={"max_len": 6, "max_dropped_share": 1.0}, train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6}, logging={"wandb": False})
     summary = train(cfg)
     assert summary["val_long/sentences"] > 0 and summary["val_long/min_src_tokens"] == 7
     assert 0.0 <= summary["val_long/bleu"] <= 100.0
