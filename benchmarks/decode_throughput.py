@@ -105,7 +105,9 @@ def main() -> None:
     print(f"torch {env['torch']}, {env['machine']}, {env['threads']} threads, fp32; BLEU signature {results[args.beams[0]]['signature']}")
     for beam, r in results.items():
         kind = "greedy" if beam == 1 else f"beam-{beam}"
-        print(f"{kind} decoding ratio vs MarianMT generate(): {r['ratio']:.2f} (per round: {', '.join(f'{x:.2f}' for x in r['round_ratios'])})")
+        print(
+            f"{kind} decoding ratio vs MarianMT generate(): {r['ratio']:.2f} (per round: {', '.join(f'{x:.2f}' for x in r['round_ratios'])})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "env": env, "results": results}, indent=2))
         print(f"wrote {args.json}")

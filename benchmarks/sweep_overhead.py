@@ -44,17 +44,21 @@ def main() -> int:
     try:
         for r in range(args.rounds):
             # Plain runs: the exact configs the sweep's trials get (same seed, same logging), via `ablate train`.
-            def plain() -> float:
+            def plain(r: int = r) -> float:
                 total = 0.0
                 for row, seed in sweep.rows():
-                    cfg = sweep.config_for(sweep.variants[row], seed, work / f"plain{r}" / row,
-                                           {"logging.group": sweep.name, "logging.name": row, "logging.progress": False})
+                    cfg = sweep.config_for(
+                        sweep.variants[row],
+                        seed,
+                        work / f"plain{r}" / row,
+                        {"logging.group": sweep.name, "logging.name": row, "logging.progress": False},
+                    )
                     path = work / f"plain{r}-{row}.yaml"
                     path.write_text(to_yaml(cfg))
                     total += run([sys.executable, "-m", "ablate.cli", "train", str(path)], log)
                 return total
 
-            def swept() -> float:
+            def swept(r: int = r) -> float:
                 doc = yaml.safe_load(Path(args.sweep).read_text())
                 doc["out_dir"] = str(work / f"sweep{r}")
                 doc["base"] = [str(Path(b).resolve()) for b in sweep.base]

@@ -254,8 +254,10 @@ def main() -> None:
     print(f"batches (mean): {sentences / args.steps:.0f} sentences, {real / args.steps:.0f} real tokens, "
           f"{1 - real / padded:.1%} padding, max_tokens {cfg.data.max_tokens}; epoch = {epoch_tgt_tokens:,} target "
           "tokens (epoch s = that / tgt tok/s)")  # fmt: skip
-    print(f"torch {env['torch']}, {env['machine']}, {env['threads']} threads; peak MiB = memory a training pass "
-          f"adds on top of model and batches ({'torch peak allocated' if device.type == 'cuda' else 'RSS, fresh process'})")
+    print(
+        f"torch {env['torch']}, {env['machine']}, {env['threads']} threads; peak MiB = memory a training pass "
+        f"adds on top of model and batches ({'torch peak allocated' if device.type == 'cuda' else 'RSS, fresh process'})"
+    )
     best = min(names, key=lambda n: results[n]["step_ms"])
     print(f"per-round ratios (fastest baseline time / ablate time): {', '.join(f'{x:.3f}' for x in ratios)}")
     for name in names:

@@ -56,9 +56,16 @@ def tiny_experiment(tmp_path, **sections):
     corpus = write_corpus(tmp_path / "corpus")
     base = {
         "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache")},
+        "data": {
+            "dataset": "files",
+            "train_prefix": str(corpus / "train"),
+            "valid_prefix": str(corpus / "valid"),
+            "test_prefix": str(corpus / "test"),
+            "vocab_size": 64,
+            "max_len": 32,
+            "max_tokens": 512,
+            "cache_dir": str(tmp_path / "cache"),
+        },
         "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 15, "log_every_steps": 5, "keep_last": 2},
         "logging": {"wandb": False, "progress": False},
         "out_dir": str(tmp_path / "run"),
@@ -92,8 +99,16 @@ def trial_states(db) -> list[str]:
 
 # -- the CLI in tests ----------------------------------------------------------------------------------------------
 
-TINY_TRAIN = {"max_steps": 10, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 5, "log_every_steps": 5, "keep_last": 5,
-              "val_bleu": False, "num_threads": 1}
+TINY_TRAIN = {
+    "max_steps": 10,
+    "warmup": 10,
+    "lr_scale": 2.0,
+    "val_every_steps": 5,
+    "log_every_steps": 5,
+    "keep_last": 5,
+    "val_bleu": False,
+    "num_threads": 1,
+}
 
 
 def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | None = None, **train):
@@ -107,9 +122,17 @@ def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | 
     corpus = write_corpus(tmp_path / "corpus")
     cfg = {
         "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "test_prefix": str(corpus / "test"), "vocab_size": 64, "max_len": 32, "max_tokens": 512,
-                 "cache_dir": str(tmp_path / "cache"), **(data or {})},
+        "data": {
+            "dataset": "files",
+            "train_prefix": str(corpus / "train"),
+            "valid_prefix": str(corpus / "valid"),
+            "test_prefix": str(corpus / "test"),
+            "vocab_size": 64,
+            "max_len": 32,
+            "max_tokens": 512,
+            "cache_dir": str(tmp_path / "cache"),
+            **(data or {}),
+        },
         "train": {**TINY_TRAIN, **train},
         "logging": {"wandb": False, "progress": False},
         "out_dir": str(out_dir or tmp_path / name),
@@ -148,6 +171,8 @@ def run_cli(capsys, *args: str) -> tuple[int, str]:
 def snapshot(run_dir) -> dict[str, bytes]:
     """Every file (its bytes) and folder under a run directory, to prove nothing changed; not the lock file, which
     holds the pid of the last process to open the run."""
-    return {str(p.relative_to(run_dir)): p.read_bytes() if p.is_file() else b"<dir>"
-            for p in sorted(run_dir.rglob("*")) if p.name != ".run.lock"}
-
+    return {
+        str(p.relative_to(run_dir)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(run_dir.rglob("*"))
+        if p.name != ".run.lock"
+    }

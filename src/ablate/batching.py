@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -62,9 +62,7 @@ class EncodedSplit(Dataset):
         return np.diff(self.tgt_offsets) + 1  # tgt_in / tgt_out carry one bos / eos
 
 
-def encode_pairs(
-    tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, overlong: str = "drop"
-) -> EncodedSplit:
+def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, overlong: str = "drop") -> EncodedSplit:
     """Encode pairs; a side longer than `max_len` tokens (incl. eos) is dropped ('drop') or cut ('truncate').
 
     Training drops long pairs; evaluation truncates them instead, so BLEU is still computed on every reference.
@@ -118,7 +116,7 @@ def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
 class _EpochHook:
     """Lightning calls `set_epoch` on `dataloader.batch_sampler.sampler`, never on the batch sampler itself."""
 
-    def __init__(self, owner: "TokenBucketBatchSampler"):
+    def __init__(self, owner: TokenBucketBatchSampler):
         self._owner = owner
 
     def set_epoch(self, epoch: int) -> None:

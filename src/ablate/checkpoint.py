@@ -36,9 +36,11 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
-        raise CheckpointError(f"{path}: holds Python objects that ablate will not unpickle (it reads only tensors and plain "
-                              "data from a checkpoint, so that opening one can never run code); it was not written by "
-                              "ablate, or was altered since") from None
+        raise CheckpointError(
+            f"{path}: holds Python objects that ablate will not unpickle (it reads only tensors and plain "
+            "data from a checkpoint, so that opening one can never run code); it was not written by "
+            "ablate, or was altered since"
+        ) from None
     except Exception as e:  # truncated zip, not a torch file, ...
         first = (str(e).splitlines() or ["the file is empty" if path.stat().st_size == 0 else "no message"])[0][:200]
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {first})") from None
@@ -142,8 +144,10 @@ def average_cli(args: argparse.Namespace) -> int:
     if out.resolve() in {Path(p).resolve() for p in paths}:
         raise CheckpointError(f"--output {out} is one of the inputs; refusing to overwrite it")
     if out.exists() and not args.force:
-        raise CheckpointError(f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
-                              "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)")
+        raise CheckpointError(
+            f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
+            "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
+        )
     save_atomic(average_checkpoints(paths), out)
     print(f"averaged {len(paths)} checkpoints -> {out}")
     for p in paths:

@@ -78,6 +78,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return sweep_cli(args)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from ablate.sweep.status import status_cli
+
+    return status_cli(args)
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from ablate.table.cli import table_cli
 
@@ -108,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
     p.add_argument("--n-trials", type=int, default=None, help="override the file's n_trials")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("status", help="what a sweep is doing or did: each trial's progress, the counts, the best row")
+    p.add_argument("target", help="a sweep's out_dir, its sweep file, or a storage URL (sqlite:///, postgresql://, journal:///)")
+    p.add_argument("--study", help="the study's name, when the storage holds several")
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("table", help="a finished sweep in the paper's Table 3 layout, beside the paper's figures")
     p.add_argument("study", help="a sweep's out_dir (or its sweep file), or any folder of runs")
@@ -151,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--longer-than", type=int, default=0, metavar="N",
                    help="only pairs whose source has more than N subword tokens (length extrapolation)")
     p.add_argument("--hyp-out", help="also write the hypotheses here")
+    p.add_argument("--save-eval", action="store_true",
+                   help="also write RUN_DIR/eval/SPLIT.json (hypotheses, per-sentence NLL) for `ablate table --split SPLIT`")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help="average the weights of checkpoints (the paper averaged the last 5)")

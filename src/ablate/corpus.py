@@ -71,9 +71,7 @@ def read_parallel(
     """Aligned (source, target) pairs; pairs with an empty side (or a side over max_len_chars) are dropped."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise ValueError(
-            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)} lines"
-        )
+        raise ValueError(f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)} lines")
     pairs, empty, too_long = [], 0, 0
     for s, t in zip(src, tgt):
         if not s or not t:

@@ -17,7 +17,6 @@ from ablate.batching import EncodedSplit, TokenBucketBatchSampler, collate, enco
 from ablate.corpus import CorpusStats, read_lines, read_parallel
 from ablate.datasets import DATASETS, cache_dir, resolve_split
 from ablate.tokenizer import Tokenizer, load_or_train_tokenizer
-from ablate.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 
@@ -75,21 +74,34 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _report(self, split: str, files: tuple, stats: CorpusStats, overlong: int) -> None:
         """Say what was left out of a split and why; refuse a training split that loses more than the allowed share."""
-        self.dropped[split] = {"files": [str(f) for f in files], "pairs": stats.lines, "empty": stats.empty,
-                               "too_long": overlong if split == "train" else 0}
+        self.dropped[split] = {
+            "files": [str(f) for f in files],
+            "pairs": stats.lines,
+            "empty": stats.empty,
+            "too_long": overlong if split == "train" else 0,
+        }
         where = f"{files[0]} / {files[1]}"
         if stats.empty:
             log.info("%s: dropped %d of %d pairs with an empty side (%s)", split, stats.empty, stats.lines, where)
         if overlong:
             verb = "dropped" if split == "train" else "truncated"
-            log.info("%s: %s %d of %d pairs longer than data.max_len=%d tokens on a side (%s)", split, verb, overlong,
-                     stats.lines, self.data_cfg.max_len, where)
+            log.info(
+                "%s: %s %d of %d pairs longer than data.max_len=%d tokens on a side (%s)",
+                split,
+                verb,
+                overlong,
+                stats.lines,
+                self.data_cfg.max_len,
+                where,
+            )
         lost = (stats.empty + self.dropped[split]["too_long"]) / max(stats.lines, 1)
         if split == "train" and lost > self.data_cfg.max_dropped_share:
-            raise ValueError(f"{where}: {lost:.1%} of the {stats.lines} training pairs would be dropped ({stats.empty} with an "
-                             f"empty side, {overlong} longer than data.max_len={self.data_cfg.max_len} tokens), more than "
-                             f"data.max_dropped_share={self.data_cfg.max_dropped_share}; check the files, or raise "
-                             "data.max_len or data.max_dropped_share")
+            raise ValueError(
+                f"{where}: {lost:.1%} of the {stats.lines} training pairs would be dropped ({stats.empty} with an "
+                f"empty side, {overlong} longer than data.max_len={self.data_cfg.max_len} tokens), more than "
+                f"data.max_dropped_share={self.data_cfg.max_dropped_share}; check the files, or raise "
+                "data.max_len or data.max_dropped_share"
+            )
 
     def encoded(self, split: str) -> EncodedSplit:
         if split not in self._encoded:

@@ -65,8 +65,18 @@ def describe_subset(chosen: int, total: int, seed: int | None = None) -> str:
     return f"random {chosen} of {total}" + ("" if seed is None else f" (seed {seed})")
 
 
-def eval_record(*, split: str, dataset: str, checkpoint: str, indices: Sequence[int], hypotheses: Sequence[str],
-                references: Sequence[str], nll: Sequence[float], tokens: Sequence[int], subset: str = "all") -> dict:
+def eval_record(
+    *,
+    split: str,
+    dataset: str,
+    checkpoint: str,
+    indices: Sequence[int],
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    nll: Sequence[float],
+    tokens: Sequence[int],
+    subset: str = "all",
+) -> dict:
     """The record for one run and split, with corpus BLEU (sacreBLEU defaults, as `ablate.metrics.bleu`) and PPL.
 
     Pairs are put in ascending index order. Also what a run logs to W&B under `eval/{split}`.
@@ -80,11 +90,18 @@ def eval_record(*, split: str, dataset: str, checkpoint: str, indices: Sequence[
     metric = BLEU()
     total_tokens = sum(int(t) for t in lists["tokens"])
     record = {
-        "split": split, "dataset": dataset, "checkpoint": checkpoint, "sentences": len(order), "subset": subset,
-        "indices": [int(i) for i in lists["indices"]], "hypotheses": [str(h) for h in lists["hypotheses"]],
-        "references": [str(r) for r in lists["references"]], "nll": [float(x) for x in lists["nll"]],
+        "split": split,
+        "dataset": dataset,
+        "checkpoint": checkpoint,
+        "sentences": len(order),
+        "subset": subset,
+        "indices": [int(i) for i in lists["indices"]],
+        "hypotheses": [str(h) for h in lists["hypotheses"]],
+        "references": [str(r) for r in lists["references"]],
+        "nll": [float(x) for x in lists["nll"]],
         "tokens": [int(t) for t in lists["tokens"]],
-        "bleu": metric.corpus_score(lists["hypotheses"], [lists["references"]]).score, "bleu_signature": str(metric.get_signature()),
+        "bleu": metric.corpus_score(lists["hypotheses"], [lists["references"]]).score,
+        "bleu_signature": str(metric.get_signature()),
         "ppl": math.exp(min(sum(lists["nll"]) / max(total_tokens, 1), 50.0)),
     }
     parse_eval(record, f"eval/{split}")  # never write what the reader would refuse
@@ -128,11 +145,23 @@ def parse_eval(data, source: str, split: str | None = None) -> EvalFile:
 
 
 def _problems(d: dict, split: str | None) -> list[str]:
-    kinds = {"split": str, "dataset": str, "checkpoint": str, "sentences": int, "subset": str, "bleu": (int, float),
-             "bleu_signature": str, "ppl": (int, float), **dict.fromkeys(LISTS, list)}
+    kinds = {
+        "split": str,
+        "dataset": str,
+        "checkpoint": str,
+        "sentences": int,
+        "subset": str,
+        "bleu": (int, float),
+        "bleu_signature": str,
+        "ppl": (int, float),
+        **dict.fromkeys(LISTS, list),
+    }
     out = [f"missing key '{k}'" for k in kinds if k not in d]
-    out += [f"'{k}' should be {t.__name__ if isinstance(t, type) else 'a number'}, got {type(d[k]).__name__}"
-            for k, t in kinds.items() if k in d and (not isinstance(d[k], t) or isinstance(d[k], bool))]
+    out += [
+        f"'{k}' should be {t.__name__ if isinstance(t, type) else 'a number'}, got {type(d[k]).__name__}"
+        for k, t in kinds.items()
+        if k in d and (not isinstance(d[k], t) or isinstance(d[k], bool))
+    ]
     if out:
         return out
     if d["split"] not in SPLITS:
@@ -142,13 +171,17 @@ def _problems(d: dict, split: str | None) -> list[str]:
     lengths = {k: len(d[k]) for k in LISTS}
     if set(lengths.values()) != {d["sentences"]}:
         out.append(f"sentences={d['sentences']} but the lists have " + ", ".join(f"{k}={n}" for k, n in lengths.items()))
+
     def number(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 
-    checks = {"indices": (lambda v: number(v) and isinstance(v, int) and v >= 0, "an integer >= 0"),
-              "hypotheses": (lambda v: isinstance(v, str), "a string"), "references": (lambda v: isinstance(v, str), "a string"),
-              "nll": (lambda v: number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
-              "tokens": (lambda v: number(v) and isinstance(v, int) and v >= 1, "an integer >= 1")}
+    checks = {
+        "indices": (lambda v: number(v) and isinstance(v, int) and v >= 0, "an integer >= 0"),
+        "hypotheses": (lambda v: isinstance(v, str), "a string"),
+        "references": (lambda v: isinstance(v, str), "a string"),
+        "nll": (lambda v: number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
+        "tokens": (lambda v: number(v) and isinstance(v, int) and v >= 1, "an integer >= 1"),
+    }
     for k, (ok, what) in checks.items():
         bad = next((i for i, v in enumerate(d[k]) if not ok(v)), None)
         if bad is not None:

@@ -29,8 +29,16 @@ def pick_device(name: str = "auto") -> torch.device:
 
 
 @torch.no_grad()
-def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: ExperimentConfig, beam: int | None = None,
-              alpha: float | None = None, batch_tokens: int = 4000, progress: bool = False) -> list[str]:
+def translate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    lines: list[str],
+    cfg: ExperimentConfig,
+    beam: int | None = None,
+    alpha: float | None = None,
+    batch_tokens: int = 4000,
+    progress: bool = False,
+) -> list[str]:
     """Beam-search translations of `lines`, in input order; batches are formed by source length."""
     if not lines:
         return []  # (SentencePiece decodes an empty batch to '', not to no sentences)
@@ -41,8 +49,9 @@ def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: E
     max_src = None if cap is None else cap - 1  # room for EOS within the longest source the model takes
     encoded = [ids[:max_src] + [EOS_ID] for ids in tokenizer.encode(lines)]
     outputs: list[list[int]] = [[] for _ in encoded]
-    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress,
-                   transient=True)
+    bar = Progress(
+        TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True
+    )
     with bar:
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
@@ -81,8 +90,13 @@ def score(hyps: list[str], refs: list[str]) -> dict:
     if not refs:
         raise ValueError("no sentences to score (the test set is empty)")
     b, c = bleu(hyps, refs), chrf(hyps, refs)
-    return {"bleu": round(b.score, 2), "bleu_signature": b.signature, "chrf": round(c.score, 2), "chrf_signature": c.signature,
-            "sentences": len(refs)}
+    return {
+        "bleu": round(b.score, 2),
+        "bleu_signature": b.signature,
+        "chrf": round(c.score, 2),
+        "chrf_signature": c.signature,
+        "sentences": len(refs),
+    }
 
 
 def _load(args: argparse.Namespace):
@@ -109,9 +123,43 @@ def translate_cli(args: argparse.Namespace) -> int:
     return 0
 
 
+def save_record(
+    checkpoint: Path,
+    model: Transformer,
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    split: str,
+    pairs: list[tuple[str, str]],
+    hyps: list[str],
+) -> Path:
+    """Write RUN_DIR/eval/SPLIT.json for a checkpoint in RUN_DIR/checkpoints/: its hypotheses and each reference's
+    teacher-forced NLL, the record `ablate table` tests rows with (ablate.eval_file)."""
+    from ablate.batching import encode_pairs
+    from ablate.eval_file import write_eval_file
+    from ablate.sentence_scores import split_nll
+
+    if checkpoint.parent.name != "checkpoints":
+        raise ValueError(f"--save-eval: {checkpoint} is not in a run directory's checkpoints/ folder, so there is no run to save it in")
+    device = next(model.parameters()).device
+    nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate"), device)
+    return write_eval_file(
+        checkpoint.parent.parent,
+        split,
+        dataset=cfg.data.dataset,
+        checkpoint=checkpoint.name,
+        indices=range(len(pairs)),
+        hypotheses=hyps,
+        references=[r for _, r in pairs],
+        nll=nll,
+        tokens=tokens,
+    )
+
+
 def evaluate_cli(args: argparse.Namespace) -> int:
     if bool(args.src) != bool(args.ref):
         raise ValueError("--src and --ref go together (a source file and its aligned reference)")
+    if args.save_eval and (args.src or args.longer_than):
+        raise ValueError("--save-eval records a whole split of the run's dataset (--split), not --src/--ref or --longer-than")
     model, cfg, tokenizer = _load(args)
     if args.src:
         # Keep every line (empty ones too) so the hypotheses stay aligned with the references.
@@ -135,5 +183,7 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     if args.hyp_out:
         Path(args.hyp_out).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
+    if args.save_eval:
+        result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))
     print(json.dumps(result, indent=2))
     return 0

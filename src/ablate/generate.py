@@ -50,8 +50,9 @@ def greedy_decode(model: Transformer, src: Tensor, max_len_a: float = 1.0, max_l
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6, max_len_a: float = 1.0,
-                max_len_b: int = 50, cap: int | None = None) -> list[list[int]]:
+def beam_search(
+    model: Transformer, src: Tensor, beam: int = 4, alpha: float = 0.6, max_len_a: float = 1.0, max_len_b: int = 50, cap: int | None = None
+) -> list[list[int]]:
     """Batched beam search; returns the best hypothesis per row (ids without BOS/EOS).
 
     Each step ranks the 2K best extensions of the K live beams: EOS extensions among the top K

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 
 def did_you_mean(name: str, choices: Iterable[str], *, cutoff: float = 0.6) -> str:
-    """" (did you mean 'x'?)" for the choice closest to `name`, or "" when none is close.
+    """ " (did you mean 'x'?)" for the choice closest to `name`, or "" when none is close.
 
     Args:
         cutoff: the least similarity (difflib's ratio, 0 to 1) a suggestion needs; 0 always suggests the closest.

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 
 from ablate.config import ExperimentConfig, from_dict, to_dict
-from ablate.generate import beam_search
 from ablate.loss import translation_loss
 from ablate.metrics import bleu
-from ablate.model import build_transformer, count_parameters, max_length
+from ablate.model import build_transformer, count_parameters
+from ablate.sentence_scores import decode_rows, fixed_subset, row_mask
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ class TranslationModule(L.LightningModule):
         self.bleu_signature = ""
         self._val_sums = torch.zeros(3)  # smoothed loss, nll, target tokens
         self._hyps: dict[int, list[int]] = {}
+        self._bleu_rows: frozenset[int] | None = None  # the fixed sample of validation sentences val/bleu is on; None = all
+        self.decoded: tuple[int, dict[int, list[int]]] | None = None  # (global step, {index: ids}) of the last decoding validation
         if self.cfg.train.compile:
             self.model.compile()  # in place: state-dict keys stay those of the plain model
 
@@ -67,16 +69,21 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(3, device=self.device)
         self._hyps = {}
+        t = self.cfg.train
+        if t.val_max_sentences:  # a fixed random sample, the same for every trial of a study (not the N shortest)
+            chosen = fixed_subset(len(self.trainer.datamodule.raw("valid")[1]), t.val_max_sentences, t.val_subset_seed)
+            self._bleu_rows = None if chosen is None else frozenset(chosen)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, nll, ntok = self._step(batch)
         self._val_sums += torch.stack([loss.detach(), nll, ntok.to(loss.dtype)])
-        t = self.cfg.train
-        limit = t.val_max_sentences or float("inf")
-        if t.val_bleu and not self.trainer.sanity_checking and len(self._hyps) < limit:
-            cap = max_length(self.cfg.model)  # outputs longer than the model takes end early
-            outs = beam_search(self.model, batch["src"], t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, cap)
-            self._hyps.update(zip(batch["idx"].tolist(), outs))
+        if self.cfg.train.val_bleu and not self.trainer.sanity_checking:
+            src, idx = batch["src"], batch["idx"]  # (B, S), (B,)
+            if self._bleu_rows is not None:
+                rows = row_mask(idx, self._bleu_rows)  # (B,)
+                src, idx = src[rows], idx[rows]
+            if len(idx):
+                self._hyps.update(zip(idx.tolist(), decode_rows(self.model, src, self.cfg)))
 
     def on_validation_epoch_end(self) -> None:
         loss, nll, ntok = self._val_sums.tolist()
@@ -89,21 +96,21 @@ class TranslationModule(L.LightningModule):
             score = bleu(dm.tokenizer.decode([self._hyps[i] for i in order]), [refs[i] for i in order])
             metrics["val/bleu"] = score.score
             self.bleu_signature = score.signature
+            self.decoded = (self.global_step, self._hyps)
         self.log_dict(metrics)
 
     def configure_optimizers(self):
         t = self.cfg.train
         opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda step: noam_factor(step + 1, self.cfg.model.d_model, t.warmup, t.lr_scale)
-        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: noam_factor(step + 1, self.cfg.model.d_model, t.warmup, t.lr_scale))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Never let non-finite weights replace the last good checkpoint (the periodic loss check may not have run yet).
         if not all(torch.isfinite(p).all() for p in self.parameters()):
-            raise FloatingPointError(f"non-finite weights at step {self.global_step}: not saving them; "
-                                     "the last checkpoint is the last good one")
+            raise FloatingPointError(
+                f"non-finite weights at step {self.global_step}: not saving them; the last checkpoint is the last good one"
+            )
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
@@ -126,8 +133,11 @@ class TranslationModule(L.LightningModule):
         per_rank = checkpoint.get("rng_per_rank") or []
         same_ranks = len(per_rank) == self.trainer.world_size
         if per_rank and not same_ranks:
-            log.warning("the checkpoint was written by %d ranks and resumes on %d: dropout masks will differ from the "
-                        "uninterrupted run", len(per_rank), self.trainer.world_size)
+            log.warning(
+                "the checkpoint was written by %d ranks and resumes on %d: dropout masks will differ from the uninterrupted run",
+                len(per_rank),
+                self.trainer.world_size,
+            )
         self._pending_rng = per_rank[self.trainer.global_rank] if same_ranks else checkpoint.get("rng")
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
@@ -140,8 +150,11 @@ def rng_states() -> dict:
     """Every generator training draws from (dropout, shuffling helpers), in types torch.load(weights_only=True) accepts."""
     _, keys, pos, has_gauss, gauss = np.random.get_state()
     version, internal, gauss_next = random.getstate()
-    states = {"torch": torch.get_rng_state(), "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos,
-              "has_gauss": has_gauss, "gauss": gauss}, "python": {"version": version, "internal": list(internal), "gauss": gauss_next}}
+    states = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos, "has_gauss": has_gauss, "gauss": gauss},
+        "python": {"version": version, "internal": list(internal), "gauss": gauss_next},
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states

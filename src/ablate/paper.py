@@ -41,9 +41,13 @@ TABLE3: list[PaperRow] = [
     PaperRow("D-ls0.2", "D", {"train.label_smoothing": 0.2}, 5.47, 25.7),
     PaperRow("E-learned", "E", {"model.positional": "learned"}, 4.92, 25.7),
     PaperRow(
-        "big", "big",
+        "big",
+        "big",
         {"model.d_model": 1024, "model.d_ff": 4096, "model.heads": 16, "model.dropout": 0.3},
-        4.33, 26.4, 213, 300_000,
+        4.33,
+        26.4,
+        213,
+        300_000,
     ),
 ]
 

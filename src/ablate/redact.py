@@ -24,7 +24,7 @@ def remember(url: str) -> None:
     """Note the passwords of `url` (a whole URL) so that `redact` masks them in any text from now on."""
     if not _SCHEME.match(url):
         return
-    rest = url[_SCHEME.match(url).end():]
+    rest = url[_SCHEME.match(url).end() :]
     if "@" in rest:
         userinfo = rest[: rest.rindex("@")]
         if ":" in userinfo:

@@ -106,9 +106,7 @@ def tokenizer_settings(data_cfg, train_src: str | Path, train_tgt: str | Path) -
     }
 
 
-def train_tokenizer(
-    sentences: Sequence[str], out_dir: Path, *, vocab_size: int, character_coverage: float, sample: int = 0
-) -> Path:
+def train_tokenizer(sentences: Sequence[str], out_dir: Path, *, vocab_size: int, character_coverage: float, sample: int = 0) -> Path:
     """Train `out_dir/spm.model` on `sentences`; an impossible vocab_size raises a ValueError saying what fits."""
     if 0 < sample <= 100:
         raise ValueError(f"data.tokenizer_sample={sample} must be 0 (all sentences) or > 100 (a SentencePiece limit)")

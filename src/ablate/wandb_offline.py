@@ -8,9 +8,9 @@ copied from elsewhere. The file is a LevelDB-style log (32 KiB blocks of framed 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 HEADER = b":W&B"
 HEADER_LEN = 7  # ":W&B", 2-byte magic, 1-byte version

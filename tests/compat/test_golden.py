@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import write_corpus
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "v0_1"
@@ -41,13 +40,14 @@ def run_ablate(cwd: Path, *args: str, stdin: str | None = None, timeout: float =
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "ABLATE_CACHE": str(cwd / "home-cache")}
     for key in ("ABLATE_DEBUG_SIGNAL", "ABLATE_SWEEP_STORAGE"):  # nothing from the caller's shell may redirect the run
         env.pop(key, None)
-    return subprocess.run([*ablate_command(), *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([*ablate_command(), *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
 
 
 def check(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, (f"`ablate {' '.join(proc.args[1:])}` exited with {proc.returncode}\n"
-                                  f"--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n{proc.stderr[-5000:]}")
+    assert proc.returncode == 0, (
+        f"`ablate {' '.join(proc.args[1:])}` exited with {proc.returncode}\n"
+        f"--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n{proc.stderr[-5000:]}"
+    )
     return proc
 
 
@@ -85,10 +85,19 @@ def trial_dirs(study: Path) -> set[str]:
 
 def test_golden_files_are_all_there():
     """The folder is complete and holds real checkpoints (not stripped by .gitignore or replaced by LFS pointers)."""
-    for name in ("tiny.yaml", "sweep.yaml", "run/config.yaml", "run/metrics.csv", "study/study.db",
-                 "expected/uninterrupted-metrics.csv", "expected/evaluate-best-test.json", "expected/evaluate-best-test.hyp",
-                 "expected/translate.in", "expected/translate-best.out",
-                 *(f"study/trials/{t}/{f}" for t in TRIALS for f in ("config.yaml", "trial.yaml", "summary.json"))):
+    for name in (
+        "tiny.yaml",
+        "sweep.yaml",
+        "run/config.yaml",
+        "run/metrics.csv",
+        "study/study.db",
+        "expected/uninterrupted-metrics.csv",
+        "expected/evaluate-best-test.json",
+        "expected/evaluate-best-test.hyp",
+        "expected/translate.in",
+        "expected/translate-best.out",
+        *(f"study/trials/{t}/{f}" for t in TRIALS for f in ("config.yaml", "trial.yaml", "summary.json")),
+    ):
         assert (GOLDEN / name).is_file(), f"golden file missing: {name}"
     for name in ("best.ckpt", "step=50.ckpt", "last.ckpt"):
         ckpt = GOLDEN / "run" / "checkpoints" / name
@@ -112,7 +121,9 @@ def test_golden_checkpoint_evaluates_as_it_did(golden):
     assert len(hyps) == len(old)
     differ = [i for i, (a, b) in enumerate(zip(hyps, old)) if a != b]
     # Bit-identical decoding is expected; a couple of near-tie beams may flip on another CPU, not more.
-    assert len(differ) <= 2, f"{len(differ)} of {len(old)} hypotheses changed, e.g. line {differ[0] + 1}: {hyps[differ[0]]!r} vs {old[differ[0]]!r}"
+    assert len(differ) <= 2, (
+        f"{len(differ)} of {len(old)} hypotheses changed, e.g. line {differ[0] + 1}: {hyps[differ[0]]!r} vs {old[differ[0]]!r}"
+    )
     if not differ:
         assert result["bleu"] == pytest.approx(expected["bleu"], abs=0.01) and result["chrf"] == pytest.approx(expected["chrf"], abs=0.01)
 
@@ -154,7 +165,8 @@ def test_golden_run_resumes_to_the_end_as_if_never_stopped(golden):
     for step, loss in after.items():
         assert loss == pytest.approx(expected[step], rel=1e-4, abs=1e-5), (
             f"step {step}: resumed loss {loss} vs the uninterrupted run's {expected[step]} (model, optimizer, schedule, "
-            "RNG or data position not restored from the old checkpoint?)")
+            "RNG or data position not restored from the old checkpoint?)"
+        )
     val = val_losses(resumed)
     assert val.keys() == {MAX_STEPS - 1}
     assert val[MAX_STEPS - 1] == pytest.approx(val_losses(uninterrupted)[MAX_STEPS - 1], rel=1e-4, abs=1e-5)

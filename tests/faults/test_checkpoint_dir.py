@@ -38,8 +38,7 @@ def unwritable_checkpoints(tmp_path):
 
 
 def run_and_check(tmp_path: Path, ckpts: Path) -> None:
-    proc = ablate("train", str(write_experiment(tmp_path)),
-                          timeout=300)
+    proc = ablate("train", str(write_experiment(tmp_path)), timeout=300)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]
     assert proc.returncode == 2 and errors and "Traceback" not in proc.stderr, f"exit {proc.returncode}: {proc.stderr[-1500:]}"
     assert str(ckpts) in errors[-1], errors[-1]

@@ -37,7 +37,10 @@ objective: {{metric: val/loss, direction: minimize}}
 """
 
 SWEEPS = {
-    "row-name": ("  A-h1:", "A-h1", """variants:
+    "row-name": (
+        "  A-h1:",
+        "A-h1",
+        """variants:
   base: {}
   A-h1:
     model.heads: 1
@@ -45,18 +48,27 @@ SWEEPS = {
     model.heads: 2
   A-h1:
     model.heads: 4
-"""),
-    "override-in-a-row": ("    model.heads: 2", "model.heads", """variants:
+""",
+    ),
+    "override-in-a-row": (
+        "    model.heads: 2",
+        "model.heads",
+        """variants:
   base: {}
   A-h2:
     model.heads: 1
     model.d_ff: 64
     model.heads: 2
-"""),
-    "top-level": ("out_dir: {out}", "out_dir", """out_dir: {out}
+""",
+    ),
+    "top-level": (
+        "out_dir: {out}",
+        "out_dir",
+        """out_dir: {out}
 variants:
   base: {}
-"""),
+""",
+    ),
 }
 
 

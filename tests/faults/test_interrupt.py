@@ -77,9 +77,17 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path):
 def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path):
     base = write_experiment(tmp_path, "base", max_steps=400, val_every_steps=10, log_every_steps=10)
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "ctrlc", "base": [str(base)], "out_dir": str(tmp_path / "out"),
-                                     "objective": {"metric": "val/loss", "direction": "minimize"},
-                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}}}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "ctrlc",
+                "base": [str(base)],
+                "out_dir": str(tmp_path / "out"),
+                "objective": {"metric": "val/loss", "direction": "minimize"},
+                "variants": {"base": {}, "A-h1": {"model.heads": 1}},
+            }
+        )
+    )
     env = {"ABLATE_SWEEP_HEARTBEAT": "1"}
     cmd = ("sweep", str(sweep), "--workers", "2")
     proc = ablate(*cmd, env=env, popen=True, start_new_session=True)  # its own process group, like a job in a terminal

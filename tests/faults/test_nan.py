@@ -17,13 +17,24 @@ pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: sec
 
 @pytest.mark.parametrize(
     "log_every, caught_by, last_good",
-    [(2, "train/loss is nan at step 1", 9),  # the periodic loss check sees it first
-     (50, "non-finite weights at step 12", 9)],  # the loss check is rare: the save at step 12 refuses the weights
+    [
+        (2, "train/loss is nan at step 1", 9),  # the periodic loss check sees it first
+        (50, "non-finite weights at step 12", 9),
+    ],  # the loss check is rare: the save at step 12 refuses the weights
     ids=["loss-check", "save-guard"],
 )
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, log_every, caught_by, last_good):
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 40, "val_every_steps": 3, "log_every_steps": log_every, "debug_nan_step": 10,
-                                           "val_bleu": False, "keep_last": 10})
+    cfg = tiny_experiment(
+        tmp_path,
+        train={
+            "max_steps": 40,
+            "val_every_steps": 3,
+            "log_every_steps": log_every,
+            "debug_nan_step": 10,
+            "val_bleu": False,
+            "keep_last": 10,
+        },
+    )
     path = tmp_path / "run.yaml"
     path.write_text(to_yaml(cfg))
     proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(path)], capture_output=True, text=True, timeout=300)

@@ -11,10 +11,20 @@ import pytest
 from helpers import ablate, run_cli, write_experiment
 
 
-@pytest.mark.parametrize("override", [
-    "train.lr_scale=inf", "train.lr_scale=nan", "train.eps=nan", "train.weight_decay=nan", "train.clip_grad=nan",
-    "train.length_penalty=nan", "train.max_len_a=nan", "train.peak_tflops=nan", "model.init_std=nan",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "train.lr_scale=inf",
+        "train.lr_scale=nan",
+        "train.eps=nan",
+        "train.weight_decay=nan",
+        "train.clip_grad=nan",
+        "train.length_penalty=nan",
+        "train.max_len_a=nan",
+        "train.peak_tflops=nan",
+        "model.init_std=nan",
+    ],
+)
 def test_a_non_finite_number_is_a_config_error_naming_the_key(tmp_path, capsys, override):
     path = tmp_path / "exp.yaml"
     path.write_text("model: {d_model: 32, heads: 4, d_ff: 64, enc_layers: 1, dec_layers: 1}\n")

@@ -34,8 +34,14 @@ from optuna.trial import TrialState
 pytestmark = pytest.mark.slow  # each test runs a real (tiny) sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVERS = {"psycopg2": "psycopg2", "psycopg2-binary": "psycopg2", "psycopg": "psycopg", "psycopg-binary": "psycopg",
-           "psycopg-c": "psycopg", "pg8000": "pg8000"}  # distribution -> the module SQLAlchemy imports
+DRIVERS = {
+    "psycopg2": "psycopg2",
+    "psycopg2-binary": "psycopg2",
+    "psycopg": "psycopg",
+    "psycopg-binary": "psycopg",
+    "psycopg-c": "psycopg",
+    "pg8000": "pg8000",
+}  # distribution -> the module SQLAlchemy imports
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +83,42 @@ def tiny_sweep(tmp_path: Path, name: str, wandb: bool = False) -> Path:
     corpus = write_corpus(tmp_path / "corpus")
     base = {
         "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {"dataset": "files", "train_prefix": str(corpus / "train"), "valid_prefix": str(corpus / "valid"),
-                 "vocab_size": 64, "max_len": 32, "max_tokens": 512, "cache_dir": str(tmp_path / "cache")},
+        "data": {
+            "dataset": "files",
+            "train_prefix": str(corpus / "train"),
+            "valid_prefix": str(corpus / "valid"),
+            "vocab_size": 64,
+            "max_len": 32,
+            "max_tokens": 512,
+            "cache_dir": str(tmp_path / "cache"),
+        },
         "train": {"max_steps": 4, "warmup": 10, "val_every_steps": 2, "log_every_steps": 2, "val_bleu": False, "num_threads": 1},
         "logging": {"wandb": wandb, "mode": "offline", "progress": False},
     }
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "base": str(tmp_path / "base.yaml"), "out_dir": str(tmp_path / "out"),
-                                    "objective": {"metric": "val/loss", "direction": "minimize"}, "variants": {"base": {}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "base": str(tmp_path / "base.yaml"),
+                "out_dir": str(tmp_path / "out"),
+                "objective": {"metric": "val/loss", "direction": "minimize"},
+                "variants": {"base": {}},
+            }
+        )
+    )
     return path
 
 
 def sweep(path: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), *args], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1", "WANDB_MODE": "offline", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "ablate.cli", "sweep", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1", "WANDB_MODE": "offline", **env},
+    )
 
 
 def completed(name: str, url: str) -> int:
@@ -109,12 +136,19 @@ def psycopg3_installed() -> bool:
     return True
 
 
-@pytest.mark.parametrize("form, drivers", [
-    pytest.param("postgresql", "postgres-extra", id="postgresql://-postgres-extra"),
-    pytest.param("postgresql+psycopg2", "postgres-extra", id="postgresql+psycopg2://-postgres-extra"),  # guard: works today
-    pytest.param("postgresql", "this-venv", id="postgresql://-with-psycopg3",  # guard: works today where psycopg 3 is installed
-                 marks=pytest.mark.skipif(not psycopg3_installed(), reason="psycopg 3 is not installed here")),
-])
+@pytest.mark.parametrize(
+    "form, drivers",
+    [
+        pytest.param("postgresql", "postgres-extra", id="postgresql://-postgres-extra"),
+        pytest.param("postgresql+psycopg2", "postgres-extra", id="postgresql+psycopg2://-postgres-extra"),  # guard: works today
+        pytest.param(
+            "postgresql",
+            "this-venv",
+            id="postgresql://-with-psycopg3",  # guard: works today where psycopg 3 is installed
+            marks=pytest.mark.skipif(not psycopg3_installed(), reason="psycopg 3 is not installed here"),
+        ),
+    ],
+)
 def test_the_readme_storage_urls_run_a_sweep(tmp_path, postgres_url, form, drivers):
     from sqlalchemy.engine import make_url
 

@@ -38,8 +38,9 @@ HEAD, TAIL = "Zq7k", "Wx9v"
 def test_cannot_open_the_study_never_prints_the_password(tmp_path, capfd, monkeypatch, middle):
     (tmp_path / "base.yaml").write_text("model: {d_model: 32, heads: 4}\n")
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "r", "base": str(tmp_path / "base.yaml"), "out_dir": str(tmp_path / "out"),
-                                     "variants": {"base": {}}}))
+    sweep.write_text(
+        yaml.safe_dump({"name": "r", "base": str(tmp_path / "base.yaml"), "out_dir": str(tmp_path / "out"), "variants": {"base": {}}})
+    )
     # +psycopg2: the driver the `postgres` extra installs (a bare postgresql:// is item 8's problem, not this one's)
     url = f"postgresql+psycopg2://u:{HEAD}{middle}{TAIL}@127.0.0.1:1/db"  # port 1: nothing listens
     monkeypatch.setattr(sys, "argv", ["ablate", "sweep", str(sweep), "--storage", url])  # sweep_cli rewrites sys.argv

@@ -26,9 +26,17 @@ STEPS, VAL_EVERY = 150, 10
 
 def write_config(tmp_path: Path, out: str, **train) -> Path:
     cfg = tiny_experiment(
-        tmp_path, model={"dropout": 0.2},  # dropout: the RNG state matters for the losses to match
-        train={"max_steps": STEPS, "val_every_steps": VAL_EVERY, "log_every_steps": 1, "keep_last": 5, "val_bleu": False,
-               "num_threads": 1, **train},
+        tmp_path,
+        model={"dropout": 0.2},  # dropout: the RNG state matters for the losses to match
+        train={
+            "max_steps": STEPS,
+            "val_every_steps": VAL_EVERY,
+            "log_every_steps": 1,
+            "keep_last": 5,
+            "val_bleu": False,
+            "num_threads": 1,
+            **train,
+        },
         logging={"wandb": False, "progress": False},
     )
     cfg.out_dir = str(tmp_path / out)
@@ -104,7 +112,10 @@ def test_resume_refuses_a_changed_config_unless_forced_and_skips_a_truncated_las
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out[-3000:]
     assert "cannot resume from" in out and "last.ckpt" in out and "step=20.ckpt" in out
-    assert min(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 20 and max(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 25
+    assert (
+        min(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 20
+        and max(losses(tmp_path / "run" / "resume-1" / "metrics.csv")) == 25
+    )
 
     proc = ablate("train", str(write_config(tmp_path, "empty")), "--resume")
     assert proc.wait(timeout=120) == 2 and b"holds no checkpoint" in proc.stdout.read()
@@ -155,7 +166,7 @@ def test_sigusr1_inside_a_slurm_job_requeues_it(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "scontrol.calls"
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (bin_dir / "scontrol").chmod(0o755)
     path = write_config(tmp_path, "slurm")
     env = {**os.environ, "SLURM_JOB_ID": "4242", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
@@ -225,9 +236,16 @@ def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path)
     path = write_config(tmp_path, "run", max_steps=20)
     assert ablate("train", str(path)).wait(timeout=300) == 0
     ckpts = {p.name: p.read_bytes() for p in (tmp_path / "run" / "checkpoints").iterdir()}
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from ablate.run.rundir import lock_run_dir; "
-                               "lock_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(tmp_path / "run")],
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from ablate.run.rundir import lock_run_dir; "
+            "lock_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout.readline() == b"held\n"
         assert run_dir_in_use(tmp_path / "run")

@@ -42,8 +42,10 @@ def test_forced_resume_with_a_shape_changing_key_is_refused_before_touching_the_
     before = snapshot(run_dir)
     key = override.split("=")[0]
     proc = ablate("train", str(config), override, "--resume", "--force")
-    assert snapshot(run_dir) == before, f"the run directory changed: {sorted(set(snapshot(run_dir)) ^ set(before))} " \
-                                        f"(config.yaml same: {(run_dir / 'config.yaml').read_bytes() == before['config.yaml']})"
+    assert snapshot(run_dir) == before, (
+        f"the run directory changed: {sorted(set(snapshot(run_dir)) ^ set(before))} "
+        f"(config.yaml same: {(run_dir / 'config.yaml').read_bytes() == before['config.yaml']})"
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert errors and key in errors[-1], proc.stderr[-2000:]

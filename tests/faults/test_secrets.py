@@ -17,8 +17,9 @@ CANARY = "ablate-canary-7d3f9c1e5b2a4f60a8e1c2d3b4a59687"  # 40+ chars, the shap
 
 
 def test_wandb_key_from_the_environment_is_never_written(tmp_path):
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 6, "val_every_steps": 3},
-                          logging={"wandb": True, "mode": "offline", "group": "canary"})
+    cfg = tiny_experiment(
+        tmp_path, train={"max_steps": 6, "val_every_steps": 3}, logging={"wandb": True, "mode": "offline", "group": "canary"}
+    )
     path = tmp_path / "run.yaml"
     path.write_text(to_yaml(cfg))
     env = {**os.environ, "WANDB_API_KEY": CANARY, "WANDB_MODE": "offline"}

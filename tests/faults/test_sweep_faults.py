@@ -41,21 +41,44 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
 def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
     """Journal: the heartbeats are files beside the journal (ablate.journal), not rows of a database."""
     base = tmp_path / "base.yaml"
-    base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
-                                            logging={"wandb": False, "progress": False})))
+    base.write_text(
+        to_yaml(
+            tiny_experiment(
+                tmp_path,
+                train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
+                logging={"wandb": False, "progress": False},
+            )
+        )
+    )
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "kill", "base": str(base), "out_dir": str(tmp_path / "out"),
-                                     "objective": {"metric": "val/loss", "direction": "minimize"},
-                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
-                                     **({"storage": f"journal://{tmp_path}/shared/study.log"} if storage == "journal" else {})}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "kill",
+                "base": str(base),
+                "out_dir": str(tmp_path / "out"),
+                "objective": {"metric": "val/loss", "direction": "minimize"},
+                "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
+                **({"storage": f"journal://{tmp_path}/shared/study.log"} if storage == "journal" else {}),
+            }
+        )
+    )
     env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     db = tmp_path / "shared" / "study.log" if storage == "journal" else tmp_path / "out" / "study.db"
     url = f"journal://{db}" if storage == "journal" else f"sqlite:///{db}"
     deadline = time.time() + 240
     # Both trials are training (their processes write train.log), not just claimed.
-    while trial_states(db).count("RUNNING") < 2 or len(list((tmp_path / "out" / "trials").glob("*/train.log"))) < 2 or not worker_pids(1, sweep):
+    while (
+        trial_states(db).count("RUNNING") < 2
+        or len(list((tmp_path / "out" / "trials").glob("*/train.log"))) < 2
+        or not worker_pids(1, sweep)
+    ):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
         time.sleep(0.2)
     for pid in worker_pids(1, sweep):
@@ -95,12 +118,27 @@ def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):
 
 def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_path):
     base = tmp_path / "base.yaml"
-    base.write_text(to_yaml(tiny_experiment(tmp_path, train={"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False},
-                                            logging={"wandb": False, "progress": False})))
+    base.write_text(
+        to_yaml(
+            tiny_experiment(
+                tmp_path,
+                train={"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False},
+                logging={"wandb": False, "progress": False},
+            )
+        )
+    )
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "term", "base": str(base), "out_dir": str(tmp_path / "out"),
-                                     "objective": {"metric": "val/loss", "direction": "minimize"},
-                                     "variants": {"base": {}, "A-h1": {"model.heads": 1}}}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "term",
+                "base": str(base),
+                "out_dir": str(tmp_path / "out"),
+                "objective": {"metric": "val/loss", "direction": "minimize"},
+                "variants": {"base": {}, "A-h1": {"model.heads": 1}},
+            }
+        )
+    )
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.time() + 240

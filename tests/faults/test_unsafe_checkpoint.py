@@ -60,11 +60,15 @@ def test_a_malicious_checkpoint_in_a_run_is_refused_plainly_on_resume(evil, tmp_
     path, marker = evil
     path.rename(path.with_name("last.ckpt"))
     config = tmp_path / "exp.yaml"
-    config.write_text(yaml.safe_dump({"model": {"d_model": 32, "heads": 4}, "out_dir": str(tmp_path / "run"),
-                                      "logging": {"wandb": False, "progress": False}}))
+    config.write_text(
+        yaml.safe_dump(
+            {"model": {"d_model": 32, "heads": 4}, "out_dir": str(tmp_path / "run"), "logging": {"wandb": False, "progress": False}}
+        )
+    )
     # The run's saved config, as `ablate train` leaves it, so that --resume gets as far as choosing a checkpoint.
     (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(load_config([config]))))
     # A real process: the warning about each unreadable checkpoint goes through logging, which pytest would capture.
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(config), "--resume"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate.cli", "train", str(config), "--resume"], capture_output=True, text=True, timeout=300
+    )
     assert_plain_refusal(proc.returncode, proc.stdout + proc.stderr, path.with_name("last.ckpt"), marker)

@@ -23,12 +23,14 @@ def closed_port() -> int:
 
 
 def test_online_logging_with_the_server_down_falls_back_to_offline(tmp_path):
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 6, "val_every_steps": 3},
-                          logging={"wandb": True, "mode": "online", "group": "down", "name": "fallback"})
+    cfg = tiny_experiment(
+        tmp_path,
+        train={"max_steps": 6, "val_every_steps": 3},
+        logging={"wandb": True, "mode": "online", "group": "down", "name": "fallback"},
+    )
     path = tmp_path / "run.yaml"
     path.write_text(to_yaml(cfg))
-    env = {**os.environ, "WANDB_BASE_URL": f"http://127.0.0.1:{closed_port()}", "WANDB_API_KEY": "x" * 40,
-           "WANDB_INIT_TIMEOUT": "5"}
+    env = {**os.environ, "WANDB_BASE_URL": f"http://127.0.0.1:{closed_port()}", "WANDB_API_KEY": "x" * 40, "WANDB_INIT_TIMEOUT": "5"}
     env.pop("WANDB_MODE", None)
     proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

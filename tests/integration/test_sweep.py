@@ -70,9 +70,11 @@ def completed_rows(ts) -> Counter:
 
 def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_groups(sweep_env):
     tmp, write = sweep_env
-    path = write(name="grid", variants={"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"},
-                                        "C-ff32": {"model.d_ff": 32}},
-                 overrides={"logging.wandb": True, "logging.project": "tests"})
+    path = write(
+        name="grid",
+        variants={"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}, "C-ff32": {"model.d_ff": 32}},
+        overrides={"logging.wandb": True, "logging.project": "tests"},
+    )
     proc = run_sweep(path, "--workers", "2")
     ts = trials(path)
     assert completed_rows(ts) == Counter({"base": 1, "A-h1": 1, "E-learned": 1, "C-ff32": 1}), [(t.state, t.user_attrs) for t in ts]
@@ -116,10 +118,17 @@ def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_grou
 
 def test_search_sweep_with_two_workers_runs_exactly_n_trials(sweep_env):
     tmp, write = sweep_env
-    path = write(name="search", n_trials=4, sampler={"name": "random", "seed": 0}, overrides={"logging.wandb": False},
-                 search={"model.heads": {"type": "categorical", "choices": [2, 4]},
-                         "train.lr_scale": {"type": "float", "low": 0.5, "high": 2.0, "log": True}},
-                 objective={"metric": "val/loss", "direction": "minimize"})
+    path = write(
+        name="search",
+        n_trials=4,
+        sampler={"name": "random", "seed": 0},
+        overrides={"logging.wandb": False},
+        search={
+            "model.heads": {"type": "categorical", "choices": [2, 4]},
+            "train.lr_scale": {"type": "float", "low": 0.5, "high": 2.0, "log": True},
+        },
+        objective={"metric": "val/loss", "direction": "minimize"},
+    )
     run_sweep(path, "--workers", "2")
     ts = trials(path)
     done = [t for t in ts if t.state == TrialState.COMPLETE]
@@ -137,10 +146,14 @@ def test_search_sweep_with_two_workers_runs_exactly_n_trials(sweep_env):
 
 def test_pruner_stops_a_bad_trial_early(sweep_env):
     tmp, write = sweep_env
-    path = write(name="prune", n_trials=2, objective={"metric": "val/loss", "direction": "minimize"},
-                 pruner={"name": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
-                 overrides={"logging.wandb": False, "train.max_steps": 40, "train.val_every_steps": 10, "train.val_bleu": False},
-                 search={"train.lr_scale": {"type": "categorical", "choices": [2.0, 1e-6]}})
+    path = write(
+        name="prune",
+        n_trials=2,
+        objective={"metric": "val/loss", "direction": "minimize"},
+        pruner={"name": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+        overrides={"logging.wandb": False, "train.max_steps": 40, "train.val_every_steps": 10, "train.val_bleu": False},
+        search={"train.lr_scale": {"type": "categorical", "choices": [2.0, 1e-6]}},
+    )
     sweep = load_sweep(path)
     study = open_sweep_study(sweep, f"sqlite:///{(tmp / 'sweep').resolve() / 'study.db'}").study
     study.enqueue_trial({"train.lr_scale": 2.0})  # a good trial first sets the median
@@ -155,8 +168,11 @@ def test_pruner_stops_a_bad_trial_early(sweep_env):
 
 def test_failing_trial_is_marked_with_its_reason_and_the_sweep_goes_on(sweep_env):
     tmp, write = sweep_env
-    path = write(name="faults", overrides={"logging.wandb": False, "train.log_every_steps": 2},
-                 variants={"base": {}, "nan": {"train.debug_nan_step": 4}, "no-data": {"data.train_prefix": str(tmp / "nowhere" / "train")}})
+    path = write(
+        name="faults",
+        overrides={"logging.wandb": False, "train.log_every_steps": 2},
+        variants={"base": {}, "nan": {"train.debug_nan_step": 4}, "no-data": {"data.train_prefix": str(tmp / "nowhere" / "train")}},
+    )
     run_sweep(path, "--workers", "1")
     by_row = {t.user_attrs["row"]: t for t in trials(path)}
     assert by_row["base"].state == TrialState.COMPLETE
@@ -168,10 +184,13 @@ def test_failing_trial_is_marked_with_its_reason_and_the_sweep_goes_on(sweep_env
 
 def test_resume_after_the_sweep_is_killed_mid_trial(sweep_env):
     tmp, write = sweep_env
-    path = write(name="resume", overrides={"logging.wandb": False, "train.max_steps": 60},
-                 variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}})
+    path = write(
+        name="resume",
+        overrides={"logging.wandb": False, "train.max_steps": 60},
+        variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
+    )
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(path), "--workers", "1"]
-    log = open(tmp / "sweep.log", "wb")
+    log = open(tmp / "sweep.log", "wb")  # noqa: SIM115 -- the sweep writes it until the test ends
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 240
     try:
@@ -197,8 +216,11 @@ def test_resume_after_the_sweep_is_killed_mid_trial(sweep_env):
     assert (out / "train.log").stat().st_size == log_size  # no orphan trial process kept training
 
     # Resume with one row added to the file: the killed row is retried, the new row runs, no finished row reruns.
-    write(name="resume", overrides={"logging.wandb": False, "train.max_steps": 60},
-          variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}, "A-h4": {"model.heads": 4}})
+    write(
+        name="resume",
+        overrides={"logging.wandb": False, "train.max_steps": 60},
+        variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}, "A-h4": {"model.heads": 4}},
+    )
     run_sweep(path, "--workers", "1")
     after = trials(path)
     assert completed_rows(after) == Counter({"base": 1, "A-h1": 1, "A-h2": 1, "A-h4": 1})
@@ -211,8 +233,12 @@ def test_resume_after_the_sweep_is_killed_mid_trial(sweep_env):
 
 def test_ddp_trial_with_two_cpu_processes(sweep_env):
     tmp, write = sweep_env
-    path = write(name="ddp", gpus_per_trial=2, variants={"base": {}},
-                 overrides={"logging.wandb": False, "train.accelerator": "cpu", "train.max_steps": 10, "train.val_every_steps": 5})
+    path = write(
+        name="ddp",
+        gpus_per_trial=2,
+        variants={"base": {}},
+        overrides={"logging.wandb": False, "train.accelerator": "cpu", "train.max_steps": 10, "train.val_every_steps": 5},
+    )
     run_sweep(path, "--workers", "1")
     (t,) = trials(path)
     assert t.state == TrialState.COMPLETE, t.user_attrs
@@ -281,8 +307,9 @@ def test_postgres_storage_with_two_workers_never_leaks_the_password(sweep_env, p
     password = make_url(postgres_url).password
     assert password, "the test URL must carry a password to check it is never written"
     name = f"pg-{uuid.uuid4().hex[:8]}"
-    path = write(name=name, variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
-                 overrides={"logging.wandb": True})
+    path = write(
+        name=name, variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}}, overrides={"logging.wandb": True}
+    )
     proc = run_sweep(path, "--workers", "2", env={"ABLATE_SWEEP_STORAGE": postgres_url})
     ts = trials(path, storage=postgres_url)
     assert completed_rows(ts) == Counter({"base": 1, "A-h1": 1, "A-h2": 1})

@@ -78,6 +78,21 @@ def test_evaluate_cli_split_and_any_gzipped_test_set(trained_run, tmp_path, caps
     assert other["bleu"] == split["bleu"]  # same sentences, same decoding
 
 
+def test_evaluate_save_eval_writes_the_record_the_table_tests_with(trained_run, tmp_path, capsys):
+    """`ablate evaluate CKPT --split test --save-eval` leaves RUN/eval/test.json: the same BLEU as printed, and
+    per-sentence NLLs for `ablate table --split test`."""
+    from ablate.eval_file import read_eval_file
+
+    cfg, _, _ = trained_run
+    assert main(["evaluate", f"{cfg.out_dir}/checkpoints/best.ckpt", "--split", "test", "--save-eval"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    record = read_eval_file(printed["record"], "test")
+    assert printed["record"] == f"{cfg.out_dir}/eval/test.json" and record.checkpoint == "best.ckpt"
+    assert len(record.hypotheses) == len(record.nll) == len(record.tokens) == printed["sentences"] == 40
+    assert record.bleu == pytest.approx(printed["bleu"], abs=0.01) and all(n > 0 for n in record.nll)
+    assert main(["evaluate", str(tmp_path / "elsewhere.ckpt"), "--save-eval"]) == 2  # not a run's checkpoint (nor a file)
+
+
 def test_evaluate_rejects_misaligned_files(trained_run, tmp_path, capsys):
     cfg, _, _ = trained_run
     (tmp_path / "s.en").write_text("a\nb\n")
@@ -177,8 +192,13 @@ def test_length_extrapolation_eval_after_training(tmp_path, positional, capsys):
     """Trained on pairs of at most 6 tokens, scored on validation sentences longer than that (summary + CLI)."""
     from ablate.run import train
 
-    cfg = tiny_experiment(tmp_path, model={"positional": positional},
-                          data={"max_len": 6, "max_dropped_share": 1.0}, train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6}, logging={"wandb": False})
+    cfg = tiny_experiment(
+        tmp_path,
+        model={"positional": positional},
+        data={"max_len": 6, "max_dropped_share": 1.0},
+        train={"max_steps": 20, "val_every_steps": 20, "eval_longer_than": 6},
+        logging={"wandb": False},
+    )
     summary = train(cfg)
     assert summary["val_long/sentences"] > 0 and summary["val_long/min_src_tokens"] == 7
     assert 0.0 <= summary["val_long/bleu"] <= 100.0

@@ -48,7 +48,7 @@ def test_there_are_no_import_cycles():
         state[m] = "open"
         for n in sorted(GRAPH[m]):
             if state.get(n) == "open":
-                cycles.append(path[path.index(n):] + [n])
+                cycles.append(path[path.index(n) :] + [n])
             elif n not in state:
                 visit(n, path + [n])
         state[m] = "done"
@@ -75,8 +75,11 @@ def reachable(start: str) -> set[str]:
 ])  # fmt: skip
 def test_dependencies_flow_one_way(lower, higher):
     """Nothing in `lower` reaches `higher`, directly or through other modules."""
-    offenders = {m: sorted(n for n in reachable(m) if n == higher or n.startswith(higher + "."))
-                 for m in GRAPH if m == lower or m.startswith(lower + ".")}
+    offenders = {
+        m: sorted(n for n in reachable(m) if n == higher or n.startswith(higher + "."))
+        for m in GRAPH
+        if m == lower or m.startswith(lower + ".")
+    }
     assert not {m: o for m, o in offenders.items() if o}, f"{lower} must not depend on {higher}"
 
 

@@ -41,10 +41,6 @@ def test_encode_pairs_drop_or_truncate_and_collate(tmp_path, train_files):
     assert batch["tgt_tokens"] == 2 * (len(t) + 1)
 
 
-
-
-
-
 def lengths(n: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     src = rng.integers(2, 60, n)

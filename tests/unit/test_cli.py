@@ -43,6 +43,7 @@ PARSES = {
         ["sweep", "s.yaml", "--workers", "2", "--dry-run", "--n-trials", "3", "--storage", "sqlite:///x.db"],
         {"file": "s.yaml", "workers": 2, "dry_run": True, "n_trials": 3, "storage": "sqlite:///x.db"},
     ),
+    "status": (["status", "runs/sweeps/x", "--study", "x"], {"target": "runs/sweeps/x", "study": "x"}),
     "table": (
         ["table", "runs/study", "--split", "test", "--boot", "10", "--out", "o"],
         {"study": "runs/study", "split": "test", "boot": 10, "out": "o", "name": "table3", "seed": 0, "wandb": False},

@@ -224,10 +224,9 @@ def test_wmt14_is_exported_once_from_a_datasets_copy(tmp_path, monkeypatch):
         "validation": [("dev", "Entwicklung")],
         "test": [("test one", "Test eins"), ("test two", "Test zwei")],
     }
-    dd = datasets.DatasetDict({
-        split: datasets.Dataset.from_dict({"translation": [{"en": en, "de": de} for en, de in rows]})
-        for split, rows in pairs.items()
-    })
+    dd = datasets.DatasetDict(
+        {split: datasets.Dataset.from_dict({"translation": [{"en": en, "de": de} for en, de in rows]}) for split, rows in pairs.items()}
+    )
     dd.save_to_disk(str(tmp_path / "hf"))
     monkeypatch.setenv("ABLATE_WMT14_PATH", str(tmp_path / "hf"))
     monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)

@@ -63,9 +63,10 @@ def test_chunked_output_layer_loss_equals_projection_then_cross_entropy(monkeypa
 
 
 def test_translation_loss_takes_the_chunked_path_on_cpu_with_the_same_result():
+    from helpers import random_batch, tiny_model
+
     from ablate.loss import translation_loss
     from ablate.model import build_transformer
-    from helpers import random_batch, tiny_model
 
     torch.manual_seed(0)
     model = build_transformer(tiny_model(), 32)
@@ -86,9 +87,10 @@ def test_translation_loss_takes_the_chunked_path_on_cpu_with_the_same_result():
 
 
 def test_evaluation_does_not_form_gradients(monkeypatch):
+    from helpers import random_batch, tiny_model
+
     import ablate.loss
     from ablate.model import build_transformer
-    from helpers import random_batch, tiny_model
 
     def forbidden(*args):
         raise AssertionError("evaluation took the chunked path, which forms gradients")

@@ -153,6 +153,4 @@ def diff(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> dict[str, t
     """Flattened keys whose values differ, key -> (before, after), leaving out keys that start with an `ignore` prefix."""
     a, b = flatten(before), flatten(after)
     missing = object()  # a key absent on one side differs even from a None on the other
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
-            if a.get(k, missing) != b.get(k, missing) and not k.startswith(ignore)}
-
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k, missing) != b.get(k, missing) and not k.startswith(ignore)}

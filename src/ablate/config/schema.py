@@ -61,6 +61,18 @@ class DataConfig:
 class TrainConfig:
     max_steps: int = 100_000
     max_epochs: int | None = None  # stop at whichever of max_steps / max_epochs comes first
+    # More reasons to stop (whichever comes first; summary.json's stop_reason says which did). Budgets count the
+    # whole run: a resumed run continues from the FLOPs and wall time its checkpoint recorded.
+    max_time: str | None = None  # wall-clock budget of training (validation included): seconds or "[DD:]HH:MM:SS"; None = off
+    max_flops: float | None = None  # model-FLOPs budget (ablate.flops, all devices), to compare rows at equal compute; None = off
+    early_stop_metric: str | None = None  # val/loss | val/ppl | val/bleu: stop once it stops improving; None = off
+    patience: int = 5  # early stopping: validations in a row without an improvement
+    min_delta: float = 0.0  # early stopping, relative: an improvement must beat the best so far by more than min_delta * |best|
+    # Convergence rule (the issue's "val PPL improves by < 2% over the last fifth of training"): after each validation,
+    # stop when the best val/ppl of the last `converge_window` share of the validations so far is less than
+    # `converge_tol` (relative) below the best before them. 0.2 = the last fifth; 0 = off (summary.json still reports it).
+    converge_window: float = 0.0
+    converge_tol: float = 0.02
     lr_scale: float = 1.0  # multiplies the paper's d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     warmup: int = 4000
     label_smoothing: float = 0.1
@@ -76,8 +88,11 @@ class TrainConfig:
     num_threads: int = 0  # torch CPU threads; 0 = torch's default
     val_every_steps: int = 0  # 0 = validate once per epoch
     val_bleu: bool = True  # decode the validation set with beam search to report val/bleu
-    val_max_sentences: int = 0  # sentences decoded for val/bleu; 0 = all
+    val_max_sentences: int = 0  # sentences decoded for val/bleu and eval/valid.json: a fixed random sample of the split; 0 = all
+    val_subset_seed: int = 0  # seed of that sample; not the run's seed, so every trial of a study decodes the same sentences
     keep_last: int = 5  # last-K checkpoints kept (for `ablate average`); the best by val/bleu is kept too
+    final_average: int = 0  # report the average of the last K step checkpoints (checkpoints/avg.ckpt; paper: 5); 0 = final weights
+    eval_record: bool = True  # at the end, decode and score the validation sentences into eval/valid.json, even with val_bleu off
     beam_size: int = 4
     length_penalty: float = 0.6  # GNMT alpha
     max_len_a: float = 1.0  # max output length = a * source length + b (paper: source + 50)
@@ -88,6 +103,17 @@ class TrainConfig:
     deterministic: bool = False
     eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off
     debug_nan_step: int = 0  # testing aid: from this step on the loss is NaN, to exercise the NaN guard; 0 = off
+
+    @property
+    def max_time_seconds(self) -> float | None:
+        """`max_time` in seconds (None when off); ValueError when it is neither seconds nor "[DD:]HH:MM:SS"."""
+        if self.max_time is None or not str(self.max_time).strip():
+            return None
+        parts = str(self.max_time).strip().split(":")
+        if len(parts) not in (1, 3, 4):
+            raise ValueError(f"train.max_time='{self.max_time}' is neither seconds nor [DD:]HH:MM:SS")
+        units = (86400, 3600, 60, 1)[-len(parts) :]
+        return sum(unit * float(part) for unit, part in zip(units, parts))
 
 
 @dataclass

@@ -54,8 +54,10 @@ def _model_problems(p: list[str], m: ModelConfig) -> None:
     _at_least(p, "model.enc_layers", m.enc_layers, 0)
     _at_least(p, "model.dec_layers", m.dec_layers, 1)
     if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
-        p.append(f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
-                 f"choose one of {compatible_positionals(m.attention)}")
+        p.append(
+            f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
+            f"choose one of {compatible_positionals(m.attention)}"
+        )
     for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions", "attention_window"):
         _at_least(p, f"model.{key}", getattr(m, key), 1)
     if m.heads >= 1 and (m.d_k is None or m.d_v is None) and m.d_model % m.heads:
@@ -88,8 +90,10 @@ def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
         p.append(f"data.max_dropped_share={d.max_dropped_share} must be in [0, 1] (a share of the training pairs)")
     longest = max_length(m) if m.positional in POSITIONAL else None
     if longest is not None and d.max_len > longest:
-        p.append(f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
-                 f"the longest sequence model.positional='{m.positional}' accepts")
+        p.append(
+            f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
+            f"the longest sequence model.positional='{m.positional}' accepts"
+        )
     if d.max_tokens < d.max_len + 2:
         p.append(f"data.max_tokens={d.max_tokens} must be >= data.max_len + 2 = {d.max_len + 2} so every pair fits a batch")
     if not 0.0 < d.character_coverage <= 1.0:
@@ -100,8 +104,17 @@ def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
 def _train_problems(p: list[str], t: TrainConfig) -> None:
     for key in ("max_steps", "max_epochs", "warmup", "accumulate", "beam_size", "devices", "keep_last", "log_every_steps"):
         _at_least(p, f"train.{key}", getattr(t, key), 1)
-    for key in ("lr_scale", "clip_grad", "weight_decay", "val_every_steps", "val_max_sentences", "num_threads", "length_penalty",
-                "debug_nan_step", "eval_longer_than"):
+    for key in (
+        "lr_scale",
+        "clip_grad",
+        "weight_decay",
+        "val_every_steps",
+        "val_max_sentences",
+        "num_threads",
+        "length_penalty",
+        "debug_nan_step",
+        "eval_longer_than",
+    ):
         _at_least(p, f"train.{key}", getattr(t, key), 0)
     if t.lr_scale == 0:
         p.append("train.lr_scale=0 would never update the model; must be > 0")
@@ -114,12 +127,47 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
     _choice(p, "train.precision", t.precision, ["32", "bf16-mixed", "16-mixed", "64"])
 
 
+EARLY_STOP_METRICS = ("val/loss", "val/ppl", "val/bleu")
+
+
+def _stopping_problems(p: list[str], t: TrainConfig, d: DataConfig) -> None:
+    """The stopping rules, the validation subset and the end-of-run selection (ablate.run.stopping, ablate.run.evaluation)."""
+    try:
+        seconds = t.max_time_seconds
+    except ValueError:
+        p.append(f"train.max_time='{t.max_time}' must be seconds (e.g. 3600) or [DD:]HH:MM:SS (e.g. 01:00:00), or null for no limit")
+    else:
+        if seconds is not None and not 0 < seconds < math.inf:
+            p.append(f"train.max_time='{t.max_time}' must be a positive, finite time")
+    if t.max_flops is not None and t.max_flops <= 0:
+        p.append(f"train.max_flops={t.max_flops} must be > 0 (model FLOPs, e.g. 1e15), or null for no budget")
+    if t.early_stop_metric is not None:
+        _choice(p, "train.early_stop_metric", t.early_stop_metric, EARLY_STOP_METRICS)
+        if t.early_stop_metric == "val/bleu" and not t.val_bleu:
+            p.append("train.early_stop_metric='val/bleu' needs train.val_bleu=true (no BLEU is computed otherwise)")
+    _at_least(p, "train.patience", t.patience, 1)
+    _at_least(p, "train.min_delta", t.min_delta, 0)
+    if not 0.0 <= t.converge_window < 1.0:
+        p.append(f"train.converge_window={t.converge_window} must be in [0, 1) (0.2 = the last fifth of the validations; 0 = off)")
+    if not 0.0 <= t.converge_tol < 1.0:
+        p.append(f"train.converge_tol={t.converge_tol} must be in [0, 1) (a relative improvement, 0.02 = 2%)")
+    _at_least(p, "train.val_subset_seed", t.val_subset_seed, 0)
+    _at_least(p, "train.final_average", t.final_average, 0)
+    if t.final_average > t.keep_last >= 1:
+        p.append(f"train.final_average={t.final_average} needs at least that many step checkpoints kept, but train.keep_last={t.keep_last}")
+    if d.dataset == "files" and not d.valid_prefix:
+        needs = {"early_stop_metric": t.early_stop_metric is not None, "converge_window": t.converge_window > 0,
+                 "final_average": t.final_average > 0}  # fmt: skip
+        p += [f"train.{key}={getattr(t, key)} needs validation, but data.valid_prefix is not set" for key, on in needs.items() if on]
+
+
 def validate(cfg: ExperimentConfig) -> None:
     """Check every cross-field rule; raise one ConfigError listing all problems."""
     p = _non_finite(cfg)
     _model_problems(p, cfg.model)
     _data_problems(p, cfg.data, cfg.model)
     _train_problems(p, cfg.train)
+    _stopping_problems(p, cfg.train, cfg.data)
     _choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
     if p:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(p))

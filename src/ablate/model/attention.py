@@ -80,7 +80,9 @@ class ScaledDotProduct(AttentionKernel):
         if isinstance(scale, Tensor):
             q, scale = q * scale, 1.0
         return F.scaled_dot_product_attention(
-            q, k, v,
+            q,
+            k,
+            v,
             attn_mask=mask,
             dropout_p=self.dropout if self.training else 0.0,
             scale=scale,
@@ -122,8 +124,7 @@ class Local(ScaledDotProduct):
 
     options = ("causal", "self_attention", "window")
 
-    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, window: int = 16, causal: bool = False,
-                 self_attention: bool = False):
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, window: int = 16, causal: bool = False, self_attention: bool = False):
         super().__init__(heads=heads, d_k=d_k, dropout=dropout)
         self.window, self.causal, self.self_attention = window, causal, self_attention
 
@@ -187,8 +188,18 @@ class MultiHeadAttention(nn.Module):
     output. `kv_heads < heads` gives grouped-query attention (1 = multi-query).
     """
 
-    def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, kernel: AttentionKernel, scaling: Scaling,
-                 position: RelativePosition | None = None):
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        heads: int,
+        d_k: int,
+        d_v: int,
+        kv_heads: int,
+        kernel: AttentionKernel,
+        scaling: Scaling,
+        position: RelativePosition | None = None,
+    ):
         super().__init__()
         if heads % kv_heads:
             raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
@@ -217,8 +228,9 @@ class MultiHeadAttention(nn.Module):
         k, v = F.linear(context, w, b).split([self.k_dim, self.v_dim], dim=-1)
         return self._split(k, self.kv_heads), self._split(v, self.kv_heads)  # (B, G, S, Dk), (B, G, S, Dv)
 
-    def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None,
-                start: int = 0) -> Tensor:
+    def forward(
+        self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None, start: int = 0
+    ) -> Tensor:
         """x: (B, T, D) queries at positions start.. start+T-1. context: (B, S, D) for cross attention, None for self.
 
         cache: a dict owned by this layer for incremental decoding. Self-attention appends this

@@ -136,6 +136,7 @@ class Rotary(RelativePosition):
 
 def alibi_slopes(heads: int) -> Tensor:
     """Press et al. (2022): a geometric sequence starting at 2^(-8/n); for non powers of two, interleave the next."""
+
     def power_of_two(n: int) -> list[float]:
         start = 2 ** (-8 / n)
         return [start ** (i + 1) for i in range(n)]
@@ -172,9 +173,7 @@ def t5_buckets(relative: Tensor, bidirectional: bool, num_buckets: int = 32, max
     else:
         n = (-relative).clamp(min=0)  # causal: only keys at or before the query
     exact = num_buckets // 2
-    log_bucket = exact + (
-        torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (num_buckets - exact)
-    ).long()
+    log_bucket = exact + (torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (num_buckets - exact)).long()
     log_bucket = log_bucket.clamp(max=num_buckets - 1)
     return bucket + torch.where(n < exact, n, log_bucket)
 

@@ -63,16 +63,23 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, *, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention, ff: FeedForward,
-                 d_model: int, dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        *,
+        self_attn: MultiHeadAttention,
+        cross_attn: MultiHeadAttention,
+        ff: FeedForward,
+        d_model: int,
+        dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn, self.cross_attn, self.ff = self_attn, cross_attn, ff
-        self.res_self, self.res_cross, self.res_ff = (
-            Residual(d_model=d_model, dropout=dropout, pre_norm=pre_norm) for _ in range(3)
-        )
+        self.res_self, self.res_cross, self.res_ff = (Residual(d_model=d_model, dropout=dropout, pre_norm=pre_norm) for _ in range(3))
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor, cache: dict | None,
-                start: int = 0) -> Tensor:
+    def forward(
+        self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor, cache: dict | None, start: int = 0
+    ) -> Tensor:
         x = self.res_self(x, self.self_attn, mask=self_mask, cache=None if cache is None else cache["self"], start=start)
         x = self.res_cross(x, self.cross_attn, memory, mask=cross_mask, cache=None if cache is None else cache["cross"])
         return self.res_ff(x, self.ff)
@@ -97,8 +104,17 @@ class Transformer(nn.Module):
     is incremental decoding, which must give the same logits as the full forward pass.
     """
 
-    def __init__(self, *, src_embed: Embedding, tgt_embed: Embedding, encoder: nn.ModuleList, decoder: nn.ModuleList,
-                 enc_norm: nn.Module, dec_norm: nn.Module, output: nn.Linear):
+    def __init__(
+        self,
+        *,
+        src_embed: Embedding,
+        tgt_embed: Embedding,
+        encoder: nn.ModuleList,
+        decoder: nn.ModuleList,
+        enc_norm: nn.Module,
+        dec_norm: nn.Module,
+        output: nn.Linear,
+    ):
         super().__init__()
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.encoder, self.decoder = encoder, decoder
@@ -117,8 +133,16 @@ class Transformer(nn.Module):
             x = layer(x, src_mask)
         return self.enc_norm(x), src_mask
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None = None, start: int = 0,
-               keep: Tensor | None = None, project: bool = True) -> Tensor:
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: Cache | None = None,
+        start: int = 0,
+        keep: Tensor | None = None,
+        project: bool = True,
+    ) -> Tensor:
         """tgt_in: (B, T) ids from position `start` on -> logits (B, T, V), or (N, V) at the N positions where
         `keep` (B, T) is True: training scores real targets only, so padding skips the output layer and softmax.
         With `project=False`, the final hidden states (D wide) instead of logits, for a loss that applies the
@@ -200,9 +224,14 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
         offered = {"causal": causal, "self_attention": self_attention, "window": cfg.attention_window}
         options = {name: offered[name] for name in kernel_cls.options}
         return MultiHeadAttention(
-            d_model=cfg.d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=kv_heads,
+            d_model=cfg.d_model,
+            heads=heads,
+            d_k=d_k,
+            d_v=d_v,
+            kv_heads=kv_heads,
             kernel=kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options),
-            scaling=scaling_cls(heads=heads, d_k=d_k), position=position,
+            scaling=scaling_cls(heads=heads, d_k=d_k),
+            position=position,
         )
 
     def ff() -> FeedForward:
@@ -237,8 +266,7 @@ def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
         tgt_embed=embedding(tgt_tokens),
         encoder=nn.ModuleList(EncoderLayer(self_attn=attention(True), ff=ff(), **common) for _ in range(cfg.enc_layers)),
         decoder=nn.ModuleList(
-            DecoderLayer(self_attn=attention(True, causal=True), cross_attn=attention(), ff=ff(), **common)
-            for _ in range(cfg.dec_layers)
+            DecoderLayer(self_attn=attention(True, causal=True), cross_attn=attention(), ff=ff(), **common) for _ in range(cfg.dec_layers)
         ),
         enc_norm=final_norm(),
         dec_norm=final_norm(),

@@ -72,8 +72,13 @@ class Preemption(L.Callback):
             self.saved = trainer.global_step
             if trainer.is_global_zero:
                 why = "Ctrl-C" if self.signal == signal.SIGINT else "a preemption signal"
-                log.warning("stopped by %s at step %d; saved %s; continue with: %s", why, trainer.global_step,
-                            self.out / "checkpoints" / "last.ckpt", resume_command())
+                log.warning(
+                    "stopped by %s at step %d; saved %s; continue with: %s",
+                    why,
+                    trainer.global_step,
+                    self.out / "checkpoints" / "last.ckpt",
+                    resume_command(),
+                )
             # Lightning stops through SIGTERMException once this batch's bookkeeping (logging) is done. It offers no
             # public way to ask for that stop (trainer.received_sigterm has no setter), hence its signal connector.
             trainer._signal_connector.received_sigterm = True
@@ -113,7 +118,9 @@ class SelfSignal(L.Callback):
         if not self.validation:
             self._fire(trainer)
 
-    def on_validation_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+    def on_validation_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         if self.validation and not trainer.sanity_checking:
             self._fire(trainer)
 
@@ -124,4 +131,3 @@ def resume_command() -> str:
     if not args or args[0] != "train":
         return "ablate train CONFIG [overrides] --resume"
     return shlex.join(["ablate", *[a for a in args if a not in ("--resume", "--auto-resume", "--force")], "--resume"])
-

@@ -7,7 +7,9 @@ import logging
 import os
 from pathlib import Path
 
+from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from ablate.config import ExperimentConfig, flatten, to_dict
 from ablate.redact import redact
@@ -15,9 +17,32 @@ from ablate.redact import redact
 log = logging.getLogger(__name__)
 
 
+class _RunDirWriter(ExperimentWriter):
+    """Lightning's CSV writer, minus its check that the log directory is empty. That check assumes the directory
+    belongs to the logger, warns "Previous log files in this directory will be deleted" and deletes a metrics.csv
+    it finds; the first attempt's log directory is the run directory itself, which already holds config.yaml (and
+    checkpoints/, wandb/ once training starts). No earlier metrics.csv can be there: prepare_out_dir refuses (or
+    moves aside) an earlier run, and each resumed attempt logs to a new resume-N/."""
+
+    def _check_log_dir_exists(self) -> None:
+        pass
+
+
+class RunCSVLogger(CSVLogger):
+    """metrics.csv in the run directory (resume-N/metrics.csv for a resumed attempt), beside the run's other files."""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _RunDirWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
 def make_csv_logger(out: Path, attempt: int) -> CSVLogger:
     """A resumed attempt logs its metrics beside the first one's (resume-N/metrics.csv), never over them."""
-    return CSVLogger(str(out), name="", version=f"resume-{attempt}" if attempt else "")
+    return RunCSVLogger(str(out), name="", version=f"resume-{attempt}" if attempt else "")
 
 
 def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLogger | None:
@@ -27,16 +52,21 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
     os.environ.setdefault("WANDB_SILENT", "true")
 
     def logger(mode: str) -> WandbLogger:
-        return WandbLogger(
+        made = WandbLogger(
             project=lc.project, entity=lc.entity, group=lc.group, name=lc.name or out.name, tags=list(lc.tags),
             save_dir=str(out), mode=mode, config={**flatten(to_dict(cfg)), **extra}, log_model=False,
         )
+        # Lightning hands wandb.init `anonymous=None` when not asked for it, and wandb >= 0.19 warns that "the
+        # anonymous setting has no effect" whenever the key is present; leave it out unless it was set.
+        if getattr(made, "_wandb_init", {}).get("anonymous", "") is None:
+            del made._wandb_init["anonymous"]
+        return made
 
     if lc.mode != "online":
         return logger(lc.mode)
     online = logger("online")
     try:
-        online.experiment  # connect now rather than inside fit(): training must never die because logging did
+        _ = online.experiment  # connect now rather than inside fit(): training must never die because logging did
         return online
     except Exception as e:  # unreachable server, bad or missing key, quota...
         first = redact(str(e).splitlines()[0] if str(e) else "")[:200]

@@ -72,7 +72,8 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
         if not aside:
             raise ValueError(
                 f"out_dir={cfg.out_dir} already holds a run ({', '.join(p.name for p in earlier)}); resume it with --resume, "
-                "move it aside with --move-aside, or choose another out_dir; nothing of it was changed")
+                "move it aside with --move-aside, or choose another out_dir; nothing of it was changed"
+            )
         log.warning("moved the earlier run in %s to %s", out, move_aside(out))
     existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
     if resume and not existing:
@@ -127,9 +128,11 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
     # A resumed run replaces checkpoints it already holds: their space counts as available.
     free = shutil.disk_usage(out).free + sum(f.stat().st_size for f in (out / "checkpoints").glob("*.ckpt"))
     if free < need:
-        raise ValueError(f"out_dir={out} has {free / 2**20:.1f} MiB free, but its checkpoints need about {need / 2**20:.1f} MiB "
-                         f"({keep_last} kept + best + last + a temp file, {per_checkpoint / 2**20:.1f} MiB each); free space, "
-                         "lower train.keep_last or choose another out_dir")
+        raise ValueError(
+            f"out_dir={out} has {free / 2**20:.1f} MiB free, but its checkpoints need about {need / 2**20:.1f} MiB "
+            f"({keep_last} kept + best + last + a temp file, {per_checkpoint / 2**20:.1f} MiB each); free space, "
+            "lower train.keep_last or choose another out_dir"
+        )
 
 
 def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:

@@ -1,7 +1,8 @@
 """`ablate train`: one complete training run, the unit of every ablation study.
 
 The run directory (`out_dir`) receives config.yaml (the fully resolved config), checkpoints
-(best by val/bleu, the last K, last.ckpt), metrics.csv, W&B offline files and summary.json.
+(best by val/bleu, the last K, last.ckpt, with train.final_average avg.ckpt), metrics.csv, W&B offline files,
+summary.json (scores, speed, FLOPs, why training stopped and the comparison basis) and eval/valid.json.
 """
 
 from __future__ import annotations
@@ -9,24 +10,33 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ablate.checkpoint import AtomicCheckpointIO
 from ablate.config import ExperimentConfig, to_dict, to_yaml
-from ablate.data import TranslationDataModule
+from ablate.data import TranslationDataModule, available_splits
 from ablate.flops import train_flops
 from ablate.lit import TranslationModule
 from ablate.metrics import SpeedCallback
 from ablate.run.callbacks import Preemption, SelfSignal
+from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
+from ablate.run.progress import ProgressBar, ProgressFile
+from ablate.run.quiet import quiet_dependencies
 from ablate.run.rundir import (
-    changes_from_saved_config, check_disk_space, git_sha, lock_run_dir, prepare_out_dir, resume_checkpoint, shape_changes,
+    changes_from_saved_config,
+    check_disk_space,
+    git_sha,
+    lock_run_dir,
+    prepare_out_dir,
+    resume_checkpoint,
+    shape_changes,
 )  # fmt: skip
+from ablate.run.stopping import StopRules, comparison_basis
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,7 @@ log = logging.getLogger(__name__)
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
     t = cfg.train
     monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
+    quiet_dependencies(out)
     callbacks = [
         ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
                         auto_insert_metric_name=False, enable_version_counter=False),
@@ -42,9 +53,10 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
                         save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
         *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
         *extra_callbacks,
+        ProgressFile(out),  # progress.json, read by a sweep's live view and `ablate status`
     ]
     if cfg.logging.progress:
-        callbacks.append(RichProgressBar(leave=True))
+        callbacks.append(ProgressBar())  # step/total, tokens/s, ETA, latest val loss/BLEU
     every = t.val_every_steps
     return L.Trainer(
         max_steps=t.max_steps, max_epochs=t.max_epochs or -1,
@@ -116,8 +128,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     csv_logger = make_csv_logger(out, attempt)
     loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
     preemption = Preemption(out)
-    trainer = make_trainer(cfg, out, loggers, [speed, preemption, *callbacks])
-    started = time.perf_counter()
+    stop = StopRules(cfg.train, speed.flops)  # before Preemption: a preemption save holds the step's FLOPs
+    trainer = make_trainer(cfg, out, loggers, [speed, stop, preemption, *callbacks])
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     try:
@@ -129,14 +141,22 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             # Resumed from a checkpoint taken after the last step (the first attempt died while finishing up):
             # fit() had nothing left to train or validate, and the summary needs the final weights' metrics.
             trainer.validate(module, datamodule=dm, verbose=False)
-        summary = _summary(cfg, trainer, module, speed, time.perf_counter() - started, extra)
+        validated = "valid" in available_splits(cfg.data)
+        selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": "final weights"}
+        summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
         summary["data"] = {"dropped": dm.dropped}
         if trainer.is_global_zero and cfg.train.eval_longer_than:
             summary.update(_eval_long(cfg, module, dm))
+        record = None
+        if trainer.is_global_zero and validated and cfg.train.eval_record:
+            record = write_record(cfg, trainer, module, dm, out, selected["selected"])
+            summary["eval_record"] = "eval/valid.json"
         if trainer.is_global_zero:
             (out / "summary.json").write_text(json.dumps(summary, indent=2))
             if wandb_logger is not None:
                 wandb_logger.experiment.summary.update(summary)
+                if record is not None:
+                    wandb_logger.experiment.summary["eval/valid"] = record
         return summary
     finally:
         if wandb_logger is not None:
@@ -146,7 +166,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
 
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
-    """Length extrapolation: BLEU of the final weights on validation pairs longer than any the run trained on."""
+    """Length extrapolation: BLEU of the selected weights on validation pairs longer than any the run trained on."""
     from ablate.evaluate import longer_than, score, translate
 
     n = cfg.train.eval_longer_than
@@ -158,12 +178,13 @@ def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: Translation
     return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}
 
 
-def _summary(cfg, trainer, module, speed, wall, extra) -> dict:
+def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
     best = trainer.checkpoint_callbacks[0]
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     summary = {
-        "out_dir": cfg.out_dir, "steps": trainer.global_step, "epochs": trainer.current_epoch, "wall_seconds": round(wall, 1),
-        "params": module.params, **extra,
+        "out_dir": cfg.out_dir, "steps": trainer.global_step, "epochs": trainer.current_epoch,
+        **stop.summary(trainer, cfg.train),  # stop_reason, flops, wall_seconds (the whole run), convergence
+        "basis": comparison_basis(cfg), "params": module.params, **extra,
         "last": metrics,
         "best": {"metric": best.monitor, "value": None if best.best_model_score is None else float(best.best_model_score),
                  "checkpoint": best.best_model_path},

@@ -8,6 +8,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -16,9 +18,10 @@ from rich.table import Table
 
 from ablate.redact import redact
 from ablate.sweep.journal import journal_path
-from ablate.sweep.results import log_wandb_table, print_summary, summarize
+from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
+from ablate.sweep.results import log_wandb_table, print_summary, summarize
 from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
@@ -47,9 +50,10 @@ def _gpu_count() -> int:
         return 0
 
 
-def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
+def launch_workers(sweep: Sweep, url: str, workers: int, on_line: Callable[[str], None] | None = None) -> list[int]:
     """N worker processes on one study; with GPUs each sees only its own device(s). A signal to this process (a
-    preempted job, a Ctrl-C) reaches every worker as SIGTERM: each passes it to its trial, which saves, and stops."""
+    preempted job, a Ctrl-C) reaches every worker as SIGTERM: each passes it to its trial, which saves, and stops.
+    With `on_line`, each line the workers print is handed to it (the live view shows it) instead of to the terminal."""
     gpus, per = _gpu_count(), sweep.gpus_per_trial
     # Devices as this process sees them: indices into an inherited CUDA_VISIBLE_DEVICES (e.g. a SLURM allocation).
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or [str(g) for g in range(gpus)]
@@ -61,7 +65,10 @@ def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
         cmd = [sys.executable, "-m", "ablate.sweep.worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
-        procs.append(subprocess.Popen(cmd, env=env))
+        procs.append(subprocess.Popen(cmd, env=env, **({} if on_line is None else {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT})))
+    readers = [threading.Thread(target=_pass_lines, args=(p.stdout, on_line), daemon=True) for p in procs if p.stdout is not None]
+    for reader in readers:
+        reader.start()
 
     def forward(signum, frame):
         Stop.note(signum)
@@ -71,7 +78,15 @@ def launch_workers(sweep: Sweep, url: str, workers: int) -> list[int]:
 
     for signum in Stop.SIGNALS:
         signal.signal(signum, forward)
-    return [p.wait() for p in procs]
+    codes = [p.wait() for p in procs]
+    for reader in readers:
+        reader.join(timeout=10)
+    return codes
+
+
+def _pass_lines(stream, on_line: Callable[[str], None]) -> None:
+    for raw in stream:
+        on_line(raw.decode(errors="replace").rstrip("\n"))
 
 
 def sweep_cli(args: argparse.Namespace) -> int:
@@ -93,12 +108,15 @@ def sweep_cli(args: argparse.Namespace) -> int:
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     console.print(f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued")
     workers = args.workers or (max(_gpu_count() // sweep.gpus_per_trial, 1) if _gpu_count() else sweep.workers)
-    if workers == 1:
-        run_worker(sweep, url, 0)
-    else:
-        codes = launch_workers(sweep, url, workers)
-        if any(codes):
-            console.print(f"[yellow]worker exit codes: {codes}[/]")
+    live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
+    codes = []
+    with LiveView(url, sweep.name, console, live=live) as view:
+        if workers == 1 and not live:
+            run_worker(sweep, url, 0)
+        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it
+            codes = launch_workers(sweep, url, workers, view.post if live else None)
+    if any(codes):
+        console.print(f"[yellow]worker exit codes: {codes}[/]")
     rows = summarize(sweep, study)
     print_summary(rows, console)
     log_wandb_table(sweep, rows)

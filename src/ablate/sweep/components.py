@@ -6,7 +6,8 @@ file's validation (the choices it lists) follows.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import optuna
 

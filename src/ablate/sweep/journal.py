@@ -32,7 +32,7 @@ def journal_path(url: str) -> Path | None:
     """journal:///abs/study.log or journal:relative/study.log -> the file; None for other URLs."""
     if not url.startswith(SCHEME):
         return None
-    rest = url[len(SCHEME):]
+    rest = url[len(SCHEME) :]
     return Path(rest[2:] if rest.startswith("//") else rest)
 
 
@@ -77,8 +77,13 @@ class _CheckedBackend(JournalFileBackend):
 class JournalStudyStorage(JournalStorage, BaseHeartbeat):
     """A journal-file storage with Optuna's heartbeat interface, so `fail_stale_trials` works on it."""
 
-    def __init__(self, path: Path, heartbeat_interval: int, grace_period: int,
-                 stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        heartbeat_interval: int,
+        grace_period: int,
+        stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+    ):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         check_journal(path)

@@ -14,8 +14,23 @@ from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
 from ablate.yaml_file import read_yaml
 
-TOP_KEYS = {"name", "base", "overrides", "objective", "n_trials", "timeout", "seeds", "variants", "search", "sampler", "pruner",
-            "storage", "out_dir", "workers", "gpus_per_trial"}
+TOP_KEYS = {
+    "name",
+    "base",
+    "overrides",
+    "objective",
+    "n_trials",
+    "timeout",
+    "seeds",
+    "variants",
+    "search",
+    "sampler",
+    "pruner",
+    "storage",
+    "out_dir",
+    "workers",
+    "gpus_per_trial",
+}
 PARAM_TYPES = {"categorical", "int", "float"}
 
 
@@ -96,14 +111,22 @@ def load_sweep(path: str | Path) -> Sweep:
     base = [b if Path(b).exists() or not (path.parent / b).exists() else str(path.parent / b) for b in base]
     name = str(raw.get("name") or path.stem)
     sweep = Sweep(
-        name=name, path=path, base=base, objective=_objective(path, raw.get("objective")),
-        overrides=_with_plugin_paths(path, dict(raw.get("overrides") or {})), variants=dict(raw.get("variants") or {}),
-        search=_search(path, dict(raw.get("search") or {})), seeds=[int(s) for s in raw.get("seeds") or []],
-        n_trials=raw.get("n_trials"), timeout=raw.get("timeout"),
+        name=name,
+        path=path,
+        base=base,
+        objective=_objective(path, raw.get("objective")),
+        overrides=_with_plugin_paths(path, dict(raw.get("overrides") or {})),
+        variants=dict(raw.get("variants") or {}),
+        search=_search(path, dict(raw.get("search") or {})),
+        seeds=[int(s) for s in raw.get("seeds") or []],
+        n_trials=raw.get("n_trials"),
+        timeout=raw.get("timeout"),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
-        storage=raw.get("storage"), out_dir=Path(raw.get("out_dir") or f"runs/sweeps/{safe_name(name)}"),
-        workers=int(raw.get("workers") or 1), gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
+        storage=raw.get("storage"),
+        out_dir=Path(raw.get("out_dir") or f"runs/sweeps/{safe_name(name)}"),
+        workers=int(raw.get("workers") or 1),
+        gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
     )
     _validate_trials(sweep)
     return sweep
@@ -130,7 +153,10 @@ def _validate_trials(sweep: Sweep) -> None:
     if problem:
         raise _fail(path, problem)
     if "val/bleu" in sweep.objective.terms and not sweep.config_for({}).train.val_bleu:
-        raise _fail(path, "the objective uses val/bleu but train.val_bleu is false (no BLEU is computed); "
-                          "set train.val_bleu: true or use val/loss (direction: minimize)")
+        raise _fail(
+            path,
+            "the objective uses val/bleu but train.val_bleu is false (no BLEU is computed); "
+            "set train.val_bleu: true or use val/loss (direction: minimize)",
+        )
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")

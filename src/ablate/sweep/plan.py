@@ -6,20 +6,24 @@ the file's validation call; nothing else asks which kind a sweep is.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.paper import row_group
 from ablate.sweep.components import make_sampler
 from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of
-
 from ablate.sweep.spec import Sweep, diff_from_base
 from ablate.sweep.storage import StudyHandle
+
+log = logging.getLogger(__name__)
 
 MAX_RETRY = 2  # a row whose trials died with their workers this often is not queued again within a run
 
@@ -134,11 +138,23 @@ class Variants(Plan):
             if t.number != me.number and row_of(t) == (row, seed) and (
                     t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number)):
                 return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {t.state.name.lower()} as trial {t.number}"
-        # The row rides in the enqueued trial's fixed params, not as a distribution: a categorical one would pin the
-        # list of rows, and adding a row to the sweep file would then break resuming.
+        self._record_row(handle, trial, row)
         name = row if seed is None else f"{row}-s{seed}"
         tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
         return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
+
+    def _record_row(self, handle: StudyHandle, trial: optuna.Trial, row: str) -> None:
+        """The row as a categorical parameter of the trial, so optuna-dashboard can plot the study per row. (Which row
+        a trial runs is decided by its enqueued fixed params, read by ledger.row_of; this is only the record.)"""
+        for attempt in range(2):
+            trials = handle.study.get_trials(deepcopy=False)
+            name, choices = row_param(trials, [r for r, _ in self.sweep.rows()] + [key[0] for t in trials if (key := row_of(t))])
+            try:
+                handle.storage.set_trial_param(handle.trial_id(trial.number), name, choices.index(row), CategoricalDistribution(choices))
+                return
+            except ValueError as e:  # another machine (another version of the file) recorded other rows under this name
+                if attempt:
+                    log.warning("trial %d: row '%s' not recorded as parameter %s: %s", trial.number, row, name, e)
 
     def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
         key = row_of(handle.frozen(trial))
@@ -212,6 +228,27 @@ class Search(Plan):
             rows.append([key, str(dist)])
         s = self.sweep
         return ["parameter", "distribution"], rows, f"sampler {s.sampler}, pruner {s.pruner}, n_trials {s.n_trials}, timeout {s.timeout}"
+
+
+def row_param(trials: list[FrozenTrial], rows: list[str]) -> tuple[str, list[str]]:
+    """Name and choices of the categorical parameter recording a variants trial's row: `row` over every row the study
+    has queued, then `row_2`, `row_3`, ... over the grown set once rows are added to the sweep file.
+
+    Optuna refuses a categorical parameter whose choices differ between trials of one study, and finished trials keep
+    theirs, so a grown set of rows needs a new name. The names in use are read back from the trials themselves, so
+    every worker and machine agrees on them; a row removed from the file stays a choice.
+    """
+    recorded: dict[str, list[str]] = {}
+    for t in trials:
+        for name, dist in t.distributions.items():
+            if re.fullmatch(r"row(_\d+)?", name) and isinstance(dist, CategoricalDistribution):
+                recorded[name] = list(dist.choices)
+    if not recorded:
+        return "row", list(dict.fromkeys(rows))
+    latest = max(recorded, key=lambda n: int(n[4:] or 1))
+    if set(rows) <= set(recorded[latest]):
+        return latest, recorded[latest]
+    return f"row_{int(latest[4:] or 1) + 1}", list(dict.fromkeys([*recorded[latest], *rows]))
 
 
 def _suggest(trial: optuna.Trial, key: str, spec: dict) -> Any:

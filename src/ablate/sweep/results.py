@@ -14,8 +14,20 @@ from rich.table import Table
 
 from ablate.sweep.spec import Sweep
 
-COLUMNS = ["number", "name", "state", "value", "val/bleu", "val/ppl", "params", "speed/tokens_per_s", "speed/step_ms",
-           "wall_seconds", "out_dir", "fail_reason"]
+COLUMNS = [
+    "number",
+    "name",
+    "state",
+    "value",
+    "val/bleu",
+    "val/ppl",
+    "params",
+    "speed/tokens_per_s",
+    "speed/step_ms",
+    "wall_seconds",
+    "out_dir",
+    "fail_reason",
+]
 
 
 def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
@@ -23,8 +35,13 @@ def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.WAITING:
             continue
-        row = {"number": t.number, "state": t.state.name, "value": t.value, "name": t.user_attrs.get("name", ""),
-               **{k: t.user_attrs.get(k) for k in COLUMNS[4:]}}
+        row = {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "name": t.user_attrs.get("name", ""),
+            **{k: t.user_attrs.get(k) for k in COLUMNS[4:]},
+        }
         rows.append({k: row.get(k) for k in COLUMNS})
     with open(sweep.out_dir / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
@@ -41,8 +58,17 @@ def print_summary(rows: list[dict], console: Console) -> None:
         return "-" if v is None else format(v, spec)
 
     for r in rows:
-        table.add_row(str(r["number"]), r["name"], r["state"], fmt(r["value"], ".2f"), fmt(r["val/bleu"], ".2f"), fmt(r["val/ppl"], ".2f"),
-                      fmt(r["params"], ","), fmt(r["speed/tokens_per_s"], ".0f"), fmt(r["wall_seconds"], ".0f"))
+        table.add_row(
+            str(r["number"]),
+            r["name"],
+            r["state"],
+            fmt(r["value"], ".2f"),
+            fmt(r["val/bleu"], ".2f"),
+            fmt(r["val/ppl"], ".2f"),
+            fmt(r["params"], ","),
+            fmt(r["speed/tokens_per_s"], ".0f"),
+            fmt(r["wall_seconds"], ".0f"),
+        )
     console.print(table)
     for r in rows:
         if r["state"] == "FAIL" and r["fail_reason"]:
@@ -57,8 +83,16 @@ def log_wandb_table(sweep: Sweep, rows: list[dict]) -> None:
     import wandb
 
     os.environ.setdefault("WANDB_SILENT", "true")
-    run = wandb.init(project=cfg.logging.project, entity=cfg.logging.entity, group=sweep.name, name=f"{sweep.name}-summary",
-                     job_type="sweep-summary", dir=str(sweep.out_dir), mode=cfg.logging.mode, tags=["summary"])
+    run = wandb.init(
+        project=cfg.logging.project,
+        entity=cfg.logging.entity,
+        group=sweep.name,
+        name=f"{sweep.name}-summary",
+        job_type="sweep-summary",
+        dir=str(sweep.out_dir),
+        mode=cfg.logging.mode,
+        tags=["summary"],
+    )
     try:
         run.log({"trials": wandb.Table(columns=COLUMNS, data=[[r[c] for c in COLUMNS] for r in rows])})
     finally:

@@ -49,8 +49,9 @@ class Sweep:
         """(row name, seed) of every grid trial; the seed is None when the sweep lists no seeds."""
         return [(row, s) for row in self.variants for s in (self.seeds or [None])]
 
-    def config_for(self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None,
-                   extra: dict[str, Any] | None = None) -> ExperimentConfig:
+    def config_for(
+        self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None, extra: dict[str, Any] | None = None
+    ) -> ExperimentConfig:
         """The base experiment, then the sweep-wide overrides, then the row's (or sampled) overrides."""
         merged = {**self.overrides, **overrides, **(extra or {})}
         if seed is not None:
@@ -58,6 +59,7 @@ class Sweep:
         if trial_dir is not None:
             merged["out_dir"] = str(trial_dir)
         return load_config(self.base, **nest(merged))
+
 
 def nest(dotted: dict[str, Any]) -> dict:
     """{'model.heads': 4} -> {'model': {'heads': 4}}."""
@@ -77,6 +79,7 @@ def safe_name(name: str) -> str:
     """A path component that cannot leave its parent directory ('../x', '/abs', '..' all become harmless)."""
     cleaned = SAFE_NAME.sub("_", str(name)).strip("._") or "trial"
     return cleaned[:80]
+
 
 def diff_from_base(sweep: Sweep, cfg: ExperimentConfig) -> dict[str, tuple[Any, Any]]:
     """Keys whose value differs from the base experiment with the sweep-wide overrides: key -> (base, trial).

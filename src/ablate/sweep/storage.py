@@ -11,9 +11,10 @@ import functools
 import os
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -38,9 +39,11 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
     if url and journal_path(url) is not None:
         return f"journal://{journal_path(url).resolve()}"  # absolute: workers and trials may start elsewhere
     if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
-        raise ValueError(f"storage {redact(url)!r} is neither a database URL nor a journal file; use sqlite:///path/study.db "
-                         "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
-                         "machines on a shared file system such as NFS)")
+        raise ValueError(
+            f"storage {redact(url)!r} is neither a database URL nor a journal file; use sqlite:///path/study.db "
+            "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
+            "machines on a shared file system such as NFS)"
+        )
     return url or f"sqlite:///{(default_dir / 'study.db').resolve()}"
 
 
@@ -80,8 +83,15 @@ class StudyHandle:
         self.storage.record_heartbeat(self.trial_id(trial.number))
 
 
-def open_study(name: str, url: str, direction: str, sampler: optuna.samplers.BaseSampler,
-               pruner: optuna.pruners.BasePruner | None = None, retry=None, sqlite_dir: Path | None = None) -> StudyHandle:
+def open_study(
+    name: str,
+    url: str,
+    direction: str,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner | None = None,
+    retry=None,
+    sqlite_dir: Path | None = None,
+) -> StudyHandle:
     """Create or load a study; a storage that cannot be read is reported (and left untouched)."""
     import sqlalchemy.exc
 
@@ -89,12 +99,15 @@ def open_study(name: str, url: str, direction: str, sampler: optuna.samplers.Bas
         sqlite_dir.mkdir(parents=True, exist_ok=True)
     try:
         storage = make_storage(url, retry)
-        study = optuna.create_study(study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner,
-                                    load_if_exists=True)
+        study = optuna.create_study(
+            study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner, load_if_exists=True
+        )
     except sqlalchemy.exc.SQLAlchemyError as e:
         reason = redact(str(e.orig if getattr(e, "orig", None) else e).splitlines()[0])
-        raise ValueError(f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
-                         "(restore it from a backup, or give the sweep another out_dir or storage)") from None
+        raise ValueError(
+            f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
+            "(restore it from a backup, or give the sweep another out_dir or storage)"
+        ) from None
     return StudyHandle(study, storage, url)
 
 
@@ -109,7 +122,7 @@ def claim_lock(url: str):
     if not url.startswith("sqlite:///"):
         yield
         return
-    with open(url[len("sqlite:///"):] + ".lock", "a") as f:
+    with open(url[len("sqlite:///") :] + ".lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

@@ -10,6 +10,7 @@ saving (its row runs again), anything else failed. A separate process isolates c
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import math
@@ -67,12 +68,19 @@ class Stop:
 
 def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str) -> int:
     """Run the trial's process to its end, beating its heartbeat; returns its exit code."""
-    env = {**os.environ, STORAGE_ENV: handle.url, _STUDY_ENV: handle.study.study_name, _TRIAL_ENV: str(trial.number),
-           _PRUNER_ENV: json.dumps(pruner), _METRIC_ENV: metric}
+    env = {
+        **os.environ,
+        STORAGE_ENV: handle.url,
+        _STUDY_ENV: handle.study.study_name,
+        _TRIAL_ENV: str(trial.number),
+        _PRUNER_ENV: json.dumps(pruner),
+        _METRIC_ENV: metric,
+    }
     cmd = [sys.executable, "-m", "ablate.sweep.trial", str(trial_dir / "trial.yaml"), *(["--resume"] if resume else [])]
     with open(trial_dir / "train.log", "ab") as log:
-        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        child = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None
+        )
         Stop.child = child
         while True:
             try:
@@ -82,7 +90,7 @@ def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bo
                     # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
                     child.send_signal(signal.SIGTERM)
                     child.wait()
-                    raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running")
+                    raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running") from None
                 handle.beat(trial)
             except KeyboardInterrupt:
                 child.send_signal(signal.SIGTERM)
@@ -92,20 +100,23 @@ def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bo
 
 def _die_with_parent() -> None:
     """Linux: the trial process gets SIGKILL when its worker dies, so no orphan keeps training."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def metric_value(summary: dict, name: str) -> float:
-    if summary.get("best", {}).get("metric") == name and summary["best"].get("value") is not None:
+    """The run's value of `name`: its best checkpoint's when that was selected by `name`, else the reported (last, or
+    with train.final_average the averaged model's) value."""
+    averaged = str(summary.get("selected", "")).startswith("avg")
+    if not averaged and summary.get("best", {}).get("metric") == name and summary["best"].get("value") is not None:
         return float(summary["best"]["value"])
     if name in summary.get("last", {}):
         return float(summary["last"][name])
     if name in summary:
         return float(summary[name])
-    raise KeyError(f"metric '{name}' is not in the run summary (known: {sorted(summary.get('last', {})) + [k for k in summary if '/' in k]})")
+    raise KeyError(
+        f"metric '{name}' is not in the run summary (known: {sorted(summary.get('last', {})) + [k for k in summary if '/' in k]})"
+    )
 
 
 def objective_value(terms: dict[str, float], summary: dict) -> float:

@@ -7,6 +7,7 @@ run, ablate.sweep.trial runs one).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -28,8 +29,15 @@ from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_stud
 
 def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
     plan = plan_for(sweep)
-    return open_study(sweep.name, url, sweep.objective.direction, plan.sampler(), make_pruner(sweep.pruner),
-                      plan.retry_callback(), sqlite_dir=sweep.out_dir)
+    return open_study(
+        sweep.name,
+        url,
+        sweep.objective.direction,
+        plan.sampler(),
+        make_pruner(sweep.pruner),
+        plan.retry_callback(),
+        sqlite_dir=sweep.out_dir,
+    )
 
 
 def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
@@ -70,10 +78,8 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
             say(index, f"trial {trial.number} was already failed by its stale heartbeat; result dropped")
         except Exception as e:  # anything else fails this trial, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
-            try:
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed meanwhile as stale
                 fail(study, trial, f"{type(e).__name__}: {redact(str(e))}")
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass
 
 
 def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int) -> TrialState:
@@ -101,11 +107,17 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     trial.set_user_attr("out_dir", str(trial_dir))
     if previous is not None:
         trial.set_user_attr("continues", previous.number)
-    say(index, f"trial {trial.number} ({spec.name}) " + (f"continues trial {previous.number} from its last checkpoint in {trial_dir}"
-                                                          if previous is not None else f"started in {trial_dir}"))
+    say(
+        index,
+        f"trial {trial.number} ({spec.name}) "
+        + (
+            f"continues trial {previous.number} from its last checkpoint in {trial_dir}"
+            if previous is not None
+            else f"started in {trial_dir}"
+        ),
+    )
     began = time.time()
-    rc = trial_process.launch(handle, trial, trial_dir, resume=previous is not None, pruner=sweep.pruner,
-                              metric=sweep.objective.metric)
+    rc = trial_process.launch(handle, trial, trial_dir, resume=previous is not None, pruner=sweep.pruner, metric=sweep.objective.metric)
     state = trial_process.record_result(study, trial, sweep.objective.terms, trial_dir, rc)
     reason = handle.frozen(trial).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""
     say(index, f"trial {trial.number} ({spec.name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
@@ -114,8 +126,13 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
 
 def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path):
     extra = {
-        "logging.group": sweep.name, "logging.name": spec.name, "logging.tags": spec.tags, "logging.progress": False,
-        "sweep.study": sweep.name, "sweep.row": spec.row, "sweep.trial": trial.number,
+        "logging.group": sweep.name,
+        "logging.name": spec.name,
+        "logging.tags": spec.tags,
+        "logging.progress": False,
+        "sweep.study": sweep.name,
+        "sweep.row": spec.row,
+        "sweep.trial": trial.number,
     }
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})

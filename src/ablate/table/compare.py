@@ -13,9 +13,21 @@ from ablate.table.load import Run
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
 
 # Table 3's configuration columns: header -> flattened config key.
-COLUMNS = {"N": "model.enc_layers", "d_model": "model.d_model", "d_ff": "model.d_ff", "h": "model.heads", "d_k": "model.d_k",
-           "d_v": "model.d_v", "P_drop": "model.dropout", "eps_ls": "train.label_smoothing", "pos": "model.positional",
-           "attn": "model.attention", "scale": "model.attention_scaling", "kv": "model.kv_heads", "steps": "train.max_steps"}
+COLUMNS = {
+    "N": "model.enc_layers",
+    "d_model": "model.d_model",
+    "d_ff": "model.d_ff",
+    "h": "model.heads",
+    "d_k": "model.d_k",
+    "d_v": "model.d_v",
+    "P_drop": "model.dropout",
+    "eps_ls": "train.label_smoothing",
+    "pos": "model.positional",
+    "attn": "model.attention",
+    "scale": "model.attention_scaling",
+    "kv": "model.kv_heads",
+    "steps": "train.max_steps",
+}
 TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
 
 
@@ -114,8 +126,13 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     bases = sorted({str(r.summary["basis"]) for r in runs if r.summary.get("basis") is not None})
     missing_basis = any(r.summary.get("basis") is None for r in runs)
     summary = {
-        "split": ev.split, "dataset": ev.dataset, "sentences": ev.sentences, "subset": ev.subset,
-        "checkpoints": ev.checkpoints, "runs": ev.runs, "runs_with_eval_records": ev.runs_with_records,
+        "split": ev.split,
+        "dataset": ev.dataset,
+        "sentences": ev.sentences,
+        "subset": ev.subset,
+        "checkpoints": ev.checkpoints,
+        "runs": ev.runs,
+        "runs_with_eval_records": ev.runs_with_records,
         "basis": "; ".join(bases + (["not recorded"] if missing_basis and bases else [])) or "not recorded",
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},

@@ -44,10 +44,19 @@ def _run(row: str, config: dict, summary: dict, source: str, run_dir: Path | Non
     params = params.get("total") if isinstance(params, dict) else params
     if params is None:
         params = summary.get("params/total")
-    return Run(row=row, config=_effective(config), ppl=last.get("val/ppl", summary.get("val/ppl")),
-               bleu=last.get("val/bleu", summary.get("val/bleu")), params=params,
-               tokens_per_s=summary.get("speed/tokens_per_s"), step_ms=summary.get("speed/step_ms"),
-               long_bleu=summary.get("val_long/bleu"), source=source, run_dir=run_dir, summary=summary)
+    return Run(
+        row=row,
+        config=_effective(config),
+        ppl=last.get("val/ppl", summary.get("val/ppl")),
+        bleu=last.get("val/bleu", summary.get("val/bleu")),
+        params=params,
+        tokens_per_s=summary.get("speed/tokens_per_s"),
+        step_ms=summary.get("speed/step_ms"),
+        long_bleu=summary.get("val_long/bleu"),
+        source=source,
+        run_dir=run_dir,
+        summary=summary,
+    )
 
 
 def runs_from_dirs(root: Path) -> list[Run]:

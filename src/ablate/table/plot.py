@@ -21,8 +21,10 @@ def plot(table: Table, path: Path, title: str) -> None:
         lines = [ln["bleu"] | {"row": ln["row"]} for ln in table.lines if ln["group"] == g]
         xs = range(len(lines))
         ours = [math.nan if m["delta"] is None else m["delta"] for m in lines]
-        err = [[0.0 if m["delta_low"] is None else m["delta"] - m["delta_low"] for m in lines],
-               [0.0 if m["delta_high"] is None else m["delta_high"] - m["delta"] for m in lines]]
+        err = [
+            [0.0 if m["delta_low"] is None else m["delta"] - m["delta_low"] for m in lines],
+            [0.0 if m["delta_high"] is None else m["delta_high"] - m["delta"] for m in lines],
+        ]
         paper = [math.nan if m["paper_delta"] is None else m["paper_delta"] for m in lines]
         ax.bar([x - 0.2 for x in xs], ours, width=0.4, yerr=err, capsize=3, label="ours (95% CI)", color="tab:blue")
         ax.bar([x + 0.2 for x in xs], paper, width=0.4, label="paper", color="tab:gray")

@@ -20,7 +20,7 @@ def _num(v, spec: str = ".2f") -> str:
 
 
 def _with_interval(mean, low, high, spec: str = ".2f") -> str:
-    """"31.00 [29.12, 32.88]"; the mean alone where there is no interval (one seed)."""
+    """ "31.00 [29.12, 32.88]"; the mean alone where there is no interval (one seed)."""
     if mean is None:
         return "-"
     return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
@@ -34,22 +34,29 @@ def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
     cells = {"": _with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
         return cells | {"Δ": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
-    return cells | {"Δ": _with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"), "p": _p(m["p"]),
-                    "p Holm": _p(m["p_holm"]), "MDE": _num(m["mde"]), "verdict": m["verdict"] or "-"}
+    return cells | {
+        "Δ": _with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
+        "p": _p(m["p"]),
+        "p Holm": _p(m["p_holm"]),
+        "MDE": _num(m["mde"]),
+        "verdict": m["verdict"] or "-",
+    }
 
 
 def _cells(line: dict) -> dict[str, str]:
     """Every printable cell of a row, keyed by its header."""
     base = line["row"] == "base"
-    out = {"row": line["row"], **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS},
-           "N": str(line["seeds"])}
+    out = {"row": line["row"], **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS}, "N": str(line["seeds"])}
     metric = {name: _metric_cells(line[name], base) for name in METRICS}
     for name in METRICS:
         out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
     lb = line["long_bleu"]
-    out |= {"params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}",
-            "tok/s": _num(line["tokens_per_s"], ".0f"), "step ms": _num(line["step_ms"], ".0f"),
-            "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"])}
+    out |= {
+        "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}",
+        "tok/s": _num(line["tokens_per_s"], ".0f"),
+        "step ms": _num(line["step_ms"], ".0f"),
+        "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"]),
+    }
     for name in METRICS:
         for key in ("Δ", "p", "p Holm", "MDE"):
             out[f"Δ{NAMES[name]} [95% CI]" if key == "Δ" else f"{key} {NAMES[name]}"] = metric[name][key]
@@ -92,14 +99,18 @@ def header(table: Table) -> list[str]:
 def scores_line(s: dict) -> str:
     """Which split and sentences the scores are on, from which checkpoint, and the runs' comparison basis."""
     if s["runs_with_eval_records"]:
-        where = f"{s['split']} split of {s['dataset']}, {s['sentences']} sentences ({s['subset']}), checkpoint " \
-                f"{', '.join(s['checkpoints'])}; per-sentence records (eval/{s['split']}.json) of " \
-                f"{s['runs_with_eval_records']} of {s['runs']} runs"
+        where = (
+            f"{s['split']} split of {s['dataset']}, {s['sentences']} sentences ({s['subset']}), checkpoint "
+            f"{', '.join(s['checkpoints'])}; per-sentence records (eval/{s['split']}.json) of "
+            f"{s['runs_with_eval_records']} of {s['runs']} runs"
+        )
         if s["runs_with_eval_records"] < s["runs"]:
             where += ", the summaries' last validation (val/bleu, val/ppl) for the rest"
     else:
-        where = f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded " \
-                f"(no run saved eval/{s['split']}.json, so no paired tests)"
+        where = (
+            f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded "
+            f"(no run saved eval/{s['split']}.json, so no paired tests)"
+        )
     return f"Scores: {where}. Comparison basis: {s['basis']}."
 
 
@@ -139,8 +150,9 @@ def agreement_lines(s: dict) -> list[str]:
 
     sp = s["spearman"]
     return lines + [
-        "", f"Spearman's rank correlation with the paper over {sp['bleu']['rows']} rows (95% interval from resampling "
-            f"rows): BLEU {rho(sp['bleu'])}, PPL {rho(sp['ppl'])}.",
+        "",
+        f"Spearman's rank correlation with the paper over {sp['bleu']['rows']} rows (95% interval from resampling "
+        f"rows): BLEU {rho(sp['bleu'])}, PPL {rho(sp['ppl'])}.",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"bootstrap interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
         f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
@@ -171,8 +183,15 @@ def _esc(s) -> str:
 
 def to_latex(table: Table, title: str) -> str:
     head = header(table)
-    out = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{" + "l" + "r" * (len(head) - 1) + "}", r"\toprule",
-           " & ".join(_esc(h) for h in head) + r" \\", r"\midrule"]
+    out = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{" + "l" + "r" * (len(head) - 1) + "}",
+        r"\toprule",
+        " & ".join(_esc(h) for h in head) + r" \\",
+        r"\midrule",
+    ]
     for new_group, _, cells in walk(table):
         if new_group:
             out.append(r"\midrule")
@@ -204,10 +223,16 @@ def to_csv(table: Table, path: Path) -> None:
 
 def to_json(table: Table, title: str) -> dict:
     """Every row's numbers and the study's summary: the source of truth the other renderings are made from."""
-    rows = [{"row": ln["row"], "group": ln["group"], "seeds": ln["seeds"],
-             "changes": {c: ln[c] for c in COLUMNS if ln[c] != ""},
-             **{k: v for k, v in ln.items() if k not in COLUMNS and k not in ("row", "group", "seeds")}}
-            for ln in table.lines]
+    rows = [
+        {
+            "row": ln["row"],
+            "group": ln["group"],
+            "seeds": ln["seeds"],
+            "changes": {c: ln[c] for c in COLUMNS if ln[c] != ""},
+            **{k: v for k, v in ln.items() if k not in COLUMNS and k not in ("row", "group", "seeds")},
+        }
+        for ln in table.lines
+    ]
     return {"title": title, **table.summary, "rows": rows}
 
 

@@ -63,8 +63,10 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
             continue
         keep = [i for i, idx in enumerate(rec.indices) if idx in common]
         hyps, refs = [rec.hypotheses[i] for i in keep], [rec.references[i] for i in keep]
-        ev.per_run[run.source] = {"bleu": stats.bleu_stats(hyps, refs),
-                                  "ppl": stats.ppl_stats([rec.nll[i] for i in keep], [rec.tokens[i] for i in keep])}
+        ev.per_run[run.source] = {
+            "bleu": stats.bleu_stats(hyps, refs),
+            "ppl": stats.ppl_stats([rec.nll[i] for i in keep], [rec.tokens[i] for i in keep]),
+        }
         run.bleu, run.ppl = stats.corpus_bleu(ev.per_run[run.source]["bleu"]), stats.corpus_ppl(ev.per_run[run.source]["ppl"])
     first = next(iter(records.values()))
     ev.dataset, ev.sentences = first.dataset, len(common)
@@ -85,8 +87,7 @@ def _common_indices(records: dict[str, EvalFile], ev: Evidence) -> set[int]:
         raise EvalFileError(f"the runs' eval/{ev.split} records share no sentence (indices do not overlap)")
     if any(len(r.indices) != len(common) for r in records.values()):
         low, high = min(len(r.indices) for r in records.values()), max(len(r.indices) for r in records.values())
-        ev.notes.append(f"The runs scored different sentences ({low} to {high}); every score here is on the "
-                        f"{len(common)} they share.")
+        ev.notes.append(f"The runs scored different sentences ({low} to {high}); every score here is on the {len(common)} they share.")
     reference: dict[int, tuple[str, str]] = {}
     for r in records.values():
         for idx, ref in zip(r.indices, r.references):
@@ -116,9 +117,20 @@ def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed:
         adjusted = dict(zip(names, stats.holm([tests[n].p_value for n in names])))
         for name in out:
             t = tests.get(name)
-            out[name][metric] = no_test(_why_untested(name, rows, base, evidence)) if t is None else {
-                "p": t.p_value, "p_holm": adjusted[name], "mde": stats.mde(t.se, m=len(names)), "test_low": t.low,
-                "test_high": t.high, "se": t.se, "n_boot": t.n_boot, "untested": None}
+            out[name][metric] = (
+                no_test(_why_untested(name, rows, base, evidence))
+                if t is None
+                else {
+                    "p": t.p_value,
+                    "p_holm": adjusted[name],
+                    "mde": stats.mde(t.se, m=len(names)),
+                    "test_low": t.low,
+                    "test_high": t.high,
+                    "se": t.se,
+                    "n_boot": t.n_boot,
+                    "untested": None,
+                }
+            )
     return out
 
 
@@ -132,12 +144,14 @@ def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
 
 def no_test(reason: str | None = None) -> dict:
     """The test fields of a row without a test (`reason` says why; None for the base row)."""
-    return {"p": None, "p_holm": None, "mde": None, "test_low": None, "test_high": None, "se": None, "n_boot": None,
-            "untested": reason}
+    return {"p": None, "p_holm": None, "mde": None, "test_low": None, "test_high": None, "se": None, "n_boot": None, "untested": reason}
 
 
 def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:
     row = next(r for r in rows if r.name == name)
     lacking = [r for r in (base, row) if _row_stats(r, evidence) is None]
-    return " and ".join(f"{len([x for x in r.runs if x.source not in evidence.per_run])} of {len(r.runs)} runs of "
-                        f"'{r.name}' saved no eval/{evidence.split}.json" for r in lacking)
+    return " and ".join(
+        f"{len([x for x in r.runs if x.source not in evidence.per_run])} of {len(r.runs)} runs of "
+        f"'{r.name}' saved no eval/{evidence.split}.json"
+        for r in lacking
+    )

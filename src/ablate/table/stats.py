@@ -14,16 +14,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sacrebleu.metrics import BLEU
 from scipy import stats as st
+
+# The paired tests live in their own module; re-exported so that `stats` is the table's one statistics API.
+from ablate.table.bootstrap import (  # noqa: F401
+    PairedTest,
+    bleu_stats,
+    corpus_bleu,
+    corpus_ppl,
+    paired_bleu,
+    paired_bleu_stats,
+    paired_ppl,
+    paired_ppl_stats,
+    ppl_stats,
+)  # fmt: skip
 
 AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"
 NO_CHANGE, NO_PAPER = "paper: no change", "no paper row"
 VERDICTS = (AGREE, DISAGREE, INCONCLUSIVE, NO_CHANGE, NO_PAPER)
 BLEU_TIE = 0.05  # the paper prints BLEU to 1 decimal: a printed Δ below half its last digit is 0
 PPL_TIE = 0.005  # ... and PPL to 2 decimals
-
-_BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoothing
 
 
 @dataclass(frozen=True)
@@ -46,22 +56,6 @@ class Difference:
     high: float | None
     df: float | None
     se: float | None
-
-
-@dataclass(frozen=True)
-class PairedTest:
-    """A paired bootstrap of a row against the base row (see `paired_bleu`).
-
-    delta: observed Δ = mean over the row's seeds - mean over the base's seeds of the corpus metric;
-    p_value: two-sided; low/high: percentile interval of the resampled Δ; se: their standard deviation.
-    """
-
-    delta: float
-    p_value: float
-    low: float
-    high: float
-    se: float
-    n_boot: int
 
 
 @dataclass(frozen=True)
@@ -100,118 +94,6 @@ def welch_interval(row: Sequence[float], base: Sequence[float], level: float = 0
     return Difference(delta, delta - half, delta + half, df, se)
 
 
-def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
-    """Per-sentence sacreBLEU statistics, shape (n, 10): [len_hyp, len_ref, correct_1..4, total_1..4].
-
-    Extracted once per system so a bootstrap resample costs a weighted sum, not a re-tokenisation.
-    """
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    # sacreBLEU has no public per-sentence statistics; its own paired bootstrap (significance.py) reads them here.
-    return np.asarray(_BLEU._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64).reshape(len(hyps), -1)
-
-
-def corpus_bleu(stats: np.ndarray) -> float:
-    """Corpus BLEU from per-sentence statistics; equals `BLEU().corpus_score(hyps, [refs]).score` exactly."""
-    return _bleu_scores(np.asarray(stats).sum(axis=0, keepdims=True))[0]
-
-
-def _bleu_scores(sums: np.ndarray) -> np.ndarray:
-    """BLEU of each row of summed statistics, by sacreBLEU's own formula (Python ints, so bit-identical)."""
-    rows = np.rint(sums).astype(np.int64).tolist()
-    n = _BLEU.max_ngram_order
-    return np.array([_BLEU.compute_bleu(correct=r[2 : 2 + n], total=r[2 + n :], sys_len=r[0], ref_len=r[1],
-                                        smooth_method=_BLEU.smooth_method, smooth_value=_BLEU.smooth_value,
-                                        effective_order=_BLEU.effective_order, max_ngram_order=n).score for r in rows])
-
-
-def _ppl_scores(sums: np.ndarray) -> np.ndarray:
-    """Corpus perplexity exp(sum NLL / sum tokens) of each row of summed [nll, tokens]."""
-    return np.exp(sums[:, 0] / sums[:, 1])
-
-
-def paired_bleu(base: Sequence[Sequence[str]], row: Sequence[Sequence[str]], refs: Sequence[str],
-                n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> PairedTest:
-    """Paired bootstrap of corpus BLEU, row vs base, each given per seed as hypotheses aligned with `refs`.
-
-    Resample b draws sentence indices with replacement (the same for both systems) and, independently,
-    one seed's output per system, uniformly; d_b = BLEU(row) - BLEU(base) on those sentences. The observed
-    Δ is the mean over seeds of each system's corpus BLEU, row minus base. p = (#{|d_b - mean(d)| >= |Δ|} + 1)
-    / (B + 1): sacreBLEU's centred count, but centring the signed d (the null of no difference; sacreBLEU
-    centres |d|) and counting ties as extreme, so a row compared with itself gets p = 1, not 1/(B + 1).
-    """
-    return paired_bleu_stats([bleu_stats(h, refs) for h in base], [bleu_stats(h, refs) for h in row],
-                             n_boot=n_boot, seed=seed, level=level)
-
-
-def paired_bleu_stats(base: Sequence[np.ndarray], row: Sequence[np.ndarray],
-                      n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> PairedTest:
-    """`paired_bleu` on per-seed `bleu_stats` arrays, so the base's statistics are extracted once for all rows."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), _bleu_scores, n_boot, seed, level)
-
-
-def paired_ppl(base_nll: Sequence[Sequence[float]], row_nll: Sequence[Sequence[float]], tokens: Sequence[float],
-               n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> PairedTest:
-    """Paired bootstrap of corpus perplexity exp(sum NLL / sum tokens), the same scheme as `paired_bleu`.
-
-    Inputs per seed: each sentence's summed target NLL (nats); `tokens`: each sentence's target token count,
-    shared by all systems. Δ is PPL(row) - PPL(base): negative means the row is better.
-    """
-    t = np.asarray(tokens, dtype=float)
-
-    def with_tokens(nll: Sequence[Sequence[float]]) -> np.ndarray:
-        return np.stack([np.stack([np.asarray(s, dtype=float), t], axis=1) for s in nll])
-
-    return _paired_bootstrap(with_tokens(base_nll), with_tokens(row_nll), _ppl_scores, n_boot, seed, level)
-
-
-def ppl_stats(nll: Sequence[float], tokens: Sequence[float]) -> np.ndarray:
-    """Per-sentence perplexity statistics, shape (n, 2): [summed NLL, target tokens]; `paired_ppl_stats` takes them."""
-    if len(nll) != len(tokens):
-        raise ValueError(f"{len(nll)} NLL values for {len(tokens)} token counts")
-    return np.stack([np.asarray(nll, dtype=float), np.asarray(tokens, dtype=float)], axis=1).reshape(len(nll), 2)
-
-
-def corpus_ppl(stats: np.ndarray) -> float:
-    """Corpus perplexity exp(sum NLL / sum tokens) from `ppl_stats`."""
-    return float(_ppl_scores(np.asarray(stats, dtype=float).sum(axis=0, keepdims=True))[0])
-
-
-def paired_ppl_stats(base: Sequence[np.ndarray], row: Sequence[np.ndarray],
-                     n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> PairedTest:
-    """`paired_ppl` on per-seed `ppl_stats` arrays, whose token counts may differ between systems (tokenisers)."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), _ppl_scores, n_boot, seed, level)
-
-
-def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float) -> PairedTest:
-    """The shared scheme on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric."""
-    if base.shape[1:] != row.shape[1:]:
-        raise ValueError(f"systems disagree on sentences/statistics: {base.shape[1:]} vs {row.shape[1:]}")
-    observed = float(score(row.sum(axis=1)).mean() - score(base.sum(axis=1)).mean())
-    rng = np.random.default_rng(seed)
-    counts = _resample_counts(base.shape[1], n_boot, rng)
-    pick_base, pick_row = rng.integers(base.shape[0], size=n_boot), rng.integers(row.shape[0], size=n_boot)
-    d = score(_resampled_sums(counts, row, pick_row)) - score(_resampled_sums(counts, base, pick_base))
-    extreme = int(np.count_nonzero(np.abs(d - d.mean()) >= abs(observed)))
-    low, high = np.percentile(d, [50 * (1 - level), 50 * (1 + level)])
-    return PairedTest(observed, (extreme + 1) / (n_boot + 1), float(low), float(high), float(d.std(ddof=1)), n_boot)
-
-
-def _resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, n) multiplicities of each sentence in each resample, so resampled sums become one matmul."""
-    idx = rng.integers(n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
-
-
-def _resampled_sums(counts: np.ndarray, stats: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """Summed statistics of each resample, taken from the seed `pick` chose for it."""
-    out = np.empty((counts.shape[0], stats.shape[2]))
-    for s in range(stats.shape[0]):
-        chosen = pick == s
-        out[chosen] = counts[chosen] @ stats[s]
-    return out
-
-
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); None or NaN (a row without a test) gives None.
 
@@ -237,8 +119,14 @@ def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8) -
     return float(st.norm.ppf(1 - alpha / (2 * m)) + st.norm.ppf(power)) * se
 
 
-def verdict(delta: float | None, p_adj: float | None, paper_delta: float | None, tie: float,
-            interval: tuple[float, float] | None = None, alpha: float = 0.05) -> str:
+def verdict(
+    delta: float | None,
+    p_adj: float | None,
+    paper_delta: float | None,
+    tie: float,
+    interval: tuple[float, float] | None = None,
+    alpha: float = 0.05,
+) -> str:
     """Does our Δ against base reproduce the paper's? One of `VERDICTS`.
 
     "no paper row" / "paper: no change" (|paper Δ| < tie, i.e. 0 at the paper's printed precision) are about the
@@ -267,8 +155,9 @@ def count_verdicts(rows: Iterable[tuple[str, str]]) -> VerdictCounts:
     return VerdictCounts(by_group, overall)
 
 
-def spearman_with_interval(ours: Sequence[float | None], paper: Sequence[float | None], n_boot: int = 1000,
-                           seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None, float | None]:
+def spearman_with_interval(
+    ours: Sequence[float | None], paper: Sequence[float | None], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float | None, float | None, float | None]:
     """Spearman's rho of our rows vs the paper's, with a percentile bootstrap interval from resampling rows.
 
     Rows missing on either side are dropped; fewer than 3 left (or constant ranks) gives (None, None, None).

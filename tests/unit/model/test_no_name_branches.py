@@ -32,7 +32,7 @@ def _strings(node: ast.expr) -> list[str]:
 
 
 def name_comparisons(source: str, path: Path, allowed: dict[str, set[Path]]) -> list[str]:
-    """"file:line: ..." for each comparison in `source` (the text of `path`) with a variant name defined elsewhere."""
+    """ "file:line: ..." for each comparison in `source` (the text of `path`) with a variant name defined elsewhere."""
     hits = []
     for node in ast.walk(ast.parse(source, str(path))):
         if isinstance(node, ast.Compare):

@@ -71,8 +71,11 @@ def test_a_running_trial_whose_heartbeat_stopped_is_failed_and_a_beating_one_is_
 def test_a_damaged_journal_line_is_reported_with_its_number_and_the_file_is_untouched(tmp_path, where, damage):
     log, _ = study_with_trials(tmp_path)
     lines = log.read_bytes().splitlines(keepends=True)
-    bad = {"truncated JSON": lines[2][: len(lines[2]) // 2] + b"\n", "invalid UTF-8": b'{"op_code": 4, "x": "\xff\xfe"}\n',
-           "not an operation": b"[1, 2, 3]\n"}[damage]
+    bad = {
+        "truncated JSON": lines[2][: len(lines[2]) // 2] + b"\n",
+        "invalid UTF-8": b'{"op_code": 4, "x": "\xff\xfe"}\n',
+        "not an operation": b"[1, 2, 3]\n",
+    }[damage]
     number = 3 if where == "middle" else len(lines)
     lines[number - 1] = bad
     log.write_bytes(b"".join(lines))

@@ -33,14 +33,18 @@ def test_enqueue_rows_is_idempotent_and_only_requeues_dead_rows(tmp_path):
 
 @pytest.mark.parametrize("sampler", ["tpe", "random", "grid", "cmaes"])
 def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
-    space = ("search:\n  train.lr_scale: {type: categorical, choices: [0.5, 1.0]}\n  model.heads: {type: categorical, choices: [2, 4]}\n"
-             if sampler == "grid" else
-             "search:\n  train.lr_scale: {type: float, low: 0.1, high: 10, log: true}\n  train.warmup: {type: int, low: 10, high: 100, step: 10}\n")
+    space = (
+        "search:\n  train.lr_scale: {type: categorical, choices: [0.5, 1.0]}\n  model.heads: {type: categorical, choices: [2, 4]}\n"
+        if sampler == "grid"
+        else "search:\n  train.lr_scale: {type: float, low: 0.1, high: 10, log: true}\n  train.warmup: {type: int, low: 10, high: 100, step: 10}\n"
+    )
     sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 4\nsampler: {{name: {sampler}, seed: 0}}\n{space}"))
     handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
     study = handle.study
     for pruner in ("none", "median", "successive_halving", "hyperband"):
-        assert make_pruner(load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 1\npruner: {pruner}\n{space}")).pruner) is not None
+        assert (
+            make_pruner(load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 1\npruner: {pruner}\n{space}")).pruner) is not None
+        )
     seen = []
     for _ in range(4):
         trial = study.ask()
@@ -62,7 +66,9 @@ def _attempt_dir(root: Path, name: str, step: int | None) -> Path:
     run = root / name
     (run / "checkpoints").mkdir(parents=True)
     if step is not None:
-        torch.save({"state_dict": {}, "hyper_parameters": {}, "global_step": step, "optimizer_states": [{}]}, run / "checkpoints" / "last.ckpt")
+        torch.save(
+            {"state_dict": {}, "hyper_parameters": {}, "global_step": step, "optimizer_states": [{}]}, run / "checkpoints" / "last.ckpt"
+        )
     return run
 
 
@@ -71,7 +77,11 @@ def _attempt_dir(root: Path, name: str, step: int | None) -> Path:
 def test_a_rerun_continues_only_an_attempt_that_died_with_a_checkpoint(tmp_path, mode, case):
     """The retry of a row (variants) or of a trial re-queued by Optuna's retry callback (search) continues the
     earlier attempt only if that one stopped with no reason of its own and left a readable checkpoint."""
-    text = VARIANTS if mode == "variants" else "name: s\nbase: base.yaml\nn_trials: 4\nsearch:\n  train.warmup: {type: int, low: 10, high: 100}\n"
+    text = (
+        VARIANTS
+        if mode == "variants"
+        else "name: s\nbase: base.yaml\nn_trials: 4\nsearch:\n  train.warmup: {type: int, low: 10, high: 100}\n"
+    )
     sweep = load_sweep(write(tmp_path, text + f"out_dir: {tmp_path}/out\n"))
     handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
     study = handle.study

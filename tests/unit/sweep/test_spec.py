@@ -92,8 +92,6 @@ def test_shipped_sweep_files_pass_validation(monkeypatch):
         load_sweep(path)
 
 
-
-
 def test_plugin_files_in_the_sweep_overrides_are_relative_to_the_sweep_file(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "mine.py").write_text("MARK = 1\n")

@@ -17,5 +17,3 @@ def test_storage_that_is_not_a_database_url_is_refused_naming_it(tmp_path, stora
     assert "pw" not in str(err.value)  # a password in the URL is redacted even here
     assert storage_url(sweep.out_dir, sweep.storage, "sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
     assert storage_url(sweep.out_dir, sweep.storage, "postgresql+psycopg2://u:p@127.0.0.1/db").startswith("postgresql+psycopg2://")
-
-

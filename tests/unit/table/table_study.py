@@ -31,13 +31,16 @@ def system(refs: list[str], copy_rate: float, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     copied = rng.random(len(refs)) < copy_rate
     tokens = [len(r.split()) + 1 for r in refs]
-    return {"hypotheses": [r if c else sentence(rng) for r, c in zip(refs, copied)],
-            "nll": [t * (1.0 if c else 3.0) * float(rng.uniform(0.9, 1.1)) for t, c in zip(tokens, copied)],
-            "tokens": tokens}
+    return {
+        "hypotheses": [r if c else sentence(rng) for r, c in zip(refs, copied)],
+        "nll": [t * (1.0 if c else 3.0) * float(rng.uniform(0.9, 1.1)) for t, c in zip(tokens, copied)],
+        "tokens": tokens,
+    }
 
 
-def write_run(root: Path, row: str, seed: int, overrides: dict | None = None, summary: dict | None = None,
-              records: dict[str, dict] | None = None) -> Path:
+def write_run(
+    root: Path, row: str, seed: int, overrides: dict | None = None, summary: dict | None = None, records: dict[str, dict] | None = None
+) -> Path:
     """One finished run: config.yaml, summary.json and, per split in `records`, eval/SPLIT.json from `system` fields
     plus "references" (and optionally "indices")."""
     cfg = load_config(**nest({**SMALL, **(overrides or {}), "seed": seed, "sweep.study": "t", "sweep.row": row}))

@@ -30,13 +30,29 @@ ROWS = {
 def write_runs(root, rows=ROWS):
     for row, (overrides, seeds) in rows.items():
         for seed, bleu, ppl in seeds:
-            cfg = load_config(**nest({"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3,
-                                      **overrides, "seed": seed, "sweep.study": "t", "sweep.row": row}))
+            cfg = load_config(
+                **nest(
+                    {
+                        "model.d_model": 64,
+                        "model.heads": 4,
+                        "model.enc_layers": 3,
+                        "model.dec_layers": 3,
+                        **overrides,
+                        "seed": seed,
+                        "sweep.study": "t",
+                        "sweep.row": row,
+                    }
+                )
+            )
             out = root / "trials" / f"{row}-s{seed}"
             out.mkdir(parents=True)
             (out / "config.yaml").write_text(to_yaml(cfg))
-            summary = {"last": {"val/bleu": bleu, "val/ppl": ppl}, "params": {"total": 1_000_000 + seed},
-                       "speed/tokens_per_s": 1000.0 * seed, "speed/step_ms": 100.0}
+            summary = {
+                "last": {"val/bleu": bleu, "val/ppl": ppl},
+                "params": {"total": 1_000_000 + seed},
+                "speed/tokens_per_s": 1000.0 * seed,
+                "speed/step_ms": 100.0,
+            }
             (out / "summary.json").write_text(json.dumps(summary))
     return root
 

@@ -33,8 +33,15 @@ def test_written_file_reads_back_sorted_with_corpus_scores(tmp_path):
     f = fields()
     order = list(range(len(f["references"])))[::-1]  # given in any order, stored ascending
     shuffled = {k: [v[i] for i in order] for k, v in f.items()}
-    path = write_eval_file(tmp_path, "valid", dataset="multi30k", checkpoint="avg.ckpt", indices=[2 * i for i in order],
-                           subset=describe_subset(30, 1014, 0), **shuffled)
+    path = write_eval_file(
+        tmp_path,
+        "valid",
+        dataset="multi30k",
+        checkpoint="avg.ckpt",
+        indices=[2 * i for i in order],
+        subset=describe_subset(30, 1014, 0),
+        **shuffled,
+    )
     assert path == tmp_path / "eval" / "valid.json" and not list(path.parent.glob(".*.tmp"))
     rec = read_eval_file(path, "valid")
     assert rec.indices == [2 * i for i in range(30)] and rec.references == f["references"] and rec.nll == f["nll"]
@@ -44,15 +51,18 @@ def test_written_file_reads_back_sorted_with_corpus_scores(tmp_path):
     assert describe_subset(1014, 1014) == "all"
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda r: r.pop("nll"), "missing key 'nll'"),
-    (lambda r: r.update(sentences=3), "sentences=3 but the lists have indices=30"),
-    (lambda r: r["tokens"].__setitem__(4, 0), "tokens[4]=0 is not an integer >= 1"),
-    (lambda r: r["nll"].__setitem__(2, float("nan")), "nll[2]=nan is not a finite number >= 0"),
-    (lambda r: r["indices"].reverse(), "indices are not strictly ascending"),
-    (lambda r: r.update(split="dev"), "split='dev' is not one of ['valid', 'test']"),
-    (lambda r: r.update(bleu="high"), "'bleu' should be a number, got str"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r.pop("nll"), "missing key 'nll'"),
+        (lambda r: r.update(sentences=3), "sentences=3 but the lists have indices=30"),
+        (lambda r: r["tokens"].__setitem__(4, 0), "tokens[4]=0 is not an integer >= 1"),
+        (lambda r: r["nll"].__setitem__(2, float("nan")), "nll[2]=nan is not a finite number >= 0"),
+        (lambda r: r["indices"].reverse(), "indices are not strictly ascending"),
+        (lambda r: r.update(split="dev"), "split='dev' is not one of ['valid', 'test']"),
+        (lambda r: r.update(bleu="high"), "'bleu' should be a number, got str"),
+    ],
+)
 def test_malformed_record_names_the_file_and_the_problem(tmp_path, edit, message):
     record = eval_record(split="valid", dataset="multi30k", checkpoint="best.ckpt", indices=range(30), **fields())
     edit(record)
@@ -129,9 +139,13 @@ def test_sentence_nll_sums_to_the_training_loss_nll():
     rng = np.random.default_rng(0)
     pairs = [(rng.integers(4, 40, size=int(rng.integers(2, 9))), rng.integers(4, 40, size=int(rng.integers(1, 7)))) for _ in range(5)]
     src = [np.append(s, 3) for s, _ in pairs]  # EOS ends every source
-    encoded = EncodedSplit(np.concatenate(src).astype(np.int32), np.cumsum([0] + [len(s) for s in src]),
-                           np.concatenate([t for _, t in pairs]).astype(np.int32), np.cumsum([0] + [len(t) for _, t in pairs]),
-                           np.arange(5))
+    encoded = EncodedSplit(
+        np.concatenate(src).astype(np.int32),
+        np.cumsum([0] + [len(s) for s in src]),
+        np.concatenate([t for _, t in pairs]).astype(np.int32),
+        np.cumsum([0] + [len(t) for _, t in pairs]),
+        np.arange(5),
+    )
     batch = collate([encoded[i] for i in range(5)])
     per_sentence, tokens = evaluation.sentence_nll(model, batch)
     with torch.no_grad():

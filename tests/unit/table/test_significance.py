@@ -31,20 +31,38 @@ def study(tmp_path_factory):
     refs = references(N_SENTENCES)
     base = [system(refs, 0.3, 10 + s) for s in range(3)]
     better = [system(refs, 0.6, 20 + s) for s in range(3)]
-    plan = {"base": base, "C-ff4096": better, "A-h4": base, "D-drop0.2": [better[0], base[1], base[2]],
-            "A-h16": [system(refs, 0.6, 30 + s) for s in range(3)], "B-dk16": [system(refs, 0.6, 40 + s) for s in range(3)],
-            "C-N2": [system(refs, 0.1, 50)]}
+    plan = {
+        "base": base,
+        "C-ff4096": better,
+        "A-h4": base,
+        "D-drop0.2": [better[0], base[1], base[2]],
+        "A-h16": [system(refs, 0.6, 30 + s) for s in range(3)],
+        "B-dk16": [system(refs, 0.6, 40 + s) for s in range(3)],
+        "C-N2": [system(refs, 0.1, 50)],
+    }
     for row, seeds in plan.items():
         for seed, fields in enumerate(seeds, 1):
-            write_run(root, row, seed, OVERRIDES[row], {"last": {"val/bleu": 1.0, "val/ppl": 99.0}, "basis": BASIS},
-                      {"valid": {**fields, "references": refs}})
+            write_run(
+                root,
+                row,
+                seed,
+                OVERRIDES[row],
+                {"last": {"val/bleu": 1.0, "val/ppl": 99.0}, "basis": BASIS},
+                {"valid": {**fields, "references": refs}},
+            )
     for seed in (1, 2):
         write_run(root, "E-learned", seed, OVERRIDES["E-learned"], {"last": {"val/bleu": 30.0 + seed, "val/ppl": 9.0}})
     out = root / "out"
     assert main(["table", str(root), "--out", str(out)]) == 0
     report = json.loads((out / "table3.json").read_text())
-    return {"refs": refs, "plan": plan, "md": (out / "table3.md").read_text(), "json": report,
-            "rows": {r["row"]: r for r in report["rows"]}, "cells": markdown_rows((out / "table3.md").read_text())}
+    return {
+        "refs": refs,
+        "plan": plan,
+        "md": (out / "table3.md").read_text(),
+        "json": report,
+        "rows": {r["row"]: r for r in report["rows"]},
+        "cells": markdown_rows((out / "table3.md").read_text()),
+    }
 
 
 def corpus_bleus(refs, seeds):
@@ -156,8 +174,9 @@ def test_split_test_reads_eval_test_files(tmp_path):
     for seed in (1, 2):
         for row, rate in (("base", 0.3), ("C-N2", 0.1)):
             valid, test = system(refs, 0.9, seed), system(refs, rate, 100 * seed + int(10 * rate))
-            write_run(tmp_path, row, seed, OVERRIDES[row], None,
-                      {"valid": {**valid, "references": refs}, "test": {**test, "references": refs}})
+            write_run(
+                tmp_path, row, seed, OVERRIDES[row], None, {"valid": {**valid, "references": refs}, "test": {**test, "references": refs}}
+            )
     assert main(["table", str(tmp_path), "--split", "test", "--out", str(tmp_path / "out"), "--boot", "200"]) == 0
     report = json.loads((tmp_path / "out" / "table3.json").read_text())
     assert (report["split"], report["sentences"], report["bootstrap"]["resamples"]) == ("test", 60, 200)

@@ -121,8 +121,7 @@ def test_welch_interval_needs_two_seeds_per_row():
 
 
 def test_bleu_stats_reproduce_sacrebleu_corpus_score_exactly(refs, systems, sstats):
-    for hyps, s in [(systems["base"][0], sstats["base"][0]), (systems["better"][1], sstats["better"][1]),
-                    (refs, bleu_stats(refs, refs))]:
+    for hyps, s in [(systems["base"][0], sstats["base"][0]), (systems["better"][1], sstats["better"][1]), (refs, bleu_stats(refs, refs))]:
         assert s.shape == (len(refs), 10)
         assert corpus_bleu(s) == BLEU().corpus_score(hyps, [refs]).score  # bit-identical, not approx
 
@@ -175,7 +174,8 @@ def test_paired_bleu_single_seed_is_a_plain_paired_bootstrap(sstats, boot):
 def test_paired_bleu_on_text_equals_paired_bleu_on_stats(refs, systems, sstats):
     base, row = [h[:60] for h in systems["base"]], [h[:60] for h in systems["better"]]
     assert paired_bleu(base, row, refs[:60], n_boot=200, seed=3) == paired_bleu_stats(
-        [s[:60] for s in sstats["base"]], [s[:60] for s in sstats["better"]], n_boot=200, seed=3)
+        [s[:60] for s in sstats["base"]], [s[:60] for s in sstats["better"]], n_boot=200, seed=3
+    )
 
 
 def test_paired_bootstrap_is_deterministic_given_seed(sstats):
@@ -193,8 +193,10 @@ def test_paired_bootstrap_rejects_misaligned_systems(sstats):
 def test_paired_bleu_is_fast_on_a_realistic_size():
     rng = np.random.default_rng(0)
     totals = rng.integers(5, 40, size=(1000, 4))
+
     def seed_stats():
         return np.hstack([totals[:, :1], totals[:, :1] + 1, rng.integers(0, totals + 1), totals])
+
     base, row = [seed_stats() for _ in range(5)], [seed_stats() for _ in range(5)]
     start = time.perf_counter()
     paired_bleu_stats(base, row, n_boot=1000)
@@ -268,20 +270,23 @@ def test_mde_formula():
     assert mde(None) is None
 
 
-@pytest.mark.parametrize("args, expected", [
-    ((0.8, 0.001, 0.5, BLEU_TIE), AGREE),
-    ((-0.8, 0.001, -0.5, BLEU_TIE), AGREE),
-    ((0.8, 0.001, -0.5, BLEU_TIE), DISAGREE),
-    ((-3.0, 0.01, 0.4, PPL_TIE), DISAGREE),
-    ((0.8, 0.2, 0.5, BLEU_TIE), INCONCLUSIVE),
-    ((0.8, None, 0.5, BLEU_TIE), INCONCLUSIVE),
-    ((0.8, 0.001, 0.0, BLEU_TIE), NO_CHANGE),
-    ((0.8, 0.001, 25.9 - 25.9, BLEU_TIE), NO_CHANGE),
-    ((0.8, 0.001, 4.92 - 4.92, PPL_TIE), NO_CHANGE),
-    ((0.8, 0.001, 25.9 - 25.8, BLEU_TIE), AGREE),
-    ((0.8, 0.001, None, BLEU_TIE), NO_PAPER),
-    ((0.8, 0.2, None, BLEU_TIE), NO_PAPER),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ((0.8, 0.001, 0.5, BLEU_TIE), AGREE),
+        ((-0.8, 0.001, -0.5, BLEU_TIE), AGREE),
+        ((0.8, 0.001, -0.5, BLEU_TIE), DISAGREE),
+        ((-3.0, 0.01, 0.4, PPL_TIE), DISAGREE),
+        ((0.8, 0.2, 0.5, BLEU_TIE), INCONCLUSIVE),
+        ((0.8, None, 0.5, BLEU_TIE), INCONCLUSIVE),
+        ((0.8, 0.001, 0.0, BLEU_TIE), NO_CHANGE),
+        ((0.8, 0.001, 25.9 - 25.9, BLEU_TIE), NO_CHANGE),
+        ((0.8, 0.001, 4.92 - 4.92, PPL_TIE), NO_CHANGE),
+        ((0.8, 0.001, 25.9 - 25.8, BLEU_TIE), AGREE),
+        ((0.8, 0.001, None, BLEU_TIE), NO_PAPER),
+        ((0.8, 0.2, None, BLEU_TIE), NO_PAPER),
+    ],
+)
 def test_verdict(args, expected):
     assert verdict(*args) == expected
 

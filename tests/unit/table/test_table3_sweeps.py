@@ -52,6 +52,7 @@ def test_cpu_scale_sweep_keeps_the_rows_relative_changes():
     assert list(sweep.variants) == [r.name for r in TABLE3] and len(sweep.seeds) >= 2
     cfg = {name: sweep.config_for(o) for name, o in sweep.variants.items()}
     build = cfg["base"].model
+
     def dk(m):
         return m.head_dims[0]
 

@@ -1,0 +1,48 @@
+"""A training run's progress file, RUN_DIR/progress.json: written by the run (ablate.run.progress), read by a sweep's
+live view and `ablate status` from other processes, often while the run writes it. Kept free of torch and Lightning
+so `ablate status` starts at once.
+
+Fields (rewritten atomically, at most every few seconds and at each validation):
+    phase      "training" | "validating" | "finished" | "stopped"
+    step, max_steps     optimizer steps done, and the run's total (min of train.max_steps and train.max_epochs' steps)
+    epoch, max_epochs   current epoch (0-based), and the bound (null when only steps bound the run)
+    tokens_per_s        target tokens per second of training over the last half minute (validation excluded)
+    eta_s               seconds to the last step at that pace, validations included at the share of time they took so far
+    val/loss, val/bleu, val_step    the latest validation (null before the first) and the step it was taken at
+    started, updated    Unix times
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+PROGRESS_FILE = "progress.json"
+
+
+def read_progress(run_dir: str | Path) -> dict | None:
+    """A run's progress.json, or None when it has none yet (or it cannot be read)."""
+    try:
+        return json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_progress(run_dir: str | Path, state: dict) -> None:
+    """Readers never see a half-written file: write a sibling, then rename over."""
+    path = Path(run_dir) / PROGRESS_FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+def format_duration(seconds: float | None) -> str:
+    """1h02m, 3m05s, 42s; '-' when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    s = int(round(max(seconds, 0)))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"

@@ -1,0 +1,109 @@
+"""The end of a run: the weights it reports, the final ones or the average of its last K checkpoints (the paper's
+selection, Sec. 6.1), and its evaluation record RUN_DIR/eval/valid.json (`ablate.eval_file`): each scored
+validation sentence's hypothesis, reference and teacher-forced NLL, so `ablate table` compares rows sentence by
+sentence on the same sentences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from ablate.checkpoint import average_checkpoints, save_atomic, step_checkpoints
+from ablate.config import ExperimentConfig
+from ablate.data import TranslationDataModule
+from ablate.eval_file import describe_subset, write_eval_file
+from ablate.lit import TranslationModule
+from ablate.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
+
+log = logging.getLogger(__name__)
+
+AVERAGED = "avg.ckpt"  # weights only: never last.ckpt, which a resumed run continues from
+FINAL = "final weights"
+
+
+def val_subset(cfg: ExperimentConfig, total: int) -> tuple[list[int] | None, str]:
+    """The validation sentences val/bleu and the record are on (None = all) and their description."""
+    t = cfg.train
+    chosen = fixed_subset(total, t.val_max_sentences, t.val_subset_seed)
+    return chosen, describe_subset(total if chosen is None else len(chosen), total, t.val_subset_seed)
+
+
+def scored_on(cfg: ExperimentConfig, dm: TranslationDataModule) -> dict:
+    """summary.json's record of which sentences the validation scores are on."""
+    total = len(dm.raw("valid")[1])
+    chosen, subset = val_subset(cfg, total)
+    out = {"val/split": "valid", "val/sentences": total}  # val/loss and val/ppl: the whole split
+    if cfg.train.val_bleu:
+        out |= {"val/bleu_sentences": total if chosen is None else len(chosen), "val/bleu_subset": subset}
+    return out
+
+
+def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: TranslationModule, dm: TranslationDataModule, out: Path) -> dict:
+    """With train.final_average = K, average the run's last K step checkpoints into checkpoints/avg.ckpt (weights
+    only), load them into `module` and validate them, so the trainer's metrics are the average's. Returns the
+    summary's `selected` (and `averaged_from`). On every rank: validation is a collective under DDP."""
+    k = cfg.train.final_average
+    paths = step_checkpoints(out)[-k:] if k else []
+    if k and not paths:
+        log.warning("train.final_average=%d: no step checkpoints in %s to average; reporting the final weights", k, out / "checkpoints")
+    if not paths:
+        return {"selected": FINAL}
+    if len(paths) < k:
+        log.warning("train.final_average=%d: only %d step checkpoints to average", k, len(paths))
+    averaged = average_checkpoints(paths)
+    if trainer.is_global_zero:
+        save_atomic(averaged, out / "checkpoints" / AVERAGED)
+    module.load_state_dict(averaged["state_dict"])
+    trainer.validate(module, datamodule=dm, verbose=False)
+    return {"selected": f"avg of last {len(paths)}", "averaged_from": [p.name for p in paths]}
+
+
+@torch.no_grad()
+def write_record(
+    cfg: ExperimentConfig, trainer: L.Trainer, module: TranslationModule, dm: TranslationDataModule, out: Path, selected: str
+) -> dict:
+    """Score the weights in `module` on the validation subset and write RUN_DIR/eval/valid.json; returns the record.
+
+    Beam search and the per-sentence NLL run on the validation loader's batches, as validation does (same encoding,
+    decoding settings and precision), so without a subset the NLLs sum to the logged val/nll of these weights. The
+    last validation's hypotheses are reused when it decoded these weights at this step.
+    """
+    refs = dm.raw("valid")[1]
+    chosen, subset = val_subset(cfg, len(refs))
+    rows = None if chosen is None else frozenset(chosen)
+    step, decoded = module.decoded or (None, {})
+    decoded = decoded if step == trainer.global_step else {}  # else decoded from earlier weights
+    device = trainer.strategy.root_device
+    model = module.model.to(device).eval()
+    forward = getattr(trainer.precision_plugin, "forward_context", contextlib.nullcontext)
+    found: dict[int, tuple] = {}  # index -> (hypothesis ids, nll, tokens)
+    with forward():
+        for batch in dm.val_dataloader():
+            keep = row_mask(batch["idx"], rows)  # (B,)
+            if not keep.any():
+                continue
+            part = {k: batch[k][keep].to(device) for k in ("src", "tgt_in", "tgt_out")}
+            idx = batch["idx"][keep].tolist()
+            hyps = [decoded[i] for i in idx] if all(i in decoded for i in idx) else decode_rows(model, part["src"], cfg)
+            nll, tokens = sentence_nll(model, part)
+            found.update(zip(idx, zip(hyps, nll.tolist(), tokens.tolist())))
+    order = sorted(found)
+    path = write_eval_file(
+        out,
+        "valid",
+        dataset=cfg.data.dataset,
+        checkpoint=FINAL if selected == FINAL else AVERAGED,
+        subset=subset,
+        indices=order,
+        hypotheses=dm.tokenizer.decode([found[i][0] for i in order]),
+        references=[refs[i] for i in order],
+        nll=[found[i][1] for i in order],
+        tokens=[int(found[i][2]) for i in order],
+    )
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,142 @@
+"""What a training run shows while it trains: its progress file (RUN_DIR/progress.json, format in
+ablate.progress_file), which a sweep's live view and `ablate status` read from other processes, and the terminal
+progress bar of `ablate train` with the same fields."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar
+
+from ablate.progress_file import format_duration, write_progress
+
+WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much recent training time
+VAL_METRICS = ("val/loss", "val/bleu")
+
+
+class ProgressFile(L.Callback):
+    """Keeps `state` (the fields of ablate.progress_file) current and writes it to RUN_DIR/progress.json from global
+    rank 0."""
+
+    def __init__(self, out: str | Path, every_s: float = 2.0):
+        self.out = Path(out)
+        self.every_s = every_s
+        self.state: dict[str, Any] = {"phase": "training", "step": 0, "max_steps": None, "epoch": 0, "max_epochs": None,
+                                      "tokens_per_s": None, "eta_s": None, "val/loss": None, "val/bleu": None, "val_step": None}
+        self._window: deque[tuple[float, int, int]] = deque()  # (training clock, target tokens so far, step)
+        self._tokens = 0
+        self._train_s = self._val_s = 0.0
+        self._last_tick: float | None = None
+        self._val_started: float | None = None
+        self._written = 0.0
+
+    # -- clock: training time only, validation is counted apart -----------------------------------------------
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self._last_tick is not None:
+            self._train_s += now - self._last_tick
+        self._last_tick = now
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        total = trainer.estimated_stepping_batches
+        self.state.update(max_steps=int(total) if math.isfinite(total) else None,
+                          max_epochs=trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None,
+                          step=trainer.global_step, epoch=trainer.current_epoch, started=time.time())
+        self._write(trainer, force=True)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._last_tick is None:
+            self._last_tick = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._tick()
+        if isinstance(batch, dict) and "tgt_tokens" in batch:
+            self._tokens += int(batch["tgt_tokens"])
+        self._window.append((self._train_s, self._tokens, trainer.global_step))
+        while len(self._window) > 2 and self._train_s - self._window[1][0] >= WINDOW_S:
+            self._window.popleft()
+        self.state.update(step=trainer.global_step, epoch=trainer.current_epoch, **self._pace())
+        self._write(trainer)
+
+    def _pace(self) -> dict[str, float | None]:
+        (t0, tok0, step0), (t1, tok1, step1) = self._window[0], self._window[-1]
+        if t1 - t0 <= 0:
+            return {}
+        s_per_step = (t1 - t0) / (step1 - step0) if step1 > step0 else None
+        total = self.state["max_steps"]
+        eta = None
+        if s_per_step is not None and total is not None:
+            eta = (total - step1) * s_per_step * (1 + self._val_s / max(self._train_s, 1e-9))
+        return {"tokens_per_s": round((tok1 - tok0) / (t1 - t0), 1) if tok1 > tok0 else None,
+                "eta_s": None if eta is None else round(eta, 1)}
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        self._val_started = time.perf_counter()
+        self.state["phase"] = "validating"
+        self._write(trainer, force=True)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or self._val_started is None:
+            return
+        elapsed = time.perf_counter() - self._val_started
+        self._val_s += elapsed
+        if self._last_tick is not None:
+            self._last_tick += elapsed  # validation is not training time
+        self._val_started = None
+        for key in VAL_METRICS:
+            if key in trainer.callback_metrics:
+                self.state[key] = round(float(trainer.callback_metrics[key]), 4)
+        self.state.update(phase="training", val_step=trainer.global_step)
+        self._write(trainer, force=True)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.state.update(phase="finished", step=trainer.global_step, eta_s=0.0)
+        self._write(trainer, force=True)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self.state.update(phase="stopped", eta_s=None)
+        self._write(trainer, force=True)
+
+    def _write(self, trainer: L.Trainer, force: bool = False) -> None:
+        now = time.time()
+        if not trainer.is_global_zero or (not force and now - self._written < self.every_s):
+            return
+        self._written = now
+        with contextlib.suppress(OSError):  # a full or read-only disk must not stop training over a progress display
+            write_progress(self.out, {**self.state, "updated": round(now, 3)})
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's rich bar, its metrics replaced by the run's progress: step/total, tokens/s, ETA of the whole run,
+    the training loss and the latest validation."""
+
+    def __init__(self) -> None:
+        super().__init__(leave=True)
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        # Lightning prints "Epoch 0/-2" for a run bounded by steps only (max_epochs=-1).
+        bound = self.trainer.max_epochs
+        description = f"Epoch {current_epoch}" + (f"/{bound - 1}" if bound and bound > 0 else "")
+        return f"{description:{len(self.validation_description)}}"  # as wide as "Validation": no flicker between them
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile)), None)
+        items = {k: v for k, v in super().get_metrics(trainer, pl_module).items() if k != "v_num"}
+        if progress is None:
+            return items
+        s = progress.state
+        shown = {"step": f"{s['step']}/{s['max_steps'] or '?'}",
+                 "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
+                 "ETA": format_duration(s["eta_s"])}
+        shown.update(items)  # train/loss (logged with prog_bar=True)
+        shown.update({k: v for k in VAL_METRICS if (v := s[k]) is not None})
+        return shown

@@ -1,0 +1,80 @@
+"""Per-sentence scores of a split: the fixed random subset a study decodes, beam-search output of a batch's rows,
+and each reference's teacher-forced NLL (the per-sentence records of `ablate.eval_file`; BLEU as in Sec. 6.1).
+
+Plain functions with no Lightning import: validation (`ablate.lit`), the end-of-run record (`ablate.run.evaluation`)
+and `ablate table --split test` (`ablate.table.evaluation`) share them, so all three score sentences the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import Tensor
+
+from ablate.generate import beam_search
+from ablate.model import max_length
+from ablate.tokens import PAD_ID
+
+BATCH_SENTENCES = 64
+
+
+def fixed_subset(total: int, n: int, seed: int) -> list[int] | None:
+    """A fixed random sample of `n` of a split's `total` sentence indices, ascending; None when `n` is 0 or covers them all.
+
+    The sample is the `n` indices with the smallest hash of (seed, index): it depends on nothing but its arguments
+    (no RNG whose algorithm a library update could change, not the run's seed), so every trial of a study, on any
+    machine, scores the same sentences, and a larger `n` keeps the sentences of a smaller one.
+    """
+    if n <= 0 or n >= total:
+        return None
+
+    def key(i: int) -> bytes:
+        return hashlib.blake2b(f"{seed}:{i}".encode(), digest_size=8).digest()
+
+    return sorted(sorted(range(total), key=key)[:n])
+
+
+def row_mask(idx: Tensor, chosen: frozenset[int] | None) -> Tensor:
+    """Which rows of a batch (by `batch["idx"]`, (B,)) are in the subset: (B,) bool; all of them when `chosen` is None."""
+    if chosen is None:
+        return torch.ones_like(idx, dtype=torch.bool)
+    return torch.tensor([i in chosen for i in idx.tolist()], dtype=torch.bool, device=idx.device)
+
+
+def decode_rows(model, src: Tensor, cfg) -> list[list[int]]:
+    """Beam search on `src` (B, S) with the run's decoding settings (`cfg.train`), as validation decodes for val/bleu.
+
+    Columns that are padding in every row (left behind when rows of a batch are left out) are cut first: they only
+    cost time.
+    """
+    t = cfg.train
+    filled = (src != PAD_ID).any(dim=0).nonzero()  # (S', 1)
+    src = src[:, : int(filled.max()) + 1] if filled.numel() else src  # (B, S'')
+    return beam_search(model, src, t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, max_length(cfg.model))
+
+
+@torch.no_grad()
+def sentence_nll(model, batch: dict) -> tuple[Tensor, Tensor]:
+    """Each sentence's summed NLL (nats) of its reference, teacher-forced, without label smoothing, and its number
+    of target tokens (EOS included): (B,) and (B,). Sums to `ablate.loss.translation_loss`'s NLL over the batch."""
+    logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    keep = batch["tgt_out"] != PAD_ID  # (B, T)
+    nll = -logp.gather(-1, batch["tgt_out"].unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return (nll * keep).sum(dim=1), keep.sum(dim=1)
+
+
+def split_nll(model, encoded, device: torch.device) -> tuple[list[float], list[int]]:
+    """`sentence_nll` of every pair of an `EncodedSplit`, in its order; batches of similar length."""
+    from ablate.batching import collate
+
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][2]))
+    nll, tokens = [0.0] * len(encoded), [0] * len(encoded)
+    for start in range(0, len(order), BATCH_SENTENCES):
+        rows = order[start : start + BATCH_SENTENCES]
+        batch = collate([encoded[i] for i in rows])
+        s, n = sentence_nll(model, {k: batch[k].to(device) for k in ("src", "tgt_in", "tgt_out")})
+        for i, a, b in zip(rows, s.tolist(), n.tolist()):
+            nll[i], tokens[i] = a, int(b)
+    return nll, tokens

@@ -1,0 +1,77 @@
+"""`ablate status TARGET`: the picture `ablate sweep` shows live (ablate.sweep.live), printed once for a study running
+elsewhere or finished, read from its storage and, where this machine can see them, its trials' run directories.
+
+TARGET is a sweep's out_dir (holding study.db), its sweep file (which names the storage), or a storage URL.
+Nothing is written: the study is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+
+from ablate.redact import redact
+from ablate.sweep.journal import journal_path
+from ablate.sweep.live import plain_lines, render, snapshot
+from ablate.sweep.storage import make_storage, storage_url
+
+_URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
+
+
+def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
+    """(storage URL, study name or None when the storage must say) for TARGET; a missing file is an error, never a
+    new empty study."""
+    path = Path(target)
+    if _URL.match(target):
+        url = storage_url(Path("."), override=target)
+    elif path.is_file() and path.suffix in (".yaml", ".yml"):
+        from ablate.sweep.load import load_sweep
+
+        sweep = load_sweep(path)
+        url, study = storage_url(sweep.out_dir, sweep.storage), study or sweep.name
+    elif path.is_dir():
+        if not (path / "study.db").is_file():
+            raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
+        url = f"sqlite:///{(path / 'study.db').resolve()}"
+    else:
+        raise ValueError(f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
+                         "(sqlite:///..., postgresql://..., journal:///...)")
+    local = journal_path(url) or (Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None)
+    if local is not None and not local.is_file():
+        raise ValueError(f"no study at {redact(url)}: {local} does not exist")
+    return url, study
+
+
+def open_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
+    storage = make_storage(url)
+    if name is None:
+        names = optuna.get_all_study_names(storage)
+        if len(names) == 1:
+            name = names[0]
+        elif hint in names:
+            name = hint
+        else:
+            raise ValueError(f"{redact(url)} holds the studies {names or '(none)'}; choose one with --study")
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise ValueError(f"no study named '{name}' at {redact(url)}; it holds {optuna.get_all_study_names(storage)}") from None
+
+
+def status_cli(args: argparse.Namespace) -> int:
+    url, name = resolve(args.target, args.study)
+    study = open_study(url, name, hint=Path(args.target).name)
+    snap = snapshot(study)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if console.is_terminal:
+        console.print(f"study '{study.study_name}' at {redact(url)}")
+        console.print(render(snap, all_trials=True))
+    else:  # logs and pipes: plain lines, no escape codes
+        print(f"study '{study.study_name}' at {redact(url)}")
+        print("\n".join(plain_lines(snap, all_trials=True)))
+    return 0

@@ -1,0 +1,108 @@
+"""A run's progress.json and progress bar, driven by a stand-in trainer and a stand-in clock."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from ablate.progress_file import PROGRESS_FILE, format_duration, read_progress
+from ablate.run import progress as progress_module
+from ablate.run.progress import ProgressBar, ProgressFile
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", c)
+    monkeypatch.setattr(progress_module.time, "time", c)
+    return c
+
+
+def trainer(**kw):
+    base = dict(estimated_stepping_batches=100, max_epochs=-1, global_step=0, current_epoch=0, is_global_zero=True,
+                sanity_checking=False, callback_metrics={})
+    return SimpleNamespace(**{**base, **kw})
+
+
+def step(cb, tr, clock, seconds=1.0, tokens=500):
+    cb.on_train_batch_start(tr, None, {}, 0)
+    clock.t += seconds
+    tr.global_step += 1
+    cb.on_train_batch_end(tr, None, None, {"tgt_tokens": torch.tensor(tokens)}, 0)
+
+
+def test_progress_file_tracks_steps_tokens_per_second_eta_and_the_latest_validation(tmp_path, clock):
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer()
+    cb.on_train_start(tr, None)
+    assert read_progress(tmp_path)["max_steps"] == 100 and read_progress(tmp_path)["step"] == 0
+    for _ in range(10):
+        step(cb, tr, clock)
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["step"], p["tokens_per_s"], p["eta_s"]) == ("training", 10, 500.0, 90.0)
+    cb.on_validation_start(tr, None)
+    assert read_progress(tmp_path)["phase"] == "validating"
+    clock.t += 10.0  # validation took as long as the training so far: the ETA counts it at that share
+    tr.callback_metrics = {"val/loss": torch.tensor(3.25), "val/bleu": torch.tensor(12.5), "val/ppl": torch.tensor(9.0)}
+    cb.on_validation_end(tr, None)
+    step(cb, tr, clock)
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["val/loss"], p["val/bleu"], p["val_step"]) == ("training", 3.25, 12.5, 10)
+    assert p["tokens_per_s"] == 500.0  # the validation's 10 s are not training time
+    assert p["eta_s"] == pytest.approx(89 * 1.0 * (1 + 10 / 11), abs=0.1)
+    cb.on_train_end(tr, None)
+    assert read_progress(tmp_path)["phase"] == "finished"
+    assert not [f for f in tmp_path.iterdir() if f.name != PROGRESS_FILE]  # no temp file left behind
+
+
+def test_writes_are_throttled_but_validations_always_written_and_other_ranks_never_write(tmp_path, clock):
+    cb, tr = ProgressFile(tmp_path, every_s=5), trainer()
+    cb.on_train_start(tr, None)
+    step(cb, tr, clock)
+    assert read_progress(tmp_path)["step"] == 0  # 1 s after the last write
+    step(cb, tr, clock, seconds=5)
+    assert read_progress(tmp_path)["step"] == 2
+    tr.callback_metrics = {"val/loss": torch.tensor(2.0)}
+    cb.on_validation_start(tr, None)
+    cb.on_validation_end(tr, None)
+    assert read_progress(tmp_path)["val/loss"] == 2.0
+    other = tmp_path / "rank1"
+    other.mkdir()
+    cb1 = ProgressFile(other, every_s=0)
+    cb1.on_train_start(trainer(is_global_zero=False), None)
+    assert not (other / PROGRESS_FILE).exists()
+
+
+def test_an_epoch_bounded_run_and_a_sanity_check(tmp_path, clock):
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer(estimated_stepping_batches=40, max_epochs=4, sanity_checking=True)
+    cb.on_train_start(tr, None)
+    cb.on_validation_start(tr, None)  # Lightning's sanity check: not a validation of the run
+    cb.on_validation_end(tr, None)
+    p = read_progress(tmp_path)
+    assert (p["max_steps"], p["max_epochs"], p["phase"], p["val_step"]) == (40, 4, "training", None)
+    assert json.loads((tmp_path / PROGRESS_FILE).read_text())["updated"] == clock.t
+
+
+def test_the_bar_shows_step_tokens_per_second_eta_and_the_latest_validation_but_no_version(tmp_path, clock):
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer()
+    cb.on_train_start(tr, None)
+    for _ in range(4):
+        step(cb, tr, clock, tokens=1234)
+    cb.state.update({"val/loss": 3.5, "val/bleu": 20.25})
+    tr.callbacks, tr.progress_bar_metrics, tr.loggers = [cb], {"train/loss": 4.0}, []
+    shown = ProgressBar().get_metrics(tr, None)
+    assert shown == {"step": "4/100", "tok/s": "1,234", "ETA": "1m36s", "train/loss": 4.0, "val/loss": 3.5, "val/bleu": 20.25}
+
+
+def test_format_duration():
+    assert [format_duration(s) for s in (None, float("inf"), 0, 42.4, 185, 3725)] == ["-", "-", "0s", "42s", "3m05s", "1h02m"]

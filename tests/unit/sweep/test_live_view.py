@@ -1,0 +1,97 @@
+"""The live view's picture of a sweep, from a crafted study and crafted progress files: rich and plain renderings."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import optuna
+from live_study import NOW, add, crafted, progress
+from optuna.trial import TrialState
+from rich.console import Console
+
+from ablate.sweep.live import PlainPrinter, plain_lines, render, snapshot
+
+
+def test_the_picture_has_every_running_trial_with_its_progress_the_counts_and_the_best_row(tmp_path):
+    snap = snapshot(crafted(tmp_path), now=NOW)
+    console = Console(record=True, width=200, file=io.StringIO())
+    console.print(render(snap))
+    text = console.export_text()
+    line = next(x for x in text.splitlines() if "E-learned" in x)
+    assert re.search(r"E-learned\s+training\s+120/300\s+1\s+2,031\s+1m32s\s+3\.412\s+12\.80", line), text
+    line = next(x for x in text.splitlines() if "attn-additive" in x)
+    assert re.search(r"attn-additive\s+validating\s+150/300\s+1\s+1,500\s+1h01m\s+-\s+-", line), text
+    assert "A-h1" not in text and "A-h16" not in text  # finished trials are counted, not listed, while a sweep runs
+    assert "running 2, finished 1, pruned 1, failed 1, waiting 1" in text  # the bookkeeping trial counts for nothing
+    assert "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100" in text
+
+
+def test_all_trials_lists_finished_ones_with_their_results_and_failures_with_their_reason(tmp_path):
+    text = "\n".join(plain_lines(snapshot(crafted(tmp_path), now=NOW), all_trials=True))
+    assert "trial 0 base: finished, step 300/300, epoch 1, 2,500 tok/s, ETA -, val/loss 2.100, val/bleu 25.61, objective 25.61" in text
+    assert "trial 3 A-h1: pruned" in text and "val/loss 5.000" in text
+    assert "trial 4 A-h16: failed" in text and "(FloatingPointError: train/loss is nan)" in text
+    assert "trial 5" not in text  # bookkeeping
+
+
+def test_plain_output_has_the_same_fields_and_no_escape_codes(tmp_path):
+    snap = snapshot(crafted(tmp_path), now=NOW)
+    out = io.StringIO()
+    PlainPrinter(out, every_s=60).update(snap)
+    text = out.getvalue()
+    assert "\x1b" not in text
+    lines = text.splitlines()
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] trial 1 E-learned: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, "
+                        r"val/loss 3\.412, val/bleu 12\.80", lines[0]), lines
+    assert lines[1].endswith("trial 2 attn-additive: validating, step 150/300, epoch 1, 1,500 tok/s, ETA 1h01m, val/loss -, val/bleu -")
+    assert lines[2].endswith("quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; "
+                             "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100")
+
+
+def test_plain_printer_prints_a_trial_at_each_validation_and_otherwise_only_every_n_seconds(tmp_path):
+    study = crafted(tmp_path)
+    out = io.StringIO()
+    printer = PlainPrinter(out, every_s=60)
+    printer.update(snapshot(study, now=NOW))
+    out.truncate(0), out.seek(0)
+    progress(tmp_path / "1", step=130)  # a few steps later, nothing new: quiet
+    printer.update(snapshot(study, now=NOW + 5))
+    assert out.getvalue() == ""
+    progress(tmp_path / "1", step=200, val_step=200, **{"val/loss": 3.0})  # a new validation: its line
+    printer.update(snapshot(study, now=NOW + 10))
+    assert "trial 1 E-learned: training, step 200/300" in out.getvalue() and "val/loss 3.000" in out.getvalue()
+    assert "attn-additive" not in out.getvalue()
+    out.truncate(0), out.seek(0)
+    printer.update(snapshot(study, now=NOW + 70))  # a minute on: every running trial again, and the counts
+    assert "E-learned" in out.getvalue() and "attn-additive" in out.getvalue() and "quickstart: running 2" in out.getvalue()
+
+
+def test_a_trial_that_ends_is_announced_once_with_its_result(tmp_path):
+    study = optuna.create_study(study_name="s", direction="minimize")
+    add(study, TrialState.RUNNING, "base", tmp_path / "0")
+    progress(tmp_path / "0")
+    out = io.StringIO()
+    printer = PlainPrinter(out, every_s=60)
+    printer.update(snapshot(study, now=NOW))
+    trial = optuna.trial.Trial(study, study.get_trials(deepcopy=False)[0]._trial_id)
+    trial.set_user_attr("val/loss", 2.5)
+    study.tell(trial, 2.5)
+    printer.update(snapshot(study, now=NOW + 1))
+    printer.update(snapshot(study, now=NOW + 2))
+    assert out.getvalue().count("trial 0 base: finished") == 1
+    assert "s: running 0, finished 1, pruned 0, failed 0; best: base (trial 0) objective 2.5, val/bleu 12.80, val/loss 2.500" in out.getvalue()
+
+
+def test_progress_of_an_earlier_attempt_a_stale_file_and_a_trial_on_another_machine(tmp_path):
+    study = optuna.create_study(study_name="s", direction="maximize")
+    add(study, TrialState.RUNNING, "continued", tmp_path / "0")
+    progress(tmp_path / "0", updated=NOW - 600)  # written before this trial started: the earlier attempt's
+    add(study, TrialState.RUNNING, "hung", tmp_path / "1", started=NOW - 1000)
+    progress(tmp_path / "1", updated=NOW - 400)
+    add(study, TrialState.RUNNING, "remote", "/nonexistent/run", intermediate={150: 17.25})
+    lines = plain_lines(snapshot(study, now=NOW))
+    assert lines[0] == "trial 0 continued: starting, step -, - tok/s, ETA -, val/loss -, val/bleu -"
+    assert lines[1].startswith("trial 1 hung: training, step 120/300") and lines[1].endswith("(no progress for 6m40s)")
+    assert lines[2] == "trial 2 remote: starting, step -, - tok/s, ETA -, val/loss -, val/bleu - (reported 17.25 at step 150)"
+    assert lines[3] == "s: running 3, finished 0, pruned 0, failed 0; best: none finished yet"

@@ -1,0 +1,61 @@
+"""`ablate status`: a study's picture from its out_dir, its sweep file or its storage URL, read only."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from live_study import add, progress
+from optuna.trial import TrialState
+from sweep_files import VARIANTS, write
+
+from ablate.cli import main
+
+
+@pytest.fixture
+def study_dir(tmp_path, monkeypatch):
+    """runs/sweeps/demo as a sweep leaves it: study.db (one finished, one running, one failed trial) and run dirs."""
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    out = tmp_path / "sweep"
+    out.mkdir()
+    study = optuna.create_study(study_name="demo", storage=f"sqlite:///{out / 'study.db'}", direction="maximize")
+    add(study, TrialState.COMPLETE, "base-s1", out / "trials/0000-base-s1", value=27.5, **{"val/bleu": 27.5, "val/loss": 1.9})
+    progress(out / "trials/0000-base-s1", phase="finished", step=300, eta_s=0.0)
+    add(study, TrialState.RUNNING, "A-h1-s1", out / "trials/0001-A-h1-s1")
+    progress(out / "trials/0001-A-h1-s1")
+    add(study, TrialState.FAIL, "E-learned-s1", out / "trials/0002-E-learned-s1", fail_reason="exit code 1: RuntimeError: boom")
+    return tmp_path, out
+
+
+def expect_picture(text: str) -> None:
+    assert "\x1b" not in text  # not a terminal: plain lines
+    assert "study 'demo' at sqlite:///" in text
+    assert "trial 0 base-s1: finished, step 300/300, epoch 1, 2,031 tok/s, ETA -, val/loss 1.900, val/bleu 27.50, objective 27.5" in text
+    assert "trial 1 A-h1-s1: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, val/loss 3.412, val/bleu 12.80" in text
+    assert "trial 2 E-learned-s1: failed" in text and "RuntimeError: boom" in text
+    assert "demo: running 1, finished 1, pruned 0, failed 1; best: base-s1 (trial 0) objective 27.5" in text
+
+
+def test_status_of_a_sweep_out_dir_its_file_and_its_url_print_the_same_picture(study_dir, capsys):
+    tmp, out = study_dir
+    before = (out / "study.db").read_bytes()
+    sweep_file = write(tmp, VARIANTS + f"out_dir: {out}\n")
+    for target in (str(out), str(sweep_file), f"sqlite:///{out / 'study.db'}"):
+        assert main(["status", target]) == 0
+        expect_picture(capsys.readouterr().out)
+    assert (out / "study.db").read_bytes() == before  # only read
+
+
+def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir, tmp_path, capsys):
+    _, out = study_dir
+    assert main(["status", str(tmp_path / "nothing")]) == 2
+    assert "neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["status", str(tmp_path / "empty")]) == 2
+    assert "holds no study.db" in capsys.readouterr().err
+    assert main(["status", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()  # no new empty study
+    optuna.create_study(study_name="other", storage=f"sqlite:///{out / 'study.db'}")
+    assert main(["status", f"sqlite:///{out / 'study.db'}"]) == 2
+    assert "choose one with --study" in capsys.readouterr().err
+    assert main(["status", f"sqlite:///{out / 'study.db'}", "--study", "demo"]) == 0
+    expect_picture(capsys.readouterr().out)
