@@ -103,8 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")
     p.add_argument("--auto-resume", action="store_true", help="resume when out_dir holds checkpoints, else start (for requeued jobs)")
     p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")
-    p.add_argument("--move-aside", action="store_true",
-                   help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run")
+    p.add_argument(
+        "--move-aside", action="store_true", help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run"
+    )
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")
@@ -126,13 +127,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write NAME.{md,tex,csv,json,png} (default: STUDY)")
     p.add_argument("--name", default="table3", help="file name stem (default: table3)")
     p.add_argument("--title", help="table title")
-    p.add_argument("--split", default="valid", choices=["valid", "test"],
-                   help="score on RUN/eval/SPLIT.json; with test, a run without one is evaluated from its selected checkpoint")
+    p.add_argument(
+        "--split",
+        default="valid",
+        choices=["valid", "test"],
+        help="score on RUN/eval/SPLIT.json; with test, a run without one is evaluated from its selected checkpoint",
+    )
     p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
-    p.add_argument("--plugins", nargs="+", action="extend", default=[], metavar="FILE_OR_MODULE",
-                   help="with --split test: plugins the runs' models need (their checkpoints only record them)")
+    p.add_argument(
+        "--plugins",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE_OR_MODULE",
+        help="with --split test: plugins the runs' models need (their checkpoints only record them)",
+    )
     p.set_defaults(func=cmd_table)
 
     decode = argparse.ArgumentParser(add_help=False)
@@ -159,11 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["valid", "test"], help="a split of the run's dataset")
     p.add_argument("--src", help="source file of another test set (plain or .gz)")
     p.add_argument("--ref", help="reference file aligned with --src")
-    p.add_argument("--longer-than", type=int, default=0, metavar="N",
-                   help="only pairs whose source has more than N subword tokens (length extrapolation)")
+    p.add_argument(
+        "--longer-than",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only pairs whose source has more than N subword tokens (length extrapolation)",
+    )
     p.add_argument("--hyp-out", help="also write the hypotheses here")
-    p.add_argument("--save-eval", action="store_true",
-                   help="also write RUN_DIR/eval/SPLIT.json (hypotheses, per-sentence NLL) for `ablate table --split SPLIT`")
+    p.add_argument(
+        "--save-eval",
+        action="store_true",
+        help="also write RUN_DIR/eval/SPLIT.json (hypotheses, per-sentence NLL) for `ablate table --split SPLIT`",
+    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help="average the weights of checkpoints (the paper averaged the last 5)")

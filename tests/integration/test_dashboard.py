@@ -25,8 +25,17 @@ from ablate.config import to_yaml
 pytestmark = pytest.mark.slow  # two real tiny sweeps, then a browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--virtual-time-budget=10000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=10000",
+]
 
 
 def free_port() -> int:
@@ -48,8 +57,11 @@ def dashboard(tmp_path):
     def start(db: Path) -> tuple[str, list[dict]]:
         """Serve the study file; returns the dashboard's address and its studies."""
         port = free_port()
-        procs.append(subprocess.Popen([exe, f"sqlite:///{db}", "--host", "127.0.0.1", "--port", str(port)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [exe, f"sqlite:///{db}", "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
         base = f"http://127.0.0.1:{port}"
         for _ in range(60):
             try:
@@ -63,8 +75,9 @@ def dashboard(tmp_path):
         """The page's text after its JavaScript rendered it."""
         profile = tmp_path / f"chromium-{len(list(tmp_path.glob('chromium-*')))}"
         profile.mkdir()
-        proc = subprocess.run([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         html = re.sub(r"<(style|script)[^>]*>.*?</\1>", " ", proc.stdout, flags=re.S)
         return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
@@ -79,15 +92,20 @@ def test_a_variants_study_shows_its_rows_in_optuna_dashboard_also_after_a_row_wa
     start, page = dashboard
     cfg = tiny_experiment(tmp_path, train={"max_steps": 10, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10})
     (tmp_path / "base.yaml").write_text(to_yaml(cfg))
-    doc = {"name": "dash", "base": str(tmp_path / "base.yaml"), "out_dir": str(tmp_path / "sweep"),
-           "variants": {"base": {}, "A-h1": {"model.heads": 1}}}
+    doc = {
+        "name": "dash",
+        "base": str(tmp_path / "base.yaml"),
+        "out_dir": str(tmp_path / "sweep"),
+        "variants": {"base": {}, "A-h1": {"model.heads": 1}},
+    }
     path = tmp_path / "sweep.yaml"
     env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
     for added in ({}, {"E-learned": {"model.positional": "learned"}}):  # run, add a row to the file, run again
         doc["variants"].update(added)
         path.write_text(yaml.safe_dump(doc))
-        proc = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(path), "--workers", "2"], capture_output=True,
-                              text=True, timeout=600, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ablate.cli", "sweep", str(path), "--workers", "2"], capture_output=True, text=True, timeout=600, env=env
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     base, studies = start(tmp_path / "sweep" / "study.db")

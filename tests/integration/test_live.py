@@ -36,8 +36,12 @@ def sweep_file(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = tiny_experiment(tmp_path, train={"max_steps": 150, "val_every_steps": 30, "num_threads": 1, "val_max_sentences": 10})
     (tmp_path / "base.yaml").write_text(to_yaml(cfg))
-    doc = {"name": "live", "base": str(tmp_path / "base.yaml"), "out_dir": str(tmp_path / "sweep"),
-           "variants": {"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}}}
+    doc = {
+        "name": "live",
+        "base": str(tmp_path / "base.yaml"),
+        "out_dir": str(tmp_path / "sweep"),
+        "variants": {"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}},
+    }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -96,27 +100,44 @@ def test_live_view_in_a_terminal_shows_each_running_trial_the_counts_and_the_bes
 
 def test_plain_output_when_not_a_terminal_then_status_of_the_finished_study(sweep_file, tmp_path):
     env = {**os.environ, "ABLATE_PROGRESS_EVERY": "2"}
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "sweep", str(sweep_file), "--workers", "2"],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate.cli", "sweep", str(sweep_file), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "\x1b" not in out + proc.stderr  # no escape code in a log, ever
-    progress = re.compile(r"^\[\d\d:\d\d:\d\d\] trial \d+ (base|A-h1|E-learned): training, step \d+/150, epoch \d+, [\d,]+ tok/s, "
-                          r"ETA (\d+m)?\d+s, val/loss \d+\.\d{3}, val/bleu \d+\.\d{2}$", re.M)
+    progress = re.compile(
+        r"^\[\d\d:\d\d:\d\d\] trial \d+ (base|A-h1|E-learned): training, step \d+/150, epoch \d+, [\d,]+ tok/s, "
+        r"ETA (\d+m)?\d+s, val/loss \d+\.\d{3}, val/bleu \d+\.\d{2}$",
+        re.M,
+    )
     assert progress.search(out), out[-3000:]
     ended = re.findall(r"^\[\d\d:\d\d:\d\d\] trial \d+ (base|A-h1|E-learned): finished, step 150/150, .*objective", out, re.M)
     assert sorted(ended) == sorted(ROWS), out[-3000:]
     assert re.search(r"^\[\d\d:\d\d:\d\d\] live: running 2, finished 0, pruned 0, failed 0, waiting 1; best: none finished yet$", out, re.M)
-    assert re.search(r"^\[\d\d:\d\d:\d\d\] live: running 0, finished 3, pruned 0, failed 0; best: (base|A-h1|E-learned) \(trial \d\) "
-                     r"objective [\d.]+", out, re.M)
+    assert re.search(
+        r"^\[\d\d:\d\d:\d\d\] live: running 0, finished 3, pruned 0, failed 0; best: (base|A-h1|E-learned) \(trial \d\) "
+        r"objective [\d.]+",
+        out,
+        re.M,
+    )
 
-    status = subprocess.run([sys.executable, "-m", "ablate.cli", "status", str(tmp_path / "sweep")], capture_output=True, text=True,
-                            timeout=120, env=env)
+    status = subprocess.run(
+        [sys.executable, "-m", "ablate.cli", "status", str(tmp_path / "sweep")], capture_output=True, text=True, timeout=120, env=env
+    )
     assert status.returncode == 0, status.stderr
     assert "\x1b" not in status.stdout
     for row in ROWS:
-        assert re.search(rf"^trial \d+ {row}: finished, step 150/150, epoch \d+, [\d,]+ tok/s, ETA -, val/loss \d+\.\d{{3}}, "
-                         rf"val/bleu \d+\.\d{{2}}, objective [\d.]+$", status.stdout, re.M), status.stdout
+        assert re.search(
+            rf"^trial \d+ {row}: finished, step 150/150, epoch \d+, [\d,]+ tok/s, ETA -, val/loss \d+\.\d{{3}}, "
+            rf"val/bleu \d+\.\d{{2}}, objective [\d.]+$",
+            status.stdout,
+            re.M,
+        ), status.stdout
     assert re.search(r"^live: running 0, finished 3, pruned 0, failed 0; best: ", status.stdout, re.M)
     rc, shown = in_terminal([sys.executable, "-m", "ablate.cli", "status", str(sweep_file)])
     assert rc == 0 and "\x1b[" in shown  # the rich picture on a terminal
@@ -124,8 +145,11 @@ def test_plain_output_when_not_a_terminal_then_status_of_the_finished_study(swee
 
 
 def test_a_healthy_run_and_its_resume_print_nothing_alarming(tmp_path):
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 20, "val_every_steps": 10, "num_threads": 1},
-                          logging={"wandb": True, "mode": "offline", "progress": True})
+    cfg = tiny_experiment(
+        tmp_path,
+        train={"max_steps": 20, "val_every_steps": 10, "num_threads": 1},
+        logging={"wandb": True, "mode": "offline", "progress": True},
+    )
     config = tmp_path / "run.yaml"
     config.write_text(to_yaml(cfg))
     env = {**os.environ, "WANDB_MODE": "offline"}
@@ -137,8 +161,16 @@ def test_a_healthy_run_and_its_resume_print_nothing_alarming(tmp_path):
     assert "resuming" in again.stderr  # ablate's own messages still show
     for proc in (first, again):
         text = proc.stdout + proc.stderr
-        for alarming in ("will be deleted", "exists and is not empty", "litlogger", "anonymous setting", "LeafSpec",
-                         "not resumable", "Warning", "warning"):
+        for alarming in (
+            "will be deleted",
+            "exists and is not empty",
+            "litlogger",
+            "anonymous setting",
+            "LeafSpec",
+            "not resumable",
+            "Warning",
+            "warning",
+        ):
             assert alarming not in text, text
     assert (Path(cfg.out_dir) / "metrics.csv").exists() and (Path(cfg.out_dir) / "resume-1" / "metrics.csv").exists()
     assert (Path(cfg.out_dir) / "progress.json").exists()

@@ -9,8 +9,50 @@ from pathlib import Path
 from ablate.config import DataConfig
 
 # word-for-word "translations", so a round trip through the pipeline is easy to check
-EN = ["a", "the", "dog", "cat", "man", "woman", "child", "runs", "jumps", "sits", "on", "in", "under", "red", "blue", "big", "small", "old", "young", "house"]
-DE = ["ein", "der", "hund", "katze", "mann", "frau", "kind", "rennt", "springt", "sitzt", "auf", "in", "unter", "rot", "blau", "gross", "klein", "alt", "jung", "haus"]
+EN = [
+    "a",
+    "the",
+    "dog",
+    "cat",
+    "man",
+    "woman",
+    "child",
+    "runs",
+    "jumps",
+    "sits",
+    "on",
+    "in",
+    "under",
+    "red",
+    "blue",
+    "big",
+    "small",
+    "old",
+    "young",
+    "house",
+]
+DE = [
+    "ein",
+    "der",
+    "hund",
+    "katze",
+    "mann",
+    "frau",
+    "kind",
+    "rennt",
+    "springt",
+    "sitzt",
+    "auf",
+    "in",
+    "unter",
+    "rot",
+    "blau",
+    "gross",
+    "klein",
+    "alt",
+    "jung",
+    "haus",
+]
 
 
 def write(path: Path, lines: list[str], gz: bool = False, newline: str = "\n") -> Path:

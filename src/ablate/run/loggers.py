@@ -53,8 +53,15 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
 
     def logger(mode: str) -> WandbLogger:
         made = WandbLogger(
-            project=lc.project, entity=lc.entity, group=lc.group, name=lc.name or out.name, tags=list(lc.tags),
-            save_dir=str(out), mode=mode, config={**flatten(to_dict(cfg)), **extra}, log_model=False,
+            project=lc.project,
+            entity=lc.entity,
+            group=lc.group,
+            name=lc.name or out.name,
+            tags=list(lc.tags),
+            save_dir=str(out),
+            mode=mode,
+            config={**flatten(to_dict(cfg)), **extra},
+            log_model=False,
         )
         # Lightning hands wandb.init `anonymous=None` when not asked for it, and wandb >= 0.19 warns that "the
         # anonymous setting has no effect" whenever the key is present; leave it out unless it was set.
@@ -70,6 +77,10 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
         return online
     except Exception as e:  # unreachable server, bad or missing key, quota...
         first = redact(str(e).splitlines()[0] if str(e) else "")[:200]
-        log.warning("W&B is unreachable or misconfigured (%s: %s); logging offline under %s, upload later with "
-                    "`wandb sync`", type(e).__name__, first, out)
+        log.warning(
+            "W&B is unreachable or misconfigured (%s: %s); logging offline under %s, upload later with `wandb sync`",
+            type(e).__name__,
+            first,
+            out,
+        )
         return logger("offline")

@@ -27,8 +27,18 @@ class ProgressFile(L.Callback):
     def __init__(self, out: str | Path, every_s: float = 2.0):
         self.out = Path(out)
         self.every_s = every_s
-        self.state: dict[str, Any] = {"phase": "training", "step": 0, "max_steps": None, "epoch": 0, "max_epochs": None,
-                                      "tokens_per_s": None, "eta_s": None, "val/loss": None, "val/bleu": None, "val_step": None}
+        self.state: dict[str, Any] = {
+            "phase": "training",
+            "step": 0,
+            "max_steps": None,
+            "epoch": 0,
+            "max_epochs": None,
+            "tokens_per_s": None,
+            "eta_s": None,
+            "val/loss": None,
+            "val/bleu": None,
+            "val_step": None,
+        }
         self._window: deque[tuple[float, int, int]] = deque()  # (training clock, target tokens so far, step)
         self._tokens = 0
         self._train_s = self._val_s = 0.0
@@ -46,9 +56,13 @@ class ProgressFile(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         total = trainer.estimated_stepping_batches
-        self.state.update(max_steps=int(total) if math.isfinite(total) else None,
-                          max_epochs=trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None,
-                          step=trainer.global_step, epoch=trainer.current_epoch, started=time.time())
+        self.state.update(
+            max_steps=int(total) if math.isfinite(total) else None,
+            max_epochs=trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None,
+            step=trainer.global_step,
+            epoch=trainer.current_epoch,
+            started=time.time(),
+        )
         self._write(trainer, force=True)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -74,8 +88,10 @@ class ProgressFile(L.Callback):
         eta = None
         if s_per_step is not None and total is not None:
             eta = (total - step1) * s_per_step * (1 + self._val_s / max(self._train_s, 1e-9))
-        return {"tokens_per_s": round((tok1 - tok0) / (t1 - t0), 1) if tok1 > tok0 else None,
-                "eta_s": None if eta is None else round(eta, 1)}
+        return {
+            "tokens_per_s": round((tok1 - tok0) / (t1 - t0), 1) if tok1 > tok0 else None,
+            "eta_s": None if eta is None else round(eta, 1),
+        }
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if trainer.sanity_checking:
@@ -134,9 +150,11 @@ class ProgressBar(RichProgressBar):
         if progress is None:
             return items
         s = progress.state
-        shown = {"step": f"{s['step']}/{s['max_steps'] or '?'}",
-                 "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
-                 "ETA": format_duration(s["eta_s"])}
+        shown = {
+            "step": f"{s['step']}/{s['max_steps'] or '?'}",
+            "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
+            "ETA": format_duration(s["eta_s"]),
+        }
         shown.update(items)  # train/loss (logged with prog_bar=True)
         shown.update({k: v for k in VAL_METRICS if (v := s[k]) is not None})
         return shown

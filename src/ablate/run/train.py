@@ -46,11 +46,26 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
     monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
     quiet_dependencies(out)
     callbacks = [
-        ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
-                        auto_insert_metric_name=False, enable_version_counter=False),
+        ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="best",
+            monitor=monitor,
+            mode=mode,
+            save_top_k=1,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        ),
         # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
-        ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max",
-                        save_top_k=t.keep_last, save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
+        ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="step={step}",
+            monitor="step",
+            mode="max",
+            save_top_k=t.keep_last,
+            save_last=True,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        ),
         *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
         *extra_callbacks,
         ProgressFile(out),  # progress.json, read by a sweep's live view and `ablate status`
@@ -59,13 +74,24 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         callbacks.append(ProgressBar())  # step/total, tokens/s, ETA, latest val loss/BLEU
     every = t.val_every_steps
     return L.Trainer(
-        max_steps=t.max_steps, max_epochs=t.max_epochs or -1,
-        accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, precision=t.precision,
-        accumulate_grad_batches=t.accumulate, gradient_clip_val=t.clip_grad or None,
-        val_check_interval=every * t.accumulate if every else 1.0, check_val_every_n_epoch=None if every else 1,
-        log_every_n_steps=t.log_every_steps, logger=loggers, callbacks=callbacks, default_root_dir=out,
+        max_steps=t.max_steps,
+        max_epochs=t.max_epochs or -1,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=t.strategy,
+        precision=t.precision,
+        accumulate_grad_batches=t.accumulate,
+        gradient_clip_val=t.clip_grad or None,
+        val_check_interval=every * t.accumulate if every else 1.0,
+        check_val_every_n_epoch=None if every else 1,
+        log_every_n_steps=t.log_every_steps,
+        logger=loggers,
+        callbacks=callbacks,
+        default_root_dir=out,
         use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
-        enable_progress_bar=cfg.logging.progress, num_sanity_val_steps=1, deterministic=t.deterministic,
+        enable_progress_bar=cfg.logging.progress,
+        num_sanity_val_steps=1,
+        deterministic=t.deterministic,
         enable_model_summary=False,
         plugins=[AtomicCheckpointIO()],
     )
@@ -98,9 +124,11 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
         reshaped = shape_changes(out, cfg, changes) if changes else []
         if reshaped:
-            raise ValueError(f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
-                             f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
-                             "(another out_dir) for that config")
+            raise ValueError(
+                f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
+                f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
+                "(another out_dir) for that config"
+            )
         for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
             stale.unlink()
         ckpt_path = resume_checkpoint(out)
@@ -182,12 +210,19 @@ def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
     best = trainer.checkpoint_callbacks[0]
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     summary = {
-        "out_dir": cfg.out_dir, "steps": trainer.global_step, "epochs": trainer.current_epoch,
+        "out_dir": cfg.out_dir,
+        "steps": trainer.global_step,
+        "epochs": trainer.current_epoch,
         **stop.summary(trainer, cfg.train),  # stop_reason, flops, wall_seconds (the whole run), convergence
-        "basis": comparison_basis(cfg), "params": module.params, **extra,
+        "basis": comparison_basis(cfg),
+        "params": module.params,
+        **extra,
         "last": metrics,
-        "best": {"metric": best.monitor, "value": None if best.best_model_score is None else float(best.best_model_score),
-                 "checkpoint": best.best_model_path},
+        "best": {
+            "metric": best.monitor,
+            "value": None if best.best_model_score is None else float(best.best_model_score),
+            "checkpoint": best.best_model_path,
+        },
         "bleu_signature": module.bleu_signature,
         **{k: float(f"{v:.4g}") for k, v in speed.summary.items()},  # 4 significant digits: TFLOP/s and MFU are small numbers
     }

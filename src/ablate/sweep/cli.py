@@ -29,8 +29,10 @@ from ablate.sweep.worker import open_sweep_study, run_worker
 
 
 def dry_run(sweep: Sweep, console: Console) -> None:
-    console.print(f"[bold]{sweep.name}[/]: {type(plan_for(sweep)).__name__.lower()}, base {sweep.base}, objective "
-                  f"{sweep.objective.direction} {' + '.join(f'{w:g}*{m}' for m, w in sweep.objective.terms.items())}")
+    console.print(
+        f"[bold]{sweep.name}[/]: {type(plan_for(sweep)).__name__.lower()}, base {sweep.base}, objective "
+        f"{sweep.objective.direction} {' + '.join(f'{w:g}*{m}' for m, w in sweep.objective.terms.items())}"
+    )
     if sweep.overrides:
         console.print("every trial: " + ", ".join(f"{k}={v}" for k, v in sweep.overrides.items()))
     header, rows, closing = plan_for(sweep).describe()
@@ -65,7 +67,9 @@ def launch_workers(sweep: Sweep, url: str, workers: int, on_line: Callable[[str]
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
         cmd = [sys.executable, "-m", "ablate.sweep.worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
-        procs.append(subprocess.Popen(cmd, env=env, **({} if on_line is None else {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT})))
+        procs.append(
+            subprocess.Popen(cmd, env=env, **({} if on_line is None else {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}))
+        )
     readers = [threading.Thread(target=_pass_lines, args=(p.stdout, on_line), daemon=True) for p in procs if p.stdout is not None]
     for reader in readers:
         reader.start()

@@ -98,8 +98,7 @@ class Variants(Plan):
         within a run, only when the user re-runs the sweep.
         """
         trials = study.get_trials(deepcopy=False)
-        busy = {row_of(t) for t in trials
-                if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
+        busy = {row_of(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
         failed: dict[tuple, list[FrozenTrial]] = {}
         for t in trials:
             if t.state == TrialState.FAIL and row_of(t) is not None and not is_bookkeeping(t):
@@ -135,8 +134,11 @@ class Variants(Plan):
             return f"row '{row}' was queued but is no longer in {self.sweep.path}"
         # Another trial already finished this row, or started it before us: we must not run it too.
         for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if t.number != me.number and row_of(t) == (row, seed) and (
-                    t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number)):
+            if (
+                t.number != me.number
+                and row_of(t) == (row, seed)
+                and (t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number))
+            ):
                 return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {t.state.name.lower()} as trial {t.number}"
         self._record_row(handle, trial, row)
         name = row if seed is None else f"{row}-s{seed}"
@@ -158,15 +160,17 @@ class Variants(Plan):
 
     def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
         key = row_of(handle.frozen(trial))
-        return [t for t in handle.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-                if t.number < trial.number and row_of(t) == key and not is_bookkeeping(t)]
+        return [
+            t
+            for t in handle.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if t.number < trial.number and row_of(t) == key and not is_bookkeeping(t)
+        ]
 
     def describe(self) -> tuple[list[str], list[list[str]], str]:
         rows = []
         for row, seed in self.sweep.rows():
             diff = diff_from_base(self.sweep, self.sweep.config_for(self.sweep.variants[row], seed))
-            rows.append([row, "-" if seed is None else str(seed),
-                         ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
+            rows.append([row, "-" if seed is None else str(seed), ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
         return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trials"
 
 
@@ -223,8 +227,11 @@ class Search(Plan):
     def describe(self) -> tuple[list[str], list[list[str]], str]:
         rows = []
         for key, spec in self.sweep.search.items():
-            dist = spec["choices"] if spec["type"] == "categorical" else \
-                f"{spec['type']} [{spec['low']}, {spec['high']}]{' log' if spec.get('log') else ''}"
+            dist = (
+                spec["choices"]
+                if spec["type"] == "categorical"
+                else f"{spec['type']} [{spec['low']}, {spec['high']}]{' log' if spec.get('log') else ''}"
+            )
             rows.append([key, str(dist)])
         s = self.sweep
         return ["parameter", "distribution"], rows, f"sampler {s.sampler}, pruner {s.pruner}, n_trials {s.n_trials}, timeout {s.timeout}"

@@ -1,4 +1,4 @@
-"""`ablate status TARGET`: the picture `ablate sweep` shows live (ablate.sweep.live), printed once for a study running
+"""`ablate status TARGET`: the picture `ablate sweep` shows live (ablate.sweep.picture), printed once for a study running
 elsewhere or finished, read from its storage and, where this machine can see them, its trials' run directories.
 
 TARGET is a sweep's out_dir (holding study.db), its sweep file (which names the storage), or a storage URL.
@@ -17,7 +17,7 @@ from rich.console import Console
 
 from ablate.redact import redact
 from ablate.sweep.journal import journal_path
-from ablate.sweep.live import plain_lines, render, snapshot
+from ablate.sweep.picture import plain_lines, render, snapshot
 from ablate.sweep.storage import make_storage, storage_url
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
@@ -39,9 +39,11 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
             raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
         url = f"sqlite:///{(path / 'study.db').resolve()}"
     else:
-        raise ValueError(f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
-                         "(sqlite:///..., postgresql://..., journal:///...)")
-    local = journal_path(url) or (Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None)
+        raise ValueError(
+            f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
+            "(sqlite:///..., postgresql://..., journal:///...)"
+        )
+    local = journal_path(url) or (Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None)
     if local is not None and not local.is_file():
         raise ValueError(f"no study at {redact(url)}: {local} does not exist")
     return url, study

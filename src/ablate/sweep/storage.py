@@ -24,7 +24,11 @@ from ablate.sweep.journal import JournalStudyStorage, journal_path
 
 # We drive trials with ask/tell and beat the heart ourselves, which Optuna warns about; heartbeats are "experimental".
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+warnings.filterwarnings(
+    "ignore",
+    message=r".*(heartbeat_interval|grace_period|RetryHeartbeatStaleTrialCallback|fail_stale_trials|JournalStorage).*experimental",
+    category=optuna.exceptions.ExperimentalWarning,
+)
 # A trial whose worker stopped beating for GRACE_S is failed and retried; tests shorten this by environment.
 HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
 GRACE_S = 4 * HEARTBEAT_S

@@ -30,8 +30,15 @@ def clock(monkeypatch):
 
 
 def trainer(**kw):
-    base = dict(estimated_stepping_batches=100, max_epochs=-1, global_step=0, current_epoch=0, is_global_zero=True,
-                sanity_checking=False, callback_metrics={})
+    base = dict(
+        estimated_stepping_batches=100,
+        max_epochs=-1,
+        global_step=0,
+        current_epoch=0,
+        is_global_zero=True,
+        sanity_checking=False,
+        callback_metrics={},
+    )
     return SimpleNamespace(**{**base, **kw})
 
 

@@ -23,9 +23,11 @@ def shown(out, message: str, category: type[Warning], module: str) -> bool:
 
 def test_the_filtered_warnings_need_their_exact_text_and_their_origin(tmp_path):
     ckpt = CHECKPOINT_DIR.format(tmp_path / "checkpoints")
-    cases = [(LEAFSPEC, FutureWarning, "lightning.pytorch.utilities._pytree"),
-             (ckpt, UserWarning, "lightning.pytorch.callbacks.model_checkpoint"),
-             (NOT_RESUMABLE + " Consider using an end-of-epoch checkpoint", PossibleUserWarning, "lightning.pytorch.loops.training_epoch_loop")]
+    cases = [
+        (LEAFSPEC, FutureWarning, "lightning.pytorch.utilities._pytree"),
+        (ckpt, UserWarning, "lightning.pytorch.callbacks.model_checkpoint"),
+        (NOT_RESUMABLE + " Consider using an end-of-epoch checkpoint", PossibleUserWarning, "lightning.pytorch.loops.training_epoch_loop"),
+    ]
     for message, category, module in cases:
         assert not shown(tmp_path, message, category, module), message
         assert shown(tmp_path, message, category, "ablate.run.train"), message  # ablate's own (or anyone else's) still shows

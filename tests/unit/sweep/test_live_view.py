@@ -10,7 +10,8 @@ from live_study import NOW, add, crafted, progress
 from optuna.trial import TrialState
 from rich.console import Console
 
-from ablate.sweep.live import PlainPrinter, plain_lines, render, snapshot
+from ablate.sweep.live import PlainPrinter
+from ablate.sweep.picture import plain_lines, render, snapshot
 
 
 def test_the_picture_has_every_running_trial_with_its_progress_the_counts_and_the_best_row(tmp_path):
@@ -42,11 +43,16 @@ def test_plain_output_has_the_same_fields_and_no_escape_codes(tmp_path):
     text = out.getvalue()
     assert "\x1b" not in text
     lines = text.splitlines()
-    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] trial 1 E-learned: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, "
-                        r"val/loss 3\.412, val/bleu 12\.80", lines[0]), lines
+    assert re.fullmatch(
+        r"\[\d\d:\d\d:\d\d\] trial 1 E-learned: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, "
+        r"val/loss 3\.412, val/bleu 12\.80",
+        lines[0],
+    ), lines
     assert lines[1].endswith("trial 2 attn-additive: validating, step 150/300, epoch 1, 1,500 tok/s, ETA 1h01m, val/loss -, val/bleu -")
-    assert lines[2].endswith("quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; "
-                             "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100")
+    assert lines[2].endswith(
+        "quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; "
+        "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100"
+    )
 
 
 def test_plain_printer_prints_a_trial_at_each_validation_and_otherwise_only_every_n_seconds(tmp_path):
@@ -80,7 +86,9 @@ def test_a_trial_that_ends_is_announced_once_with_its_result(tmp_path):
     printer.update(snapshot(study, now=NOW + 1))
     printer.update(snapshot(study, now=NOW + 2))
     assert out.getvalue().count("trial 0 base: finished") == 1
-    assert "s: running 0, finished 1, pruned 0, failed 0; best: base (trial 0) objective 2.5, val/bleu 12.80, val/loss 2.500" in out.getvalue()
+    assert (
+        "s: running 0, finished 1, pruned 0, failed 0; best: base (trial 0) objective 2.5, val/bleu 12.80, val/loss 2.500" in out.getvalue()
+    )
 
 
 def test_progress_of_an_earlier_attempt_a_stale_file_and_a_trial_on_another_machine(tmp_path):

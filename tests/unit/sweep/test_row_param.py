@@ -48,7 +48,9 @@ def test_adding_rows_and_rerunning_records_the_new_rows_under_a_new_name_and_kee
     assert run(tmp_path, ROWS) == []  # a rerun of the same file: nothing to do
     assert run(tmp_path, ROWS + "  E-learned: {model.positional: learned}\n") == ["E-learned"]
     # Rows removed from the file stay choices; a row added later grows the set again.
-    assert run(tmp_path, ROWS.replace("  A-h1: {model.heads: 1, model.d_k: 64, model.d_v: 64}\n", "") + "  C-N2: {model.enc_layers: 2}\n") == ["C-N2"]
+    assert run(
+        tmp_path, ROWS.replace("  A-h1: {model.heads: 1, model.d_k: 64, model.d_v: 64}\n", "") + "  C-N2: {model.enc_layers: 2}\n"
+    ) == ["C-N2"]
     got = params(tmp_path)
     assert all(state == "COMPLETE" for state, _, _ in got.values())
     assert got["base"][1] == {"row": "base"} and got["A-h1"][1] == {"row": "A-h1"}

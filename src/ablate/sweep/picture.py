@@ -1,0 +1,209 @@
+"""The picture of a sweep, read from its study and its trials' progress files (ablate.progress_file): one line per
+trial (row, state, step/total, epoch, tokens/s, ETA, latest validation loss/BLEU), the counts of running, finished,
+pruned and failed trials, and the best row so far; rendered for rich (a terminal) or as plain lines (logs).
+`ablate sweep` shows it live (ablate.sweep.live), `ablate status` once (ablate.sweep.status).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ablate.progress_file import format_duration, read_progress
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping
+
+STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)
+COUNTED = ("running", "finished", "pruned", "failed", "interrupted", "waiting")
+RUNNING = ("starting", "training", "validating")
+
+
+@dataclass
+class TrialView:
+    """One trial as shown: its study state and what its run directory's progress.json says."""
+
+    number: int
+    name: str
+    state: str  # starting | training | validating | finished | pruned | failed | interrupted
+    step: int | None = None
+    total: int | None = None
+    epoch: int | None = None
+    tokens_per_s: float | None = None
+    eta_s: float | None = None
+    val_loss: float | None = None
+    val_bleu: float | None = None
+    val_step: int | None = None
+    value: float | None = None  # the objective, once finished
+    note: str = ""
+
+
+@dataclass
+class Snapshot:
+    study: str
+    direction: str
+    trials: list[TrialView] = field(default_factory=list)  # every trial that started, by number
+    counts: dict[str, int] = field(default_factory=dict)
+    best: TrialView | None = None
+    taken: float = field(default_factory=time.time)
+
+    @property
+    def running(self) -> list[TrialView]:
+        return [t for t in self.trials if t.state in RUNNING]
+
+
+def _num(v) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def view_trial(t: FrozenTrial, now: float) -> TrialView:
+    """A trial's line from the study (state, name, results) and its progress file, where this machine can read it."""
+    name = t.user_attrs.get("name") or t.user_attrs.get("row") or f"trial{t.number}"
+    state = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.RUNNING: "starting"}.get(
+        t.state, "failed" if failed_by_itself(t) else "interrupted"
+    )
+    v = TrialView(t.number, name, state, value=t.value if t.state == TrialState.COMPLETE else None)
+    p = read_progress(t.user_attrs["out_dir"]) if t.user_attrs.get("out_dir") else None
+    if p is not None and t.state == TrialState.RUNNING and t.datetime_start and p.get("updated", 0) < t.datetime_start.timestamp():
+        p = None  # written by an earlier attempt of this run directory; this one has not reached training yet
+    if p is not None:
+        v.step, v.total, v.epoch = p.get("step"), p.get("max_steps"), p.get("epoch")
+        v.tokens_per_s, v.eta_s, v.val_step = _num(p.get("tokens_per_s")), _num(p.get("eta_s")), p.get("val_step")
+        v.val_loss, v.val_bleu = _num(p.get("val/loss")), _num(p.get("val/bleu"))
+        if t.state == TrialState.RUNNING:
+            v.state = "validating" if p.get("phase") == "validating" else "training"
+            if now - p.get("updated", now) > STALE_S:
+                v.note = f"no progress for {format_duration(now - p['updated'])}"
+    if t.state != TrialState.RUNNING:  # what the trial recorded when it ended wins over a progress file
+        v.eta_s = None
+        v.tokens_per_s = _num(t.user_attrs.get("speed/tokens_per_s", v.tokens_per_s))
+        v.val_loss = _num(t.user_attrs.get("val/loss", v.val_loss))
+        v.val_bleu = _num(t.user_attrs.get("val/bleu", v.val_bleu))
+    if p is None and t.intermediate_values:  # no progress file here (another machine): the last value reported to the pruner
+        step = max(t.intermediate_values)
+        v.note = f"reported {t.intermediate_values[step]:.4g} at step {step}"
+    if t.state == TrialState.FAIL:
+        reason = t.user_attrs.get("fail_reason")
+        v.note = (
+            str(reason)[:160]
+            if reason
+            else ("preempted, continues on the next run" if t.user_attrs.get("preempted") else "interrupted, continues on the next run")
+        )
+    return v
+
+
+def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
+    """The picture of a study now: its trials (bookkeeping ones, which never ran a row, left out), counts, best."""
+    now = time.time() if now is None else now
+    snap = Snapshot(study.study_name, study.direction.name.lower(), taken=now)
+    snap.counts = dict.fromkeys(COUNTED, 0)
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.WAITING:
+            snap.counts["waiting"] += 1
+        elif not is_bookkeeping(t):
+            snap.trials.append(view_trial(t, now))
+    for v in snap.trials:
+        snap.counts["running" if v.state in RUNNING else v.state] += 1
+    done = [v for v in snap.trials if v.state == "finished" and v.value is not None]
+    if done:
+        pick = max if snap.direction == "maximize" else min
+        snap.best = pick(done, key=lambda v: v.value)
+    return snap
+
+
+# -- rendering ---------------------------------------------------------------------------------------------------
+
+
+def _f(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _step(v: TrialView) -> str:
+    if v.step is None:
+        return "-"
+    return f"{v.step}/{v.total}" if v.total else str(v.step)
+
+
+def counts_line(snap: Snapshot) -> str:
+    shown = [f"{k} {snap.counts.get(k, 0)}" for k in COUNTED if k not in ("interrupted", "waiting") or snap.counts.get(k)]
+    return ", ".join(shown)
+
+
+def best_line(snap: Snapshot) -> str:
+    b = snap.best
+    if b is None:
+        return "best: none finished yet"
+    extra = "".join(
+        f", {k} {_f(x, spec)}" for k, x, spec in (("val/bleu", b.val_bleu, ".2f"), ("val/loss", b.val_loss, ".3f")) if x is not None
+    )
+    return f"best: {b.name} (trial {b.number}) objective {b.value:.4g}{extra}"
+
+
+def render(snap: Snapshot, all_trials: bool = False) -> Group:
+    """The rich picture: a table of the running trials (every trial with `all_trials`), the counts, the best row."""
+    table = Table(
+        "#",
+        "row",
+        "state",
+        "step",
+        "epoch",
+        "tok/s",
+        "ETA",
+        "val/loss",
+        "val/bleu",
+        "",
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title=f"{snap.study}  {datetime.fromtimestamp(snap.taken):%H:%M:%S}",
+        title_justify="left",
+    )
+    for v in snap.trials if all_trials else snap.running:
+        style = {"finished": "green", "pruned": "yellow", "failed": "red", "interrupted": "yellow"}.get(v.state, "")
+        note = v.note if v.value is None else f"objective {v.value:.4g}" + (f"; {v.note}" if v.note else "")
+        table.add_row(
+            str(v.number),
+            v.name,
+            Text(v.state, style=style),
+            _step(v),
+            _f(v.epoch, "d"),
+            _f(v.tokens_per_s, ",.0f"),
+            format_duration(v.eta_s) if v.eta_s is not None else "-",
+            _f(v.val_loss, ".3f"),
+            _f(v.val_bleu, ".2f"),
+            note,
+        )
+    if not table.row_count:
+        table.add_row("", Text("no trial running", style="dim"), *[""] * 8)
+    return Group(table, Text(counts_line(snap)), Text(best_line(snap), style="bold" if snap.best else "dim"))
+
+
+def plain_trial(v: TrialView) -> str:
+    parts = [f"trial {v.number} {v.name}: {v.state}", f"step {_step(v)}"]
+    if v.epoch is not None:
+        parts.append(f"epoch {v.epoch}")
+    parts += [
+        f"{_f(v.tokens_per_s, ',.0f')} tok/s",
+        f"ETA {format_duration(v.eta_s)}",
+        f"val/loss {_f(v.val_loss, '.3f')}",
+        f"val/bleu {_f(v.val_bleu, '.2f')}",
+    ]
+    if v.value is not None:
+        parts.append(f"objective {v.value:.4g}")
+    return ", ".join(parts) + (f" ({v.note})" if v.note else "")
+
+
+def plain_summary(snap: Snapshot) -> str:
+    return f"{snap.study}: {counts_line(snap)}; {best_line(snap)}"
+
+
+def plain_lines(snap: Snapshot, all_trials: bool = False) -> list[str]:
+    return [plain_trial(v) for v in (snap.trials if all_trials else snap.running)] + [plain_summary(snap)]
