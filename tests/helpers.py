@@ -49,12 +49,10 @@ def write_corpus(folder, n_train: int = 400, n_valid: int = 40, n_test: int = 40
     return folder
 
 
-def tiny_experiment(tmp_path, **sections):
-    """A whole ExperimentConfig for a seconds-long run on write_corpus() data."""
-    from ablate.config import load_config
-
+def tiny_sections(tmp_path) -> dict:
+    """The model, data (a write_corpus() corpus) and logging sections of every seconds-long test run."""
     corpus = write_corpus(tmp_path / "corpus")
-    base = {
+    return {
         "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
         "data": {
             "dataset": "files",
@@ -66,10 +64,21 @@ def tiny_experiment(tmp_path, **sections):
             "max_tokens": 512,
             "cache_dir": str(tmp_path / "cache"),
         },
-        "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 15, "log_every_steps": 5, "keep_last": 2},
         "logging": {"wandb": False, "progress": False},
-        "out_dir": str(tmp_path / "run"),
     }
+
+
+def tiny_experiment(tmp_path, **sections):
+    """A whole ExperimentConfig for a seconds-long run on write_corpus() data."""
+    from ablate.config import load_config
+
+    base = tiny_sections(tmp_path)
+    base.update(
+        {
+            "train": {"max_steps": 30, "warmup": 10, "lr_scale": 2.0, "val_every_steps": 15, "log_every_steps": 5, "keep_last": 2},
+            "out_dir": str(tmp_path / "run"),
+        }
+    )
     for section, values in sections.items():
         base.setdefault(section, {}).update(values) if isinstance(values, dict) else base.__setitem__(section, values)
     return load_config(**base)
@@ -119,24 +128,9 @@ def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | 
     import yaml
 
     tmp_path = Path(tmp_path)
-    corpus = write_corpus(tmp_path / "corpus")
-    cfg = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {
-            "dataset": "files",
-            "train_prefix": str(corpus / "train"),
-            "valid_prefix": str(corpus / "valid"),
-            "test_prefix": str(corpus / "test"),
-            "vocab_size": 64,
-            "max_len": 32,
-            "max_tokens": 512,
-            "cache_dir": str(tmp_path / "cache"),
-            **(data or {}),
-        },
-        "train": {**TINY_TRAIN, **train},
-        "logging": {"wandb": False, "progress": False},
-        "out_dir": str(out_dir or tmp_path / name),
-    }
+    cfg = tiny_sections(tmp_path)
+    cfg["data"].update(data or {})
+    cfg.update({"train": {**TINY_TRAIN, **train}, "out_dir": str(out_dir or tmp_path / name)})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
