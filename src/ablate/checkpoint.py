@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from ablate.config import ExperimentConfig, from_dict
 from ablate.datasets import cache_dir
@@ -61,18 +60,6 @@ def save_atomic(obj: dict, path: str | os.PathLike) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, made atomic: write a temp file beside the target, fsync, rename over it.
-
-    Lightning writes the target in place, so a kill mid-save (preemption, OOM killer) would leave a truncated
-    last.ckpt where a good one was; with a rename the target is always the old or the new complete file.
-    """
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        save_atomic(checkpoint, path)
 
 
 def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:

@@ -41,7 +41,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ablate.config import load_config
-    from ablate.run import train
+    from ablate.run.train import train
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: sec
 
 WRITER = """
 import sys, torch
-from ablate.checkpoint import AtomicCheckpointIO
+from ablate.run.checkpoint_io import AtomicCheckpointIO
 io, path, i = AtomicCheckpointIO(), sys.argv[1], 0
 while True:  # ~40 MB per save, each holding one value throughout
     io.save_checkpoint({"step": i, "w": torch.full((10_000_000,), float(i))}, path)

@@ -12,7 +12,7 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """A 1+1 layer model trained for 120 steps on the synthetic corpus, W&B offline."""
-    from ablate.run import train
+    from ablate.run.train import train
 
     tmp = tmp_path_factory.mktemp("trained")
     cfg = tiny_experiment(

@@ -13,7 +13,8 @@ from helpers import tiny_experiment
 
 from ablate.eval_file import read_eval_file
 from ablate.flops import train_flops
-from ablate.run import resume_checkpoint, train
+from ablate.run import resume_checkpoint
+from ablate.run.train import train
 from ablate.sentence_scores import fixed_subset
 
 pytestmark = pytest.mark.slow  # real training runs: seconds each

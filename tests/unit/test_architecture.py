@@ -90,5 +90,19 @@ def test_no_source_file_is_over_300_lines():
 
 def test_the_graph_sees_imports_inside_functions():
     """The checks above are only as good as the import scan: a function-level import must be an edge."""
-    assert "ablate.run" in GRAPH["ablate.sweep.trial"]  # `from ablate.run import train` inside main()
+    assert "ablate.run.train" in GRAPH["ablate.sweep.trial"]  # `from ablate.run.train import train` inside main()
     assert "ablate.sweep.cli" in GRAPH["ablate.cli"]  # inside cmd_sweep()
+
+
+def test_sweep_processes_start_without_torch_or_lightning():
+    """The sweep CLI and each worker only plan, claim and wait; importing Lightning (5-7 s of CPU on this machine)
+    belongs to the trial processes, which train."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ablate.cli, ablate.sweep.cli, ablate.sweep.worker, ablate.sweep.trial; "
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -11,7 +11,6 @@ import torch
 from helpers import tiny_model, write_corpus
 
 from ablate.checkpoint import (
-    AtomicCheckpointIO,
     CheckpointError,
     average_checkpoints,
     average_cli,
@@ -127,12 +126,6 @@ def test_save_atomic_failing_midway_keeps_the_old_file_and_removes_its_temp(tmp_
     with pytest.raises(RuntimeError, match="disk full"):
         save_atomic({"state_dict": {"w": torch.ones(1000)}, "bad": FailsMidway()}, path)
     assert path.read_bytes() == before and leftovers(tmp_path) == []
-
-
-def test_atomic_checkpoint_io_creates_the_folder_and_saves_atomically(tmp_path):
-    path = tmp_path / "run" / "checkpoints" / "step=5.ckpt"
-    AtomicCheckpointIO().save_checkpoint(ckpt(torch.ones(2), step=5), path)
-    assert load_checkpoint(path)["global_step"] == 5 and leftovers(path.parent) == []
 
 
 # --- model and tokenizer from a checkpoint ------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""One training run and its run directory; imports nothing from sweeps, which use the services exported here."""
+"""One training run and its run directory; imports nothing from sweeps, which use the services exported here.
 
-from ablate.run.callbacks import INTERRUPTED_EXIT, PREEMPTED_EXIT
+The run itself is `ablate.run.train.train`, not exported here: it brings in Lightning (seconds), which a sweep
+worker, asking only about run directories and exit codes, never needs."""
+
+from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.run.rundir import changes_from_saved_config, resume_checkpoint, run_dir_in_use
-from ablate.run.train import train
 
-__all__ = ["INTERRUPTED_EXIT", "PREEMPTED_EXIT", "changes_from_saved_config", "resume_checkpoint", "run_dir_in_use", "train"]
+__all__ = ["INTERRUPTED_EXIT", "PREEMPTED_EXIT", "changes_from_saved_config", "resume_checkpoint", "run_dir_in_use"]

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import lightning as L
 
-log = logging.getLogger(__name__)
+from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
 
-PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--resume` continues
-INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
+log = logging.getLogger(__name__)
 
 
 def _mid_accumulation(trainer: L.Trainer) -> bool:

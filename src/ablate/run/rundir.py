@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ablate.checkpoint import CheckpointError, load_checkpoint
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.yaml_file import read_yaml
 
@@ -148,6 +147,8 @@ def resume_checkpoint(out: Path) -> Path:
     saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
     mid-save, truncated). Ordered by the global_step inside each file, not by mtime: file timestamps come from a
     coarse clock, and two saves a few milliseconds apart can carry the same one."""
+    from ablate.checkpoint import CheckpointError, load_checkpoint  # torch: not needed by a worker's other questions
+
     candidates, problems = [], []
     for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:
         if not path.exists():

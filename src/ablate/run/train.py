@@ -16,13 +16,13 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from ablate.checkpoint import AtomicCheckpointIO
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data import TranslationDataModule, available_splits
 from ablate.flops import train_flops
 from ablate.lit import TranslationModule
 from ablate.metrics import SpeedCallback
 from ablate.run.callbacks import Preemption, SelfSignal
+from ablate.run.checkpoint_io import AtomicCheckpointIO
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.progress import ProgressBar, ProgressFile
@@ -179,6 +179,9 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         if trainer.is_global_zero and validated and cfg.train.eval_record:
             record = write_record(cfg, trainer, module, dm, out, selected["selected"])
             summary["eval_record"] = "eval/valid.json"
+            # With train.val_bleu off, the record is the only BLEU of the reported weights (on the same sentences
+            # val/bleu would be): a sweep's val/bleu objective reads it from here.
+            summary["last"].setdefault("val/bleu", record["bleu"])
         if trainer.is_global_zero:
             (out / "summary.json").write_text(json.dumps(summary, indent=2))
             if wandb_logger is not None:

@@ -22,6 +22,7 @@ TOP_KEYS = {
     "n_trials",
     "timeout",
     "seeds",
+    "row_seeds",
     "variants",
     "search",
     "sampler",
@@ -87,6 +88,27 @@ def _search(path: Path, raw: dict) -> dict[str, dict]:
     return raw
 
 
+def _seeds(path: Path, where: str, raw: Any) -> list[int]:
+    seeds = [] if raw is None else raw
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise _fail(path, f"{where} must be a list of integers, got {raw!r}")
+    if len(set(seeds)) != len(seeds):
+        raise _fail(path, f"{where} lists a seed twice: {seeds}")
+    return seeds
+
+
+def _row_seeds(path: Path, raw: dict) -> dict[str, list[int]]:
+    """`row_seeds: {base: [1, 2, 3, 4, 5]}`: rows run with seeds of their own instead of `seeds`."""
+    given = raw.get("row_seeds") or {}
+    if not isinstance(given, dict):
+        raise _fail(path, f"row_seeds must map variant names to seed lists, got {given!r}")
+    rows = raw.get("variants") or {}
+    for row in given:
+        if row not in rows:
+            raise _fail(path, f"row_seeds names '{row}', which is not a variant{did_you_mean(str(row), set(map(str, rows)))}")
+    return {str(row): _seeds(path, f"row_seeds.'{row}'", seeds) for row, seeds in given.items()}
+
+
 def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
     raw = raw or {"name": default}
     if isinstance(raw, str):
@@ -118,7 +140,8 @@ def load_sweep(path: str | Path) -> Sweep:
         overrides=_with_plugin_paths(path, dict(raw.get("overrides") or {})),
         variants=dict(raw.get("variants") or {}),
         search=_search(path, dict(raw.get("search") or {})),
-        seeds=[int(s) for s in raw.get("seeds") or []],
+        seeds=_seeds(path, "seeds", raw.get("seeds")),
+        row_seeds=_row_seeds(path, raw),
         n_trials=raw.get("n_trials"),
         timeout=raw.get("timeout"),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
@@ -152,11 +175,12 @@ def _validate_trials(sweep: Sweep) -> None:
     problem = plan_for(sweep).check()
     if problem:
         raise _fail(path, problem)
-    if "val/bleu" in sweep.objective.terms and not sweep.config_for({}).train.val_bleu:
+    train = sweep.config_for({}).train
+    if "val/bleu" in sweep.objective.terms and not (train.val_bleu or train.eval_record):
         raise _fail(
             path,
-            "the objective uses val/bleu but train.val_bleu is false (no BLEU is computed); "
-            "set train.val_bleu: true or use val/loss (direction: minimize)",
+            "the objective uses val/bleu but train.val_bleu and train.eval_record are both false (no BLEU is computed); "
+            "set one of them true or use val/loss (direction: minimize)",
         )
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")

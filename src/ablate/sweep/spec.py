@@ -36,6 +36,7 @@ class Sweep:
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     search: dict[str, dict] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)
+    row_seeds: dict[str, list[int]] = field(default_factory=dict)  # rows with seeds of their own (e.g. more for the base)
     n_trials: int | None = None
     timeout: float | None = None
     sampler: dict = field(default_factory=lambda: {"name": "tpe"})
@@ -46,8 +47,8 @@ class Sweep:
     gpus_per_trial: int = 1
 
     def rows(self) -> list[tuple[str, int | None]]:
-        """(row name, seed) of every grid trial; the seed is None when the sweep lists no seeds."""
-        return [(row, s) for row in self.variants for s in (self.seeds or [None])]
+        """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""
+        return [(row, s) for row in self.variants for s in (self.row_seeds.get(row) or self.seeds or [None])]
 
     def config_for(
         self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None, extra: dict[str, Any] | None = None

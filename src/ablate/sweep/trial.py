@@ -21,7 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lightning as L
 import optuna
 from optuna.trial import TrialState
 
@@ -167,24 +166,9 @@ def _fail_reason(trial_dir: Path) -> str:
 # -- child side --------------------------------------------------------------------------------------------------
 
 
-class PruningCallback(L.Callback):
-    def __init__(self, trial: optuna.Trial, metric: str):
-        self.trial, self.metric, self.pruned = trial, metric, False
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking or self.metric not in trainer.callback_metrics:
-            return
-        prune = False
-        if trainer.is_global_zero:
-            self.trial.report(float(trainer.callback_metrics[self.metric]), step=trainer.global_step)
-            prune = self.trial.should_prune()
-        if trainer.strategy.broadcast(prune):
-            self.pruned = True
-            trainer.should_stop = True
-
-
-def _pruning_callback() -> PruningCallback:
+def _pruning_callback():
     from ablate.sweep.components import make_pruner
+    from ablate.sweep.pruning import PruningCallback
 
     storage = make_storage(os.environ[STORAGE_ENV])
     study = optuna.load_study(study_name=os.environ[_STUDY_ENV], storage=storage, pruner=make_pruner(json.loads(os.environ[_PRUNER_ENV])))
@@ -197,7 +181,7 @@ def _pruning_callback() -> PruningCallback:
 
 def main(argv: list[str]) -> int:
     from ablate.config import load_config
-    from ablate.run import train
+    from ablate.run.train import train
 
     logs.to_stderr()
     cfg = load_config([argv[0]])

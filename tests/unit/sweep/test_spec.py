@@ -23,6 +23,11 @@ def test_variants_expand_to_rows_times_seeds_with_their_differences(tmp_path):
     assert diff_from_base(sweep, sweep.config_for({})) == {}
 
 
+def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
+    sweep = load_sweep(write(tmp_path, VARIANTS + "row_seeds: {base: [1, 2, 3], E-learned: [7]}\n"))
+    assert sweep.rows() == [("base", 1), ("base", 2), ("base", 3), ("A-h1", 1), ("A-h1", 2), ("E-learned", 7)]
+
+
 @pytest.mark.parametrize(
     "body, named",
     [
@@ -30,7 +35,13 @@ def test_variants_expand_to_rows_times_seeds_with_their_differences(tmp_path):
         ("variants:\n  bad: {model.heads: 3}\n", ["bad", "heads"]),  # d_model 64 not divisible by 3 heads
         ("variants:\n  bad: {model.attention: nope}\n", ["bad", "nope", "scaled_dot_product"]),
         ("variants:\n  base: {}\nseedz: [1]\n", ["seedz", "seeds"]),  # unknown top-level key
-        ("variants:\n  base: {}\noverrides: {train.val_bleu: false}\n", ["val/bleu", "train.val_bleu is false"]),
+        (
+            "variants:\n  base: {}\noverrides: {train.val_bleu: false, train.eval_record: false}\n",
+            ["val/bleu", "train.val_bleu and train.eval_record are both false"],
+        ),
+        ("variants:\n  base: {}\nrow_seeds: {bsae: [1]}\n", ["row_seeds", "bsae", "base"]),
+        ("variants:\n  base: {}\nrow_seeds: {base: [1, one]}\n", ["row_seeds.'base'", "integers"]),
+        ("variants:\n  base: {}\nseeds: [1, 1]\n", ["seeds", "twice"]),
         ("variants:\n  base: {}\nsearch:\n  model.heads: {type: categorical, choices: [2]}\n", ["exactly one"]),
         ("search:\n  model.heads: {type: categorical, choices: [2, 4]}\n", ["n_trials or timeout"]),
         ("search:\n  train.lr_scale: {type: float, low: 2, high: 1}\nn_trials: 2\n", ["train.lr_scale", "low < high"]),

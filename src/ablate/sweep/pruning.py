@@ -1,0 +1,23 @@
+"""The trial's side of pruning: report the metric to Optuna after each validation and stop when it says so. Kept
+out of ablate.sweep.trial, whose worker side must load without Lightning."""
+
+from __future__ import annotations
+
+import lightning as L
+import optuna
+
+
+class PruningCallback(L.Callback):
+    def __init__(self, trial: optuna.Trial, metric: str):
+        self.trial, self.metric, self.pruned = trial, metric, False
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or self.metric not in trainer.callback_metrics:
+            return
+        prune = False
+        if trainer.is_global_zero:
+            self.trial.report(float(trainer.callback_metrics[self.metric]), step=trainer.global_step)
+            prune = self.trial.should_prune()
+        if trainer.strategy.broadcast(prune):
+            self.pruned = True
+            trainer.should_stop = True
