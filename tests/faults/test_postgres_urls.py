@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 import optuna
 import pytest
 import yaml
-from helpers import write_corpus
+from helpers import tiny_sections
 from optuna.trial import TrialState
 
 pytestmark = pytest.mark.slow  # each test runs a real (tiny) sweep
@@ -42,25 +40,6 @@ DRIVERS = {
     "psycopg-c": "psycopg",
     "pg8000": "pg8000",
 }  # distribution -> the module SQLAlchemy imports
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    datadir = Path(tempfile.mkdtemp(prefix="ablate-pg-faults-"))  # not under pytest's 0700 tmp: the server runs as postgres
-    port = str(57000 + os.getpid() % 1000)
-    proc = subprocess.run(["bash", str(ROOT / ".ci" / "postgres.sh"), str(datadir), port], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        shutil.rmtree(datadir, ignore_errors=True)
-        pytest.skip(f"no PostgreSQL server could be started: {proc.stderr.strip()[-500:]}")
-    yield proc.stdout.strip()
-    bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
-    stop = [str(bindir / "pg_ctl"), "-D", str(datadir), "stop", "-m", "fast"]
-    subprocess.run((["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []) + stop, capture_output=True)
-    shutil.rmtree(datadir, ignore_errors=True)
 
 
 def extra_only_pythonpath(tmp_path: Path) -> str:
@@ -80,21 +59,9 @@ def extra_only_pythonpath(tmp_path: Path) -> str:
 
 
 def tiny_sweep(tmp_path: Path, name: str, wandb: bool = False) -> Path:
-    corpus = write_corpus(tmp_path / "corpus")
-    base = {
-        "model": {"enc_layers": 1, "dec_layers": 1, "d_model": 32, "d_ff": 64, "heads": 4, "dropout": 0.0},
-        "data": {
-            "dataset": "files",
-            "train_prefix": str(corpus / "train"),
-            "valid_prefix": str(corpus / "valid"),
-            "vocab_size": 64,
-            "max_len": 32,
-            "max_tokens": 512,
-            "cache_dir": str(tmp_path / "cache"),
-        },
-        "train": {"max_steps": 4, "warmup": 10, "val_every_steps": 2, "log_every_steps": 2, "val_bleu": False, "num_threads": 1},
-        "logging": {"wandb": wandb, "mode": "offline", "progress": False},
-    }
+    base = tiny_sections(tmp_path)
+    base["train"] = {"max_steps": 4, "warmup": 10, "val_every_steps": 2, "log_every_steps": 2, "val_bleu": False, "num_threads": 1}
+    base["logging"] = {"wandb": wandb, "mode": "offline", "progress": False}
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     path = tmp_path / "sweep.yaml"
     path.write_text(

@@ -9,11 +9,9 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -276,26 +274,6 @@ def test_racing_workers_never_claim_the_same_queued_trial(tmp_path):
     claimed = [int(n) for p in procs for n in p.communicate(timeout=120)[0].split()]
     assert [p.returncode for p in procs] == [0, 0]
     assert sorted(claimed) == list(range(40))
-
-
-@pytest.fixture(scope="session")
-def postgres_url():
-    """A real PostgreSQL server: $ABLATE_TEST_POSTGRES_URL (started by .ci/run), else one started here by .ci/postgres.sh."""
-    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    script = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
-    datadir = Path(tempfile.mkdtemp(prefix="ablate-pg-"))  # not under pytest's 0700 tmp: the server runs as user postgres
-    port = str(56000 + os.getpid() % 1000)
-    proc = subprocess.run(["bash", str(script), str(datadir), port], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.skip(f"no PostgreSQL server could be started: {proc.stderr.strip()[-500:]}")
-    yield proc.stdout.strip()
-    bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
-    stop = [str(bindir / "pg_ctl"), "-D", str(datadir), "stop", "-m", "fast"]
-    subprocess.run((["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []) + stop, capture_output=True)
-    shutil.rmtree(datadir, ignore_errors=True)
 
 
 def test_postgres_storage_with_two_workers_never_leaks_the_password(sweep_env, postgres_url):

@@ -11,57 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import VOCAB, random_batch, tiny_model
+from user_plugin import plugin_source
 
 from ablate import plugins
 from ablate.config import ConfigError, diff, from_dict, load_config, to_dict, to_yaml, with_defaults
 from ablate.model import ATTENTION, SCALING, build_transformer
 from ablate.yaml_file import read_yaml
 
-VARIANTS = '''
-"""A plugin of the tests: one kernel, one relative position scheme, one scaling; it notes each import."""
-import os
-from pathlib import Path
-
-import torch
-import torch.nn.functional as F
-
-from ablate.model.attention import ATTENTION, AttentionKernel, repeat_kv, softmax_attend
-from ablate.model.positional import POSITIONAL, RelativePosition
-from ablate.model.scaling import SCALING, Scaling
-from ablate.registry import register
-
-with open(Path(__file__).with_name("imported.txt"), "a") as f:
-    f.write(f"{os.getpid()}\\n")
-
-
-@register(ATTENTION, "ut_cosine")
-class UtCosine(AttentionKernel):
-    def __init__(self, *, heads, d_k, dropout=0.0):
-        super().__init__()
-        self.dropout = dropout
-
-    def forward(self, q, k, v, mask, scale):
-        scores = F.normalize(q, dim=-1) @ F.normalize(repeat_kv(k, q.size(1)), dim=-1).transpose(-1, -2) * scale
-        return softmax_attend(scores, v, mask, self.dropout, self.training)
-
-
-@register(POSITIONAL, "ut_distance")
-class UtDistance(RelativePosition):
-    adds_bias = True
-
-    def bias(self, q, q_pos, k_pos, scale):
-        return -(q_pos[:, None] - k_pos[None, :]).abs().float().to(q.dtype)
-
-
-@register(SCALING, "ut_half")
-class UtHalf(Scaling):
-    def __init__(self, *, heads, d_k):
-        super().__init__()
-        self.value = 0.5 * d_k**-0.5
-
-    def forward(self):
-        return self.value
-'''
+VARIANTS = plugin_source("ut")
 NAMES = {"model.attention": "ut_cosine", "model.positional": "ut_distance", "model.attention_scaling": "ut_half"}
 USE = [f"{key}={name}" for key, name in NAMES.items()]
 
