@@ -41,6 +41,7 @@ def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_
     assert proc.returncode == INTERRUPTED_EXIT, f"exit {proc.returncode}, last.ckpt at step {saved}: {err[-2000:]}"
     assert saved == 13, f"last.ckpt holds step {saved}, not the step in progress when Ctrl-C came (12, done: 13)"
     assert "--resume" in out + err, err[-2000:]
+    assert "weights_only" not in out + err  # Lightning's note on a save that did not say what it holds
     assert not (tmp_path / "run" / "summary.json").exists()
 
     resumed = ablate("train", str(path), "--resume", popen=True)

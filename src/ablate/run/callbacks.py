@@ -67,7 +67,7 @@ class Preemption(L.Callback):
         if trainer.world_size > 1:
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if stop:
-            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt")
+            trainer.save_checkpoint(self.out / "checkpoints" / "last.ckpt", weights_only=False)  # full state: resumable
             self.saved = trainer.global_step
             if trainer.is_global_zero:
                 why = "Ctrl-C" if self.signal == signal.SIGINT else "a preemption signal"
