@@ -52,6 +52,17 @@ class Row:
         return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n}
 
 
+def stop_reasons(row: Row) -> str:
+    """Why the row's runs stopped, e.g. "converged" (all of them) or "converged 2, max_steps 1"; "" if unrecorded."""
+    counts: dict[str, int] = {}
+    for run in row.runs:
+        if run.stop_reason:
+            counts[run.stop_reason] = counts.get(run.stop_reason, 0) + 1
+    if len(counts) == 1 and sum(counts.values()) == len(row.runs):
+        return next(iter(counts))
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def build_rows(runs: list[Run]) -> list[Row]:
     by_name: dict[str, Row] = {}
     paper = {p.name: p for p in TABLE3}
@@ -88,8 +99,10 @@ def make_table(runs: list[Run], evidence: Evidence | None = None, n_boot: int = 
         line = {"row": row.name, "group": row.group, "seeds": len(row.runs)}
         for col, key in COLUMNS.items():
             line[col] = "" if row is base or cfg.get(key) == base_cfg.get(key) else cfg.get(key)
-        for m in ("params", "tokens_per_s", "step_ms"):
+        for m in ("params", "tokens_per_s", "step_ms", "epochs", "flops", "wall_seconds"):
             line[m] = row.mean(m)
+        line["updates"] = row.mean("steps")  # trained; the "steps" column is the config's max_steps
+        line["stopped"] = stop_reasons(row)
         line["long_bleu"] = row.interval("long_bleu")
         for m in METRICS:
             line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m))

@@ -22,6 +22,12 @@ class Run:
     tokens_per_s: float | None
     step_ms: float | None
     long_bleu: float | None = None  # BLEU on validation sentences longer than any trained on (train.eval_longer_than)
+    # How much the run trained and why it stopped (summary.json; None in runs written before these were recorded).
+    steps: float | None = None
+    epochs: float | None = None
+    flops: float | None = None
+    wall_seconds: float | None = None
+    stop_reason: str | None = None
     source: str = ""  # the run directory or W&B run file, to name the run in messages
     run_dir: Path | None = None  # None for a W&B run: its per-sentence scores travel in `summary`
     summary: dict = field(default_factory=dict)
@@ -53,6 +59,11 @@ def _run(row: str, config: dict, summary: dict, source: str, run_dir: Path | Non
         tokens_per_s=summary.get("speed/tokens_per_s"),
         step_ms=summary.get("speed/step_ms"),
         long_bleu=summary.get("val_long/bleu"),
+        steps=summary.get("steps"),
+        epochs=summary.get("epochs"),
+        flops=summary.get("flops"),
+        wall_seconds=summary.get("wall_seconds"),
+        stop_reason=summary.get("stop_reason"),
         source=source,
         run_dir=run_dir,
         summary=summary,

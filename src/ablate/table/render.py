@@ -13,6 +13,8 @@ from ablate.table.compare import COLUMNS, Table
 from ablate.table.significance import METRICS
 
 NAMES = {"bleu": "BLEU", "ppl": "PPL"}
+# How long each row trained (means over its runs) and why it stopped: header -> line key.
+TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
 
 
 def _num(v, spec: str = ".2f") -> str:
@@ -55,6 +57,11 @@ def _cells(line: dict) -> dict[str, str]:
         "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}",
         "tok/s": _num(line["tokens_per_s"], ".0f"),
         "step ms": _num(line["step_ms"], ".0f"),
+        "updates": _num(line["updates"], ",.0f"),
+        "epochs": _num(line["epochs"], ".1f"),
+        "PFLOP": _num(None if line["flops"] is None else line["flops"] / 1e15, ".2f"),
+        "wall min": _num(None if line["wall_seconds"] is None else line["wall_seconds"] / 60, ".1f"),
+        "stopped": line["stopped"] or "-",
         "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"]),
     }
     for name in METRICS:
@@ -78,6 +85,8 @@ def _used_columns(table: Table) -> list[str]:
         if (h.startswith("paper") or h.startswith("verdict")) and not table.compares_with_paper:
             continue
         if h == "long BLEU" and all(line["long_bleu"]["n"] == 0 for line in table.lines):
+            continue
+        if h in TRAINING and all(line[TRAINING[h]] in (None, "") for line in table.lines):  # older runs: not recorded
             continue
         keep.append(h)
     return keep

@@ -27,7 +27,8 @@ ROWS = {
 }
 
 
-def write_runs(root, rows=ROWS):
+def write_runs(root, rows=ROWS, training=None):
+    """`training`: (row, seed) -> extra summary fields (steps, stop_reason, ...)."""
     for row, (overrides, seeds) in rows.items():
         for seed, bleu, ppl in seeds:
             cfg = load_config(
@@ -52,6 +53,7 @@ def write_runs(root, rows=ROWS):
                 "params": {"total": 1_000_000 + seed},
                 "speed/tokens_per_s": 1000.0 * seed,
                 "speed/step_ms": 100.0,
+                **(training or {}).get((row, seed), {}),
             }
             (out / "summary.json").write_text(json.dumps(summary))
     return root
@@ -87,6 +89,26 @@ def test_without_records_rows_are_untested_and_inconclusive_and_ranks_correlate(
     sp = s["spearman"]["bleu"]
     assert sp["rho"] == pytest.approx(1 - 6 * (1 + 1 + 9 + 1) / (4 * 15)) and sp["rows"] == 4
     assert sp["low"] <= sp["rho"] <= sp["high"]
+
+
+def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
+    def ran(steps, reason):
+        return {"steps": steps, "epochs": steps // 100, "flops": steps * 1e12, "wall_seconds": steps * 0.6, "stop_reason": reason}
+
+    training = {("base", 1): ran(3000, "converged"), ("base", 2): ran(4000, "converged"), ("A-h1", 1): ran(5000, "converged")}
+    training |= {("A-h1", 2): ran(6000, "max_steps"), ("C-N2", 1): ran(2000, "converged"), ("D-ls0.0", 1): ran(2500, "max_time")}
+    root = write_runs(tmp_path / "study", training=training)
+    lines = {ln["row"]: ln for ln in make_table(runs_from_dirs(root)).lines}
+    assert (lines["base"]["updates"], lines["base"]["epochs"], lines["base"]["flops"]) == (3500, 35, 3.5e15)
+    assert (lines["base"]["stopped"], lines["A-h1"]["stopped"]) == ("converged", "converged 1, max_steps 1")
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "table3.md").read_text()
+    head = md.split("\n")[2]
+    assert all(f"| {h} |" in head for h in ("updates", "epochs", "PFLOP", "wall min", "stopped"))
+    assert "| 5,500 | 55.0 | 5.50 | 55.0 | converged 1, max_steps 1 |" in md  # A-h1: means over its 2 runs
+    # Runs that recorded none of it (written before these fields existed) show no such columns.
+    assert main(["table", str(write_runs(tmp_path / "old")), "--out", str(tmp_path / "old-out")]) == 0
+    assert "stopped" not in (tmp_path / "old-out" / "table3.md").read_text()
 
 
 def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
