@@ -70,7 +70,8 @@ class TrainConfig:
     min_delta: float = 0.0  # early stopping, relative: an improvement must beat the best so far by more than min_delta * |best|
     # Convergence rule (the "val PPL improves by < 2% over the last fifth of training"): after each validation,
     # stop when the best val/ppl of the last `converge_window` share of the validations so far is less than
-    # `converge_tol` (relative) below the best before them. 0.2 = the last fifth; 0 = off (summary.json still reports it).
+    # `converge_tol` (relative) below the best before them, judged once that share holds 3 validations or more.
+    # 0.2 = the last fifth; 0 = off (summary.json still reports it).
     converge_window: float = 0.0
     converge_tol: float = 0.02
     lr_scale: float = 1.0  # multiplies the paper's d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)

@@ -25,11 +25,15 @@ FRACTIONS = {0.5: "half", 0.25: "quarter", 0.2: "fifth", 0.1: "tenth"}
 REPORT_WINDOW = 0.2  # summary.json reports the convergence rule over the last fifth when train.converge_window is off
 
 
+MIN_WINDOW = 3  # validations the window must hold before the rule judges: with one or two, a noisy flat pair
+# fires it (a pilot at a high learning rate "converged" at 2,000 updates on one validation 0.9% better than the last)
+
+
 def convergence_improvement(ppl: list[float], window: float) -> float | None:
     """How much better (relative) the best val/ppl of the last `window` share of the validations is than the best
-    before them; None while there are too few validations for both parts (fewer than 1 / window)."""
+    before them; None while that share holds fewer than MIN_WINDOW validations (3 / window validations in all)."""
     w = int(len(ppl) * window + 1e-9)
-    if w < 1 or w >= len(ppl):
+    if w < MIN_WINDOW or w >= len(ppl):
         return None
     before, last = min(ppl[:-w]), min(ppl[-w:])
     if not math.isfinite(last):  # only non-finite values lately: no verdict (the NaN guard ends such a run)

@@ -48,13 +48,14 @@ class StubTrainer:
 
 
 @pytest.mark.parametrize("ppl, window, expected", [
-    ([100, 50, 30, 20, 19.9], 0.2, 0.005),  # 5 validations: the last one against the best of the 4 before
-    ([100, 50, 30, 20, 15], 0.2, 0.25),
-    ([100, 50, 30, 20], 0.2, None),  # no "last fifth" of 4 validations yet
-    ([9, 8, 7, 6, 5, 4, 3, 2, 2.1, 1.99], 0.2, 0.005),  # 10 validations: the best of the last 2 vs the best of 8
-    ([10, 5, 6, 7], 0.5, -0.2),  # worse lately: a negative improvement
-    ([float("inf"), 10.0], 0.5, 1.0),  # a diverged start, then finite: improved
-    ([10.0, float("inf")], 0.5, None),  # only non-finite lately: no verdict
+    ([100, 50, 30, 20, 19.9, 19.8, 19.7], 0.5, 0.015),  # the best of the last 3 against the best of the 4 before
+    ([100, 50, 30, 20, 15, 14, 13], 0.5, 0.35),
+    ([100, 50, 30, 20, 19.9], 0.2, None),  # a fifth of 5 validations is one: too few to judge
+    ([9, 8, 7, 6, 5, 4, 3, 2, 2.1, 1.99], 0.2, None),  # ...and of 10, two
+    ([20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 2.0, 2.01, 2.1, 1.99], 0.2, 0.005),  # of 15, three: judged
+    ([10, 5, 6, 7, 8, 9], 0.5, -0.4),  # worse lately: a negative improvement
+    ([float("inf")] * 3 + [10.0, 11.0, 12.0], 0.5, 1.0),  # a diverged start, then finite: improved
+    ([10.0, 11.0, 12.0] + [float("inf")] * 3, 0.5, None),  # only non-finite lately: no verdict
 ])  # fmt: skip
 def test_convergence_improvement_compares_the_best_of_the_last_window_with_the_best_before(ppl, window, expected):
     got = convergence_improvement(ppl, window)
@@ -63,25 +64,27 @@ def test_convergence_improvement_compares_the_best_of_the_last_window_with_the_b
 
 def test_convergence_rule_stops_when_ppl_improves_less_than_tol_over_the_last_fifth():
     rules, trainer = StopRules(train_cfg(converge_window=0.2, converge_tol=0.02), None), StubTrainer()
-    for ppl in [100, 50, 30, 20]:  # fast progress, and too few validations to judge
+    for ppl in [100, 50, 30, 20, 15, 12, 10, 9, 8, 7.5, 7.2, 6.95, 6.95, 6.95]:  # too few validations to judge...
         trainer.validate(rules, ppl=ppl, loss=1.0)
-        assert not trainer.should_stop
-    trainer.validate(rules, ppl=19.9)  # 0.5% better than the best before: converged
+        assert not trainer.should_stop  # ...even flat ones: a fifth of 14 is two validations
+    trainer.validate(rules, ppl=6.84)  # the last 3 of 15: best 6.84, 1.6% better than the best before (6.95)
     assert trainer.should_stop and rules.reason == "converged"
     assert rules.summary(trainer, train_cfg())["stop_reason"] == "converged"
 
 
 def test_convergence_rule_keeps_training_while_ppl_improves_and_is_off_by_default():
     on, off, trainer = StopRules(train_cfg(converge_window=0.2), None), StopRules(train_cfg(), None), StubTrainer()
-    for ppl in [100, 50, 30, 20, 15, 12, 10, 8, 7, 6.5, 6.4]:  # over 10 validations the window is the last 2
+    for ppl in [100, 50, 30, 20, 15, 12, 10, 8, 7, 6.5, 6.2, 6.0, 5.9, 5.8, 5.7]:  # over 15 the window is the last 3
         trainer.validate(on, ppl=ppl)
         trainer.validate(off, ppl=ppl)
-        assert not trainer.should_stop
-    trainer.validate(off, ppl=6.39)
+        assert not trainer.should_stop  # the last 3 (5.9, 5.8, 5.7) are 5% below the best before (6.0)
+    trainer.validate(off, ppl=5.69)
     assert not trainer.should_stop  # off: no rule fires...
     report = off.summary(trainer, train_cfg())["convergence"]  # ...but summary.json says how the run stands
-    assert report == {"window": 0.2, "tol": 0.02, "validations": 12, "improvement": pytest.approx(0.0169, abs=1e-4), "converged": True}
-    trainer.validate(on, ppl=6.39)  # best of [6.4, 6.39] is 1.7% below the best of the 10 before (6.5)
+    assert report == {"window": 0.2, "tol": 0.02, "validations": 16, "improvement": pytest.approx(0.21 / 5.9, abs=1e-4), "converged": False}
+    trainer.validate(on, ppl=5.69)  # as for `off`: 3.6%, on it goes
+    assert not trainer.should_stop
+    trainer.validate(on, ppl=5.69)  # 17: the last 3 (5.7, 5.69, 5.69) 1.9% below the best before (5.8)
     assert trainer.should_stop and on.reason == "converged"
 
 
