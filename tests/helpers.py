@@ -26,6 +26,23 @@ def random_batch(b: int = 3, s: int = 7, t: int = 6, vocab: int = VOCAB, pad_tai
     return src, tgt
 
 
+def dot_product_attention(heads: int, d_k: int, d_v: int | None = None, kv_heads: int | None = None, scaling=None, d_model: int = 16):
+    """A MultiHeadAttention over the scaled dot-product kernel, for tests of the layer around the kernel; `scaling`
+    defaults to 1/sqrt(d_k)."""
+    from ablate.model.attention import MultiHeadAttention, ScaledDotProduct
+    from ablate.model.scaling import SCALING
+
+    return MultiHeadAttention(
+        d_model=d_model,
+        heads=heads,
+        d_k=d_k,
+        d_v=d_v or d_k,
+        kv_heads=kv_heads or heads,
+        kernel=ScaledDotProduct(heads=heads, d_k=d_k),
+        scaling=scaling if scaling is not None else SCALING["inv_sqrt_dk"](heads=heads, d_k=d_k),
+    )
+
+
 WORDS = ["red", "blue", "green", "dog", "cat", "bird", "runs", "sleeps", "eats", "big", "small", "old", "a", "the", "man", "woman"]
 TRANSLATE = {w: w[::-1] + "x" for w in WORDS}  # a made-up "German": each word reversed plus x
 

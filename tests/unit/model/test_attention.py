@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
+from helpers import dot_product_attention
 
-from ablate.model.attention import ATTENTION, KERNEL_OPTIONS, AttentionKernel, MultiHeadAttention, ScaledDotProduct
+from ablate.model.attention import ATTENTION, KERNEL_OPTIONS, AttentionKernel, ScaledDotProduct
 from ablate.model.positional import POSITIONAL
-from ablate.model.scaling import SCALING
 
 
 def reference_attention(q, k, v, mask, scale):
@@ -80,15 +80,7 @@ def test_scaling_acts_on_every_kernel(name):
 
 
 def test_multi_query_shares_keys_and_values():
-    mha = MultiHeadAttention(
-        d_model=16,
-        heads=4,
-        d_k=8,
-        d_v=8,
-        kv_heads=1,
-        kernel=ScaledDotProduct(heads=4, d_k=8),
-        scaling=SCALING["inv_sqrt_dk"](heads=4, d_k=8),
-    )
+    mha = dot_product_attention(heads=4, d_k=8, kv_heads=1)
     # One key and one value head: the K/V part of the projection has d_k + d_v rows, not heads * (d_k + d_v).
     assert mha.in_proj.weight.shape == (4 * 8 + 8 + 8, 16)
     cache: dict = {}
@@ -104,15 +96,7 @@ def test_multi_query_shares_keys_and_values():
 
 
 def test_d_k_and_d_v_are_independent_of_d_model():
-    mha = MultiHeadAttention(
-        d_model=16,
-        heads=2,
-        d_k=3,
-        d_v=5,
-        kv_heads=2,
-        kernel=ScaledDotProduct(heads=2, d_k=3),
-        scaling=SCALING["inv_sqrt_dk"](heads=2, d_k=3),
-    )
+    mha = dot_product_attention(heads=2, d_k=3, d_v=5)
     assert mha(torch.randn(2, 4, 16), torch.randn(2, 6, 16)).shape == (2, 4, 16)
     assert mha.out_proj.in_features == 2 * 5
     assert math.isclose(mha.scaling(), 3**-0.5)

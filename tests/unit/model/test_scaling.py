@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import dot_product_attention
 
-from ablate.model.attention import MultiHeadAttention, ScaledDotProduct
 from ablate.model.scaling import SCALING, Scaling
 
 
@@ -27,7 +27,7 @@ def test_scalings(name):
 
 def test_learned_scaling_is_per_head_and_trained():
     scaling = SCALING["learned"](heads=4, d_k=16)
-    mha = MultiHeadAttention(d_model=16, heads=4, d_k=4, d_v=4, kv_heads=4, kernel=ScaledDotProduct(heads=4, d_k=4), scaling=scaling)
+    mha = dot_product_attention(heads=4, d_k=4, scaling=scaling)
     mha(torch.randn(2, 5, 16)).pow(2).sum().backward()
     assert scaling.log_scale.grad is not None and scaling.log_scale.grad.shape == (4,)
     assert scaling.log_scale.grad.abs().sum() > 0
@@ -36,7 +36,7 @@ def test_learned_scaling_is_per_head_and_trained():
 def test_qk_norm_bounds_the_logits_whatever_the_scale_of_q_and_k():
     torch.manual_seed(0)
     scaling = SCALING["qk_norm"](heads=4, d_k=4)
-    mha = MultiHeadAttention(d_model=16, heads=4, d_k=4, d_v=4, kv_heads=4, kernel=ScaledDotProduct(heads=4, d_k=4), scaling=scaling).eval()
+    mha = dot_product_attention(heads=4, d_k=4, scaling=scaling).eval()
     x = torch.randn(2, 5, 16)
     out = mha(x)
     with torch.no_grad():
