@@ -101,6 +101,27 @@ def tiny_experiment(tmp_path, **sections):
     return load_config(**base)
 
 
+def sweep_writer(tmp_path, train: dict, **defaults):
+    """Writes TMP/base.yaml (tiny_experiment with `train`) once and returns write(**fields), which writes the sweep
+    file TMP/sweep.yaml over that base (out_dir TMP/sweep, then `defaults`, then `fields`) and returns its path."""
+    from pathlib import Path
+
+    import yaml
+
+    from ablate.config import to_yaml
+
+    tmp_path = Path(tmp_path)
+    base = tmp_path / "base.yaml"
+    base.write_text(to_yaml(tiny_experiment(tmp_path, train=train)))
+
+    def write(**fields) -> Path:
+        path = tmp_path / "sweep.yaml"
+        path.write_text(yaml.safe_dump({"base": str(base), "out_dir": str(tmp_path / "sweep"), **defaults, **fields}))
+        return path
+
+    return write
+
+
 def trial_states(db) -> list[str]:
     """Trial states read straight from a study's SQLite file with a connection closed at once, so polling a running
     sweep never holds a lock on it; a journal file (*.log) is replayed, which takes no lock at all."""

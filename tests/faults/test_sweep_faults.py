@@ -15,10 +15,8 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from helpers import tiny_experiment, trial_states
+from helpers import sweep_writer, trial_states
 from optuna.trial import TrialState
-
-from ablate.config import to_yaml
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
@@ -40,28 +38,12 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
 @pytest.mark.parametrize("storage", ["sqlite", "journal"])
 def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
     """Journal: the heartbeats are files beside the journal (ablate.journal), not rows of a database."""
-    base = tmp_path / "base.yaml"
-    base.write_text(
-        to_yaml(
-            tiny_experiment(
-                tmp_path,
-                train={"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False},
-                logging={"wandb": False, "progress": False},
-            )
-        )
-    )
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(
-        yaml.safe_dump(
-            {
-                "name": "kill",
-                "base": str(base),
-                "out_dir": str(tmp_path / "out"),
-                "objective": {"metric": "val/loss", "direction": "minimize"},
-                "variants": {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
-                **({"storage": f"journal://{tmp_path}/shared/study.log"} if storage == "journal" else {}),
-            }
-        )
+    sweep = sweep_writer(tmp_path, {"max_steps": 80, "val_every_steps": 40, "num_threads": 1, "val_bleu": False})(
+        name="kill",
+        out_dir=str(tmp_path / "out"),
+        objective={"metric": "val/loss", "direction": "minimize"},
+        variants={"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}},
+        **({"storage": f"journal://{tmp_path}/shared/study.log"} if storage == "journal" else {}),
     )
     env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1"}
     proc = subprocess.Popen(
@@ -117,27 +99,11 @@ def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):
 
 
 def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_path):
-    base = tmp_path / "base.yaml"
-    base.write_text(
-        to_yaml(
-            tiny_experiment(
-                tmp_path,
-                train={"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False},
-                logging={"wandb": False, "progress": False},
-            )
-        )
-    )
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(
-        yaml.safe_dump(
-            {
-                "name": "term",
-                "base": str(base),
-                "out_dir": str(tmp_path / "out"),
-                "objective": {"metric": "val/loss", "direction": "minimize"},
-                "variants": {"base": {}, "A-h1": {"model.heads": 1}},
-            }
-        )
+    sweep = sweep_writer(tmp_path, {"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False})(
+        name="term",
+        out_dir=str(tmp_path / "out"),
+        objective={"metric": "val/loss", "direction": "minimize"},
+        variants={"base": {}, "A-h1": {"model.heads": 1}},
     )
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

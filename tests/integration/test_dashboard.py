@@ -17,10 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import tiny_experiment
-
-from ablate.config import to_yaml
+from helpers import sweep_writer
 
 pytestmark = pytest.mark.slow  # two real tiny sweeps, then a browser
 
@@ -90,19 +87,12 @@ def dashboard(tmp_path):
 
 def test_a_variants_study_shows_its_rows_in_optuna_dashboard_also_after_a_row_was_added(tmp_path, dashboard):
     start, page = dashboard
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 10, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10})
-    (tmp_path / "base.yaml").write_text(to_yaml(cfg))
-    doc = {
-        "name": "dash",
-        "base": str(tmp_path / "base.yaml"),
-        "out_dir": str(tmp_path / "sweep"),
-        "variants": {"base": {}, "A-h1": {"model.heads": 1}},
-    }
-    path = tmp_path / "sweep.yaml"
+    write = sweep_writer(tmp_path, {"max_steps": 10, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="dash")
+    variants = {"base": {}, "A-h1": {"model.heads": 1}}
     env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
     for added in ({}, {"E-learned": {"model.positional": "learned"}}):  # run, add a row to the file, run again
-        doc["variants"].update(added)
-        path.write_text(yaml.safe_dump(doc))
+        variants.update(added)
+        path = write(variants=variants)
         proc = subprocess.run(
             [sys.executable, "-m", "ablate.cli", "sweep", str(path), "--workers", "2"], capture_output=True, text=True, timeout=600, env=env
         )

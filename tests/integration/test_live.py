@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import tiny_experiment
+from helpers import sweep_writer, tiny_experiment
 
 from ablate.config import to_yaml
 
@@ -34,17 +33,8 @@ def sweep_file(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 150, "val_every_steps": 30, "num_threads": 1, "val_max_sentences": 10})
-    (tmp_path / "base.yaml").write_text(to_yaml(cfg))
-    doc = {
-        "name": "live",
-        "base": str(tmp_path / "base.yaml"),
-        "out_dir": str(tmp_path / "sweep"),
-        "variants": {"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}},
-    }
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    write = sweep_writer(tmp_path, {"max_steps": 150, "val_every_steps": 30, "num_threads": 1, "val_max_sentences": 10})
+    return write(name="live", variants={"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}})
 
 
 def in_terminal(cmd: list[str], timeout: float = 600, cols: int = 160) -> tuple[int, str]:

@@ -19,10 +19,9 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from helpers import tiny_experiment, trial_states
+from helpers import sweep_writer, trial_states
 from optuna.trial import TrialState
 
-from ablate.config import to_yaml
 from ablate.sweep import load_sweep
 from ablate.sweep.worker import open_sweep_study
 from ablate.wandb_offline import find_runs, read_run
@@ -36,16 +35,7 @@ def sweep_env(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    base = tmp_path / "base.yaml"
-    cfg = tiny_experiment(tmp_path, train={"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10})
-    base.write_text(to_yaml(cfg))
-
-    def write(**fields) -> Path:
-        doc = {"name": "s", "base": str(base), "out_dir": str(tmp_path / "sweep"), **fields}
-        path = tmp_path / "sweep.yaml"
-        path.write_text(yaml.safe_dump(doc))
-        return path
-
+    write = sweep_writer(tmp_path, {"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="s")
     return tmp_path, write
 
 
