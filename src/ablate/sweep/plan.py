@@ -132,6 +132,9 @@ class Variants(Plan):
         row, seed = row_of(me)
         if row not in self.sweep.variants:
             return f"row '{row}' was queued but is no longer in {self.sweep.path}"
+        if self._behind_interrupted(handle.study, me):
+            handle.study.enqueue_trial(me.system_attrs["fixed_params"], user_attrs={"row": row, "seed": seed})
+            return BOOKKEEPING + f"deferred: row {row} (seed {seed}) queued again behind interrupted rows, which continue first"
         # Another trial already finished this row, or started it before us: we must not run it too.
         for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
             if (
@@ -144,6 +147,24 @@ class Variants(Plan):
         name = row if seed is None else f"{row}-s{seed}"
         tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
         return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
+
+    @staticmethod
+    def _behind_interrupted(study: optuna.Study, me: FrozenTrial) -> bool:
+        """Whether `me`, a row never attempted before, was queued ahead of a row that was interrupted and waits to
+        continue from its checkpoint.
+
+        Optuna hands out WAITING trials by number, so a rerun would otherwise start every fresh row queued by the
+        first run before continuing any interrupted one, and half-trained runs would wait hours. Deferring a fresh
+        row (failing its trial as bookkeeping and queueing the row again at the end) is safe with racing workers:
+        each defers only the trial it holds.
+        """
+        trials = study.get_trials(deepcopy=False)
+        interrupted = {
+            row_of(t) for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs and row_of(t) is not None
+        }
+        if row_of(me) in interrupted:
+            return False
+        return any(t.state == TrialState.WAITING and t.number > me.number and row_of(t) in interrupted for t in trials)
 
     def _record_row(self, handle: StudyHandle, trial: optuna.Trial, row: str) -> None:
         """The row as a categorical parameter of the trial, so optuna-dashboard can plot the study per row. (Which row

@@ -31,6 +31,35 @@ def test_enqueue_rows_is_idempotent_and_only_requeues_dead_rows(tmp_path):
     assert plan_for(sweep).queue(study) == 1  # re-running the sweep retries the broken row too
 
 
+def test_a_rerun_continues_interrupted_rows_before_starting_fresh_ones(tmp_path):
+    sweep = load_sweep(write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    study, plan = handle.study, plan_for(sweep)
+    plan.queue(study)
+    first, second = study.ask(), study.ask()  # base-s1 and base-s2 start; the run is interrupted
+    for t in (first, second):
+        assert plan.claim(handle, t).name in ("base-s1", "base-s2")
+        tell(study, t, state=optuna.trial.TrialState.FAIL)
+    assert plan.queue(study) == 2  # the rerun queues both again, behind the four fresh rows of the first run
+    claimed, deferred = [], 0
+    while len(claimed) < 3:
+        trial = study.ask()
+        spec = plan.claim(handle, trial)
+        if isinstance(spec, str):
+            assert "deferred" in spec
+            deferred += 1
+            trial.set_user_attr("fail_reason", spec)  # as the worker records a bookkeeping claim
+            tell(study, trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            claimed.append(spec.name)
+            tell(study, trial, 1.0)
+    assert claimed[:2] == ["base-s1", "base-s2"] and deferred == 4
+    # Nothing was lost or doubled: the fresh rows are each queued once, and the third claim is the first of them.
+    waiting = [t.user_attrs["row"] + f"-s{t.user_attrs['seed']}" for t in study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
+    assert claimed[2] == "A-h1-s1" and sorted(waiting) == ["A-h1-s2", "E-learned-s1", "E-learned-s2"]
+    assert plan.queue(study) == 0
+
+
 @pytest.mark.parametrize("sampler", ["tpe", "random", "grid", "cmaes"])
 def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
     space = (
