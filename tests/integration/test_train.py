@@ -185,6 +185,7 @@ def test_training_options(tmp_path, train_overrides):
         # No validation decoded, so val/bleu is the end-of-run record's: the reported weights on the same sentences.
         record = json.loads(Path(cfg.out_dir, "eval", "valid.json").read_text())
         assert summary["last"]["val/bleu"] == record["bleu"]
+        assert summary["bleu_signature"] == record["bleu_signature"] and summary["bleu_signature"].startswith("nrefs:1|")
     else:
         assert summary["steps"] == 6 and summary["speed/step_ms"] > 0  # 6 optimizer steps = 12 batches
     assert summary["last"]["val/ppl"] > 1

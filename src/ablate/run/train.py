@@ -181,7 +181,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             summary["eval_record"] = "eval/valid.json"
             # With train.val_bleu off, the record is the only BLEU of the reported weights (on the same sentences
             # val/bleu would be): a sweep's val/bleu objective reads it from here.
-            summary["last"].setdefault("val/bleu", record["bleu"])
+            if "val/bleu" not in summary["last"]:
+                summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
         if trainer.is_global_zero:
             (out / "summary.json").write_text(json.dumps(summary, indent=2))
             if wandb_logger is not None:
