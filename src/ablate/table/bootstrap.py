@@ -41,6 +41,14 @@ def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
     return np.asarray(_BLEU._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64).reshape(len(hyps), -1)
 
 
+def bleu_signature() -> str:
+    """sacreBLEU's signature of the BLEU computed here from one reference per sentence (what every record holds).
+    sacreBLEU knows the number of references only once it has scored, hence the one-sentence score."""
+    metric = BLEU()
+    metric.corpus_score(["a"], [["a"]])
+    return str(metric.get_signature())
+
+
 def corpus_bleu(stats: np.ndarray) -> float:
     """Corpus BLEU from per-sentence statistics; equals `BLEU().corpus_score(hyps, [refs]).score` exactly."""
     return _bleu_scores(np.asarray(stats).sum(axis=0, keepdims=True))[0]

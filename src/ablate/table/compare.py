@@ -142,6 +142,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "split": ev.split,
         "dataset": ev.dataset,
         "sentences": ev.sentences,
+        "bleu_signature": ev.bleu_signature,
         "subset": ev.subset,
         "checkpoints": ev.checkpoints,
         "runs": ev.runs,

@@ -120,7 +120,8 @@ def scores_line(s: dict) -> str:
             f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded "
             f"(no run saved eval/{s['split']}.json, so no paired tests)"
         )
-    return f"Scores: {where}. Comparison basis: {s['basis']}."
+    signature = f" BLEU: sacreBLEU {s['bleu_signature']}." if s.get("bleu_signature") else ""
+    return f"Scores: {where}. Comparison basis: {s['basis']}.{signature}"
 
 
 def noise_line(s: dict) -> str:
@@ -223,7 +224,10 @@ def flat(line: dict) -> dict:
 
 def to_csv(table: Table, path: Path) -> None:
     s = table.summary
-    rows = [flat(line) | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"]} for line in table.lines]
+    rows = [
+        flat(line) | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"], "bleu_signature": s["bleu_signature"]}
+        for line in table.lines
+    ]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, list(rows[0]))
         writer.writeheader()

@@ -27,6 +27,7 @@ class Evidence:
     subset: str | None = None
     checkpoints: list[str] = field(default_factory=list)
     runs_with_records: int = 0
+    bleu_signature: str | None = None  # sacreBLEU's, of the BLEU the table shows
     runs: int = 0
     notes: list[str] = field(default_factory=list)
     per_run: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run.source -> {"bleu": (n, 10), "ppl": (n, 2)}
@@ -54,8 +55,10 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
         if rec is not None:
             records[run.source] = rec
     ev = Evidence(split, runs=len(runs), runs_with_records=len(records))
-    if not records:
+    if not records:  # the summaries' BLEU, with the signatures they were scored with
+        ev.bleu_signature = "; ".join(sorted({str(r.summary["bleu_signature"]) for r in runs if r.summary.get("bleu_signature")})) or None
         return ev
+    ev.bleu_signature = stats.bleu_signature()  # every BLEU is re-scored here from the records' hypotheses
     common = _common_indices(records, ev)
     for run in runs:
         rec = records.get(run.source)

@@ -19,6 +19,7 @@ from scipy import stats as st
 # The paired tests live in their own module; re-exported so that `stats` is the table's one statistics API.
 from ablate.table.bootstrap import (  # noqa: F401
     PairedTest,
+    bleu_signature,
     bleu_stats,
     corpus_bleu,
     corpus_ppl,

@@ -112,9 +112,13 @@ def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
 
 
 def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
-    root = write_runs(tmp_path / "study")
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    root = write_runs(
+        tmp_path / "study", training={(row, s[0]): {"bleu_signature": signature} for row, (_, seeds) in ROWS.items() for s in seeds}
+    )
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "table3.md").read_text()
+    assert f"BLEU: sacreBLEU {signature}." in md  # the summaries' scores, with the signature they were scored with
     assert "| A-h1 |" in md and "24.9" in md and "31.00 [18.29, 43.71]" in md and "Spearman" in md
     assert "d_model" not in md.split("\n")[2]  # a column no row changes is left out
     tex = (tmp_path / "out" / "table3.tex").read_text()
@@ -123,11 +127,12 @@ def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert [r["row"] for r in rows] == ["base", "A-h1", "C-N2", "D-ls0.0"] and float(rows[1]["ppl_paper"]) == 5.29
     assert float(rows[0]["bleu_low"]) == pytest.approx(18.29, abs=0.01) and rows[1]["bleu_verdict"] == "inconclusive"
-    assert (rows[0]["split"], rows[0]["sentences"], rows[0]["basis"]) == ("valid", "", "not recorded")
+    assert (rows[0]["split"], rows[0]["sentences"], rows[0]["basis"], rows[0]["bleu_signature"]) == ("valid", "", "not recorded", signature)
     png = (tmp_path / "out" / "table3.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     report = json.loads((tmp_path / "out" / "table3.json").read_text())
     assert [r["row"] for r in report["rows"]] == ["base", "A-h1", "C-N2", "D-ls0.0"] and report["split"] == "valid"
+    assert report["bleu_signature"] == signature
     assert report["rows"][1]["changes"] == {"h": 1, "d_k": 64, "d_v": 64} and report["rows"][1]["bleu"]["n"] == 2
     assert "A-h1" in capsys.readouterr().out
 

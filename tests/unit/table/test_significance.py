@@ -69,6 +69,13 @@ def corpus_bleus(refs, seeds):
     return [BLEU().corpus_score(s["hypotheses"], [refs]).score for s in seeds]
 
 
+def sacrebleu_signature(refs) -> str:
+    """The signature sacreBLEU itself gives a corpus score on these references."""
+    metric = BLEU()
+    metric.corpus_score(refs, [refs])
+    return str(metric.get_signature())
+
+
 def test_row_means_and_intervals_are_over_seeds_of_the_records(study):
     bleus = corpus_bleus(study["refs"], study["plan"]["base"])
     base = study["rows"]["base"]["bleu"]
@@ -152,7 +159,11 @@ def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(s
     assert s["bootstrap"]["resamples"] == 1000
     md = study["md"]
     assert f"Scores: valid split of multi30k, {N_SENTENCES} sentences (all), checkpoint best.ckpt" in md
-    assert "Comparison basis: equal steps, last-5 average; not recorded." in md
+    assert (
+        "Comparison basis: equal steps, last-5 average; not recorded. BLEU: sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+        in md
+    )
+    assert s["bleu_signature"] == sacrebleu_signature(study["refs"])
     assert f"Noise floor (base row over 3 seeds): BLEU sd {statistics.stdev(bleus):.2f}" in md
     assert "| all | BLEU | 2 | 1 | 3 | 1 | 0 |" in md and "Spearman's rank correlation" in md
 
@@ -164,6 +175,7 @@ def test_study_without_records_reports_summary_scores_and_no_tests(tmp_path):
     assert main(["table", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "table3.md").read_text()
     assert "no run saved eval/valid.json, so no paired tests" in md and "Comparison basis: not recorded." in md
+    assert "BLEU: sacreBLEU" not in md  # these summaries record no signature, and none is made up
     cells = markdown_rows(md)["C-N2"]
     assert cells["ΔBLEU [95% CI]"] == "-5.00 [-11.08, +1.08]" and cells["ΔPPL [95% CI]"] == "+1.00 [+1.00, +1.00]"  # no spread: exact
     assert cells["p BLEU"] == "-" and cells["verdict BLEU"] == "inconclusive" and "No paired test" not in md
