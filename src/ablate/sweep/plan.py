@@ -58,6 +58,10 @@ class Plan(ABC):
         """Queue the trials that should run now; returns how many."""
         return 0
 
+    def take(self, handle: StudyHandle) -> optuna.Trial | None:
+        """Start the next trial (RUNNING from here on); None when there is none to take after all."""
+        return handle.study.ask()
+
     @abstractmethod
     def next_action(self, study: optuna.Study, started: float) -> str:
         """'run' a trial, 'wait' for running ones (one may die and need a retry), or 'stop'."""
@@ -117,6 +121,25 @@ class Variants(Plan):
             queued += 1
         return queued
 
+    def take(self, handle: StudyHandle) -> optuna.Trial | None:
+        """Start a queued row, interrupted rows first; None when other workers took every queued row meanwhile.
+
+        Optuna's ask() pops queued trials by number, so a rerun would start every row the first run had queued before
+        continuing any interrupted one, and half-trained runs would wait hours. The claim itself is Optuna's: a
+        WAITING trial set to RUNNING, which only one process can do (SELECT ... FOR UPDATE; on SQLite, ablate's claim
+        lock). Taking nothing, rather than asking for a new trial, leaves no never-run trial in the study.
+        """
+        trials = handle.study.get_trials(deepcopy=False)
+        interrupted = {row_of(t) for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs}
+        queued = sorted((t for t in trials if t.state == TrialState.WAITING), key=lambda t: (row_of(t) not in interrupted, t.number))
+        for t in queued:
+            try:
+                if handle.storage.set_trial_state_values(handle.trial_id(t.number), state=TrialState.RUNNING):
+                    return optuna.Trial(handle.study, handle.trial_id(t.number))
+            except optuna.exceptions.UpdateFinishedTrialError:  # finished meanwhile (failed by another machine)
+                continue
+        return None
+
     def next_action(self, study: optuna.Study, started: float) -> str:
         if self.timed_out(started):
             return "stop"
@@ -132,9 +155,6 @@ class Variants(Plan):
         row, seed = row_of(me)
         if row not in self.sweep.variants:
             return f"row '{row}' was queued but is no longer in {self.sweep.path}"
-        if self._behind_interrupted(handle.study, me):
-            handle.study.enqueue_trial(me.system_attrs["fixed_params"], user_attrs={"row": row, "seed": seed})
-            return BOOKKEEPING + f"deferred: row {row} (seed {seed}) queued again behind interrupted rows, which continue first"
         # Another trial already finished this row, or started it before us: we must not run it too.
         for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
             if (
@@ -147,24 +167,6 @@ class Variants(Plan):
         name = row if seed is None else f"{row}-s{seed}"
         tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
         return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
-
-    @staticmethod
-    def _behind_interrupted(study: optuna.Study, me: FrozenTrial) -> bool:
-        """Whether `me`, a row never attempted before, was queued ahead of a row that was interrupted and waits to
-        continue from its checkpoint.
-
-        Optuna hands out WAITING trials by number, so a rerun would otherwise start every fresh row queued by the
-        first run before continuing any interrupted one, and half-trained runs would wait hours. Deferring a fresh
-        row (failing its trial as bookkeeping and queueing the row again at the end) is safe with racing workers:
-        each defers only the trial it holds.
-        """
-        trials = study.get_trials(deepcopy=False)
-        interrupted = {
-            row_of(t) for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs and row_of(t) is not None
-        }
-        if row_of(me) in interrupted:
-            return False
-        return any(t.state == TrialState.WAITING and t.number > me.number and row_of(t) in interrupted for t in trials)
 
     def _record_row(self, handle: StudyHandle, trial: optuna.Trial, row: str) -> None:
         """The row as a categorical parameter of the trial, so optuna-dashboard can plot the study per row. (Which row

@@ -63,9 +63,9 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
         trial = None
         try:
             with claim_lock(url):
-                if plan.next_action(study, started) != "run":  # another worker took the last queued row meanwhile
+                trial = plan.take(handle) if plan.next_action(study, started) == "run" else None
+                if trial is None:  # another worker took the last queued row meanwhile
                     continue
-                trial = study.ask()
                 handle.beat(trial)  # from now on a dead worker's trial goes stale
                 trial.set_user_attr("worker", index)
         except BaseException:
