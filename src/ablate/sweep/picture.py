@@ -1,6 +1,7 @@
 """The picture of a sweep, read from its study and its trials' progress files (ablate.progress_file): one line per
 trial (row, state, step/total, epoch, tokens/s, ETA, latest validation loss/BLEU), the counts of running, finished,
-pruned and failed trials, and the best row so far; rendered for rich (a terminal) or as plain lines (logs).
+pruned and failed trials, about how long the rest will take, and the best row so far; rendered for rich (a
+terminal) or as plain lines (logs).
 `ablate sweep` shows it live (ablate.sweep.live), `ablate status` once (ablate.sweep.status).
 """
 
@@ -17,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.progress_file import format_duration, read_progress
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
 
 STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)
 COUNTED = ("running", "finished", "pruned", "failed", "interrupted", "waiting")
@@ -30,7 +31,7 @@ class TrialView:
 
     number: int
     name: str
-    state: str  # starting | training | validating | finished | pruned | failed | interrupted
+    state: str  # starting | training | validating | finished | pruned | failed | interrupted | continued
     step: int | None = None
     total: int | None = None
     epoch: int | None = None
@@ -51,6 +52,7 @@ class Snapshot:
     counts: dict[str, int] = field(default_factory=dict)
     best: TrialView | None = None
     taken: float = field(default_factory=time.time)
+    left_s: float | None = None  # about how long the running and waiting trials will take (see `time_left`)
 
     @property
     def running(self) -> list[TrialView]:
@@ -101,22 +103,65 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
 
 
 def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
-    """The picture of a study now: its trials (bookkeeping ones, which never ran a row, left out), counts, best."""
+    """The picture of a study now: its trials (bookkeeping ones, which never ran a row, left out), counts, best.
+
+    An interrupted trial whose row has started again is "continued" and no longer counted: `interrupted` counts
+    only the work still waiting to continue."""
     now = time.time() if now is None else now
     snap = Snapshot(study.study_name, study.direction.name.lower(), taken=now)
     snap.counts = dict.fromkeys(COUNTED, 0)
-    for t in study.get_trials(deepcopy=False):
-        if t.state == TrialState.WAITING:
-            snap.counts["waiting"] += 1
-        elif not is_bookkeeping(t):
-            snap.trials.append(view_trial(t, now))
+    trials = study.get_trials(deepcopy=False)
+    started = [t for t in trials if t.state != TrialState.WAITING and not is_bookkeeping(t)]
+    later = _later_attempts(started)
+    snap.counts["waiting"] = sum(t.state == TrialState.WAITING for t in trials)
+    for t in started:
+        v = view_trial(t, now)
+        if v.state == "interrupted" and t.number in later:
+            after = later[t.number]
+            how = "continued by" if after.user_attrs.get("continues") == t.number else "run again as"
+            v = TrialView(t.number, v.name, "continued", note=f"{how} trial {after.number}")  # the run dir's progress is the later one's
+        snap.trials.append(v)
     for v in snap.trials:
-        snap.counts["running" if v.state in RUNNING else v.state] += 1
+        if v.state != "continued":
+            snap.counts["running" if v.state in RUNNING else v.state] += 1
     done = [v for v in snap.trials if v.state == "finished" and v.value is not None]
     if done:
         pick = max if snap.direction == "maximize" else min
         snap.best = pick(done, key=lambda v: v.value)
+    snap.left_s = time_left(
+        snap,
+        [float(t.user_attrs["wall_seconds"]) for t in started if t.state == TrialState.COMPLETE and _num(t.user_attrs.get("wall_seconds"))],
+    )
     return snap
+
+
+def _later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
+    """Trial number -> the next started trial of the same work: the same row of a variants sweep, or the retry
+    Optuna's heartbeat callback made of a search trial (system attribute `failed_trial`)."""
+    later: dict[int, FrozenTrial] = {}
+    by_row: dict[tuple, list[FrozenTrial]] = {}
+    for t in sorted(started, key=lambda t: t.number):
+        if (key := row_of(t)) is not None:
+            by_row.setdefault(key, []).append(t)
+        if (retried := t.system_attrs.get("failed_trial")) is not None:
+            later.setdefault(retried, t)
+    for attempts in by_row.values():
+        for before, after in zip(attempts, attempts[1:]):
+            later.setdefault(before.number, after)
+    return later
+
+
+def time_left(snap: Snapshot, walls: list[float]) -> float | None:
+    """About how long the sweep's remaining trials take at the current parallelism: each waiting trial as long as the
+    finished ones took on average (`walls`, their training wall time over all attempts), each running one its own
+    ETA but at most that average (the ETA runs to max_steps; a stopping rule may end it sooner). None before any
+    trial finished, or with nothing left."""
+    running = snap.running
+    if not walls or not (running or snap.counts.get("waiting")):
+        return None
+    mean = sum(walls) / len(walls)
+    work = snap.counts.get("waiting", 0) * mean + sum(mean if v.eta_s is None else min(v.eta_s, mean) for v in running)
+    return work / max(1, len(running))
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -134,7 +179,8 @@ def _step(v: TrialView) -> str:
 
 def counts_line(snap: Snapshot) -> str:
     shown = [f"{k} {snap.counts.get(k, 0)}" for k in COUNTED if k not in ("interrupted", "waiting") or snap.counts.get(k)]
-    return ", ".join(shown)
+    left = f"; about {format_duration(snap.left_s)} left at {max(1, len(snap.running))} at a time" if snap.left_s is not None else ""
+    return ", ".join(shown) + left
 
 
 def best_line(snap: Snapshot) -> str:
@@ -167,7 +213,7 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
         title_justify="left",
     )
     for v in snap.trials if all_trials else snap.running:
-        style = {"finished": "green", "pruned": "yellow", "failed": "red", "interrupted": "yellow"}.get(v.state, "")
+        style = {"finished": "green", "pruned": "yellow", "failed": "red", "interrupted": "yellow", "continued": "dim"}.get(v.state, "")
         note = v.note if v.value is None else f"objective {v.value:.4g}" + (f"; {v.note}" if v.note else "")
         table.add_row(
             str(v.number),

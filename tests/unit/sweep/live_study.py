@@ -34,8 +34,9 @@ def progress(run_dir, **fields):
     (run_dir / PROGRESS_FILE).write_text(json.dumps({**state, **fields}))
 
 
-def add(study, state, name, out_dir=None, value=None, started=NOW - 60, intermediate=None, **attrs):
-    """A trial as a worker leaves it: its run name and run directory as user attributes."""
+def add(study, state, name, out_dir=None, value=None, started=NOW - 60, intermediate=None, row=None, **attrs):
+    """A trial as a worker leaves it: its run name and run directory as user attributes; `row`: the (row, seed) a
+    variants trial was queued with."""
     user_attrs = {"name": name, **({"out_dir": str(out_dir)} if out_dir else {}), **attrs}
     start = datetime.fromtimestamp(started)
     end = None if state == TrialState.RUNNING else start + timedelta(seconds=30)
@@ -50,7 +51,7 @@ def add(study, state, name, out_dir=None, value=None, started=NOW - 60, intermed
             params={},
             distributions={},
             user_attrs=user_attrs,
-            system_attrs={},
+            system_attrs={"fixed_params": {"row": row[0], "seed": row[1]}} if row else {},
             intermediate_values=intermediate or {},
         )
     )

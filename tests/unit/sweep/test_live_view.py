@@ -103,3 +103,21 @@ def test_progress_of_an_earlier_attempt_a_stale_file_and_a_trial_on_another_mach
     assert lines[1].startswith("trial 1 hung: training, step 120/300") and lines[1].endswith("(no progress for 6m40s)")
     assert lines[2] == "trial 2 remote: starting, step -, - tok/s, ETA -, val/loss -, val/bleu - (reported 17.25 at step 150)"
     assert lines[3] == "s: running 3, finished 0, pruned 0, failed 0; best: none finished yet"
+
+
+def test_an_interrupted_trial_whose_row_started_again_is_continued_and_the_study_says_how_long_is_left(tmp_path):
+    study = optuna.create_study(study_name="s", direction="maximize")
+    add(study, TrialState.COMPLETE, "base-s2", tmp_path / "0", value=30.0, row=("base", 2), wall_seconds=600.0)
+    add(study, TrialState.FAIL, "base-s1", tmp_path / "1", row=("base", 1), interrupted=True)
+    add(study, TrialState.FAIL, "A-h1-s1", tmp_path / "2", row=("A-h1", 1), interrupted=True)
+    add(study, TrialState.RUNNING, "base-s1", tmp_path / "1", row=("base", 1), continues=1)
+    progress(tmp_path / "1")  # ETA 92 s
+    study.enqueue_trial({"row": "A-h1", "seed": 1})
+    lines = plain_lines(snapshot(study, now=NOW), all_trials=True)
+    assert lines[1] == "trial 1 base-s1: continued, step -, - tok/s, ETA -, val/loss -, val/bleu - (continued by trial 3)"
+    assert lines[2].startswith("trial 2 A-h1-s1: interrupted") and lines[2].endswith("(interrupted, continues on the next run)")
+    # Only A-h1-s1 still waits to continue; what is left: the waiting row at the finished trial's 600 s, plus the
+    # running one's ETA, one trial at a time: (600 + 92) s.
+    assert lines[-1].startswith(
+        "s: running 1, finished 1, pruned 0, failed 0, interrupted 1, waiting 1; about 11m32s left at 1 at a time; best:"
+    )
