@@ -32,7 +32,10 @@ def plot(table: Table, path: Path, title: str) -> None:
         ax.set_xticks(list(xs), [m["row"] for m in lines], rotation=45, ha="right", fontsize=8)
         ax.set_title(f"({g})" if len(g) == 1 else g)
     axes[0][0].set_ylabel("ΔBLEU vs base")
-    axes[0][0].legend(fontsize=8)
+    if groups:
+        axes[0][0].legend(fontsize=8)
+    else:  # a study of the base row alone (e.g. still running): nothing to compare yet
+        axes[0][0].text(0.5, 0.5, "no row besides base", ha="center", va="center", transform=axes[0][0].transAxes)
     s = table.summary
     fig.suptitle(f"{title}\n{s['split']} split, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
     fig.tight_layout()

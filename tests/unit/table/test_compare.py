@@ -161,3 +161,12 @@ def test_a_study_of_other_variants_gets_no_paper_columns_verdicts_or_agreement(t
     assert "paper" not in md.split("\n")[2] and "verdict" not in md.split("\n")[2] and "Agreement with the paper" not in md
     report = json.loads((tmp_path / "out" / "variants.json").read_text())
     assert "verdicts" not in report and report["rows"][1]["bleu"]["verdict"] == "no paper row"
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_study_of_the_base_row_alone_tabulates_and_plots_without_complaint(tmp_path):
+    """E.g. a study still running: the table and its figure say there is nothing to compare yet, and matplotlib has no
+    empty legend to warn about."""
+    root = write_runs(tmp_path / "study", rows={"base": ROWS["base"]})
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "table3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
