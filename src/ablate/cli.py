@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["valid", "test"],
         help="score on RUN/eval/SPLIT.json; with test, a run without one is evaluated from its selected checkpoint",
     )
+    p.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (with base, which the others are compared to)")
+    p.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only the runs of these seeds (e.g. same-seed comparisons)")
     p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs, runs_from_wandb
+from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
 from ablate.table.render import print_table, to_csv, to_json, to_latex, to_markdown
 from ablate.table.significance import collect
@@ -30,6 +30,7 @@ def table_cli(args: argparse.Namespace) -> int:
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         raise ValueError(f"found no {kind} under {source}")
+    runs = select(runs, args.rows, args.seeds)
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
         from ablate.table.evaluation import evaluator
@@ -37,7 +38,8 @@ def table_cli(args: argparse.Namespace) -> int:
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed)
-    title = args.title or f"Table 3 layout: {source.name}, {args.split} split ({len(runs)} runs)"
+    chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
+    title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
     out = Path(args.out or source)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / args.name

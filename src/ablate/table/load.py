@@ -95,3 +95,24 @@ def runs_from_wandb(root: Path) -> list[Run]:
         row = run.config.get("sweep.row") or run.name
         runs.append(_run(row, run.config, run.summary, str(run.path)))
     return runs
+
+
+def select(runs: list[Run], rows: list[str] | None = None, seeds: list[int] | None = None) -> list[Run]:
+    """The runs of `rows` with `seeds` (all when None): e.g. a longer-trained base against the base run of the same
+    seed, without the other seeds' noise. A row, or a chosen row's seeds, matching no run is an error naming what
+    there is."""
+    if rows:
+        known = sorted({r.row for r in runs})
+        if missing := [r for r in rows if r not in known]:
+            raise ValueError(f"--rows: no runs of {missing}; the study has the rows {known}")
+        runs = [r for r in runs if r.row in rows]
+    if seeds:
+        chosen = [r for r in runs if r.config.get("seed") in seeds]
+        for row in rows or []:
+            if not any(r.row == row for r in chosen):
+                have = sorted(str(r.config.get("seed")) for r in runs if r.row == row)
+                raise ValueError(f"--seeds: row '{row}' has no run with seed {seeds} (its seeds: {', '.join(have)})")
+        if not chosen:
+            raise ValueError(f"--seeds: no run has seed {seeds}")
+        runs = chosen
+    return runs

@@ -170,3 +170,22 @@ def test_a_study_of_the_base_row_alone_tabulates_and_plots_without_complaint(tmp
     root = write_runs(tmp_path / "study", rows={"base": ROWS["base"]})
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "table3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rows_and_seeds_select_the_runs_compared(tmp_path, capsys):
+    """E.g. a row trained longer against the base run of the same seed: base seed 2 alone, so Δ is 30 - 32."""
+    root = write_runs(tmp_path / "study")
+    assert main(["table", str(root), "--rows", "base", "A-h1", "--seeds", "2", "--out", str(tmp_path / "out")]) == 0
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    rows = {r["row"]: r for r in report["rows"]}
+    assert sorted(rows) == ["A-h1", "base"] and rows["base"]["bleu"]["n"] == 1 and rows["base"]["bleu"]["mean"] == 32.0
+    assert rows["A-h1"]["bleu"]["delta"] == pytest.approx(-2.0)
+    assert "rows base A-h1, seeds 2, valid split (2 runs)" in report["title"]
+    # What matches no run is an error naming what there is; nothing is written.
+    assert main(["table", str(root), "--rows", "base", "A-h2", "--out", str(tmp_path / "bad")]) == 2
+    assert "no runs of ['A-h2']; the study has the rows ['A-h1', 'C-N2', 'D-ls0.0', 'base']" in capsys.readouterr().err
+    assert main(["table", str(root), "--rows", "base", "C-N2", "--seeds", "2", "--out", str(tmp_path / "bad")]) == 2
+    assert "--seeds: row 'C-N2' has no run with seed [2] (its seeds: 1)" in capsys.readouterr().err
+    assert main(["table", str(root), "--seeds", "7", "--out", str(tmp_path / "bad")]) == 2
+    assert "--seeds: no run has seed [7]" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
