@@ -8,6 +8,8 @@ Fields (rewritten atomically, at most every few seconds and at each validation):
     epoch, max_epochs   current epoch (0-based), and the bound (null when only steps bound the run)
     tokens_per_s        target tokens per second of training over the last half minute (validation excluded)
     eta_s               seconds to the last step at that pace, validations included at the share of time they took so far
+    eta_upper           true when a stopping rule (convergence, early stopping, a time or FLOPs budget) may end the run
+                        sooner, so eta_s is an upper bound; shown as "≤1h02m"
     val/loss, val/bleu, val_step    the latest validation (null before the first) and the step it was taken at
     started, updated    Unix times
 """
@@ -36,6 +38,12 @@ def write_progress(run_dir: str | Path, state: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(state))
     os.replace(tmp, path)
+
+
+def format_eta(seconds: float | None, upper: bool = False) -> str:
+    """An ETA as format_duration, marked "≤" when the run may stop sooner (see eta_upper above)."""
+    text = format_duration(seconds)
+    return f"≤{text}" if upper and text != "-" and seconds else text
 
 
 def format_duration(seconds: float | None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
 
-from ablate.progress_file import format_duration, write_progress
+from ablate.progress_file import format_eta, write_progress
 
 WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much recent training time
 VAL_METRICS = ("val/loss", "val/bleu")
@@ -24,7 +24,7 @@ class ProgressFile(L.Callback):
     """Keeps `state` (the fields of ablate.progress_file) current and writes it to RUN_DIR/progress.json from global
     rank 0."""
 
-    def __init__(self, out: str | Path, every_s: float = 2.0):
+    def __init__(self, out: str | Path, every_s: float = 2.0, may_stop_sooner: bool = False):
         self.out = Path(out)
         self.every_s = every_s
         self.state: dict[str, Any] = {
@@ -35,6 +35,7 @@ class ProgressFile(L.Callback):
             "max_epochs": None,
             "tokens_per_s": None,
             "eta_s": None,
+            "eta_upper": may_stop_sooner,
             "val/loss": None,
             "val/bleu": None,
             "val_step": None,
@@ -153,7 +154,7 @@ class ProgressBar(RichProgressBar):
         shown = {
             "step": f"{s['step']}/{s['max_steps'] or '?'}",
             "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
-            "ETA": format_duration(s["eta_s"]),
+            "ETA": format_eta(s["eta_s"], s["eta_upper"]),
         }
         shown.update(items)  # train/loss (logged with prog_bar=True)
         shown.update({k: v for k in VAL_METRICS if (v := s[k]) is not None})

@@ -68,7 +68,8 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         ),
         *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
         *extra_callbacks,
-        ProgressFile(out),  # progress.json, read by a sweep's live view and `ablate status`
+        # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
+        ProgressFile(out, may_stop_sooner=bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
     ]
     if cfg.logging.progress:
         callbacks.append(ProgressBar())  # step/total, tokens/s, ETA, latest val loss/BLEU

@@ -17,7 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ablate.progress_file import format_duration, read_progress
+from ablate.progress_file import format_duration, format_eta, read_progress
 from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
 
 STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)
@@ -37,6 +37,7 @@ class TrialView:
     epoch: int | None = None
     tokens_per_s: float | None = None
     eta_s: float | None = None
+    eta_upper: bool = False  # the run may stop before eta_s (a stopping rule)
     val_loss: float | None = None
     val_bleu: float | None = None
     val_step: int | None = None
@@ -79,6 +80,7 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
     if p is not None:
         v.step, v.total, v.epoch = p.get("step"), p.get("max_steps"), p.get("epoch")
         v.tokens_per_s, v.eta_s, v.val_step = _num(p.get("tokens_per_s")), _num(p.get("eta_s")), p.get("val_step")
+        v.eta_upper = bool(p.get("eta_upper"))
         v.val_loss, v.val_bleu = _num(p.get("val/loss")), _num(p.get("val/bleu"))
         if t.state == TrialState.RUNNING:
             v.state = "validating" if p.get("phase") == "validating" else "training"
@@ -222,7 +224,7 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
             _step(v),
             _f(v.epoch, "d"),
             _f(v.tokens_per_s, ",.0f"),
-            format_duration(v.eta_s) if v.eta_s is not None else "-",
+            format_eta(v.eta_s, v.eta_upper),
             _f(v.val_loss, ".3f"),
             _f(v.val_bleu, ".2f"),
             note,
@@ -238,7 +240,7 @@ def plain_trial(v: TrialView) -> str:
         parts.append(f"epoch {v.epoch}")
     parts += [
         f"{_f(v.tokens_per_s, ',.0f')} tok/s",
-        f"ETA {format_duration(v.eta_s)}",
+        f"ETA {format_eta(v.eta_s, v.eta_upper)}",
         f"val/loss {_f(v.val_loss, '.3f')}",
         f"val/bleu {_f(v.val_bleu, '.2f')}",
     ]

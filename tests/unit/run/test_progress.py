@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ablate.progress_file import PROGRESS_FILE, format_duration, read_progress
+from ablate.progress_file import PROGRESS_FILE, format_duration, format_eta, read_progress
 from ablate.run import progress as progress_module
 from ablate.run.progress import ProgressBar, ProgressFile
 
@@ -113,3 +113,16 @@ def test_the_bar_shows_step_tokens_per_second_eta_and_the_latest_validation_but_
 
 def test_format_duration():
     assert [format_duration(s) for s in (None, float("inf"), 0, 42.4, 185, 3725)] == ["-", "-", "0s", "42s", "3m05s", "1h02m"]
+
+
+def test_a_run_that_may_stop_sooner_marks_its_eta_as_a_bound(tmp_path, clock):
+    """With a convergence rule (or early stopping, a time or FLOPs budget) the ETA to max_steps is at most that."""
+    cb, tr = ProgressFile(tmp_path, every_s=0, may_stop_sooner=True), trainer()
+    cb.on_train_start(tr, None)
+    for _ in range(4):
+        step(cb, tr, clock)
+    assert read_progress(tmp_path)["eta_upper"] is True
+    tr.callbacks, tr.progress_bar_metrics, tr.loggers = [cb], {}, []
+    assert ProgressBar().get_metrics(tr, None)["ETA"] == "≤1m36s"
+    assert [format_eta(s, upper=True) for s in (None, 0.0, 96.0)] == ["-", "0s", "≤1m36s"]  # a finished run is no bound
+    assert ProgressFile(tmp_path / "plain").state["eta_upper"] is False

@@ -111,10 +111,11 @@ def test_an_interrupted_trial_whose_row_started_again_is_continued_and_the_study
     add(study, TrialState.FAIL, "base-s1", tmp_path / "1", row=("base", 1), interrupted=True)
     add(study, TrialState.FAIL, "A-h1-s1", tmp_path / "2", row=("A-h1", 1), interrupted=True)
     add(study, TrialState.RUNNING, "base-s1", tmp_path / "1", row=("base", 1), continues=1)
-    progress(tmp_path / "1")  # ETA 92 s
+    progress(tmp_path / "1", eta_upper=True)  # ETA 92 s at most: a stopping rule may end it sooner
     study.enqueue_trial({"row": "A-h1", "seed": 1})
     lines = plain_lines(snapshot(study, now=NOW), all_trials=True)
     assert lines[1] == "trial 1 base-s1: continued, step -, - tok/s, ETA -, val/loss -, val/bleu - (continued by trial 3)"
+    assert "trial 3 base-s1: training, step 120/300, epoch 1, 2,031 tok/s, ETA ≤1m32s," in lines[3]
     assert lines[2].startswith("trial 2 A-h1-s1: interrupted") and lines[2].endswith("(interrupted, continues on the next run)")
     # Only A-h1-s1 still waits to continue; what is left: the waiting row at the finished trial's 600 s, plus the
     # running one's ETA, one trial at a time: (600 + 92) s.
