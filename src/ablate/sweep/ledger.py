@@ -44,3 +44,8 @@ def is_bookkeeping(t: FrozenTrial) -> bool:
 def failed_by_itself(t: FrozenTrial) -> bool:
     """Failed with a reason of its own (not a dead worker, not a preemption, not bookkeeping)."""
     return t.state == TrialState.FAIL and "fail_reason" in t.user_attrs and not is_bookkeeping(t)
+
+
+def was_interrupted(t: FrozenTrial) -> bool:
+    """Failed without a reason: its worker died or it was preempted or stopped, so its row runs (continues) again."""
+    return t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs

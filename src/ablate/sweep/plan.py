@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ablate.paper import row_group
 from ablate.sweep.components import make_sampler
-from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of
+from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of, was_interrupted
 from ablate.sweep.spec import Sweep, diff_from_base
 from ablate.sweep.storage import StudyHandle
 
@@ -113,7 +113,7 @@ class Variants(Plan):
                 continue
             if only_dead:
                 history = failed.get((row, seed), [])
-                dead = [t for t in history if "fail_reason" not in t.user_attrs]
+                dead = [t for t in history if was_interrupted(t)]
                 if not history or "fail_reason" in history[-1].user_attrs or len(dead) > MAX_RETRY:
                     continue
             params = {"row": row} if seed is None else {"row": row, "seed": seed}
@@ -130,7 +130,7 @@ class Variants(Plan):
         lock). Taking nothing, rather than asking for a new trial, leaves no never-run trial in the study.
         """
         trials = handle.study.get_trials(deepcopy=False)
-        interrupted = {row_of(t) for t in trials if t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs}
+        interrupted = {row_of(t) for t in trials if was_interrupted(t)}
         queued = sorted((t for t in trials if t.state == TrialState.WAITING), key=lambda t: (row_of(t) not in interrupted, t.number))
         for t in queued:
             try:
