@@ -1,4 +1,4 @@
-"""`ablate` command line: train | sweep | table | translate | evaluate | average | params.
+"""`ablate` command line: train | sweep | status | table | archive | translate | evaluate | average | params.
 
 Every command that takes a config reads `CONFIG [key=value ...]`: YAML files compose onto the
 schema in order, then dotlist overrides (`model.heads=4 model.positional=learned`).
@@ -90,6 +90,12 @@ def cmd_table(args: argparse.Namespace) -> int:
     return table_cli(args)
 
 
+def cmd_archive(args: argparse.Namespace) -> int:
+    from ablate.archive import archive_cli
+
+    return archive_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,6 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --split test: plugins the runs' models need (their checkpoints only record them)",
     )
     p.set_defaults(func=cmd_table)
+
+    p = sub.add_parser("archive", help="a study's evidence without checkpoints or corpus text, to commit, share or continue elsewhere")
+    p.add_argument("study", help="a sweep's out_dir (or its sweep file)")
+    p.add_argument("dest", help="the archive folder (created, or updated: nothing in it is removed)")
+    p.add_argument(
+        "--split",
+        choices=["valid", "test"],
+        help="first score every finished run without RUN/eval/SPLIT.json on SPLIT from its selected checkpoint",
+    )
+    p.add_argument("--device", default="auto", help="with --split: where to evaluate checkpoints (cpu, cuda, auto)")
+    p.set_defaults(func=cmd_archive)
 
     decode = argparse.ArgumentParser(add_help=False)
     decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")

@@ -11,9 +11,14 @@ the same dict in its summary under `eval/{split}`.
      "sentences": N, "subset": "all" | "random 500 of 1014 (seed 0)",
      "indices": [int, ...],          # into the split's sentence pairs, ascending; the lists below follow them
      "hypotheses": [str, ...], "references": [str, ...],   # detokenised text
+     "bleu_stats": [[int x 10], ...],  # instead of (or beside) the text: each sentence's sacreBLEU statistics
      "nll": [float, ...],            # summed NLL (nats) of each reference, teacher-forced, no label smoothing
      "tokens": [int, ...],           # target tokens each NLL is summed over (EOS included)
      "bleu": float, "bleu_signature": str, "ppl": float}   # corpus sacreBLEU and exp(sum nll / sum tokens)
+
+A record holds the text, its sacreBLEU statistics, or both. `text_free` keeps only the statistics
+([len_hyp, len_ref, correct_1..4, total_1..4] per sentence, all that corpus BLEU and its bootstrap read): such a record
+carries no corpus text, so a study's evidence can be committed or shared where the corpus may not be (`ablate archive`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pathlib import Path
 
 SPLITS = ("valid", "test")
 LISTS = ("indices", "hypotheses", "references", "nll", "tokens")
+TEXT = ("hypotheses", "references")  # optional once `bleu_stats` stands in for them
+BLEU_STATS_WIDTH = 10  # sacreBLEU's per-sentence statistics at its default max n-gram order 4
 
 
 class EvalFileError(ValueError):
@@ -44,14 +51,40 @@ class EvalFile:
     sentences: int
     subset: str
     indices: list[int]
-    hypotheses: list[str]
-    references: list[str]
+    hypotheses: list[str] | None  # None in a text-free record
+    references: list[str] | None
     nll: list[float]
     tokens: list[int]
     bleu: float
     bleu_signature: str
     ppl: float
     source: str
+    bleu_stats: list[list[int]] | None = None
+
+    def sentence_bleu_stats(self) -> list[list[int]]:
+        """Each sentence's sacreBLEU statistics: the stored ones, else extracted from the text."""
+        if self.bleu_stats is not None:
+            return self.bleu_stats
+        return sentence_bleu_stats(self.hypotheses, self.references)
+
+
+def sentence_bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> list[list[int]]:
+    """Per-sentence sacreBLEU statistics (n lists of [len_hyp, len_ref, correct_1..4, total_1..4]); their column sums
+    give corpus BLEU exactly as `BLEU().corpus_score(hyps, [refs])` does."""
+    from sacrebleu.metrics import BLEU
+
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
+    # sacreBLEU has no public per-sentence statistics; its own paired bootstrap (significance.py) reads them here.
+    return [[int(x) for x in row] for row in BLEU()._extract_corpus_statistics(list(hyps), [list(refs)])]
+
+
+def text_free(data: dict) -> dict:
+    """A record (as parsed from a file or summary) with its text replaced by per-sentence BLEU statistics."""
+    record = parse_eval(data, "the record to strip")
+    out = {k: v for k, v in data.items() if k not in TEXT}
+    out["bleu_stats"] = record.sentence_bleu_stats()
+    return out
 
 
 def eval_path(run_dir: str | os.PathLike, split: str) -> Path:
@@ -141,7 +174,7 @@ def parse_eval(data, source: str, split: str | None = None) -> EvalFile:
     problems = _problems(data, split)
     if problems:
         raise EvalFileError(f"{source}: malformed evaluation record: " + "; ".join(problems))
-    return EvalFile(**{k: data[k] for k in EvalFile.__dataclass_fields__ if k != "source"}, source=source)
+    return EvalFile(**{k: data.get(k) for k in EvalFile.__dataclass_fields__ if k != "source"}, source=source)
 
 
 def _problems(d: dict, split: str | None) -> list[str]:
@@ -156,6 +189,10 @@ def _problems(d: dict, split: str | None) -> list[str]:
         "ppl": (int, float),
         **dict.fromkeys(LISTS, list),
     }
+    if "bleu_stats" in d:  # the statistics stand in for the text: a record may hold both, or neither text list
+        kinds["bleu_stats"] = list
+        if not any(k in d for k in TEXT):
+            kinds = {k: t for k, t in kinds.items() if k not in TEXT}
     out = [f"missing key '{k}'" for k in kinds if k not in d]
     out += [
         f"'{k}' should be {t.__name__ if isinstance(t, type) else 'a number'}, got {type(d[k]).__name__}"
@@ -168,7 +205,8 @@ def _problems(d: dict, split: str | None) -> list[str]:
         out.append(f"split='{d['split']}' is not one of {list(SPLITS)}")
     elif split is not None and d["split"] != split:
         out.append(f"split='{d['split']}' but the {split} split was asked for")
-    lengths = {k: len(d[k]) for k in LISTS}
+    lists = [k for k in (*LISTS, "bleu_stats") if k in kinds]
+    lengths = {k: len(d[k]) for k in lists}
     if set(lengths.values()) != {d["sentences"]}:
         out.append(f"sentences={d['sentences']} but the lists have " + ", ".join(f"{k}={n}" for k, n in lengths.items()))
 
@@ -181,8 +219,18 @@ def _problems(d: dict, split: str | None) -> list[str]:
         "references": (lambda v: isinstance(v, str), "a string"),
         "nll": (lambda v: number(v) and math.isfinite(v) and v >= 0, "a finite number >= 0"),
         "tokens": (lambda v: number(v) and isinstance(v, int) and v >= 1, "an integer >= 1"),
+        "bleu_stats": (
+            lambda v: (
+                isinstance(v, list)
+                and len(v) == BLEU_STATS_WIDTH
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+            ),
+            f"a list of {BLEU_STATS_WIDTH} integers >= 0",
+        ),
     }
     for k, (ok, what) in checks.items():
+        if k not in lists:
+            continue
         bad = next((i for i, v in enumerate(d[k]) if not ok(v)), None)
         if bad is not None:
             out.append(f"{k}[{bad}]={d[k][bad]!r} is not {what}")

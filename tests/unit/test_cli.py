@@ -48,6 +48,10 @@ PARSES = {
         ["table", "runs/study", "--split", "test", "--boot", "10", "--out", "o"],
         {"study": "runs/study", "split": "test", "boot": 10, "out": "o", "name": "table3", "seed": 0, "wandb": False},
     ),
+    "archive": (
+        ["archive", "runs/sweeps/x", "studies/x", "--split", "test"],
+        {"study": "runs/sweeps/x", "dest": "studies/x", "split": "test", "device": "auto"},
+    ),
     "translate": (
         ["translate", "m.ckpt", "-i", "in.txt", "-o", "out.txt", "--beam", "1", "--plugins", "p.py", "mod"],
         {

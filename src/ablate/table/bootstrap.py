@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from ablate.eval_file import sentence_bleu_stats
+
 _BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoothing
 
 
@@ -35,10 +37,7 @@ def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
 
     Extracted once per system so a bootstrap resample costs a weighted sum, not a re-tokenisation.
     """
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    # sacreBLEU has no public per-sentence statistics; its own paired bootstrap (significance.py) reads them here.
-    return np.asarray(_BLEU._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64).reshape(len(hyps), -1)
+    return np.asarray(sentence_bleu_stats(hyps, refs), dtype=np.int64).reshape(len(hyps), -1)
 
 
 def bleu_signature() -> str:

@@ -58,16 +58,19 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
     if not records:  # the summaries' BLEU, with the signatures they were scored with
         ev.bleu_signature = "; ".join(sorted({str(r.summary["bleu_signature"]) for r in runs if r.summary.get("bleu_signature")})) or None
         return ev
-    ev.bleu_signature = stats.bleu_signature()  # every BLEU is re-scored here from the records' hypotheses
-    common = _common_indices(records, ev)
+    bleu = {source: np.asarray(rec.sentence_bleu_stats(), dtype=np.int64).reshape(len(rec.indices), -1) for source, rec in records.items()}
+    # Re-scored here from text with this sacreBLEU; a text-free record's statistics keep the signature they were made with.
+    ev.bleu_signature = "; ".join(
+        sorted({stats.bleu_signature() if r.hypotheses is not None else r.bleu_signature for r in records.values()})
+    )
+    common = _common_indices(records, bleu, ev)
     for run in runs:
         rec = records.get(run.source)
         if rec is None:
             continue
         keep = [i for i, idx in enumerate(rec.indices) if idx in common]
-        hyps, refs = [rec.hypotheses[i] for i in keep], [rec.references[i] for i in keep]
         ev.per_run[run.source] = {
-            "bleu": stats.bleu_stats(hyps, refs),
+            "bleu": bleu[run.source][keep],
             "ppl": stats.ppl_stats([rec.nll[i] for i in keep], [rec.tokens[i] for i in keep]),
         }
         run.bleu, run.ppl = stats.corpus_bleu(ev.per_run[run.source]["bleu"]), stats.corpus_ppl(ev.per_run[run.source]["ppl"])
@@ -80,8 +83,9 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
     return ev
 
 
-def _common_indices(records: dict[str, EvalFile], ev: Evidence) -> set[int]:
-    """Sentences every record scored; records must agree on dataset and on each shared sentence's reference."""
+def _common_indices(records: dict[str, EvalFile], bleu: dict[str, np.ndarray], ev: Evidence) -> set[int]:
+    """Sentences every record scored; records must agree on dataset and on each shared sentence's reference (its
+    text where both records hold it, else its length in sacreBLEU's tokens)."""
     datasets = {r.dataset for r in records.values()}
     if len(datasets) > 1:
         raise EvalFileError(f"evaluation records of different datasets in one study: {sorted(datasets)}")
@@ -91,11 +95,17 @@ def _common_indices(records: dict[str, EvalFile], ev: Evidence) -> set[int]:
     if any(len(r.indices) != len(common) for r in records.values()):
         low, high = min(len(r.indices) for r in records.values()), max(len(r.indices) for r in records.values())
         ev.notes.append(f"The runs scored different sentences ({low} to {high}); every score here is on the {len(common)} they share.")
-    reference: dict[int, tuple[str, str]] = {}
-    for r in records.values():
-        for idx, ref in zip(r.indices, r.references):
-            if idx in common and reference.setdefault(idx, (ref, r.source))[0] != ref:
-                raise EvalFileError(f"{r.source}: the reference of sentence {idx} differs from {reference[idx][1]}'s")
+    text: dict[int, tuple[str, str]] = {}
+    length: dict[int, tuple[int, str]] = {}
+    for source, r in records.items():
+        for i, idx in enumerate(r.indices):
+            if idx not in common:
+                continue
+            ref_len = int(bleu[source][i, 1])
+            if length.setdefault(idx, (ref_len, r.source))[0] != ref_len:
+                raise EvalFileError(f"{r.source}: the reference of sentence {idx} differs from {length[idx][1]}'s (its length)")
+            if r.references is not None and text.setdefault(idx, (r.references[i], r.source))[0] != r.references[i]:
+                raise EvalFileError(f"{r.source}: the reference of sentence {idx} differs from {text[idx][1]}'s")
     return common
 
 

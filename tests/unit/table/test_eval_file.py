@@ -16,10 +16,10 @@ from table_study import references, system, write_run
 from ablate.batching import EncodedSplit, collate
 from ablate.cli import main
 from ablate.config import ModelConfig
-from ablate.eval_file import EvalFileError, describe_subset, eval_record, read_eval_file, write_eval_file
+from ablate.eval_file import EvalFileError, describe_subset, eval_record, read_eval_file, text_free, write_eval_file
 from ablate.loss import translation_loss
 from ablate.model import build_transformer
-from ablate.table import evaluation
+from ablate.table import evaluation, stats
 from ablate.table.load import Run
 from ablate.table.significance import collect
 
@@ -61,6 +61,10 @@ def test_written_file_reads_back_sorted_with_corpus_scores(tmp_path):
         (lambda r: r["indices"].reverse(), "indices are not strictly ascending"),
         (lambda r: r.update(split="dev"), "split='dev' is not one of ['valid', 'test']"),
         (lambda r: r.update(bleu="high"), "'bleu' should be a number, got str"),
+        (lambda r: r.pop("references"), "missing key 'references'"),
+        (lambda r: (r.update(bleu_stats=text_free(r)["bleu_stats"]), r.pop("hypotheses")), "missing key 'hypotheses'"),
+        (lambda r: r.update(text_free(r), bleu_stats=[[1, 2, 3]] * 30), "bleu_stats[0]=[1, 2, 3] is not a list of 10 integers >= 0"),
+        (lambda r: r.update(text_free(r), bleu_stats=[[0] * 10]), "bleu_stats=1"),
     ],
 )
 def test_malformed_record_names_the_file_and_the_problem(tmp_path, edit, message):
@@ -83,6 +87,33 @@ def test_unreadable_or_wrong_split_file_is_refused(tmp_path):
         read_eval_file(path, "valid")
     with pytest.raises(EvalFileError, match="lists differ in length"):
         eval_record(split="valid", dataset="d", checkpoint="best.ckpt", indices=range(29), **fields())
+
+
+def test_text_free_record_scores_as_its_text_and_holds_none(tmp_path):
+    record = eval_record(split="valid", dataset="multi30k", checkpoint="avg.ckpt", indices=range(30), **fields())
+    stripped = text_free(record)
+    assert "hypotheses" not in stripped and "references" not in stripped and len(stripped["bleu_stats"]) == 30
+    path = tmp_path / "valid.json"
+    path.write_text(json.dumps(stripped))
+    rec = read_eval_file(path, "valid")
+    assert rec.sentence_bleu_stats() == text_free(stripped)["bleu_stats"]  # already text-free: unchanged
+    assert stats.corpus_bleu(np.array(rec.sentence_bleu_stats())) == pytest.approx(record["bleu"], abs=1e-12)
+
+
+def test_text_and_text_free_records_of_one_study_align_and_agree(tmp_path):
+    f = fields(30)
+    a = write_run(tmp_path, "base", 1, records={"valid": f})
+    b = write_run(tmp_path, "x", 1, records={"valid": f})
+    text = json.loads((b / "eval" / "valid.json").read_text())
+    (b / "eval" / "valid.json").write_text(json.dumps(text_free(text)))
+    runs = [_run("base", str(a), run_dir=a), _run("x", str(b), run_dir=b)]
+    ev = collect(runs, "valid")
+    assert runs[0].bleu == pytest.approx(runs[1].bleu) and ev.sentences == 30
+    other = f | {"references": ["x " + r for r in f["references"]]}  # longer references: not the same sentences
+    c = write_run(tmp_path, "y", 1, records={"valid": other})
+    (c / "eval" / "valid.json").write_text(json.dumps(text_free(json.loads((c / "eval" / "valid.json").read_text()))))
+    with pytest.raises(EvalFileError, match="the reference of sentence 0 differs .* \\(its length\\)"):
+        collect([*runs, _run("y", str(c), run_dir=c)], "valid")
 
 
 def _run(row, source, **kw):
