@@ -75,8 +75,17 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path):
             proc.communicate()
 
 
+def both_training(trials: Path) -> bool:
+    """Two trial directories, each with a periodic checkpoint and no summary yet."""
+    dirs = [p for p in trials.glob("*") if p.is_dir()] if trials.is_dir() else []
+    training = [p for p in dirs if any((p / "checkpoints").glob("step=*.ckpt")) and not (p / "summary.json").exists()]
+    return len(training) >= 2
+
+
 def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path):
-    base = write_experiment(tmp_path, "base", max_steps=400, val_every_steps=10, log_every_steps=10)
+    # Long enough that both trials are still training when the second one saves its first checkpoint, on a loaded
+    # machine too (a worker can start seconds after the other; step=10.ckpt of the first is rotated out by then).
+    base = write_experiment(tmp_path, "base", max_steps=1000, val_every_steps=10, log_every_steps=10)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         yaml.safe_dump(
@@ -95,7 +104,7 @@ def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continue
     trials = tmp_path / "out" / "trials"
     try:
         deadline = time.time() + 240
-        while len(list(trials.glob("*/checkpoints/step=10.ckpt"))) < 2:  # both trials are training
+        while not both_training(trials):
             assert proc.poll() is None and time.time() < deadline, "never had two trials training"
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals every process of the foreground group
