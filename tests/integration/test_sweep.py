@@ -287,3 +287,55 @@ def test_postgres_storage_with_two_workers_never_leaks_the_password(sweep_env, p
     for f in (tmp / "sweep").rglob("*"):
         if f.is_file():
             assert password.encode() not in f.read_bytes(), f"the database password leaked into {f}"
+
+
+def test_three_seed_variants_sweep_tabulates_intervals_paired_tests_and_verdicts(sweep_env):
+    """A variants sweep with 3 seeds, then `ablate table`: every row has N 3, a t interval around its mean, a Welch
+    interval around its Δ, a paired-bootstrap p with its Holm correction, an MDE and a verdict, in the JSON, the CSV
+    and the Markdown, with the split, sentences, basis and noise floor the summary names."""
+    tmp, write = sweep_env
+    path = write(
+        name="seeds3",
+        seeds=[1, 2, 3],
+        # As tests/golden/v0_1/tiny.yaml: long enough, with small batches and no smoothing, for rows to differ.
+        overrides={
+            "train.max_steps": 100,
+            "train.val_every_steps": 50,
+            "train.lr_scale": 1.0,
+            "train.label_smoothing": 0.0,
+            "data.max_tokens": 256,
+            "train.val_max_sentences": 0,
+        },
+        variants={"base": {}, "A-h1": {"model.heads": 1}, "E-learned": {"model.positional": "learned"}},
+    )
+    run_sweep(path, "--workers", "2", timeout=600)
+    assert completed_rows(trials(path)) == Counter({"base": 3, "A-h1": 3, "E-learned": 3})
+
+    from ablate.cli import main
+
+    assert main(["table", str(path), "--out", str(tmp / "t"), "--boot", "200"]) == 0
+    doc = json.loads((tmp / "t" / "table3.json").read_text())
+    rows = {r["row"]: r for r in doc["rows"]}
+    assert set(rows) == {"base", "A-h1", "E-learned"} and all(r["seeds"] == 3 for r in rows.values())
+    for name, r in rows.items():
+        for metric in ("bleu", "ppl"):
+            m = r[metric]
+            assert m["n"] == 3 and m["low"] <= m["mean"] <= m["high"], (name, metric, m)
+            if name == "base":
+                continue
+            assert m["delta_low"] <= m["delta"] <= m["delta_high"], (name, metric, m)
+            assert 0 < m["p"] <= m["p_holm"] <= 1 and m["mde"] >= 0, (name, metric, m)
+            assert metric == "bleu" or m["mde"] > 0, m  # a model this small may score BLEU 0 on every resample, never PPL
+            assert m["verdict"] in ("agree", "disagree", "inconclusive", "paper: no change"), m
+    # Holm over the two tested rows: the smaller p doubled, the larger at least that (capped at 1).
+    ps = sorted((rows[n]["bleu"]["p"], rows[n]["bleu"]["p_holm"]) for n in ("A-h1", "E-learned"))
+    assert ps[0][1] == pytest.approx(min(1.0, 2 * ps[0][0])) and ps[1][1] >= ps[0][1]
+    assert (doc["split"], doc["sentences"]) == ("valid", 40) and doc["bootstrap"]["resamples"] == 200
+    assert doc["noise_floor"]["bleu"]["n"] == 3 and doc["basis"].startswith("equal steps")
+    counts = doc["verdicts"]["bleu"]["overall"]
+    assert sum(counts.values()) == 2, counts  # the two rows besides base, each with one verdict
+    with open(tmp / "t" / "table3.csv") as f:
+        csv_rows = {r["row"]: r for r in csv.DictReader(f)}
+    assert float(csv_rows["A-h1"]["bleu_p_holm"]) == pytest.approx(rows["A-h1"]["bleu"]["p_holm"])
+    md = (tmp / "t" / "table3.md").read_text()
+    assert "p Holm" in md and "MDE" in md and "verdict" in md and "Noise floor (base row over 3 seeds)" in md
