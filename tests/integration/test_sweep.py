@@ -219,6 +219,60 @@ def test_resume_after_the_sweep_is_killed_mid_trial(sweep_env):
     assert rerun[0].number > killed.number
 
 
+def test_an_archived_study_continues_on_a_fresh_machine(sweep_env):
+    """The way a study longer than one machine's lease goes on: killed mid-trial, archived (while its database still
+    says a trial is RUNNING), its out_dir gone with the machine, the archive copied back and the sweep run again.
+    The finished row is not rerun; the killed row, whose run directory the archive left out, starts over; and the
+    table reads the continued study."""
+    import shutil
+
+    from ablate.cli import main
+
+    tmp, write = sweep_env
+    fields = dict(
+        name="moved", overrides={"logging.wandb": False, "train.max_steps": 60}, variants={"base": {}, "A-h1": {"model.heads": 1}}
+    )
+    path = write(**fields)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ablate.cli", "sweep", str(path), "--workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            time.sleep(0.5)
+            states = trial_states(tmp / "sweep" / "study.db")
+            training = [
+                d
+                for d in (tmp / "sweep" / "trials").glob("*")
+                if any(d.glob("checkpoints/step=*.ckpt")) and not (d / "summary.json").exists()
+            ]
+            if "COMPLETE" in states and "RUNNING" in states and training:
+                break
+        else:
+            pytest.fail("the sweep never had one finished and one training trial")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the machine is gone: no handler runs
+        proc.wait()
+    finished = {t.user_attrs["row"]: t.number for t in trials(path) if t.state == TrialState.COMPLETE}
+    assert len(finished) == 1 and "RUNNING" in trial_states(tmp / "sweep" / "study.db")
+
+    assert main(["archive", str(tmp / "sweep"), str(tmp / "kept"), "--split", "test"]) == 0
+    shutil.rmtree(tmp / "sweep")
+    shutil.copytree(tmp / "kept", tmp / "sweep")
+    run_sweep(path, "--workers", "1")
+
+    after = trials(path)
+    assert completed_rows(after) == Counter({"base": 1, "A-h1": 1}), [(t.number, t.state, t.user_attrs.get("row")) for t in after]
+    ((row, number),) = finished.items()
+    assert after[number].state == TrialState.COMPLETE and after[number].user_attrs["row"] == row  # kept, not rerun
+    assert main(["table", str(tmp / "sweep"), "--out", str(tmp / "t")]) == 0
+    doc = json.loads((tmp / "t" / "table3.json").read_text())
+    assert {r["row"] for r in doc["rows"]} == {"base", "A-h1"} and doc["runs_with_eval_records"] == 2
+
+
 def test_ddp_trial_with_two_cpu_processes(sweep_env):
     tmp, write = sweep_env
     path = write(
