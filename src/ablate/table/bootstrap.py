@@ -84,11 +84,14 @@ def paired_bleu(
 ) -> PairedTest:
     """Paired bootstrap of corpus BLEU, row vs base, each given per seed as hypotheses aligned with `refs`.
 
-    Resample b draws sentence indices with replacement (the same for both systems) and, independently,
-    one seed's output per system, uniformly; d_b = BLEU(row) - BLEU(base) on those sentences. The observed
-    Δ is the mean over seeds of each system's corpus BLEU, row minus base. p = (#{|d_b - mean(d)| >= |Δ|} + 1)
-    / (B + 1): sacreBLEU's centred count, but centring the signed d (the null of no difference; sacreBLEU
-    centres |d|) and counting ties as extreme, so a row compared with itself gets p = 1, not 1/(B + 1).
+    The observed Δ is the mean over seeds of each system's corpus BLEU, row minus base. Its bootstrap is two-level,
+    so that it carries both noises of that estimate: resample b draws sentence indices with replacement (the same
+    for both systems), scores every seed of each system on them, and then, per system, draws as many seeds as it
+    has with replacement (see `_seed_mean`); d_b = that seed mean's BLEU, row minus base. Var(d) is then the
+    sentence variance of the seed means plus s_row²/n_row + s_base²/n_base, so more seeds narrow the interval and
+    the MDE as they narrow the estimate. p = (#{|d_b - mean(d)| >= |Δ|} + 1) / (B + 1): sacreBLEU's centred count,
+    but centring the signed d (the null of no difference; sacreBLEU centres |d|) and counting ties as extreme, so a
+    row compared with itself gets p = 1, not 1/(B + 1).
     """
     return paired_bleu_stats([bleu_stats(h, refs) for h in base], [bleu_stats(h, refs) for h in row], n_boot=n_boot, seed=seed, level=level)
 
@@ -147,8 +150,7 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     observed = float(score(row.sum(axis=1)).mean() - score(base.sum(axis=1)).mean())
     rng = np.random.default_rng(seed)
     counts = _resample_counts(base.shape[1], n_boot, rng)
-    pick_base, pick_row = rng.integers(base.shape[0], size=n_boot), rng.integers(row.shape[0], size=n_boot)
-    d = score(_resampled_sums(counts, row, pick_row)) - score(_resampled_sums(counts, base, pick_base))
+    d = _seed_mean(counts, row, score, rng) - _seed_mean(counts, base, score, rng)
     extreme = int(np.count_nonzero(np.abs(d - d.mean()) >= abs(observed)))
     low, high = np.percentile(d, [50 * (1 - level), 50 * (1 + level)])
     return PairedTest(observed, (extreme + 1) / (n_boot + 1), float(low), float(high), float(d.std(ddof=1)), n_boot)
@@ -160,10 +162,16 @@ def _resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarra
     return np.bincount(idx.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
 
 
-def _resampled_sums(counts: np.ndarray, stats: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """Summed statistics of each resample, taken from the seed `pick` chose for it."""
-    out = np.empty((counts.shape[0], stats.shape[2]))
-    for s in range(stats.shape[0]):
-        chosen = pick == s
-        out[chosen] = counts[chosen] @ stats[s]
-    return out
+def _seed_mean(counts: np.ndarray, stats: np.ndarray, score, rng: np.random.Generator) -> np.ndarray:
+    """Each resample's score of one system's seed mean: every seed scored on the resample's sentences, then n seeds
+    drawn with replacement (n the system's seeds), their mean's deviation from the all-seed mean scaled by
+    sqrt(n / (n - 1)). Plain resampling gives that deviation (n - 1)/n of the variance s²/n of a mean of n seeds
+    (a third short at 3 seeds); scaled, it is s²/n. One seed: sentence noise only (its seed noise is unknown)."""
+    n = stats.shape[0]
+    scores = np.stack([score(counts @ stats[s]) for s in range(n)])  # (seeds, resamples)
+    mean = scores.mean(axis=0)
+    if n == 1:
+        return mean
+    drawn = rng.integers(n, size=(n, counts.shape[0]))
+    picked = np.take_along_axis(scores, drawn, axis=0).mean(axis=0)
+    return mean + np.sqrt(n / (n - 1)) * (picked - mean)

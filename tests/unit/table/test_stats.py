@@ -171,6 +171,29 @@ def test_paired_bleu_single_seed_is_a_plain_paired_bootstrap(sstats, boot):
     assert res.se < boot["better"].se  # sentence noise only: no seed variance to add
 
 
+def test_paired_bootstrap_se_is_the_standard_error_of_the_seed_means():
+    """Each seed's NLL a fixed multiple of its tokens: no sentence noise, so the SE of Δ is the seed means' own,
+    sqrt(s_row²/n_row + s_base²/n_base) with s the sample sd of the per-seed PPLs (not one seed's spread, which
+    would not shrink as seeds are added)."""
+    tokens = np.random.default_rng(0).integers(5, 40, size=300).astype(float)
+    levels = {"base": [2.0, 2.1, 1.9, 2.05, 1.95], "row": [1.8, 1.95, 1.7]}
+    res = paired_ppl([tokens * v for v in levels["base"]], [tokens * v for v in levels["row"]], tokens, n_boot=4000)
+    s_base, s_row = (np.std(np.exp(levels[k]), ddof=1) for k in ("base", "row"))
+    assert res.se == pytest.approx(math.sqrt(s_row**2 / 3 + s_base**2 / 5), rel=0.08)
+    assert res.delta == pytest.approx(np.mean(np.exp(levels["row"])) - np.mean(np.exp(levels["base"])))
+
+
+def test_paired_bleu_more_seeds_narrow_the_test(refs):
+    """The same systems with 6 seeds instead of 2: a smaller SE (so a smaller MDE) for the better-estimated Δ."""
+    few = paired_bleu_stats(
+        *([bleu_stats(_system(refs, rate, 40 + 10 * k + s), refs) for s in range(2)] for k, rate in enumerate((0.3, 0.35)))
+    )
+    many = paired_bleu_stats(
+        *([bleu_stats(_system(refs, rate, 40 + 10 * k + s), refs) for s in range(6)] for k, rate in enumerate((0.3, 0.35)))
+    )
+    assert many.se < 0.8 * few.se, (few.se, many.se)
+
+
 def test_paired_bleu_on_text_equals_paired_bleu_on_stats(refs, systems, sstats):
     base, row = [h[:60] for h in systems["base"]], [h[:60] for h in systems["better"]]
     assert paired_bleu(base, row, refs[:60], n_boot=200, seed=3) == paired_bleu_stats(
