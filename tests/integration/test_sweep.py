@@ -351,6 +351,7 @@ def test_three_seed_variants_sweep_tabulates_intervals_paired_tests_and_verdicts
     path = write(
         name="seeds3",
         seeds=[1, 2, 3],
+        basis={"stop": "steps", "weights": "final"},
         # As tests/golden/v0_1/tiny.yaml: long enough, with small batches and no smoothing, for rows to differ.
         overrides={
             "train.max_steps": 100,
@@ -386,6 +387,7 @@ def test_three_seed_variants_sweep_tabulates_intervals_paired_tests_and_verdicts
     assert ps[0][1] == pytest.approx(min(1.0, 2 * ps[0][0])) and ps[1][1] >= ps[0][1]
     assert (doc["split"], doc["sentences"]) == ("valid", 40) and doc["bootstrap"]["resamples"] == 200
     assert doc["noise_floor"]["bleu"]["n"] == 3 and doc["basis"].startswith("equal steps")
+    assert doc["declared_basis"] == "stop: steps, weights: final"  # the sweep file's, carried by every trial's config
     counts = doc["verdicts"]["bleu"]["overall"]
     assert sum(counts.values()) == 2, counts  # the two rows besides base, each with one verdict
     with open(tmp / "t" / "table3.csv") as f:

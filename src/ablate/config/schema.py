@@ -136,6 +136,7 @@ class SweepConfig:
     study: str | None = None
     row: str | None = None
     trial: int | None = None
+    basis: str | None = None  # the study's stated comparison basis (the sweep file's `basis:`), for `ablate table`
 
 
 @dataclass

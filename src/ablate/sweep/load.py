@@ -9,6 +9,7 @@ from typing import Any
 from ablate import plugins
 from ablate.config import ConfigError
 from ablate.hints import did_you_mean
+from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
@@ -31,6 +32,7 @@ TOP_KEYS = {
     "out_dir",
     "workers",
     "gpus_per_trial",
+    "basis",
 }
 PARAM_TYPES = {"categorical", "int", "float"}
 
@@ -151,6 +153,10 @@ def load_sweep(path: str | Path) -> Sweep:
         workers=int(raw.get("workers") or 1),
         gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
     )
+    try:
+        sweep.basis = parse_basis(raw.get("basis"), set(map(str, sweep.variants)))
+    except ValueError as e:
+        raise _fail(path, str(e)) from None
     _validate_trials(sweep)
     return sweep
 
@@ -172,6 +178,7 @@ def _validate_trials(sweep: Sweep) -> None:
             sweep.config_for({key: int(probe) if spec["type"] == "int" else probe})
         except ConfigError as e:
             raise _fail(path, f"search.'{key}': {e}") from None
+    _check_basis(sweep)
     problem = plan_for(sweep).check()
     if problem:
         raise _fail(path, problem)
@@ -184,3 +191,22 @@ def _validate_trials(sweep: Sweep) -> None:
         )
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")
+
+
+def _check_basis(sweep: Sweep) -> None:
+    """Every row (or the search's base and bounds) on the stated basis, save the rows it excepts."""
+    if sweep.basis is None:
+        return
+    base = sweep.config_for({})
+    checked = {"the base experiment": {}} if sweep.search else {}
+    checked |= {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
+    for key, spec in sweep.search.items():
+        for probe in spec["choices"] if spec["type"] == "categorical" else (spec["low"], spec["high"]):
+            checked[f"search.'{key}'={probe!r}"] = {key: int(probe) if spec["type"] == "int" else probe}
+    for where, overrides in checked.items():
+        problem = sweep.basis.problem(sweep.config_for(overrides), base)
+        if problem:
+            raise _fail(
+                sweep.path,
+                f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or list the row under basis.except",
+            )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import ConfigError, ExperimentConfig, diff, load_config, to_dict
+from ablate.sweep.basis import Basis
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -45,6 +46,7 @@ class Sweep:
     out_dir: Path = Path("runs/sweeps")
     workers: int = 1
     gpus_per_trial: int = 1
+    basis: Basis | None = None  # the comparison basis every row (but its exceptions) is held to
 
     def rows(self) -> list[tuple[str, int | None]]:
         """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""

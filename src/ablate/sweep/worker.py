@@ -136,6 +136,8 @@ def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir:
         "sweep.row": spec.row,
         "sweep.trial": trial.number,
     }
+    if sweep.basis is not None:
+        extra["sweep.basis"] = sweep.basis.describe()
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
     return sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)

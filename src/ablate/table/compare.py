@@ -132,12 +132,23 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None) -> dict:
     return out
 
 
+def _recorded_basis(table: Table) -> str:
+    """The basis the runs' summaries record; where rows differ, the rows off the most common one (a control trained
+    for longer, say) are named beside theirs."""
+    by_basis: dict[str, list[str]] = {}
+    for row in table.rows:
+        for basis in dict.fromkeys(str(r.summary.get("basis") or "not recorded") for r in row.runs):
+            by_basis.setdefault(basis, []).append(row.name)
+    if len(by_basis) == 1:
+        return next(iter(by_basis))
+    (common, _), *others = sorted(by_basis.items(), key=lambda kv: -len(kv[1]))
+    return "; ".join([common] + [f"{basis} ({', '.join(rows)})" for basis, rows in others])
+
+
 def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     others = [ln for ln in table.lines if ln["row"] != "base"]
     base_line = next(ln for ln in table.lines if ln["row"] == "base")
     runs = [r for row in table.rows for r in row.runs]
-    bases = sorted({str(r.summary["basis"]) for r in runs if r.summary.get("basis") is not None})
-    missing_basis = any(r.summary.get("basis") is None for r in runs)
     summary = {
         "split": ev.split,
         "dataset": ev.dataset,
@@ -147,7 +158,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "checkpoints": ev.checkpoints,
         "runs": ev.runs,
         "runs_with_eval_records": ev.runs_with_records,
-        "basis": "; ".join(bases + (["not recorded"] if missing_basis and bases else [])) or "not recorded",
+        "basis": _recorded_basis(table),
+        "declared_basis": "; ".join(sorted({str(r.config["sweep.basis"]) for r in runs if r.config.get("sweep.basis")})) or None,
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
         "notes": list(ev.notes),

@@ -121,7 +121,8 @@ def scores_line(s: dict) -> str:
             f"(no run saved eval/{s['split']}.json, so no paired tests)"
         )
     signature = f" BLEU: sacreBLEU {s['bleu_signature']}." if s.get("bleu_signature") else ""
-    return f"Scores: {where}. Comparison basis: {s['basis']}.{signature}"
+    declared = f" (the sweep file states {s['declared_basis']})" if s.get("declared_basis") else ""
+    return f"Scores: {where}. Comparison basis{declared}: {s['basis']}.{signature}"
 
 
 def noise_line(s: dict) -> str:

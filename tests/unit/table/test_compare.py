@@ -11,6 +11,7 @@ import statistics
 
 import pytest
 from scipy import stats as st
+from table_study import write_run
 
 from ablate.cli import main
 from ablate.config import load_config, to_yaml
@@ -189,3 +190,23 @@ def test_rows_and_seeds_select_the_runs_compared(tmp_path, capsys):
     assert main(["table", str(root), "--seeds", "7", "--out", str(tmp_path / "bad")]) == 2
     assert "--seeds: no run has seed [7]" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_declared_basis_and_rows_off_the_recorded_one_are_printed(tmp_path):
+    """The sweep file's basis travels in each trial's config (sweep.basis) and the scores line states it; a row
+    that ran on another basis (the longer-trained control) is named beside it, the common basis stands alone."""
+    declared = {"sweep.basis": "stop: converged, weights: last-5 (except base-2x)"}
+    converged, longer = (
+        "to convergence (val/ppl < 2% better over the last fifth of validations), last-5 average",
+        "equal steps (max_steps 16500), last-5 average",
+    )
+    for seed in (1, 2):
+        write_run(tmp_path, "base", seed, declared, {"last": {"val/bleu": 20.0, "val/ppl": 9.0}, "basis": converged})
+        write_run(tmp_path, "A-h1", seed, {**declared, "model.heads": 1}, {"last": {"val/bleu": 19.0, "val/ppl": 9.5}, "basis": converged})
+    write_run(tmp_path, "base-2x", 2, declared, {"last": {"val/bleu": 20.1, "val/ppl": 8.9}, "basis": longer})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert doc["declared_basis"] == declared["sweep.basis"]
+    assert doc["basis"] == f"{converged}; {longer} (base-2x)"
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert f"Comparison basis (the sweep file states {declared['sweep.basis']}): {converged}; {longer} (base-2x)." in md

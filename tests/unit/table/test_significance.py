@@ -148,7 +148,7 @@ def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(s
     s = study["json"]
     assert (s["split"], s["dataset"], s["sentences"], s["subset"]) == ("valid", "multi30k", N_SENTENCES, "all")
     assert s["checkpoints"] == ["best.ckpt"] and (s["runs"], s["runs_with_eval_records"]) == (21, 19)
-    assert s["basis"] == f"{BASIS}; not recorded"  # E-learned's summaries record none
+    assert s["basis"] == f"{BASIS}; not recorded (E-learned)"  # E-learned's summaries record none
     bleus = corpus_bleus(study["refs"], study["plan"]["base"])
     assert s["noise_floor"]["bleu"]["sd"] == pytest.approx(statistics.stdev(bleus)) and s["noise_floor"]["bleu"]["n"] == 3
     overall = s["verdicts"]["bleu"]["overall"]
@@ -160,7 +160,7 @@ def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(s
     md = study["md"]
     assert f"Scores: valid split of multi30k, {N_SENTENCES} sentences (all), checkpoint best.ckpt" in md
     assert (
-        "Comparison basis: equal steps, last-5 average; not recorded. BLEU: sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+        "Comparison basis: equal steps, last-5 average; not recorded (E-learned). BLEU: sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
         in md
     )
     assert s["bleu_signature"] == sacrebleu_signature(study["refs"])

@@ -1,0 +1,91 @@
+"""A sweep file's `basis:`: every row is held to it when the file loads, save the rows it excepts."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_files import write
+
+from ablate.config import ConfigError
+from ablate.sweep.load import load_sweep
+
+HEAD = """
+name: demo
+base: base.yaml
+objective: {metric: val/loss, direction: minimize}
+overrides: {train.converge_window: 0.2, train.final_average: 5, train.max_steps: 5000}
+"""
+
+
+def sweep(tmp_path, basis: str, variants: str):
+    return load_sweep(write(tmp_path, HEAD + basis + "variants:\n" + variants))
+
+
+def test_rows_on_the_basis_load_and_the_sweep_carries_it(tmp_path):
+    s = sweep(
+        tmp_path,
+        "basis: {stop: converged, weights: last-5, except: [base-2x]}\n",
+        "  base: {}\n  A-h1: {model.heads: 1}\n  D-ls0.0: {train.label_smoothing: 0.0}\n"
+        "  base-2x: {train.converge_window: 0.0, train.max_steps: 10000}\n",
+    )
+    assert (s.basis.stop, s.basis.weights, s.basis.exempt) == ("converged", "last-5", ("base-2x",))
+    assert s.basis.describe() == "stop: converged, weights: last-5 (except base-2x)"
+    assert sweep(tmp_path, "", "  base: {}\n").basis is None  # optional
+
+
+@pytest.mark.parametrize(
+    ("basis", "row", "named"),
+    [
+        # a row that switches the rule off, or judges convergence otherwise, is off a converged basis
+        (
+            "{stop: converged, weights: last-5}",
+            "{train.converge_window: 0.0}",
+            "variant 'X' is off the study's basis (stop: converged, weights: last-5): stop: converged needs train.converge_window > 0",
+        ),
+        ("{stop: converged, weights: last-5}", "{train.converge_tol: 0.05}", "train.converge_tol=0.05 differs from the base's 0.02"),
+        # equal steps: a row with more steps, or a stopping rule, is not
+        ("{stop: steps, weights: last-5}", "{train.max_steps: 9000}", "needs no stopping rule or budget but max_steps"),
+        ("{stop: steps, weights: last-5}", "{}", "needs no stopping rule"),  # the base itself converges: off
+        ("{stop: converged, weights: final}", "{}", "train.final_average=5 but weights: final needs 0"),
+        ("{stop: converged, weights: last-5}", "{train.final_average: 3}", "train.final_average=3 but weights: last-5 needs 5"),
+        ("{stop: compute, weights: last-5}", "{}", "stop: compute needs train.max_flops set"),
+    ],
+)
+def test_a_row_off_the_basis_is_refused_naming_the_row_and_key(tmp_path, basis, row, named):
+    with pytest.raises(ConfigError) as e:
+        sweep(tmp_path, f"basis: {basis}\n", f"  base: {{}}\n  X: {row}\n")
+    assert named in str(e.value) and "sweep.yaml" in str(e.value), str(e.value)
+
+
+def test_equal_compute_rows_share_the_budget(tmp_path):
+    head = (
+        HEAD.replace("train.max_steps: 5000", "train.max_flops: 1.0e15")
+        + "basis: {stop: compute, weights: last-5}\nvariants:\n  base: {}\n"
+    )
+    with pytest.raises(ConfigError, match=r"variant 'X' .* train.max_flops=2000000000000000.0 differs from the base's 1000000000000000.0"):
+        load_sweep(write(tmp_path, head + "  X: {train.max_flops: 2.0e15}\n"))
+    assert load_sweep(write(tmp_path, head + "  X: {model.heads: 1}\n")).basis.stop == "compute"
+
+
+@pytest.mark.parametrize(
+    ("basis", "named"),
+    [
+        ("[converged]", "basis must be a mapping"),
+        ("{stop: converge, weights: last-5}", "basis.stop='converge' is not one of"),
+        ("{stop: converged, weights: last5}", "basis.weights='last5' is neither 'final' nor 'last-K'"),
+        ("{stop: converged, weights: last-5, excepts: [base]}", "unknown key 'excepts' in basis"),
+        ("{stop: converged, weights: last-5, except: [nope]}", "basis.except names 'nope', which is not a variant"),
+    ],
+)
+def test_a_broken_basis_names_the_key(tmp_path, basis, named):
+    with pytest.raises(ConfigError) as e:
+        sweep(tmp_path, f"basis: {basis}\n", "  base: {}\n")
+    assert named in str(e.value), str(e.value)
+
+
+def test_a_search_is_held_to_the_basis_at_its_bounds(tmp_path):
+    text = (
+        HEAD
+        + "basis: {stop: converged, weights: last-5}\nsearch:\n  train.converge_tol: {type: float, low: 0.01, high: 0.05}\nn_trials: 2\n"
+    )
+    with pytest.raises(ConfigError, match="search.'train.converge_tol'=0.01 is off the study's basis"):
+        load_sweep(write(tmp_path, text))
