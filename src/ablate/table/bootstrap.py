@@ -1,15 +1,17 @@
-"""Paired bootstrap tests over sentences, with seed noise, for corpus BLEU and perplexity: is a row better than the
-base row on the same sentences? Each sentence's sufficient statistics are computed once per system and seed, so a
-resample is a weighted sum (1,000 resamples over 1,000 sentences x 5 seeds take well under a second).
+"""Paired tests over sentences, with seed noise, for corpus BLEU and perplexity: is a row better than the base row
+on the same sentences? Each sentence's sufficient statistics are computed once per system and seed, so a resample
+is a weighted sum (1,000 resamples over 1,000 sentences x 5 seeds take well under a second).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sacrebleu.metrics import BLEU
+from scipy import stats as st
 
 from ablate.eval_file import sentence_bleu_stats
 
@@ -21,7 +23,9 @@ class PairedTest:
     """A paired bootstrap of a row against the base row (see `paired_bleu`).
 
     delta: observed Δ = mean over the row's seeds - mean over the base's seeds of the corpus metric;
-    p_value: two-sided; low/high: percentile interval of the resampled Δ; se: their standard deviation.
+    se: its standard error (sentences and seeds); df: the t degrees of freedom of se (inf: sentence noise only);
+    p_value: two-sided; low/high: the t interval Δ ± t_df * se; seed_noise: the seed variance in se² was estimated
+    (False when both systems ran one seed: then se holds sentence noise only).
     """
 
     delta: float
@@ -30,6 +34,8 @@ class PairedTest:
     high: float
     se: float
     n_boot: int
+    df: float = math.inf
+    seed_noise: bool = True
 
 
 def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
@@ -84,14 +90,11 @@ def paired_bleu(
 ) -> PairedTest:
     """Paired bootstrap of corpus BLEU, row vs base, each given per seed as hypotheses aligned with `refs`.
 
-    The observed Δ is the mean over seeds of each system's corpus BLEU, row minus base. Its bootstrap is two-level,
-    so that it carries both noises of that estimate: resample b draws sentence indices with replacement (the same
-    for both systems), scores every seed of each system on them, and then, per system, draws as many seeds as it
-    has with replacement (see `_seed_mean`); d_b = that seed mean's BLEU, row minus base. Var(d) is then the
-    sentence variance of the seed means plus s_row²/n_row + s_base²/n_base, so more seeds narrow the interval and
-    the MDE as they narrow the estimate. p = (#{|d_b - mean(d)| >= |Δ|} + 1) / (B + 1): sacreBLEU's centred count,
-    but centring the signed d (the null of no difference; sacreBLEU centres |d|) and counting ties as extreme, so a
-    row compared with itself gets p = 1, not 1/(B + 1).
+    The observed Δ is the mean over seeds of each system's corpus BLEU, row minus base; its variance has two parts
+    (see `_paired_bootstrap`): the sentences', from a paired bootstrap of the two seed-mean systems (B resamples of
+    sentence indices with replacement, the same for both), and the seeds', the between-seed variance of each system
+    less the part that sentence resampling already explains. p and the interval come from Δ / se against a t
+    distribution whose degrees of freedom (Welch-Satterthwaite) reflect how few seeds estimate the seed part.
     """
     return paired_bleu_stats([bleu_stats(h, refs) for h in base], [bleu_stats(h, refs) for h in row], n_boot=n_boot, seed=seed, level=level)
 
@@ -144,34 +147,62 @@ def paired_ppl_stats(
 
 
 def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float) -> PairedTest:
-    """The shared scheme on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric."""
+    """The shared test on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric.
+
+    Var(Δ) = V_sent + σ²_row/n_row + σ²_base/n_base. V_sent is the bootstrap variance of the seed means' difference
+    over sentence resamples: it holds every sentence-level difference, seed-by-sentence noise included. σ² is a
+    system's seed variance that no sentence resampling explains (a seed better or worse everywhere): the sample
+    variance of its seeds' corpus scores, s², less the seed-by-sentence part that s² also holds, which the
+    resamples measure as n/(n-1) * (mean single-seed variance - variance of the seed mean); floored at 0. Adding
+    s² itself would count that part twice. A one-seed system borrows the other's σ²; with one seed each there is
+    none (seed_noise False). df = Welch-Satterthwaite over the seed parts (n - 1 each; V_sent's are many).
+    """
     if base.shape[1:] != row.shape[1:]:
         raise ValueError(f"systems disagree on sentences/statistics: {base.shape[1:]} vs {row.shape[1:]}")
-    observed = float(score(row.sum(axis=1)).mean() - score(base.sum(axis=1)).mean())
-    rng = np.random.default_rng(seed)
-    counts = _resample_counts(base.shape[1], n_boot, rng)
-    d = _seed_mean(counts, row, score, rng) - _seed_mean(counts, base, score, rng)
-    extreme = int(np.count_nonzero(np.abs(d - d.mean()) >= abs(observed)))
-    low, high = np.percentile(d, [50 * (1 - level), 50 * (1 + level)])
-    return PairedTest(observed, (extreme + 1) / (n_boot + 1), float(low), float(high), float(d.std(ddof=1)), n_boot)
+    full = {k: score(x.sum(axis=1)) for k, x in (("row", row), ("base", base))}  # (seeds,) corpus scores
+    observed = float(full["row"].mean() - full["base"].mean())
+    counts = _resample_counts(base.shape[1], n_boot, np.random.default_rng(seed))
+    resampled = {k: np.stack([score(counts @ s) for s in x]) for k, x in (("row", row), ("base", base))}  # (seeds, B)
+    v_sent = float((resampled["row"].mean(axis=0) - resampled["base"].mean(axis=0)).var(ddof=1))
+    n = {"row": row.shape[0], "base": base.shape[0]}
+    seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s²) or None
+    seed_noise = any(v is not None for v in seeds.values())
+    var, spread, dofs = v_sent, 0.0, []
+    for k, other in (("row", "base"), ("base", "row")):
+        own = seeds[k] or seeds[other]  # one seed: assume the other system's seed variance
+        if own is None:
+            continue
+        sigma2, s2 = own
+        dof = n[k] - 1 if seeds[k] else n[other] - 1
+        var += sigma2 / n[k]
+        # Var of that part's estimate: s²'s (2 s⁴ / dof), which the subtraction of a precise constant leaves as it is.
+        # The estimate's variance is s²'s (2 s⁴ / dof), even where it was floored at 0: the subtracted part is known
+        # far better (from every sentence), so the noise of s² is what remains.
+        spread += (s2 / n[k]) ** 2 / dof
+        dofs.append(dof)
+    # Welch-Satterthwaite, but never below the seed parts' own dof (where the systems' seed-by-sentence noise cancels
+    # in the paired difference, s² can dwarf var and the formula alone would claim almost no dof).
+    df = max(var**2 / spread, min(dofs)) if spread > 0 else math.inf
+    if var == 0.0:  # no noise at all: the difference is exact
+        return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_noise)
+    se = math.sqrt(var)
+    p = float(2 * st.t.sf(abs(observed) / se, df))
+    half = float(st.t.ppf(0.5 + level / 2, df)) * se
+    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_noise)
+
+
+def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float] | None:
+    """(sigma², s²): a system's seed variance beyond seed-by-sentence noise (see `_paired_bootstrap`) and the sample
+    variance of its seeds' scores it is taken from; None with one seed."""
+    n = full.shape[0]
+    if n < 2:
+        return None
+    s2 = float(full.var(ddof=1))
+    by_sentences = n / (n - 1) * (resampled.var(axis=1, ddof=1).mean() - resampled.mean(axis=0).var(ddof=1))
+    return max(0.0, s2 - float(by_sentences)), s2
 
 
 def _resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, n) multiplicities of each sentence in each resample, so resampled sums become one matmul."""
     idx = rng.integers(n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]
     return np.bincount(idx.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
-
-
-def _seed_mean(counts: np.ndarray, stats: np.ndarray, score, rng: np.random.Generator) -> np.ndarray:
-    """Each resample's score of one system's seed mean: every seed scored on the resample's sentences, then n seeds
-    drawn with replacement (n the system's seeds), their mean's deviation from the all-seed mean scaled by
-    sqrt(n / (n - 1)). Plain resampling gives that deviation (n - 1)/n of the variance s²/n of a mean of n seeds
-    (a third short at 3 seeds); scaled, it is s²/n. One seed: sentence noise only (its seed noise is unknown)."""
-    n = stats.shape[0]
-    scores = np.stack([score(counts @ stats[s]) for s in range(n)])  # (seeds, resamples)
-    mean = scores.mean(axis=0)
-    if n == 1:
-        return mean
-    drawn = rng.integers(n, size=(n, counts.shape[0]))
-    picked = np.take_along_axis(scores, drawn, axis=0).mean(axis=0)
-    return mean + np.sqrt(n / (n - 1)) * (picked - mean)

@@ -140,8 +140,8 @@ def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
     return [
         "[95% CI]: Student-t interval over seeds; Δ: row minus base with a Welch interval; N: seeds.",
-        f"p: paired bootstrap against base on the same sentences ({b['resamples']} resamples of sentences, and of "
-        "each system's seeds, two-sided); p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
+        f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
+        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
         f"{b['power']:.0%} power at the corrected level; '-': no test.",
     ]
 

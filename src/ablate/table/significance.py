@@ -5,6 +5,7 @@ base (seed noise included), one Holm correction over the rows of a metric, and e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -110,7 +111,8 @@ def _common_indices(records: dict[str, EvalFile], bleu: dict[str, np.ndarray], e
 
 
 def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, dict]]:
-    """Per row (not base) and metric: Δ's bootstrap p, Holm-adjusted p, interval, SE and MDE, or None fields with a reason.
+    """Per row (not base) and metric: Δ's paired-test p, Holm-adjusted p, interval, SE, df and MDE, or None fields
+    with a reason.
 
     One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m.
     """
@@ -136,10 +138,11 @@ def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed:
                 else {
                     "p": t.p_value,
                     "p_holm": adjusted[name],
-                    "mde": stats.mde(t.se, m=len(names)),
+                    "mde": stats.mde(t.se, m=len(names), df=t.df),
                     "test_low": t.low,
                     "test_high": t.high,
                     "se": t.se,
+                    "df": None if math.isinf(t.df) else t.df,  # None: sentence noise only (no seed part)
                     "n_boot": t.n_boot,
                     "untested": None,
                 }
@@ -157,7 +160,17 @@ def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
 
 def no_test(reason: str | None = None) -> dict:
     """The test fields of a row without a test (`reason` says why; None for the base row)."""
-    return {"p": None, "p_holm": None, "mde": None, "test_low": None, "test_high": None, "se": None, "n_boot": None, "untested": reason}
+    return {
+        "p": None,
+        "p_holm": None,
+        "mde": None,
+        "test_low": None,
+        "test_high": None,
+        "se": None,
+        "df": None,
+        "n_boot": None,
+        "untested": reason,
+    }
 
 
 def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:

@@ -109,15 +109,16 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8) -> float | None:
+def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8, df: float = math.inf) -> float | None:
     """Minimum detectable effect: the smallest |Δ| found with probability `power` by a two-sided test at alpha/m.
 
-    MDE = (z_{1 - alpha/(2m)} + z_{power}) * SE, SE the bootstrap standard error of Δ (`PairedTest.se`).
-    alpha/m is Holm's strictest step (Bonferroni), so the MDE is conservative for every row Holm ranks later.
+    MDE = (t_{df, 1 - alpha/(2m)} + t_{df, power}) * SE, SE and df those of the paired test (`PairedTest`); with
+    df = inf the t quantiles are the normal's. alpha/m is Holm's strictest step (Bonferroni), so the MDE is
+    conservative for every row Holm ranks later.
     """
     if se is None:
         return None
-    return float(st.norm.ppf(1 - alpha / (2 * m)) + st.norm.ppf(power)) * se
+    return float(st.t.ppf(1 - alpha / (2 * m), df) + st.t.ppf(power, df)) * se
 
 
 def verdict(
