@@ -230,7 +230,7 @@ def test_an_archived_study_continues_on_a_fresh_machine(sweep_env):
 
     tmp, write = sweep_env
     fields = dict(
-        name="moved", overrides={"logging.wandb": False, "train.max_steps": 60}, variants={"base": {}, "A-h1": {"model.heads": 1}}
+        name="moved", overrides={"logging.wandb": False, "train.max_steps": 200}, variants={"base": {}, "A-h1": {"model.heads": 1}}
     )
     path = write(**fields)
     proc = subprocess.Popen(
@@ -242,7 +242,7 @@ def test_an_archived_study_continues_on_a_fresh_machine(sweep_env):
     deadline = time.time() + 240
     try:
         while time.time() < deadline:
-            time.sleep(0.5)
+            time.sleep(0.1)  # the killed trial must still be training: poll often, and train long enough
             states = trial_states(tmp / "sweep" / "study.db")
             training = [
                 d

@@ -5,10 +5,11 @@ basis: {stop: converged, weights: last-5, except: [base-2x]}
 ```
 
 `stop` says what ends every run (`steps`, `epochs`, `compute`, `time`, `converged`, `early_stopping`) and `weights`
-which weights are scored (`final`, or `last-K`, the average of the last K checkpoints, as the paper reports). A row
-that overrides what the basis rests on (a budget, the convergence rule, the averaging) would be compared on another
-footing without anyone seeing it, so loading the sweep file refuses it, naming the row and the key, unless the row
-is listed under `except` (a deliberate control, such as the base trained twice as long). Each run's summary
+which weights are scored (`final`, or `last-K`, the average of the last K checkpoints, as the paper reports); the
+base experiment must do so. A row that stops on other terms than the base (its own cap, budget, rule or validation
+interval) or scores other weights would be compared on another footing without anyone seeing it, so loading the
+sweep file refuses it, naming the row and the key, unless the row is listed under `except` (a deliberate control,
+such as the base trained twice as long). Each run's summary
 records the basis it actually ran on (`ablate.run.stopping.comparison_basis`), and `ablate table` prints it.
 """
 
@@ -20,20 +21,27 @@ from typing import Any
 
 from ablate.config import ExperimentConfig
 
-# stop kind -> (the train keys the kind rests on, which every row shares with the base, and what it needs of them)
-STOPS: dict[str, tuple[tuple[str, ...], str]] = {
-    "steps": (
-        ("max_steps", "max_epochs", "converge_window", "early_stop_metric", "max_flops", "max_time"),
-        "no stopping rule or budget but max_steps",
-    ),
-    "epochs": (
-        ("max_epochs", "max_steps", "converge_window", "early_stop_metric", "max_flops", "max_time"),
-        "train.max_epochs set, no other stopping rule",
-    ),
-    "compute": (("max_flops",), "train.max_flops set"),
-    "time": (("max_time",), "train.max_time set"),
-    "converged": (("converge_window", "converge_tol"), "train.converge_window > 0"),
-    "early_stopping": (("early_stop_metric", "patience", "min_delta"), "train.early_stop_metric set"),
+# What ends a run: every row must set these as the base does, whatever the stop kind (a row with its own cap, budget,
+# rule or validation interval would stop on other terms; the convergence and early-stopping rules count validations).
+STOP_KEYS = (
+    "max_steps",
+    "max_epochs",
+    "max_flops",
+    "max_time_seconds",
+    "converge_window",
+    "converge_tol",
+    "early_stop_metric",
+    "patience",
+    "min_delta",
+    "val_every_steps",
+)
+STOPS = {  # stop kind -> what it needs of the base's train section
+    "steps": "no stopping rule or budget but max_steps",
+    "epochs": "train.max_epochs set, no other stopping rule or budget",
+    "compute": "train.max_flops set",
+    "time": "train.max_time set",
+    "converged": "train.converge_window > 0",
+    "early_stopping": "train.early_stop_metric set",
 }
 WEIGHTS = re.compile(r"final|last-([1-9][0-9]*)")
 KEYS = {"stop", "weights", "except"}
@@ -45,22 +53,33 @@ class Basis:
     weights: str  # "final" or "last-K"
     exempt: tuple[str, ...] = field(default=())
 
-    def problem(self, cfg: ExperimentConfig, base: ExperimentConfig) -> str | None:
-        """Why a run with `cfg` is not on this basis (the study's base config is `base`), or None."""
-        t, b = cfg.train, base.train
-        shared, needs = STOPS[self.stop]
-        if not _holds(self.stop, t):
-            return f"stop: {self.stop} needs {needs}"
-        for key in shared:
-            if getattr(t, key) != getattr(b, key):
-                return f"train.{key}={getattr(t, key)!r} differs from the base's {getattr(b, key)!r} (stop: {self.stop})"
+    def base_problem(self, base: ExperimentConfig) -> str | None:
+        """Why the study's base config itself is not on this basis, or None."""
+        if not _holds(self.stop, base.train):
+            return f"stop: {self.stop} needs {STOPS[self.stop]}"
+        return self._weights_problem(base)
+
+    def row_problem(self, cfg: ExperimentConfig, base: ExperimentConfig) -> str | None:
+        """Why a row with `cfg` does not stop and score as the base (`base`) does, or None."""
+        for key in STOP_KEYS:
+            mine, theirs = getattr(cfg.train, key), getattr(base.train, key)
+            if mine != theirs:
+                name = "max_time" if key == "max_time_seconds" else key
+                return f"train.{name}={_show(getattr(cfg.train, name))} differs from the base's {_show(getattr(base.train, name))}"
+        return self._weights_problem(cfg)
+
+    def _weights_problem(self, cfg: ExperimentConfig) -> str | None:
         k = 0 if self.weights == "final" else int(self.weights.split("-")[1])
-        if t.final_average != k:
-            return f"train.final_average={t.final_average} but weights: {self.weights} needs {k}"
+        if cfg.train.final_average != k:
+            return f"train.final_average={cfg.train.final_average} but weights: {self.weights} needs {k}"
         return None
 
     def describe(self) -> str:
         return f"stop: {self.stop}, weights: {self.weights}" + (f" (except {', '.join(self.exempt)})" if self.exempt else "")
+
+
+def _show(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
 def _holds(stop: str, t) -> bool:
@@ -97,4 +116,6 @@ def parse_basis(raw: Any, rows: set[str]) -> Basis | None:
     for row in exempt:
         if row not in rows:
             raise ValueError(f"basis.except names '{row}', which is not a variant")
+        if row == "base":
+            raise ValueError("basis.except cannot list 'base': every row is compared with it")
     return Basis(stop, weights, tuple(exempt))

@@ -194,19 +194,22 @@ def _validate_trials(sweep: Sweep) -> None:
 
 
 def _check_basis(sweep: Sweep) -> None:
-    """Every row (or the search's base and bounds) on the stated basis, save the rows it excepts."""
+    """The base experiment on the stated basis, and every row (or the search at its bounds) stopping and scoring as
+    the base does, save the rows the basis excepts."""
     if sweep.basis is None:
         return
     base = sweep.config_for({})
-    checked = {"the base experiment": {}} if sweep.search else {}
-    checked |= {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
+    problem = sweep.basis.base_problem(base)
+    if problem:
+        raise _fail(
+            sweep.path, f"the base experiment is off the study's basis ({sweep.basis.describe()}): {problem}; change the base or the basis"
+        )
+    checked = {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
     for key, spec in sweep.search.items():
         for probe in spec["choices"] if spec["type"] == "categorical" else (spec["low"], spec["high"]):
             checked[f"search.'{key}'={probe!r}"] = {key: int(probe) if spec["type"] == "int" else probe}
     for where, overrides in checked.items():
-        problem = sweep.basis.problem(sweep.config_for(overrides), base)
+        problem = sweep.basis.row_problem(sweep.config_for(overrides), base)
         if problem:
-            raise _fail(
-                sweep.path,
-                f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or list the row under basis.except",
-            )
+            hint = "list the row under basis.except" if where.startswith("variant") else "search another key"
+            raise _fail(sweep.path, f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or {hint}")

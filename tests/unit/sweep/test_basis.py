@@ -32,28 +32,57 @@ def test_rows_on_the_basis_load_and_the_sweep_carries_it(tmp_path):
     assert sweep(tmp_path, "", "  base: {}\n").basis is None  # optional
 
 
+STEPS = HEAD.replace("train.converge_window: 0.2, ", "")  # a base that trains for max_steps, no rule
+
+
 @pytest.mark.parametrize(
-    ("basis", "row", "named"),
+    ("head", "basis", "row", "named"),
     [
-        # a row that switches the rule off, or judges convergence otherwise, is off a converged basis
+        # converged: a row that switches the rule off, judges it otherwise, or stops on other terms
+        (HEAD, "converged, weights: last-5", "{train.converge_window: 0.0}", "train.converge_window=0 differs from the base's 0.2"),
+        (HEAD, "converged, weights: last-5", "{train.converge_tol: 0.05}", "train.converge_tol=0.05 differs from the base's 0.02"),
+        (HEAD, "converged, weights: last-5", "{train.max_steps: 500}", "train.max_steps=500 differs from the base's 5000"),
+        (HEAD, "converged, weights: last-5", "{train.val_every_steps: 5000}", "train.val_every_steps=5000 differs from the base's 0"),
         (
-            "{stop: converged, weights: last-5}",
-            "{train.converge_window: 0.0}",
-            "variant 'X' is off the study's basis (stop: converged, weights: last-5): stop: converged needs train.converge_window > 0",
+            HEAD,
+            "converged, weights: last-5",
+            "{train.early_stop_metric: val/loss}",
+            "train.early_stop_metric='val/loss' differs from the base's None",
         ),
-        ("{stop: converged, weights: last-5}", "{train.converge_tol: 0.05}", "train.converge_tol=0.05 differs from the base's 0.02"),
-        # equal steps: a row with more steps, or a stopping rule, is not
-        ("{stop: steps, weights: last-5}", "{train.max_steps: 9000}", "needs no stopping rule or budget but max_steps"),
-        ("{stop: steps, weights: last-5}", "{}", "needs no stopping rule"),  # the base itself converges: off
-        ("{stop: converged, weights: final}", "{}", "train.final_average=5 but weights: final needs 0"),
-        ("{stop: converged, weights: last-5}", "{train.final_average: 3}", "train.final_average=3 but weights: last-5 needs 5"),
-        ("{stop: compute, weights: last-5}", "{}", "stop: compute needs train.max_flops set"),
+        (HEAD, "converged, weights: last-5", "{train.final_average: 3}", "train.final_average=3 but weights: last-5 needs 5"),
+        # equal steps: a row with more steps, or a rule of its own
+        (STEPS, "steps, weights: last-5", "{train.max_steps: 9000}", "train.max_steps=9000 differs from the base's 5000"),
+        (STEPS, "steps, weights: last-5", "{train.max_flops: 1.0e+15}", "train.max_flops=1e+15 differs from the base's None"),
     ],
 )
-def test_a_row_off_the_basis_is_refused_naming_the_row_and_key(tmp_path, basis, row, named):
+def test_a_row_off_the_basis_is_refused_naming_the_row_and_key(tmp_path, head, basis, row, named):
     with pytest.raises(ConfigError) as e:
-        sweep(tmp_path, f"basis: {basis}\n", f"  base: {{}}\n  X: {row}\n")
-    assert named in str(e.value) and "sweep.yaml" in str(e.value), str(e.value)
+        load_sweep(write(tmp_path, head + f"basis: {{stop: {basis}}}\nvariants:\n  base: {{}}\n  X: {row}\n"))
+    assert f"variant 'X' is off the study's basis (stop: {basis}): {named}; change it, or list the row under basis.except" in str(e.value)
+    assert "sweep.yaml" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("head", "basis", "named"),
+    [
+        (HEAD, "steps, weights: last-5", "stop: steps needs no stopping rule or budget but max_steps"),
+        (STEPS, "converged, weights: last-5", "stop: converged needs train.converge_window > 0"),
+        (HEAD, "converged, weights: final", "train.final_average=5 but weights: final needs 0"),
+        (HEAD, "compute, weights: last-5", "stop: compute needs train.max_flops set"),
+    ],
+)
+def test_a_base_off_its_own_basis_is_refused(tmp_path, head, basis, named):
+    with pytest.raises(ConfigError, match="the base experiment is off the study's basis") as e:
+        load_sweep(write(tmp_path, head + f"basis: {{stop: {basis}}}\nvariants:\n  base: {{}}\n"))
+    assert named in str(e.value), str(e.value)
+
+
+def test_max_time_compares_as_a_duration(tmp_path):
+    head = HEAD.replace("train.converge_window: 0.2, ", "train.max_time: 3600, ")
+    ok = head + "basis: {stop: time, weights: last-5}\nvariants:\n  base: {}\n  X: {train.max_time: '01:00:00'}\n"
+    assert load_sweep(write(tmp_path, ok)).basis.stop == "time"
+    with pytest.raises(ConfigError, match="train.max_time='02:00:00' differs from the base's '3600'"):
+        load_sweep(write(tmp_path, ok.replace("'01:00:00'", "'02:00:00'")))
 
 
 def test_equal_compute_rows_share_the_budget(tmp_path):
@@ -61,7 +90,7 @@ def test_equal_compute_rows_share_the_budget(tmp_path):
         HEAD.replace("train.max_steps: 5000", "train.max_flops: 1.0e15")
         + "basis: {stop: compute, weights: last-5}\nvariants:\n  base: {}\n"
     )
-    with pytest.raises(ConfigError, match=r"variant 'X' .* train.max_flops=2000000000000000.0 differs from the base's 1000000000000000.0"):
+    with pytest.raises(ConfigError, match=r"variant 'X' .* train.max_flops=2e\+15 differs from the base's 1e\+15"):
         load_sweep(write(tmp_path, head + "  X: {train.max_flops: 2.0e15}\n"))
     assert load_sweep(write(tmp_path, head + "  X: {model.heads: 1}\n")).basis.stop == "compute"
 
@@ -74,6 +103,7 @@ def test_equal_compute_rows_share_the_budget(tmp_path):
         ("{stop: converged, weights: last5}", "basis.weights='last5' is neither 'final' nor 'last-K'"),
         ("{stop: converged, weights: last-5, excepts: [base]}", "unknown key 'excepts' in basis"),
         ("{stop: converged, weights: last-5, except: [nope]}", "basis.except names 'nope', which is not a variant"),
+        ("{stop: converged, weights: last-5, except: [base]}", "basis.except cannot list 'base'"),
     ],
 )
 def test_a_broken_basis_names_the_key(tmp_path, basis, named):
@@ -83,9 +113,7 @@ def test_a_broken_basis_names_the_key(tmp_path, basis, named):
 
 
 def test_a_search_is_held_to_the_basis_at_its_bounds(tmp_path):
-    text = (
-        HEAD
-        + "basis: {stop: converged, weights: last-5}\nsearch:\n  train.converge_tol: {type: float, low: 0.01, high: 0.05}\nn_trials: 2\n"
-    )
-    with pytest.raises(ConfigError, match="search.'train.converge_tol'=0.01 is off the study's basis"):
-        load_sweep(write(tmp_path, text))
+    text = HEAD + "basis: {stop: converged, weights: last-5}\nn_trials: 2\nsearch:\n"
+    assert load_sweep(write(tmp_path, text + "  train.lr_scale: {type: float, low: 0.5, high: 2.0}\n")).basis.stop == "converged"
+    with pytest.raises(ConfigError, match="search.'train.converge_tol'=0.01 is off the study's basis .* search another key"):
+        load_sweep(write(tmp_path, text + "  train.converge_tol: {type: float, low: 0.01, high: 0.05}\n"))
