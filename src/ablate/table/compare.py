@@ -132,6 +132,12 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None) -> dict:
     return out
 
 
+def _training_hours(runs: list) -> dict | None:
+    """What the study cost: training wall time summed over the runs that recorded it (None if none did)."""
+    timed = [r.wall_seconds for r in runs if r.wall_seconds is not None]
+    return {"sum": sum(timed) / 3600, "runs": len(timed)} if timed else None
+
+
 def _recorded_basis(table: Table) -> str:
     """The basis the runs' summaries record; where rows differ, the rows off the most common one (a control trained
     for longer, say) are named beside theirs."""
@@ -163,6 +169,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
         "notes": list(ev.notes),
+        "training_hours": _training_hours(runs),
     }
     untested = [ln["row"] for ln in others if ln["bleu"]["untested"]]
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested

@@ -172,7 +172,9 @@ def agreement_lines(s: dict) -> list[str]:
 
 def notes(table: Table) -> list[str]:
     s = table.summary
-    return [scores_line(s), noise_line(s), *reading_lines(s), *s["notes"]]
+    cost = s.get("training_hours")
+    spent = [f"Training time: {cost['sum']:.1f} h summed over {cost['runs']} runs."] if cost else []
+    return [scores_line(s), noise_line(s), *spent, *reading_lines(s), *s["notes"]]
 
 
 def to_markdown(table: Table, title: str) -> str:
