@@ -133,7 +133,7 @@ def noise_line(s: dict) -> str:
             parts.append(f"{NAMES[m]} n/a ({nf['n']} seed{'s' if nf['n'] != 1 else ''}: no spread to estimate)")
         else:
             parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {_with_interval(nf['mean'], nf['low'], nf['high'])}")
-    return f"Noise floor (base row over {s['noise_floor']['bleu']['n']} seeds): " + "; ".join(parts) + "."
+    return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
 
 
 def reading_lines(s: dict) -> list[str]:
@@ -170,10 +170,14 @@ def agreement_lines(s: dict) -> list[str]:
     ]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def notes(table: Table) -> list[str]:
     s = table.summary
     cost = s.get("training_hours")
-    spent = [f"Training time: {cost['sum']:.1f} h summed over {cost['runs']} runs."] if cost else []
+    spent = [f"Training time: {cost['sum']:.1f} h summed over {_count(cost['runs'], 'run')}."] if cost else []
     return [scores_line(s), noise_line(s), *spent, *reading_lines(s), *s["notes"]]
 
 
