@@ -165,7 +165,7 @@ def agreement_lines(s: dict) -> list[str]:
         f"Spearman's rank correlation with the paper over {sp['bleu']['rows']} rows (95% interval from resampling "
         f"rows): BLEU {rho(sp['bleu'])}, PPL {rho(sp['ppl'])}.",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
-        f"bootstrap interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
+        f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
         f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
     ]
 
