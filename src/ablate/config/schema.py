@@ -106,6 +106,17 @@ class TrainConfig:
     debug_nan_step: int = 0  # testing aid: from this step on the loss is NaN, to exercise the NaN guard; 0 = off
 
     @property
+    def stopping_rules(self) -> dict[str, bool]:
+        """Which rules besides max_steps/max_epochs may end a run; the comparison basis of a run (its summary) and
+        of a study (a sweep file's `basis:`) are both read off this one place."""
+        return {
+            "compute": self.max_flops is not None,
+            "time": self.max_time_seconds is not None,
+            "converged": self.converge_window > 0,
+            "early_stopping": bool(self.early_stop_metric),
+        }
+
+    @property
     def max_time_seconds(self) -> float | None:
         """`max_time` in seconds (None when off); ValueError when it is neither seconds nor "[DD:]HH:MM:SS"."""
         if self.max_time is None or not str(self.max_time).strip():

@@ -179,15 +179,16 @@ def comparison_basis(cfg: ExperimentConfig) -> str:
     E.g. "equal steps (max_steps 2000), last-5 average", "equal compute (max_flops 1e+15), final weights"."""
     t = cfg.train
     limit = f"max_steps {t.max_steps}" + (f", max_epochs {t.max_epochs}" if t.max_epochs else "")
+    on = t.stopping_rules
     rules = []
-    if t.max_flops is not None:
+    if on["compute"]:
         rules.append(f"equal compute (max_flops {t.max_flops:.3g})")
-    if t.max_time_seconds is not None:
+    if on["time"]:
         rules.append(f"equal wall time (max_time {t.max_time_seconds:g} s)")
-    if t.converge_window:
+    if on["converged"]:
         part = FRACTIONS.get(t.converge_window, f"{t.converge_window:.0%}")
         rules.append(f"to convergence (val/ppl < {t.converge_tol:.0%} better over the last {part} of validations)")
-    if t.early_stop_metric:
+    if on["early_stopping"]:
         delta = f", min_delta {t.min_delta:g}" if t.min_delta else ""
         rules.append(f"early stopping on {t.early_stop_metric} (patience {t.patience}{delta})")
     if rules:

@@ -83,12 +83,7 @@ def _show(value) -> str:
 
 
 def _holds(stop: str, t) -> bool:
-    rules = {
-        "compute": t.max_flops is not None,
-        "time": t.max_time_seconds is not None,
-        "converged": t.converge_window > 0,
-        "early_stopping": bool(t.early_stop_metric),
-    }
+    rules = t.stopping_rules
     if stop == "steps":
         return not any(rules.values()) and not t.max_epochs
     if stop == "epochs":

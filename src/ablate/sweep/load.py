@@ -175,7 +175,7 @@ def _validate_trials(sweep: Sweep) -> None:
     for key, spec in sweep.search.items():
         probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
         try:
-            sweep.config_for({key: int(probe) if spec["type"] == "int" else probe})
+            sweep.config_for(_search_override(key, spec, probe))
         except ConfigError as e:
             raise _fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
@@ -193,6 +193,11 @@ def _validate_trials(sweep: Sweep) -> None:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")
 
 
+def _search_override(key: str, spec: dict, value: Any) -> dict:
+    """The override a search key gives at `value`, as a trial would get it (an int parameter as an int)."""
+    return {key: int(value) if spec["type"] == "int" else value}
+
+
 def _check_basis(sweep: Sweep) -> None:
     """The base experiment on the stated basis, and every row (or the search at its bounds) stopping and scoring as
     the base does, save the rows the basis excepts."""
@@ -207,7 +212,7 @@ def _check_basis(sweep: Sweep) -> None:
     checked = {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
     for key, spec in sweep.search.items():
         for probe in spec["choices"] if spec["type"] == "categorical" else (spec["low"], spec["high"]):
-            checked[f"search.'{key}'={probe!r}"] = {key: int(probe) if spec["type"] == "int" else probe}
+            checked[f"search.'{key}'={probe!r}"] = _search_override(key, spec, probe)
     for where, overrides in checked.items():
         problem = sweep.basis.row_problem(sweep.config_for(overrides), base)
         if problem:

@@ -20,7 +20,7 @@ _BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoot
 
 @dataclass(frozen=True)
 class PairedTest:
-    """A paired bootstrap of a row against the base row (see `paired_bleu`).
+    """A paired test of a row against the base row (see `paired_bleu`).
 
     delta: observed Δ = mean over the row's seeds - mean over the base's seeds of the corpus metric;
     se: its standard error (sentences and seeds); df: the t degrees of freedom of se (inf: sentence noise only);
@@ -175,7 +175,6 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
         sigma2, s2 = own
         dof = n[k] - 1 if seeds[k] else n[other] - 1
         var += sigma2 / n[k]
-        # Var of that part's estimate: s²'s (2 s⁴ / dof), which the subtraction of a precise constant leaves as it is.
         # The estimate's variance is s²'s (2 s⁴ / dof), even where it was floored at 0: the subtracted part is known
         # far better (from every sentence), so the noise of s² is what remains.
         spread += (s2 / n[k]) ** 2 / dof
