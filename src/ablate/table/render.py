@@ -48,7 +48,12 @@ def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
 def _cells(line: dict) -> dict[str, str]:
     """Every printable cell of a row, keyed by its header."""
     base = line["row"] == "base"
-    out = {"row": line["row"], **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS}, "N": str(line["seeds"])}
+    # "seeds", not the paper's "N": that is Table 3's column for the number of layers (COLUMNS).
+    out = {
+        "row": line["row"],
+        **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS},
+        "seeds": str(line["seeds"]),
+    }
     metric = {name: _metric_cells(line[name], base) for name in METRICS}
     for name in METRICS:
         out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
@@ -139,7 +144,7 @@ def noise_line(s: dict) -> str:
 def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
     return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base with a Welch interval; N: seeds.",
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base with a Welch interval; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
         "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
         f"{b['power']:.0%} power at the corrected level; '-': no test.",

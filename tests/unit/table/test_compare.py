@@ -122,7 +122,11 @@ def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     md = (tmp_path / "out" / "table3.md").read_text()
     assert f"BLEU: sacreBLEU {signature}." in md  # the summaries' scores, with the signature they were scored with
     assert "| A-h1 |" in md and "24.9" in md and "31.00 [18.29, 43.71]" in md and "Spearman" in md
-    assert "d_model" not in md.split("\n")[2]  # a column no row changes is left out
+    head = md.split("\n")[2].strip("| ").split(" | ")
+    assert "d_model" not in head  # a column no row changes is left out
+    # Table 3's N (layers) and the seeds each row has are two columns: C-N2 has 2 layers and 1 seed.
+    c_n2 = dict(zip(head, next(ln for ln in md.split("\n") if ln.startswith("| C-N2 |")).strip("| ").split(" | ")))
+    assert (c_n2["N"], c_n2["seeds"]) == ("2", "1")
     tex = (tmp_path / "out" / "table3.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\Delta$BLEU" in tex
     with open(tmp_path / "out" / "table3.csv") as f:
