@@ -145,11 +145,11 @@ def archive_cli(args) -> int:
         study = load_sweep(study).out_dir
     evaluate = None
     if args.split:
-        from ablate.table.evaluation import evaluate_run, selected_checkpoint
+        from ablate.table.evaluation import evaluate_run, selected_checkpoint, wanted_checkpoint
 
         def evaluate(run: Path) -> None:
             if selected_checkpoint(run) is None:
-                raise FileNotFoundError(f"{run}: no eval/{args.split}.json and no checkpoint to make one from")
+                raise FileNotFoundError(f"{run}: no eval/{args.split}.json and no {wanted_checkpoint(run)} to make one from")
             print(f"evaluating {selected_checkpoint(run)} on the {args.split} split ...")
             evaluate_run(run, args.split, args.device)
 

@@ -32,6 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SPLITS = ("valid", "test")
+# The weights a run reports (its summary's `selected`): the average of its last K checkpoints, saved as AVERAGED
+# ("avg of last K"), or the weights it ended with (FINAL).
+AVERAGED = "avg.ckpt"  # weights only: never last.ckpt, which a resumed run continues from
+FINAL = "final weights"
 LISTS = ("indices", "hypotheses", "references", "nll", "tokens")
 TEXT = ("hypotheses", "references")  # optional once `bleu_stats` stands in for them
 BLEU_STATS_WIDTH = 10  # sacreBLEU's per-sentence statistics at its default max n-gram order 4

@@ -54,6 +54,12 @@ TABLE3: list[PaperRow] = [
 PAPER_VOCAB = 41_000  # the shared vocabulary at which the params column is self-consistent (see PAPER.md)
 
 
+BASE_VARIANTS = "base-variants"  # rows named base-...: the base changed in how it is trained (e.g. trained longer)
+
+
 def row_group(row: str) -> str:
-    """Table 3 letter of a row name: 'A-h1' -> 'A', 'base' -> 'base'."""
-    return row.split("-", 1)[0]
+    """Table 3 group of a row name, the part before its first '-': 'A-h1' -> 'A', 'attn-additive' -> 'attn';
+    'base' alone is the base row's group, and other base-... rows (controls such as 'base-2x') are BASE_VARIANTS,
+    so they are compared and plotted like any row instead of hiding in the base's group."""
+    prefix = row.split("-", 1)[0]
+    return BASE_VARIANTS if prefix == "base" and row != "base" else prefix

@@ -17,14 +17,11 @@ import torch
 from ablate.checkpoint import average_checkpoints, save_atomic, step_checkpoints
 from ablate.config import ExperimentConfig
 from ablate.data import TranslationDataModule
-from ablate.eval_file import describe_subset, write_eval_file
+from ablate.eval_file import AVERAGED, FINAL, describe_subset, write_eval_file
 from ablate.lit import TranslationModule
 from ablate.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
 
 log = logging.getLogger(__name__)
-
-AVERAGED = "avg.ckpt"  # weights only: never last.ckpt, which a resumed run continues from
-FINAL = "final weights"
 
 
 def val_subset(cfg: ExperimentConfig, total: int) -> tuple[list[int] | None, str]:

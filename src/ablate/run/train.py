@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data import TranslationDataModule, available_splits
+from ablate.eval_file import FINAL
 from ablate.flops import train_flops
 from ablate.lit import TranslationModule
 from ablate.metrics import SpeedCallback
@@ -171,7 +172,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             # fit() had nothing left to train or validate, and the summary needs the final weights' metrics.
             trainer.validate(module, datamodule=dm, verbose=False)
         validated = "valid" in available_splits(cfg.data)
-        selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": "final weights"}
+        selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
         summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
         summary["data"] = {"dropped": dm.dropped}
         if trainer.is_global_zero and cfg.train.eval_longer_than:

@@ -167,17 +167,19 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     n = {"row": row.shape[0], "base": base.shape[0]}
     seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s²) or None
     seed_noise = any(v is not None for v in seeds.values())
+    # Seed parts: (sigma², s², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
+    # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.
+    measured = [k for k in ("row", "base") if seeds[k]]
+    if len(measured) == 2:
+        parts = [(*seeds[k], n[k] - 1, 1 / n[k]) for k in measured]
+    else:
+        parts = [(*seeds[k], n[k] - 1, 1 / n["row"] + 1 / n["base"]) for k in measured]
     var, spread, dofs = v_sent, 0.0, []
-    for k, other in (("row", "base"), ("base", "row")):
-        own = seeds[k] or seeds[other]  # one seed: assume the other system's seed variance
-        if own is None:
-            continue
-        sigma2, s2 = own
-        dof = n[k] - 1 if seeds[k] else n[other] - 1
-        var += sigma2 / n[k]
+    for sigma2, s2, dof, weight in parts:
+        var += sigma2 * weight
         # The estimate's variance is s²'s (2 s⁴ / dof), even where it was floored at 0: the subtracted part is known
         # far better (from every sentence), so the noise of s² is what remains.
-        spread += (s2 / n[k]) ** 2 / dof
+        spread += (s2 * weight) ** 2 / dof
         dofs.append(dof)
     # Welch-Satterthwaite, but never below the seed parts' own dof (where the systems' seed-by-sentence noise cancels
     # in the paired difference, s² can dwarf var and the formula alone would claim almost no dof).

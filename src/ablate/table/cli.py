@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 from ablate.table.compare import make_table
+from ablate.table.latex import to_latex
 from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
-from ablate.table.render import print_table, to_csv, to_json, to_latex, to_markdown
+from ablate.table.render import print_table, to_agreement_csv, to_csv, to_json, to_markdown
 from ablate.table.significance import collect
 
 
@@ -46,8 +47,11 @@ def table_cli(args: argparse.Namespace) -> int:
     stem.with_suffix(".md").write_text(to_markdown(table, title))
     stem.with_suffix(".tex").write_text(to_latex(table, title))
     to_csv(table, stem.with_suffix(".csv"))
-    stem.with_suffix(".json").write_text(json.dumps(to_json(table, title), indent=2, ensure_ascii=False))
+    if table.compares_with_paper:
+        to_agreement_csv(table, stem.with_name(stem.name + "-agreement.csv"))
+    stem.with_suffix(".json").write_text(json.dumps(to_json(table, title), indent=2, ensure_ascii=False, allow_nan=False))
     plot(table, stem.with_suffix(".png"), title)
     print_table(table, title)
-    print(f"wrote {stem}.md, .tex, .csv, .json and .png")
+    agreement = f", {stem.name}-agreement.csv" if table.compares_with_paper else ""
+    print(f"wrote {stem}.md, .tex, .csv{agreement}, .json and .png")
     return 0

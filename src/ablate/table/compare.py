@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ablate.paper import TABLE3, PaperRow, row_group
+from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
 from ablate.table.load import Run
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
@@ -68,8 +68,17 @@ def build_rows(runs: list[Run]) -> list[Row]:
     paper = {p.name: p for p in TABLE3}
     for run in runs:
         by_name.setdefault(run.row, Row(run.row, row_group(run.row), paper=paper.get(run.row))).runs.append(run)
+    # Table 3's order: groups as the paper has them (base's variants right after base, groups it lacks last, by
+    # name), and within a group the paper's rows in its order before ours by name.
+    groups = list(dict.fromkeys(p.group for p in TABLE3))
+    groups.insert(groups.index("base") + 1, BASE_VARIANTS)
     order = {p.name: i for i, p in enumerate(TABLE3)}
-    return sorted(by_name.values(), key=lambda r: (order.get(r.name, len(order)), r.name))
+
+    def key(r: Row) -> tuple:
+        known = r.group in groups
+        return (not known, groups.index(r.group) if known else 0, "" if known else r.group, order.get(r.name, len(order)), r.name)
+
+    return sorted(by_name.values(), key=key)
 
 
 @dataclass
@@ -98,7 +107,8 @@ def make_table(runs: list[Run], evidence: Evidence | None = None, n_boot: int = 
         cfg = row.runs[0].config
         line = {"row": row.name, "group": row.group, "seeds": len(row.runs)}
         for col, key in COLUMNS.items():
-            line[col] = "" if row is base or cfg.get(key) == base_cfg.get(key) else cfg.get(key)
+            # The base row states its values, as Table 3's does; the others only what they change ("" = as base).
+            line[col] = cfg.get(key) if row is base else ("" if cfg.get(key) == base_cfg.get(key) else cfg.get(key))
         for m in ("params", "tokens_per_s", "step_ms", "epochs", "flops", "wall_seconds"):
             line[m] = row.mean(m)
         line["updates"] = row.mean("steps")  # trained; the "steps" column is the config's max_steps
@@ -166,6 +176,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "runs_with_eval_records": ev.runs_with_records,
         "basis": _recorded_basis(table),
         "declared_basis": "; ".join(sorted({str(r.config["sweep.basis"]) for r in runs if r.config.get("sweep.basis")})) or None,
+        "base_config": {col: base_line[col] for col in COLUMNS},
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
         "notes": list(ev.notes),

@@ -4,20 +4,59 @@ RUN_DIR/eval/{split}.json (`ablate.eval_file`). The checkpoint is the one chosen
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from ablate.eval_file import EvalFile, read_eval_file
+from ablate.eval_file import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.sentence_scores import sentence_nll, split_nll
 from ablate.table.load import Run
 
 # The per-sentence NLL helpers live in ablate.sentence_scores (training writes records too); re-exported here.
-__all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll"]
+__all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
 
-CHECKPOINTS = ("avg.ckpt", "best.ckpt")  # preferred first: the averaged last checkpoints, else the best on validation
+UNRECORDED = ("avg.ckpt", "best.ckpt")  # a run that recorded no selection (older runs): the average, else the best
+
+
+def _selection(run_dir: Path) -> tuple[str, int | None]:
+    """The summary's `selected` ("" if unrecorded) and its trained steps."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    return str(summary.get("selected", "")), summary.get("steps")
 
 
 def selected_checkpoint(run_dir: Path) -> Path | None:
-    return next((run_dir / "checkpoints" / n for n in CHECKPOINTS if (run_dir / "checkpoints" / n).is_file()), None)
+    """The checkpoint holding the weights the run reported on validation (its summary's `selected`), so a test score
+    is of the same weights: avg.ckpt for "avg of last K", last.ckpt for "final weights" when it was saved at the
+    run's last step (else no file holds them). None when the file is missing."""
+    ckpts = run_dir / "checkpoints"
+    selected, steps = _selection(run_dir)
+    if selected.startswith("avg"):
+        return ckpts / AVERAGED if (ckpts / AVERAGED).is_file() else None
+    if selected == FINAL:
+        last = ckpts / "last.ckpt"
+        return last if last.is_file() and _step(last) == steps else None
+    return next((ckpts / n for n in UNRECORDED if (ckpts / n).is_file()), None)
+
+
+def _step(path: Path) -> int | None:
+    import torch
+
+    try:  # memory-mapped: only the few bytes of global_step are read
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+    except Exception:
+        return None
+
+
+def wanted_checkpoint(run_dir: Path) -> str:
+    """What `selected_checkpoint` looks for in `run_dir`, for messages."""
+    selected, _ = _selection(run_dir)
+    if selected.startswith("avg"):
+        return f"checkpoints/{AVERAGED} (the run reported the {selected})"
+    if selected == FINAL:
+        return "checkpoints/last.ckpt saved at the run's last step (the run reported its final weights)"
+    return f"checkpoints/{' or '.join(UNRECORDED)}"
 
 
 def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
@@ -29,7 +68,7 @@ def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
 
     ckpt = selected_checkpoint(run_dir)
     if ckpt is None:
-        raise FileNotFoundError(f"{run_dir}: no checkpoints/{' or '.join(CHECKPOINTS)} to evaluate")
+        raise FileNotFoundError(f"{run_dir}: no {wanted_checkpoint(run_dir)} to evaluate")
     model, cfg, tokenizer = model_from_checkpoint(ckpt)
     model = model.to(pick_device(device))
     pairs, _ = read_parallel(*resolve_split(cfg.data, split))
@@ -43,8 +82,9 @@ def evaluator(split: str, device: str = "auto"):
         if run.run_dir is None or selected_checkpoint(run.run_dir) is None:
             where = "its summary has no eval/" + split if run.run_dir is None else f"it has no eval/{split}.json"
             raise ValueError(
-                f"run '{run.row}' at {run.source}: {where} and no checkpoints/{' or '.join(CHECKPOINTS)} "
-                f"to evaluate; write one with `ablate evaluate CHECKPOINT --split {split} --save-eval`"
+                f"run '{run.row}' at {run.source}: {where} and no "
+                + ("checkpoint" if run.run_dir is None else wanted_checkpoint(run.run_dir))
+                + f" to evaluate; write one with `ablate evaluate CHECKPOINT --split {split} --save-eval`"
             )
         print(f"evaluating {selected_checkpoint(run.run_dir)} on the {split} split ...")
         return read_eval_file(evaluate_run(run.run_dir, split, device), split)

@@ -1,43 +1,80 @@
-"""`ablate table`'s figure: per group, our ΔBLEU against base with its 95% interval beside the paper's Δ."""
+"""`ablate table`'s figure: per group, our ΔBLEU against base with the interval its verdict rests on, beside the
+paper's Δ."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from ablate.table.compare import Table
 
 
+def panels(table: Table) -> list[tuple[str, list[dict]]]:
+    """(group, its rows' BLEU dicts with "row") in table order, one per group but the base's."""
+    groups = [g for g in dict.fromkeys(ln["group"] for ln in table.lines) if g != "base"]
+    return [(g, [ln["bleu"] | {"row": ln["row"]} for ln in table.lines if ln["group"] == g]) for g in groups]
+
+
+def _interval(m: dict) -> tuple[float, float] | None:
+    """The paired test's 95% interval (seed and sentence noise: what the verdict reads), else the Welch interval over
+    seeds (runs without per-sentence records), else none (one seed and no test)."""
+    if m["test_low"] is not None:
+        return m["test_low"], m["test_high"]
+    if m["delta_low"] is not None:
+        return m["delta_low"], m["delta_high"]
+    return None
+
+
 def plot(table: Table, path: Path, title: str) -> None:
-    """One panel per group: our ΔBLEU (bar, error bar = its Welch 95% interval over seeds) beside the paper's."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(table, title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figure(table: Table, title: str):
+    """One panel per group: our ΔBLEU (bar with its 95% interval; '*' where p Holm <= alpha; hatched and without an
+    error bar where there is no interval) beside the paper's Δ."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = [g for g in dict.fromkeys(ln["group"] for ln in table.lines) if g != "base"]
-    fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(3.2 * max(len(groups), 1), 3.4), squeeze=False)
-    for ax, g in zip(axes[0], groups):
-        lines = [ln["bleu"] | {"row": ln["row"]} for ln in table.lines if ln["group"] == g]
-        xs = range(len(lines))
+    shown = panels(table)
+    alpha = table.summary["bootstrap"]["alpha"]
+    fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(3.2 * max(len(shown), 1), 3.6), squeeze=False)
+    for ax, (g, lines) in zip(axes[0], shown):
+        xs = [x - 0.2 for x in range(len(lines))]
         ours = [math.nan if m["delta"] is None else m["delta"] for m in lines]
-        err = [
-            [0.0 if m["delta_low"] is None else m["delta"] - m["delta_low"] for m in lines],
-            [0.0 if m["delta_high"] is None else m["delta_high"] - m["delta"] for m in lines],
-        ]
+        spans = [_interval(m) for m in lines]
+        bars = ax.bar(xs, ours, width=0.4, label="ours (95% CI)", color="tab:blue")
+        for x, d, span, bar, m in zip(xs, ours, spans, bars, lines):
+            if span is None:  # one seed, no test: a point estimate, not an exact value
+                bar.set(hatch="//", facecolor="white", edgecolor="tab:blue")
+                continue
+            if math.isnan(d):
+                continue
+            ax.errorbar(x, d, yerr=[[max(0.0, d - span[0])], [max(0.0, span[1] - d)]], fmt="none", ecolor="black", capsize=3, lw=1)
+            if m["p_holm"] is not None and m["p_holm"] <= alpha:
+                ax.annotate("*", (x, span[1] if d >= 0 else span[0]), ha="center", va="bottom" if d >= 0 else "top")
         paper = [math.nan if m["paper_delta"] is None else m["paper_delta"] for m in lines]
-        ax.bar([x - 0.2 for x in xs], ours, width=0.4, yerr=err, capsize=3, label="ours (95% CI)", color="tab:blue")
-        ax.bar([x + 0.2 for x in xs], paper, width=0.4, label="paper", color="tab:gray")
+        ax.bar([x + 0.4 for x in xs], paper, width=0.4, label="paper", color="tab:gray")
         ax.axhline(0, color="black", linewidth=0.6)
-        ax.set_xticks(list(xs), [m["row"] for m in lines], rotation=45, ha="right", fontsize=8)
+        ax.set_xticks([x + 0.2 for x in xs], [m["row"] for m in lines], rotation=45, ha="right", fontsize=8)
         ax.set_title(f"({g})" if len(g) == 1 else g)
     axes[0][0].set_ylabel("ΔBLEU vs base")
-    if groups:
+    if shown:
         axes[0][0].legend(fontsize=8)
     else:  # a study of the base row alone (e.g. still running): nothing to compare yet
         axes[0][0].text(0.5, 0.5, "no row besides base", ha="center", va="center", transform=axes[0][0].transAxes)
     s = table.summary
     fig.suptitle(f"{title}\n{s['split']} split, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    legend = (
+        f"Error bars: the paired test's 95% interval (the Welch interval over seeds where a row has no test); "
+        f"*: p Holm <= {alpha}; hatched: one seed and no test, no interval."
+    )
+    fig.text(0.5, 0.01, textwrap.fill(legend, int(50 * fig.get_figwidth() / 3.2)), ha="center", va="bottom", fontsize=7)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

@@ -1,5 +1,6 @@
-"""`ablate table`'s renderings of a compared study: Markdown, LaTeX, CSV, JSON and the terminal, all from one walk
-over the rows, each followed by what the scores are on, the noise floor and the agreement with the paper."""
+"""`ablate table`'s renderings of a compared study: Markdown, CSV, JSON and the terminal (LaTeX: ablate.table.latex),
+all from one walk over the rows, each followed by what the scores are on, the noise floor and the agreement with
+the paper."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ def _p(p) -> str:
 def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
     cells = {"": _with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
-        return cells | {"Δ": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
+        return cells | {"Δ": "", "paired CI": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
     return cells | {
         "Δ": _with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
+        "paired CI": "-" if m["test_low"] is None else f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]",
         "p": _p(m["p"]),
         "p Holm": _p(m["p_holm"]),
         "MDE": _num(m["mde"]),
@@ -59,7 +61,7 @@ def _cells(line: dict) -> dict[str, str]:
         out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
     lb = line["long_bleu"]
     out |= {
-        "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.1f}",
+        "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.3g}",  # 0.606, 213: B's drops show
         "tok/s": _num(line["tokens_per_s"], ".0f"),
         "step ms": _num(line["step_ms"], ".0f"),
         "updates": _num(line["updates"], ",.0f"),
@@ -70,7 +72,7 @@ def _cells(line: dict) -> dict[str, str]:
         "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"]),
     }
     for name in METRICS:
-        for key in ("Δ", "p", "p Holm", "MDE"):
+        for key in ("Δ", "paired CI", "p", "p Holm", "MDE"):
             out[f"Δ{NAMES[name]} [95% CI]" if key == "Δ" else f"{key} {NAMES[name]}"] = metric[name][key]
     for name in METRICS:
         out[f"paper {NAMES[name]}"] = _num(line[name]["paper"], ".2f" if name == "ppl" else ".1f")
@@ -81,11 +83,11 @@ def _cells(line: dict) -> dict[str, str]:
 
 
 def _used_columns(table: Table) -> list[str]:
-    """Headers to show: config columns only where some row changes them; the paper's columns and verdicts only when
+    """Headers to show: config columns only where some row besides base changes them; the paper's columns and verdicts only when
     some row besides base has a paper counterpart; long BLEU only when measured."""
     keep = []
     for h in _cells(table.lines[0]):
-        if h in COLUMNS and not any(line[h] != "" for line in table.lines):
+        if h in COLUMNS and not any(line[h] != "" for line in table.lines if line["row"] != "base"):
             continue
         if (h.startswith("paper") or h.startswith("verdict")) and not table.compares_with_paper:
             continue
@@ -144,20 +146,27 @@ def noise_line(s: dict) -> str:
 def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
     return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base with a Welch interval; seeds: runs in the row, one per seed.",
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base (ΔPPL < 0: the row is better) with a Welch interval "
+        "over seeds; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
-        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
+        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
+        "the verdict reads; p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
         f"{b['power']:.0%} power at the corrected level; '-': no test.",
     ]
 
 
-def agreement_lines(s: dict) -> list[str]:
-    head = ["group", "metric", *stats.VERDICTS]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+def agreement_rows(s: dict) -> list[list[str]]:
+    """The verdict counts, header first: per group and overall, per metric."""
+    rows = [["group", "metric", *stats.VERDICTS]]
     for m in METRICS:
         counts = s["verdicts"][m]
         for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
-            lines.append("| " + " | ".join([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)]) + " |")
+            rows.append([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)])
+    return rows
+
+
+def agreement_notes(s: dict) -> list[str]:
+    """Spearman's rank correlation with the paper, and the verdict rule."""
 
     def rho(r: dict) -> str:
         if r["rho"] is None:
@@ -165,14 +174,20 @@ def agreement_lines(s: dict) -> list[str]:
         return f"{r['rho']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
 
     sp = s["spearman"]
-    return lines + [
-        "",
-        f"Spearman's rank correlation with the paper over {sp['bleu']['rows']} rows (95% interval from resampling "
-        f"rows): BLEU {rho(sp['bleu'])}, PPL {rho(sp['ppl'])}.",
+    return [
+        "Spearman's rank correlation of our row means with the paper's (95% interval from resampling rows): "
+        + "; ".join(f"{NAMES[m]} over {_count(sp[m]['rows'], 'row')}: {rho(sp[m])}" for m in METRICS)
+        + ".",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
         f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
     ]
+
+
+def agreement_lines(s: dict) -> list[str]:
+    head, *rows = agreement_rows(s)
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+    return table + ["", *agreement_notes(s)]
 
 
 def _count(n: int, noun: str) -> str:
@@ -183,7 +198,13 @@ def notes(table: Table) -> list[str]:
     s = table.summary
     cost = s.get("training_hours")
     spent = [f"Training time: {cost['sum']:.1f} h summed over {_count(cost['runs'], 'run')}."] if cost else []
-    return [scores_line(s), noise_line(s), *spent, *reading_lines(s), *s["notes"]]
+    return [scores_line(s), base_line(s), noise_line(s), *spent, *reading_lines(s), *s["notes"]]
+
+
+def base_line(s: dict) -> str:
+    """The base row's configuration, which a scaled-down study differs from the paper's in (d_model 64, say)."""
+    shown = ", ".join(f"{h} {v}" for h, v in s["base_config"].items() if v not in (None, ""))
+    return f"Base row: {shown}; a blank config cell in another row is as here."
 
 
 def to_markdown(table: Table, title: str) -> str:
@@ -193,33 +214,9 @@ def to_markdown(table: Table, title: str) -> str:
         if new_group:
             out.append("| " + " | ".join([f"**({group})**"] + [""] * (len(head) - 1)) + " |")
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", *[f"{line}  " for line in notes(table)], "Blank config cells are as in our base row."]
+    out += ["", *[f"{line}  " for line in notes(table)]]
     if table.compares_with_paper:
         out += ["", "## Agreement with the paper", "", *agreement_lines(table.summary)]
-    return "\n".join(out) + "\n"
-
-
-def _esc(s) -> str:
-    return str(s).replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
-
-
-def to_latex(table: Table, title: str) -> str:
-    head = header(table)
-    out = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\small",
-        r"\begin{tabular}{" + "l" + "r" * (len(head) - 1) + "}",
-        r"\toprule",
-        " & ".join(_esc(h) for h in head) + r" \\",
-        r"\midrule",
-    ]
-    for new_group, _, cells in walk(table):
-        if new_group:
-            out.append(r"\midrule")
-        out.append(" & ".join(_esc(c).replace("<", "$<$") for c in cells) + r" \\")
-    caption = " ".join([title + ".", *notes(table)[:2]])
-    out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_esc(caption)}}}", r"\end{table}"]
     return "\n".join(out) + "\n"
 
 
@@ -253,12 +250,25 @@ def to_json(table: Table, title: str) -> dict:
             "row": ln["row"],
             "group": ln["group"],
             "seeds": ln["seeds"],
-            "changes": {c: ln[c] for c in COLUMNS if ln[c] != ""},
+            "changes": {} if ln["row"] == "base" else {c: ln[c] for c in COLUMNS if ln[c] != ""},  # base's: base_config
             **{k: v for k, v in ln.items() if k not in COLUMNS and k not in ("row", "group", "seeds")},
         }
         for ln in table.lines
     ]
     return {"title": title, **table.summary, "rows": rows}
+
+
+def to_agreement_csv(table: Table, path: Path) -> None:
+    """The verdict counts per group and metric, with Spearman's rho and its interval on each metric's 'all' line."""
+    head, *rows = agreement_rows(table.summary)
+    sp = table.summary["spearman"]
+    names = {v: k for k, v in NAMES.items()}
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*head, "spearman_rho", "spearman_low", "spearman_high", "spearman_rows"])
+        for r in rows:
+            m = sp[names[r[1]]]
+            writer.writerow(r + ([m["rho"], m["low"], m["high"], m["rows"]] if r[0] == "all" else ["", "", "", ""]))
 
 
 def print_table(table: Table, title: str) -> None:

@@ -93,6 +93,7 @@ def test_safe_name_cannot_leave_its_directory(tmp_path, name):
 def test_nest_and_row_group():
     assert nest({"model.heads": 4, "model.d_k": 8, "seed": 1}) == {"model": {"heads": 4, "d_k": 8}, "seed": 1}
     assert (row_group("A-h1"), row_group("base"), row_group("big")) == ("A", "base", "big")
+    assert (row_group("base-2x"), row_group("attn-additive")) == ("base-variants", "attn")  # a control is not the base
 
 
 def test_shipped_sweep_files_pass_validation(monkeypatch):

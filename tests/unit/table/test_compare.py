@@ -69,7 +69,8 @@ def test_rows_in_paper_order_with_changed_columns_seed_stats_and_deltas(tmp_path
     assert (base["mean"], base["n"]) == (31.0, 2) and base["sd"] == pytest.approx(statistics.stdev([30, 32]))
     assert (base["low"], base["high"]) == pytest.approx((31 - half, 31 + half))
     assert lines["A-h1"]["h"] == 1 and lines["A-h1"]["d_k"] == 64 and lines["A-h1"]["d_model"] == ""  # only what changed
-    assert lines["base"]["d_k"] == "" and lines["C-N2"]["N"] == 2 and lines["C-N2"]["h"] == ""
+    assert lines["C-N2"]["N"] == 2 and lines["C-N2"]["h"] == ""
+    assert (lines["base"]["d_model"], lines["base"]["h"], lines["base"]["d_k"], lines["base"]["N"]) == (64, 4, 16, 3)  # stated in full
     assert lines["D-ls0.0"]["eps_ls"] == 0.0
     assert lines["A-h1"]["bleu"]["delta"] == pytest.approx(-1.5) and lines["A-h1"]["ppl"]["delta"] == pytest.approx(0.75)
     welch = st.ttest_ind([29, 30], [30, 32], equal_var=False).confidence_interval()
@@ -127,8 +128,17 @@ def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     # Table 3's N (layers) and the seeds each row has are two columns: C-N2 has 2 layers and 1 seed.
     c_n2 = dict(zip(head, next(ln for ln in md.split("\n") if ln.startswith("| C-N2 |")).strip("| ").split(" | ")))
     assert (c_n2["N"], c_n2["seeds"]) == ("2", "1")
+    base = dict(zip(head, next(ln for ln in md.split("\n") if ln.startswith("| base |")).strip("| ").split(" | ")))
+    assert (base["N"], base["h"], base["d_k"], base["seeds"]) == ("3", "4", "16", "2")  # the base states its values
+    assert "Base row: N 3, d_model 64, d_ff 2048, h 4, d_k 16, d_v 16, P_drop 0.1, eps_ls 0.1, pos sinusoidal" in md
     tex = (tmp_path / "out" / "table3.tex").read_text()
-    assert r"\begin{tabular}" in tex and r"$\Delta$BLEU" in tex
+    assert r"\begin{tabular}" in tex and r"$\Delta$BLEU" in tex and "eps\\_ls" in tex
+    assert r"\multicolumn{" in tex and r"\textit{(A)}" in tex  # group labels, as in Table 3
+    assert tex.count(r"\begin{tabular}") == 2 and "inconclusive" in tex and "Spearman" in tex and "Noise floor" in tex
+    with open(tmp_path / "out" / "table3-agreement.csv") as f:
+        agreement = list(csv.DictReader(f))
+    overall = next(r for r in agreement if r["group"] == "all" and r["metric"] == "BLEU")
+    assert int(overall["inconclusive"]) == 3 and float(overall["spearman_rho"]) == pytest.approx(-0.2) and overall["spearman_rows"] == "4"
     with open(tmp_path / "out" / "table3.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["row"] for r in rows] == ["base", "A-h1", "C-N2", "D-ls0.0"] and float(rows[1]["ppl_paper"]) == 5.29
@@ -141,6 +151,32 @@ def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     assert report["bleu_signature"] == signature
     assert report["rows"][1]["changes"] == {"h": 1, "d_k": 64, "d_v": 64} and report["rows"][1]["bleu"]["n"] == 2
     assert "A-h1" in capsys.readouterr().out
+
+
+def test_base_variants_and_rows_outside_the_paper_take_their_place_in_table_3_order(tmp_path):
+    """base-2x (the base trained longer) is a row of its own right after base, not a second base group; a row the paper
+    lacks joins its letter's group after the paper's rows; other prefixes come last; every group but base is plotted."""
+    from ablate.table.plot import panels
+
+    rows = dict(ROWS) | {
+        "base-2x": ({"train.max_steps": 40}, [(2, 32.5, 3.9)]),
+        "A-h2": ({"model.heads": 2}, [(1, 30.5, 4.4)]),
+        "attn-additive": ({"model.attention": "additive"}, [(1, 29.0, 5.0)]),
+    }
+    table = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows)))
+    assert [(ln["row"], ln["group"]) for ln in table.lines] == [
+        ("base", "base"),
+        ("base-2x", "base-variants"),
+        ("A-h1", "A"),
+        ("A-h2", "A"),
+        ("C-N2", "C"),
+        ("D-ls0.0", "D"),
+        ("attn-additive", "attn"),
+    ]
+    assert [g for g, _ in panels(table)] == ["base-variants", "A", "C", "D", "attn"]
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert md.count("**(base)**") == 0 and md.count("**(base-variants)**") == 1
 
 
 def test_cli_errors_name_the_problem(tmp_path, capsys):

@@ -164,6 +164,31 @@ def test_split_test_evaluates_a_run_without_a_record_from_its_selected_checkpoin
     assert report["checkpoints"] == ["avg.ckpt", "best.ckpt"] and report["rows"][1]["bleu"]["delta"] == 0.0
 
 
+def test_the_checkpoint_scored_on_test_holds_the_weights_the_run_reported(tmp_path):
+    """avg.ckpt for a run that reported its last-K average; last.ckpt for one that reported its final weights, and only
+    when it was saved at the run's last step (a rule may stop between saves); best.ckpt never stands in for either."""
+
+    def run(name: str, selected: str, steps: int, files: dict[str, int]) -> Path:
+        d = write_run(tmp_path, name, 1, summary={"last": {"val/bleu": 20.0}, "selected": selected, "steps": steps})
+        (d / "checkpoints").mkdir()
+        for f, step in files.items():
+            torch.save({"global_step": step, "state_dict": {}}, d / "checkpoints" / f)
+        return d
+
+    avg = run("avg", "avg of last 5", 900, {"avg.ckpt": 900, "best.ckpt": 500, "last.ckpt": 900})
+    assert evaluation.selected_checkpoint(avg).name == "avg.ckpt"
+    no_avg = run("noavg", "avg of last 5", 900, {"best.ckpt": 500, "last.ckpt": 900})
+    assert evaluation.selected_checkpoint(no_avg) is None and "avg.ckpt" in evaluation.wanted_checkpoint(no_avg)
+    final = run("final", "final weights", 900, {"best.ckpt": 500, "last.ckpt": 900})
+    assert evaluation.selected_checkpoint(final).name == "last.ckpt"
+    stale = run("stale", "final weights", 930, {"best.ckpt": 500, "last.ckpt": 900})  # stopped 30 steps after the save
+    assert evaluation.selected_checkpoint(stale) is None and "last step" in evaluation.wanted_checkpoint(stale)
+    with pytest.raises(ValueError, match=r"run 'stale' .* no checkpoints/last.ckpt saved at the run's last step"):
+        evaluation.evaluator("test")(_run("stale", str(stale), run_dir=stale))
+    older = run("older", "", 900, {"best.ckpt": 500})  # recorded no selection: the best, as before
+    assert evaluation.selected_checkpoint(older).name == "best.ckpt"
+
+
 def test_sentence_nll_sums_to_the_training_loss_nll():
     torch.manual_seed(0)
     model = build_transformer(ModelConfig(enc_layers=1, dec_layers=1, d_model=16, heads=2, d_ff=32, dropout=0.0), 40).eval()

@@ -128,6 +128,8 @@ def test_one_seed_row_has_no_interval_but_is_tested(study):
     cells = study["cells"]["C-N2"]
     assert "[" not in cells["BLEU [95% CI]"] and "[" not in cells["ΔBLEU [95% CI]"] and cells["seeds"] == "1"
     assert cells["N"] == "2"  # Table 3's N, the layers: the seed count must not overwrite it
+    # Its paired test has an interval (the base's seed variance stands in for its own): shown, as the verdict reads it.
+    assert cells["paired CI BLEU"] == f"[{b['test_low']:+.2f}, {b['test_high']:+.2f}]" and b["test_low"] < b["test_high"]
 
 
 def test_rows_without_records_get_no_test_and_the_table_says_why(study):

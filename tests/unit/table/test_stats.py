@@ -190,6 +190,17 @@ def test_paired_bootstrap_se_is_the_standard_error_of_the_seed_means():
     assert res.delta == pytest.approx(np.mean(np.exp(levels["row"])) - np.mean(np.exp(levels["base"])))
 
 
+def test_a_one_seed_row_borrows_the_base_seed_variance_as_one_estimate():
+    """No sentence noise, a 5-seed base and a 1-seed row: Var(Δ) = s²_base (1/1 + 1/5), and that one estimate, on 4
+    dof, is one Welch-Satterthwaite term: df = Var² / ((s² (1 + 1/5))² / 4) = 4 exactly (two terms would claim 5.2)."""
+    tokens = np.random.default_rng(0).integers(5, 40, size=300).astype(float)
+    base, row = [2.0, 2.1, 1.9, 2.05, 1.95], [1.8]
+    res = paired_ppl([tokens * v for v in base], [tokens * v for v in row], tokens, n_boot=500)
+    s2 = np.var(np.exp(base), ddof=1)
+    assert res.seed_noise and res.se == pytest.approx(math.sqrt(s2 * (1 + 1 / 5)), rel=1e-6)
+    assert res.df == pytest.approx(4.0)
+
+
 def test_paired_bleu_more_seeds_narrow_the_test(refs):
     """The same systems with 6 seeds instead of 2: a smaller SE (so a smaller MDE) for the better-estimated Δ."""
     few = paired_bleu_stats(
