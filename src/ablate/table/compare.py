@@ -186,6 +186,12 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
         reasons = sorted({ln["bleu"]["untested"] for ln in others if ln["bleu"]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
+    sentence_only = [ln["row"] for ln in others if ln["bleu"]["p"] is not None and ln["bleu"]["df"] is None]
+    if sentence_only:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
+        summary["notes"].append(
+            f"Tested on sentence noise only (one seed there and in base, so no seed variance to add): {', '.join(sentence_only)}; "
+            "read their p and interval as too narrow."
+        )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
         summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}

@@ -227,3 +227,13 @@ def test_malformed_eval_file_is_an_error_naming_the_file(tmp_path, capsys):
     assert main(["table", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and "missing key 'tokens'" in err
+
+
+def test_a_one_seed_study_says_its_tests_hold_sentence_noise_only(tmp_path):
+    refs = references(50)
+    for row, rate in (("base", 0.3), ("A-h1", 0.6)):
+        write_run(tmp_path, row, 1, OVERRIDES[row], records={"valid": {**system(refs, rate, len(row)), "references": refs}})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "100"]) == 0
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert "Tested on sentence noise only (one seed there and in base, so no seed variance to add): A-h1;" in md
+    assert json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]["bleu"]["df"] is None
