@@ -8,8 +8,8 @@ and NLL, no sentence of the corpus). So a study longer than one machine's lease 
 into the sweep's out_dir and run the sweep again; `ablate table DEST` tabulates it as it stands.
 
 Archiving never removes anything: files of trials DEST already holds are replaced by the study's newer ones, and
-a study database with fewer finished trials than DEST's is refused (an empty or older study archived over a
-newer archive by mistake).
+a study database that lacks any trial DEST's has finished is refused (an empty, older or other study archived over
+an archive by mistake, or a copy another machine continued from the same archive).
 """
 
 from __future__ import annotations
@@ -103,20 +103,32 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
-def _finished_trials(db: Path) -> int:
-    """COMPLETE and PRUNED trials in an Optuna SQLite database (read-only, so a live study is not disturbed)."""
+def _finished_trials(db: Path) -> set[tuple[str, int, str]]:
+    """(study, trial number, start time) of the COMPLETE and PRUNED trials in an Optuna SQLite database (read-only, so
+    a live study is not disturbed): a trial's identity across copies of the database."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            return con.execute("SELECT COUNT(*) FROM trials WHERE state IN ('COMPLETE', 'PRUNED')").fetchone()[0]
+            rows = con.execute(
+                "SELECT s.study_name, t.number, t.datetime_start FROM trials t JOIN studies s ON s.study_id = t.study_id "
+                "WHERE t.state IN ('COMPLETE', 'PRUNED')"
+            ).fetchall()
     except sqlite3.Error as e:
         raise ValueError(f"{db}: not a readable Optuna study database ({e})") from None
+    return {(name, number, str(start)) for name, number, start in rows}
 
 
 def _check_not_older(source: Path, existing: Path) -> None:
-    if existing.is_file() and (have := _finished_trials(existing)) > (new := _finished_trials(source)):
+    """Replace an archive's database only with one that holds every trial it finished: not an older or empty study,
+    nor a copy that another machine continued from the same archive (its own finished trials would be lost)."""
+    if not existing.is_file():
+        return
+    lost = sorted(_finished_trials(existing) - _finished_trials(source))
+    if lost:
+        named = ", ".join(f"{study} trial {number}" for study, number, _ in lost[:5]) + (" ..." if len(lost) > 5 else "")
         raise ValueError(
-            f"{existing} holds {have} finished trials and the study's {source} only {new}: not replacing a newer "
-            "archive with an older study (move the archive aside to archive this study anew)"
+            f"{existing} holds {len(lost)} finished trials the study's {source} does not ({named}): not replacing it, "
+            "which would lose them (an older study, another study, or one that another machine continued from the same "
+            "archive); archive into a new folder instead"
         )
 
 

@@ -101,11 +101,32 @@ def test_archive_never_replaces_a_newer_archive_and_keeps_what_dest_has(study, t
     finished_run(older, "0000-base-s1", 1)
     study_db(older, 1)
     before = (dest / "study.db").read_bytes()
-    with pytest.raises(ValueError, match="holds 2 finished trials and the study's .* only 1"):
+    with pytest.raises(ValueError, match=r"holds 2 finished trials the study's .* does not \(t trial 0, t trial 1\)"):
         archive(older, dest)
     assert (dest / "study.db").read_bytes() == before and (dest / "trials" / "0009-extra" / "summary.json").exists()
     with pytest.raises(ValueError, match="inside the study"):
         archive(study, study / "archive")
+
+
+def test_archive_refuses_a_copy_another_machine_continued_from_the_same_archive(study, tmp_path):
+    """Two machines restore one archive and each finishes a different trial: the first to archive back extends it (a
+    superset of its trials), the second would drop that trial from the database, so it is refused, naming it."""
+    import shutil
+
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    machines = {}
+    for name in ("a", "b"):
+        machines[name] = tmp_path / name
+        shutil.copytree(dest, machines[name])
+        s = optuna.load_study(study_name="t", storage=f"sqlite:///{machines[name] / 'study.db'}")
+        s.tell(s.ask(), 2.0)
+    archive(machines["a"], dest)
+    assert len(optuna.load_study(study_name="t", storage=f"sqlite:///{dest / 'study.db'}").trials) == 3
+    before = (dest / "study.db").read_bytes()
+    with pytest.raises(ValueError, match=r"holds 1 finished trials the study's .* does not \(t trial 2\).*another machine"):
+        archive(machines["b"], dest)
+    assert (dest / "study.db").read_bytes() == before
 
 
 def test_archive_scores_runs_without_a_test_record_first(study, tmp_path):
