@@ -83,6 +83,18 @@ def test_eval_record_nll_sums_to_the_logged_validation_nll(tmp_path):
     assert record.bleu == pytest.approx(summary["last"]["val/bleu"], abs=1e-6)
 
 
+def test_a_run_ending_between_validations_reports_and_saves_its_final_weights(tmp_path):
+    """max_steps 10 with a validation every 4 steps: the last one in fit is at step 8, so the run validates the
+    weights of step 10 itself; the summary's metrics and last.ckpt are of those, and the record agrees with them."""
+    cfg = tiny_experiment(tmp_path, train={"max_steps": 10, "val_every_steps": 4, "num_threads": 1, "max_len_b": 10})
+    summary = train(cfg)
+    assert summary["steps"] == 10 and summary["selected"] == "final weights"
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 10
+    record = read_eval_file(tmp_path / "run" / "eval" / "valid.json", "valid")
+    assert sum(record.nll) / sum(record.tokens) == pytest.approx(summary["last"]["val/nll"], rel=1e-4)
+    assert record.bleu == pytest.approx(summary["last"]["val/bleu"], abs=1e-6)
+
+
 def test_final_average_on_a_random_subset_is_what_the_run_reports(tmp_path):
     cfg = tiny_experiment(tmp_path, train={"max_steps": 30, "val_every_steps": 10, "keep_last": 3, "final_average": 2,
                                            "val_max_sentences": 12, "num_threads": 1, "max_len_b": 10},

@@ -74,6 +74,7 @@ class StopRules(L.Callback):
         self.early = EarlyStopping(t.early_stop_metric, t.patience, t.min_delta) if t.early_stop_metric else None
         self.flops, self.seconds_before, self.ppl = 0.0, 0.0, []  # FLOPs (all ranks), wall time, val/ppl history
         self.reason: str | None = None
+        self.validated_step: int | None = None  # the step of this fit's last validation: the final weights' when equal
         self._pending = 0.0  # this rank's FLOPs since the last step boundary
         self._started: float | None = None
 
@@ -139,6 +140,7 @@ class StopRules(L.Callback):
 
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
+        self.validated_step = trainer.global_step
         metrics = trainer.callback_metrics
         if "val/ppl" in metrics:
             ppl = float(metrics["val/ppl"])

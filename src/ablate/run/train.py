@@ -167,11 +167,13 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         except SIGTERMException:
             raise SystemExit(preemption.exit_code) from None
-        if not any(k.startswith("val/") for k in trainer.callback_metrics):
-            # Resumed from a checkpoint taken after the last step (the first attempt died while finishing up):
-            # fit() had nothing left to train or validate, and the summary needs the final weights' metrics.
-            trainer.validate(module, datamodule=dm, verbose=False)
         validated = "valid" in available_splits(cfg.data)
+        if validated and stop.validated_step != trainer.global_step:
+            # The run ended off the validation grid (max_steps or max_epochs not a multiple of val_every_steps), or
+            # resumed after its last step with nothing left to train: validate the final weights, which the summary
+            # reports, and save them as last.ckpt, which `ablate table --split test` scores when they are selected.
+            trainer.validate(module, datamodule=dm, verbose=False)
+            trainer.save_checkpoint(out / "checkpoints" / "last.ckpt")
         selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
         summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
         summary["data"] = {"dropped": dm.dropped}
