@@ -152,6 +152,8 @@ def test_pruner_stops_a_bad_trial_early(sweep_env):
     assert bad.state == TrialState.PRUNED, bad.user_attrs
     assert max(bad.intermediate_values) < 40  # stopped at its first validation, not trained to the end
     assert bad.intermediate_values[10] > good.intermediate_values[10]
+    summary = json.loads((Path(bad.user_attrs["out_dir"]) / "summary.json").read_text())
+    assert summary["stop_reason"] == "pruned" and summary["steps"] < 40  # the run says why it stopped early
 
 
 def test_failing_trial_is_marked_with_its_reason_and_the_sweep_goes_on(sweep_env):

@@ -19,7 +19,7 @@ import torch
 from ablate.config import ExperimentConfig, TrainConfig
 from ablate.run.callbacks import _mid_accumulation
 
-STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged")
+STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged", "pruned")
 MODES = {"val/loss": "min", "val/ppl": "min", "val/bleu": "max"}
 FRACTIONS = {0.5: "half", 0.25: "quarter", 0.2: "fifth", 0.1: "tenth"}
 REPORT_WINDOW = 0.2  # summary.json reports the convergence rule over the last fifth when train.converge_window is off
@@ -174,6 +174,18 @@ class StopRules(L.Callback):
                 "converged": None if improvement is None else improvement < self.tol,
             },
         }
+
+
+def stop_run(trainer: L.Trainer, reason: str) -> None:
+    """Stop training for a reason of the caller's (a sweep's pruner: "pruned"), recorded as the summary's
+    stop_reason like the rules' own."""
+    if reason not in STOP_REASONS:
+        raise ValueError(f"unknown stop reason {reason!r}; one of {STOP_REASONS}")
+    rules = next((c for c in trainer.callbacks if isinstance(c, StopRules)), None)
+    if rules is not None:
+        rules._stop(trainer, reason)
+    else:
+        trainer.should_stop = True
 
 
 def comparison_basis(cfg: ExperimentConfig) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import lightning as L
 import optuna
 
+from ablate.run.stopping import stop_run
+
 
 class PruningCallback(L.Callback):
     def __init__(self, trial: optuna.Trial, metric: str):
@@ -20,4 +22,4 @@ class PruningCallback(L.Callback):
             prune = self.trial.should_prune()
         if trainer.strategy.broadcast(prune):
             self.pruned = True
-            trainer.should_stop = True
+            stop_run(trainer, "pruned")  # the run's summary says why it stopped

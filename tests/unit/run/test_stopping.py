@@ -190,6 +190,18 @@ def test_wall_clock_budget_counts_the_time_of_earlier_attempts(monkeypatch):
     assert resumed.summary(trainer2, t)["wall_seconds"] == 61.0
 
 
+def test_a_callback_stopping_the_run_names_its_reason_in_the_summary():
+    """A sweep's pruner stops the run through stop_run: the summary says "pruned", not "other"."""
+    t = train_cfg(max_steps=1000)
+    rules, trainer = StopRules(t, None), StubTrainer()
+    trainer.callbacks = [object(), rules]
+    trainer.global_step = 40
+    stopping.stop_run(trainer, "pruned")
+    assert trainer.should_stop and rules.summary(trainer, t)["stop_reason"] == "pruned"
+    with pytest.raises(ValueError, match="unknown stop reason 'bored'"):
+        stopping.stop_run(trainer, "bored")
+
+
 def test_stop_reason_without_a_rule_is_the_step_or_epoch_limit():
     t = train_cfg(max_steps=50)
     trainer = StubTrainer(max_steps=50)
