@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from pathlib import Path
 
@@ -214,13 +215,22 @@ def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: Translation
     return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}
 
 
+def epochs_trained(trainer, accumulate: int) -> float:
+    """Epochs trained, a partial one as its fraction (Lightning's current_epoch counts an epoch begun as done): optimizer
+    steps over the steps of an epoch, ceil(batches / accumulate), as Lightning steps on an epoch's last partial window."""
+    n = trainer.num_training_batches
+    if not n or math.isinf(n):
+        return trainer.current_epoch
+    return round(trainer.global_step / math.ceil(n / accumulate), 2)
+
+
 def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
     best = trainer.checkpoint_callbacks[0]
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     summary = {
         "out_dir": cfg.out_dir,
         "steps": trainer.global_step,
-        "epochs": trainer.current_epoch,
+        "epochs": epochs_trained(trainer, cfg.train.accumulate),
         **stop.summary(trainer, cfg.train),  # stop_reason, flops, wall_seconds (the whole run), convergence
         "basis": comparison_basis(cfg),
         "params": module.params,
