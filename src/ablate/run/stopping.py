@@ -188,9 +188,10 @@ def stop_run(trainer: L.Trainer, reason: str) -> None:
         trainer.should_stop = True
 
 
-def comparison_basis(cfg: ExperimentConfig) -> str:
+def comparison_basis(cfg: ExperimentConfig, averaged: int | None = None) -> str:
     """What a row's scores are comparable on, from the run's config: the stopping rules, then the weights scored.
-    E.g. "equal steps (max_steps 2000), last-5 average", "equal compute (max_flops 1e+15), final weights"."""
+    E.g. "equal steps (max_steps 2000), last-5 average", "equal compute (max_flops 1e+15), final weights".
+    `averaged`: how many checkpoints the run did average, where fewer than train.final_average were there."""
     t = cfg.train
     limit = f"max_steps {t.max_steps}" + (f", max_epochs {t.max_epochs}" if t.max_epochs else "")
     on = t.stopping_rules
@@ -209,5 +210,6 @@ def comparison_basis(cfg: ExperimentConfig) -> str:
         stop = " or ".join(rules) + f", at most {limit}"
     else:
         stop = f"equal {'epochs' if t.max_epochs else 'steps'} ({limit})"
-    chosen = f"last-{t.final_average} average" if t.final_average else "final weights"
+    k = t.final_average if averaged is None else averaged
+    chosen = f"last-{k} average" if k else "final weights"
     return f"{stop}, {chosen}"

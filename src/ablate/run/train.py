@@ -177,6 +177,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             trainer.save_checkpoint(out / "checkpoints" / "last.ckpt")
         selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
         summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
+        summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so
         summary["data"] = {"dropped": dm.dropped}
         if trainer.is_global_zero and cfg.train.eval_longer_than:
             summary.update(_eval_long(cfg, module, dm))
@@ -232,7 +233,6 @@ def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
         "steps": trainer.global_step,
         "epochs": epochs_trained(trainer, cfg.train.accumulate),
         **stop.summary(trainer, cfg.train),  # stop_reason, flops, wall_seconds (the whole run), convergence
-        "basis": comparison_basis(cfg),
         "params": module.params,
         **extra,
         "last": metrics,

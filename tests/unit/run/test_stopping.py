@@ -261,3 +261,9 @@ def test_stopping_keys_are_validated():
 ])  # fmt: skip
 def test_comparison_basis_describes_the_stopping_rule_and_the_weights_scored(train, basis):
     assert comparison_basis(load_config(data={"vocab_size": 64}, train=train)) == basis
+
+
+def test_comparison_basis_says_how_many_checkpoints_were_averaged_when_fewer_were_there():
+    cfg = load_config(data={"vocab_size": 64}, train={"max_steps": 2000, "final_average": 5})
+    assert comparison_basis(cfg, averaged=3) == "equal steps (max_steps 2000), last-3 average"
+    assert comparison_basis(cfg, averaged=0) == "equal steps (max_steps 2000), final weights"  # none to average
