@@ -131,6 +131,9 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     with `shuffle` the batch order is drawn from a generator seeded by (seed, epoch). Under DDP each of
     `num_replicas` ranks takes every num_replicas-th batch of the same list; the list is padded by repeating from its
     start (or cut, with drop_last) so every rank gets the same number of batches, as DistributedSampler does.
+    With gradient accumulation an epoch keeps a whole number of `accumulate`-batch windows (the last < accumulate
+    batches, a different few each shuffled epoch, wait for the next), so every optimizer step is a full window and
+    validation every N steps, which Lightning counts in batches, falls on a step boundary in every epoch.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         drop_last: bool = False,
+        accumulate: int = 1,
     ):
         self.src_lens = np.asarray(src_lens, dtype=np.int64)
         self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
@@ -155,7 +159,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             hint = "raise it or lower data.max_len"
             raise ValueError(f"data.max_tokens={max_tokens} cannot hold a sentence of {longest} tokens; {hint}")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
-        self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
+        self.num_replicas, self.rank, self.drop_last, self.accumulate = num_replicas, rank, drop_last, accumulate
         self.epoch = 0
         self.resume_at: tuple[int, int] | None = None  # (epoch, batches already trained): skipped once, on resume
         # Where Lightning's set_epoch call takes the epoch from instead of its argument (the datamodule passes the
@@ -200,6 +204,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             if total > len(batches):
                 batches = (batches * math.ceil(total / len(batches)))[:total]
             batches = batches[:total][self.rank :: self.num_replicas]
+        batches = batches[: len(self)]  # whole accumulation windows
         if self.resume_at is not None and self.resume_at[0] == self.epoch:
             # The order is a function of (seed, epoch), so dropping the batches already trained resumes exactly.
             batches = batches[self.resume_at[1] :]
@@ -208,9 +213,9 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         n = len(self._bounds)
-        if self.num_replicas == 1:
-            return n
-        return n // self.num_replicas if self.drop_last else math.ceil(n / self.num_replicas)
+        if self.num_replicas > 1:
+            n = n // self.num_replicas if self.drop_last else math.ceil(n / self.num_replicas)
+        return n - n % self.accumulate if n >= self.accumulate else n  # fewer than one window: kept, a short step
 
 
 def make_loader(
@@ -222,10 +227,18 @@ def make_loader(
     rank: int = 0,
     num_workers: int = 0,
     pin_memory: bool = False,
+    accumulate: int = 1,
 ) -> DataLoader:
     """A DataLoader of token-bucketed batches over `encoded`; works without Lightning (benchmarks, `evaluate`)."""
     sampler = TokenBucketBatchSampler(
-        encoded.src_lens, encoded.tgt_lens, max_tokens, shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank
+        encoded.src_lens,
+        encoded.tgt_lens,
+        max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        num_replicas=num_replicas,
+        rank=rank,
+        accumulate=accumulate,
     )
     return DataLoader(
         encoded,

@@ -121,7 +121,7 @@ class TranslationDataModule(L.LightningDataModule):
             return 1, 0
         return trainer.world_size, trainer.global_rank
 
-    def _loader(self, split: str, shuffle: bool, shard: bool) -> DataLoader:
+    def _loader(self, split: str, shuffle: bool, shard: bool, accumulate: int = 1) -> DataLoader:
         replicas, rank = self._ranks() if shard else (1, 0)
         return make_loader(
             self.encoded(split),
@@ -132,12 +132,13 @@ class TranslationDataModule(L.LightningDataModule):
             rank=rank,
             num_workers=self.data_cfg.num_workers,
             pin_memory=torch.cuda.is_available(),
+            accumulate=accumulate,
         )
 
     def train_dataloader(self) -> DataLoader:
         # Lightning calls set_epoch on batch_sampler.sampler each epoch (see batching._EpochHook); we read the epoch
         # from the trainer, and on resume from the checkpoint, as Lightning builds that first iterator earlier.
-        loader = self._loader("train", shuffle=True, shard=True)
+        loader = self._loader("train", shuffle=True, shard=True, accumulate=self.cfg.train.accumulate)
         loader.batch_sampler.epoch_source = lambda: self.trainer.current_epoch
         resume_at, self._resume_at = getattr(self, "_resume_at", None), None
         if resume_at is not None:

@@ -95,6 +95,19 @@ def test_a_run_ending_between_validations_reports_and_saves_its_final_weights(tm
     assert record.bleu == pytest.approx(summary["last"]["val/bleu"], abs=1e-6)
 
 
+def test_with_gradient_accumulation_every_validation_is_on_the_step_grid(tmp_path):
+    """accumulate 3 over epochs of a batch count that is no multiple of 3: validations every 2 optimizer steps land
+    on steps 2, 4, 6, ... across epoch ends (they drifted into accumulation windows when an epoch's last window was
+    short), and the epochs are counted in whole windows."""
+    cfg = tiny_experiment(tmp_path, train={**FAST, "accumulate": 3, "val_every_steps": 2, "max_steps": 16})
+    summary = train(cfg)
+    lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    # Lightning logs a validation at global_step - 1 (its last batch's step), as metrics.csv shows for every run.
+    steps = [int(row[head.index("step")]) + 1 for row in (ln.split(",") for ln in lines[1:]) if row[head.index("val/loss")]]
+    assert summary["epochs"] > 1 and steps == list(range(2, 17, 2)), steps
+
+
 def test_final_average_on_a_random_subset_is_what_the_run_reports(tmp_path):
     cfg = tiny_experiment(tmp_path, train={"max_steps": 30, "val_every_steps": 10, "keep_last": 3, "final_average": 2,
                                            "val_max_sentences": 12, "num_threads": 1, "max_len_b": 10},

@@ -93,6 +93,23 @@ def test_ranks_get_disjoint_equal_shards(drop_last):
         assert [tuple(b) for b in shards[0]] == [tuple(b) for b in (whole + whole[:padded])[0::2]]
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_an_epoch_keeps_whole_accumulation_windows(replicas):
+    """With accumulate 4 every rank's epoch is a multiple of 4 batches, so every optimizer step is a full window and
+    validation every N steps (Lightning counts 4N batches) falls on a step boundary; the few batches left over are
+    other ones each epoch, so no sentence is left out for good."""
+    n = len(sampler(num_replicas=replicas))
+    assert n % 4 != 0, "the corpus must leave a partial window for this test to mean anything"
+    s = sampler(accumulate=4, num_replicas=replicas)
+    assert len(s) == n - n % 4 and len(list(s)) == len(s)
+    seen = set()
+    for epoch in range(6):
+        s.set_epoch(epoch)
+        seen |= {i for b in s for i in b}
+    assert seen == set(range(1000)) or replicas > 1  # (a rank sees only its shard)
+    assert len(sampler(accumulate=4, num_replicas=replicas, max_tokens=100_000)) == len(sampler(num_replicas=replicas, max_tokens=100_000))
+
+
 def test_bucketing_pads_less_than_random_batching():
     s = sampler()
     batches = list(s)
