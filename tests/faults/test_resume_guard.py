@@ -1,4 +1,4 @@
-"""Issue 18 item 3: `--resume --force` with a key that changes parameter shapes is refused before any file changes.
+"""Issue 18 item 3: `--resume --force` with a key that changes parameter shapes is refused before any file changes;
 
 Today `ablate train CONFIG model.d_model=64 --resume --force` first rewrites config.yaml (keeping the old one as
 config.before-resume-1.yaml) and creates resume-1/, and only then fails to load the checkpoint with a size-mismatch
@@ -53,3 +53,17 @@ def test_forced_resume_with_a_shape_changing_key_is_refused_before_touching_the_
     again = ablate("train", str(config), "--resume")  # the run is as it was: it continues
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 20
+
+
+def test_a_forced_resume_that_changes_a_model_setting_averages_only_its_own_checkpoints(tmp_path):
+    """Dropout changed on a forced resume (no shape changes, so allowed): the step checkpoints from before it hold
+    another model config, which average_checkpoints refuses to mix, so the end-of-run average takes only those
+    written since, and the run finishes instead of failing after all its training."""
+    config = write_experiment(tmp_path, max_steps=20, val_every_steps=4, final_average=3)
+    first = ablate("train", str(config), env={"ABLATE_DEBUG_SIGNAL": "13:TERM"})
+    assert first.returncode == 75, first.stderr[-3000:]
+    proc = ablate("train", str(config), "model.dropout=0.3", "--resume", "--force")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 20 and summary["averaged_from"] == ["step=16.ckpt", "step=20.ckpt"], summary.get("averaged_from")
+    assert summary["selected"] == "avg of last 2" and summary["basis"].endswith("last-2 average")

@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.checkpoint import average_checkpoints, save_atomic, step_checkpoints
+from ablate.checkpoint import average_checkpoints, load_checkpoint, save_atomic, step_checkpoints
 from ablate.config import ExperimentConfig
 from ablate.data import TranslationDataModule
 from ablate.eval_file import AVERAGED, FINAL, describe_subset, write_eval_file
@@ -46,7 +46,7 @@ def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: Translatio
     only), load them into `module` and validate them, so the trainer's metrics are the average's. Returns the
     summary's `selected` (and `averaged_from`). On every rank: validation is a collective under DDP."""
     k = cfg.train.final_average
-    paths = step_checkpoints(out)[-k:] if k else []
+    paths = _this_model(step_checkpoints(out), module.hparams["config"]["model"], k) if k else []
     if k and not paths:
         log.warning("train.final_average=%d: no step checkpoints in %s to average; reporting the final weights", k, out / "checkpoints")
     if not paths:
@@ -59,6 +59,17 @@ def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: Translatio
     module.load_state_dict(averaged["state_dict"])
     trainer.validate(module, datamodule=dm, verbose=False)
     return {"selected": f"avg of last {len(paths)}", "averaged_from": [p.name for p in paths]}
+
+
+def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
+    """The newest `k` step checkpoints, back to the first written with another model config: a resume with --force
+    that changed a model setting (dropout, say) leaves older ones, which must not be averaged in."""
+    kept: list[Path] = []
+    for path in reversed(paths):
+        if len(kept) == k or load_checkpoint(path, mmap=True)["hyper_parameters"]["config"]["model"] != model:
+            break
+        kept.append(path)
+    return kept[::-1]
 
 
 @torch.no_grad()
