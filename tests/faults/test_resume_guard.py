@@ -1,4 +1,5 @@
-"""Issue 18 item 3: `--resume --force` with a key that changes parameter shapes is refused before any file changes;
+"""Forced resumes: `--resume --force` with a key that changes parameter shapes is refused before any file changes
+(issue 18 item 3); one that keeps them (dropout) averages only the checkpoints written since.
 
 Today `ablate train CONFIG model.d_model=64 --resume --force` first rewrites config.yaml (keeping the old one as
 config.before-resume-1.yaml) and creates resume-1/, and only then fails to load the checkpoint with a size-mismatch
