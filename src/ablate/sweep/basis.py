@@ -38,10 +38,10 @@ STOP_KEYS = (
 STOPS = {  # stop kind -> what it needs of the base's train section
     "steps": "no stopping rule or budget but max_steps",
     "epochs": "train.max_epochs set, no other stopping rule or budget",
-    "compute": "train.max_flops set",
-    "time": "train.max_time set",
-    "converged": "train.converge_window > 0",
-    "early_stopping": "train.early_stop_metric set",
+    "compute": "train.max_flops set, no other stopping rule or budget",
+    "time": "train.max_time set, no other stopping rule or budget",
+    "converged": "train.converge_window > 0, no other stopping rule or budget",
+    "early_stopping": "train.early_stop_metric set, no other stopping rule or budget",
 }
 WEIGHTS = re.compile(r"final|last-([1-9][0-9]*)")
 KEYS = {"stop", "weights", "except"}
@@ -88,7 +88,7 @@ def _holds(stop: str, t) -> bool:
         return not any(rules.values()) and not t.max_epochs
     if stop == "epochs":
         return not any(rules.values()) and bool(t.max_epochs)
-    return rules[stop]
+    return rules[stop] and not any(on for rule, on in rules.items() if rule != stop)  # one rule: the basis says which
 
 
 def parse_basis(raw: Any, rows: set[str]) -> Basis | None:

@@ -69,6 +69,12 @@ def test_a_row_off_the_basis_is_refused_naming_the_row_and_key(tmp_path, head, b
         (STEPS, "converged, weights: last-5", "stop: converged needs train.converge_window > 0"),
         (HEAD, "converged, weights: final", "train.final_average=5 but weights: final needs 0"),
         (HEAD, "compute, weights: last-5", "stop: compute needs train.max_flops set"),
+        # Converged by its rule, but a FLOPs budget may end it first: two bases at once, so neither is stated.
+        (
+            HEAD.replace("train.max_steps: 5000", "train.max_steps: 5000, train.max_flops: 1e15"),
+            "converged, weights: last-5",
+            "stop: converged needs train.converge_window > 0, no other stopping rule or budget",
+        ),
     ],
 )
 def test_a_base_off_its_own_basis_is_refused(tmp_path, head, basis, named):
@@ -87,7 +93,7 @@ def test_max_time_compares_as_a_duration(tmp_path):
 
 def test_equal_compute_rows_share_the_budget(tmp_path):
     head = (
-        HEAD.replace("train.max_steps: 5000", "train.max_flops: 1.0e15")
+        HEAD.replace("train.max_steps: 5000", "train.max_flops: 1.0e15").replace("converge_window: 0.2", "converge_window: 0.0")
         + "basis: {stop: compute, weights: last-5}\nvariants:\n  base: {}\n"
     )
     with pytest.raises(ConfigError, match=r"variant 'X' .* train.max_flops=2e\+15 differs from the base's 1e\+15"):
