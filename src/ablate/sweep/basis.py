@@ -63,7 +63,7 @@ class Basis:
         """Why a row with `cfg` does not stop and score as the base (`base`) does, or None."""
         for key in STOP_KEYS:
             mine, theirs = getattr(cfg.train, key), getattr(base.train, key)
-            if mine != theirs:
+            if mine != theirs and not _idle(key, cfg.train, base.train):
                 name = "max_time" if key == "max_time_seconds" else key
                 return f"train.{name}={_show(getattr(cfg.train, name))} differs from the base's {_show(getattr(base.train, name))}"
         return self._weights_problem(cfg)
@@ -76,6 +76,15 @@ class Basis:
 
     def describe(self) -> str:
         return f"stop: {self.stop}, weights: {self.weights}" + (f" (except {', '.join(self.exempt)})" if self.exempt else "")
+
+
+# A rule's settings that end nothing while the rule is off (in the row and the base alike).
+IDLE_UNLESS = {"converge_tol": "converge_window", "patience": "early_stop_metric", "min_delta": "early_stop_metric"}
+
+
+def _idle(key: str, mine, theirs) -> bool:
+    rule = IDLE_UNLESS.get(key)
+    return rule is not None and not getattr(mine, rule) and not getattr(theirs, rule)
 
 
 def _show(value) -> str:

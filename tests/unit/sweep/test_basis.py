@@ -83,6 +83,15 @@ def test_a_base_off_its_own_basis_is_refused(tmp_path, head, basis, named):
     assert named in str(e.value), str(e.value)
 
 
+def test_a_setting_of_a_rule_that_is_off_everywhere_is_no_difference(tmp_path):
+    """patience without early stopping ends nothing: a row may carry its own (a shared experiment file, say); with
+    the rule on, the same difference is refused."""
+    steps = STEPS + "basis: {stop: steps, weights: last-5}\nvariants:\n  base: {}\n"
+    assert load_sweep(write(tmp_path, steps + "  X: {train.patience: 9, train.converge_tol: 0.1}\n")).basis.stop == "steps"
+    with pytest.raises(ConfigError, match="train.converge_tol=0.1 differs from the base's 0.02"):
+        sweep(tmp_path, "basis: {stop: converged, weights: last-5}\n", "  base: {}\n  X: {train.converge_tol: 0.1}\n")
+
+
 def test_max_time_compares_as_a_duration(tmp_path):
     head = HEAD.replace("train.converge_window: 0.2, ", "train.max_time: 3600, ")
     ok = head + "basis: {stop: time, weights: last-5}\nvariants:\n  base: {}\n  X: {train.max_time: '01:00:00'}\n"
