@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.checkpoint import average_checkpoints, load_checkpoint, save_atomic, step_checkpoints
+from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, step_checkpoints
 from ablate.config import ExperimentConfig
 from ablate.data import TranslationDataModule
 from ablate.eval_file import AVERAGED, FINAL, describe_subset, write_eval_file
@@ -62,11 +62,18 @@ def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: Translatio
 
 
 def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
-    """The newest `k` step checkpoints, back to the first written with another model config: a resume with --force
-    that changed a model setting (dropout, say) leaves older ones, which must not be averaged in."""
+    """The newest `k` step checkpoints, back to the first written with another model config or unreadable: a resume
+    with --force that changed a model setting (dropout, say) leaves older ones, which must not be averaged in."""
     kept: list[Path] = []
     for path in reversed(paths):
-        if len(kept) == k or load_checkpoint(path, mmap=True)["hyper_parameters"]["config"]["model"] != model:
+        if len(kept) == k:
+            break
+        try:
+            saved = load_checkpoint(path, mmap=True)["hyper_parameters"]["config"]["model"]
+        except CheckpointError as e:  # e.g. left unreadable by a kill that resume skipped past: not averaged in
+            log.warning("not averaging %s: %s", path.name, e)
+            break
+        if saved != model:
             break
         kept.append(path)
     return kept[::-1]

@@ -172,3 +172,18 @@ def test_without_final_average_the_final_weights_are_reported(setup, tmp_path):
     trainer = stub_trainer()
     assert select_weights(cfg, trainer, make_module(cfg, dm), dm, tmp_path) == {"selected": "final weights"}
     assert trainer.validated == [] and not (tmp_path / "checkpoints" / "avg.ckpt").exists()
+
+
+def test_the_average_stops_at_a_checkpoint_of_another_model_or_one_that_does_not_load(tmp_path):
+    from ablate.run.evaluation import _this_model
+
+    def ckpt(step: int, dropout: float) -> Path:
+        path = tmp_path / f"step={step}.ckpt"
+        torch.save({"state_dict": {}, "hyper_parameters": {"config": {"model": {"dropout": dropout}}}}, path)
+        return path
+
+    paths = [ckpt(10, 0.1), ckpt(20, 0.3), ckpt(30, 0.3), ckpt(40, 0.3)]
+    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[1:]  # before the forced resume: another model
+    assert _this_model(paths, {"dropout": 0.3}, 2) == paths[2:]
+    paths[2].write_bytes(b"truncated")  # a kill mid-write that resume skipped past
+    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[3:]
