@@ -4,7 +4,7 @@ One record per run and split holds every scored sentence's hypothesis, reference
 `ablate table` can compare ablation rows on the same sentences (a paired bootstrap, `ablate.table.stats`)
 instead of comparing one corpus number per run. Training writes it for the validation split,
 `ablate evaluate --split test --save-eval` (or `ablate table --split test`) for the test split; a W&B run carries
-the same dict in its summary under `eval/{split}`.
+the same record, its lists as a W&B table (`ablate.eval_wandb`).
 
     {"split": "valid" | "test", "dataset": "multi30k",
      "checkpoint": "best.ckpt" | "last.ckpt" | "avg.ckpt" | "final weights",
@@ -116,7 +116,7 @@ def eval_record(
 ) -> dict:
     """The record for one run and split, with corpus BLEU (sacreBLEU defaults, as `ablate.metrics.bleu`) and PPL.
 
-    Pairs are put in ascending index order. Also what a run logs to W&B under `eval/{split}`.
+    Pairs are put in ascending index order. Also what a run logs to W&B (`ablate.eval_wandb.log_record`).
     """
     from sacrebleu.metrics import BLEU
 

@@ -29,6 +29,11 @@ class OfflineRun:
     history: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
 
+    @property
+    def files(self) -> Path:
+        """The run's files directory, where W&B writes media such as tables that its summary refers to."""
+        return self.path.parent / "files"
+
 
 def _chunks(data: bytes, path: Path) -> Iterator[bytes]:
     pos, pending = HEADER_LEN, b""

@@ -126,7 +126,10 @@ def test_final_average_on_a_random_subset_is_what_the_run_reports(tmp_path):
     assert record.checkpoint == "avg.ckpt" and record.indices == fixed_subset(40, 12, 0)
     assert record.bleu == pytest.approx(summary["last"]["val/bleu"], abs=1e-6)  # `last` is the average's validation
 
+    from ablate.eval_wandb import read_records
     from ablate.wandb_offline import find_runs, read_run
 
     run = read_run(find_runs(tmp_path / "run")[0])
-    assert run.summary["eval/valid"]["indices"] == record.indices and run.summary["selected"] == "avg of last 2"
+    carried = read_records(run.summary, run.files, str(run.path))["eval/valid"]  # its sentences as a W&B table
+    assert carried["indices"] == record.indices and carried["hypotheses"] == record.hypotheses
+    assert run.summary["selected"] == "avg of last 2"

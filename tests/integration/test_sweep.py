@@ -92,7 +92,7 @@ def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_grou
     summary_runs = [r for r in runs if "summary" in r.tags]
     assert len(summary_runs) == 1 and summary_runs[0].group == "grid"
     (logged,) = [row for row in summary_runs[0].history if row.get("trials/_type") == "table-file"]  # the study's W&B Table
-    table = json.loads((summary_runs[0].path.parent / "files" / logged["trials/path"]).read_text())
+    table = json.loads((summary_runs[0].files / logged["trials/path"]).read_text())
     assert sorted(r[table["columns"].index("name")] for r in table["data"]) == ["A-h1", "C-ff32", "E-learned", "base"]
 
     # `ablate table` reads the same study from its run directories and from the W&B offline files alike.

@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data import TranslationDataModule, available_splits
 from ablate.eval_file import FINAL
+from ablate.eval_wandb import log_record
 from ablate.flops import train_flops
 from ablate.lit import TranslationModule
 from ablate.metrics import SpeedCallback
@@ -194,7 +195,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             if wandb_logger is not None:
                 wandb_logger.experiment.summary.update(summary)
                 if record is not None:
-                    wandb_logger.experiment.summary["eval/valid"] = record
+                    log_record(wandb_logger.experiment, record)
         return summary
     finally:
         if wandb_logger is not None:

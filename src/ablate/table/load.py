@@ -85,6 +85,7 @@ def runs_from_dirs(root: Path) -> list[Run]:
 
 def runs_from_wandb(root: Path) -> list[Run]:
     """Every W&B offline run under `root` with a final summary (sweep summary-table runs are skipped)."""
+    from ablate.eval_wandb import read_records
     from ablate.wandb_offline import find_runs, read_run
 
     runs = []
@@ -93,7 +94,7 @@ def runs_from_wandb(root: Path) -> list[Run]:
         if "summary" in run.tags or "val/bleu" not in run.summary and "last" not in run.summary:
             continue
         row = run.config.get("sweep.row") or run.name
-        runs.append(_run(row, run.config, run.summary, str(run.path)))
+        runs.append(_run(row, run.config, read_records(run.summary, run.files, str(run.path)), str(run.path)))
     return runs
 
 

@@ -1,0 +1,95 @@
+"""An evaluation record through a real offline W&B run (ablate.eval_wandb): its sentences logged as a W&B table,
+read back whole from the run's files by `ablate table --wandb`, and refused, naming the run, when the table file
+is missing, changed or not the record's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from ablate.eval_file import EvalFileError, eval_record, parse_eval
+from ablate.eval_wandb import log_record, read_records, table_key
+from ablate.table.load import runs_from_wandb
+from ablate.table.significance import collect
+from ablate.wandb_offline import find_runs, read_run
+
+REFS = ["ein Hund läuft im Park .", "zwei Männer spielen Fußball .", "eine Frau liest ein Buch .", "Kinder essen Eis ."]
+
+
+def _record(hyps: list[str], nll: list[float]) -> dict:
+    return eval_record(split="valid", dataset="multi30k", checkpoint="avg.ckpt", indices=[0, 2, 5, 9],
+                       hypotheses=hyps, references=REFS, nll=nll, tokens=[7, 6, 7, 5])  # fmt: skip
+
+
+BASE = _record(["ein Hund rennt im Park .", "zwei Männer spielen Fußball .", "eine Frau liest .", "Kinder essen ."],
+               [9.5, 4.25, 11.0, 6.5])  # fmt: skip
+ROW = _record(list(REFS), [3.0, 2.5, 4.0, 2.0])
+
+
+def _offline_run(root, name, record):
+    import wandb
+
+    run = wandb.init(project="t", dir=str(root), mode="offline", name=name, config={"sweep": {"row": name}})
+    run.summary.update({"last": {"val/bleu": record["bleu"], "val/ppl": record["ppl"]}})
+    log_record(run, record)
+    run.finish()
+    return find_runs(root)[0]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wandb")
+    return {name: _offline_run(root / name, name, rec) for name, rec in (("base", BASE), ("A-h1", ROW))} | {"root": root}
+
+
+def test_the_record_comes_back_whole_from_the_run_files(runs):
+    run = read_run(runs["base"])
+    assert "hypotheses" not in run.summary["eval/valid"]  # the sentences travel in the table, not the summary
+    assert run.summary[table_key("valid")]["nrows"] == 4
+    whole = read_records(run.summary, run.files, str(run.path))["eval/valid"]
+    assert whole == BASE
+    assert parse_eval(whole, "w").hypotheses == BASE["hypotheses"]
+
+
+def test_ablate_table_pairs_wandb_runs_on_their_sentences(runs):
+    found = {r.row: r for r in runs_from_wandb(runs["root"])}
+    assert set(found) == {"base", "A-h1"}
+    ev = collect(list(found.values()), "valid")
+    assert ev.runs_with_records == 2 and ev.sentences == 4
+    assert found["A-h1"].bleu == pytest.approx(100.0) and found["base"].bleu == pytest.approx(BASE["bleu"])
+
+
+def _copy(runs, tmp_path):
+    dst = tmp_path / "base"
+    shutil.copytree(runs["base"], dst)
+    run = read_run(dst)
+    return run, run.files / run.summary[table_key("valid")]["path"]
+
+
+def test_a_missing_table_file_is_named(runs, tmp_path):
+    run, table = _copy(runs, tmp_path)
+    table.unlink()
+    with pytest.raises(EvalFileError, match=rf"summary key eval/valid_sentences\): its table file .*{table.name} is missing"):
+        read_records(run.summary, run.files, str(run.path))
+
+
+def test_a_changed_table_file_is_refused(runs, tmp_path):
+    run, table = _copy(runs, tmp_path)
+    table.write_text(table.read_text().replace("Hund", "Katze"))
+    with pytest.raises(EvalFileError, match="does not match the sha256 the run recorded"):
+        read_records(run.summary, run.files, str(run.path))
+
+
+def test_a_table_of_other_columns_is_refused(runs, tmp_path):
+    run, table = _copy(runs, tmp_path)
+    table.write_text(json.dumps({"columns": ["index", "text"], "data": [[0, "x"]]}))
+    ref = dict(run.summary[table_key("valid")], sha256=None)
+    with pytest.raises(EvalFileError, match=r"has columns \['index', 'text'\], expected"):
+        read_records({**run.summary, table_key("valid"): ref}, run.files, str(run.path))
+
+
+def test_a_summary_without_a_table_is_unchanged(tmp_path):
+    summary = {"eval/valid": BASE, "last": {}}
+    assert read_records(summary, tmp_path / "no-files", "w") == summary
