@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.atomic import replacing
 from ablate.eval_file import EvalFileError, text_free
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
@@ -93,14 +92,8 @@ def _transient(name: str) -> bool:
 
 def _write_atomic(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(target) as tmp:
+        tmp.write_bytes(data)
 
 
 def _finished_trials(db: Path) -> set[tuple[str, int, str]]:
@@ -135,18 +128,12 @@ def _check_not_older(source: Path, existing: Path) -> None:
 def _backup_database(source: Path, target: Path) -> None:
     """A consistent copy of a database that workers may be writing (SQLite's online backup), swapped in atomically."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with (
-            contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
-            contextlib.closing(sqlite3.connect(tmp)) as out,
-        ):
-            src.backup(out)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with (
+        replacing(target) as tmp,
+        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        contextlib.closing(sqlite3.connect(tmp)) as out,
+    ):
+        src.backup(out)
 
 
 def archive_cli(args) -> int:

@@ -12,11 +12,11 @@ import hashlib
 import os
 import pickle
 import re
-import tempfile
 from pathlib import Path
 
 import torch
 
+from ablate.atomic import replacing
 from ablate.config import ExperimentConfig, from_dict
 from ablate.datasets import cache_dir
 from ablate.model import Transformer, build_transformer
@@ -49,17 +49,10 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
 
 
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:
@@ -71,10 +64,8 @@ def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokeniz
     path = cache_dir() / "tokenizers" / "from-checkpoints" / f"{digest}.model"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(proto)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            tmp.write_bytes(proto)
     return Tokenizer(path)
 
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ablate.atomic import replacing
 
 SPLITS = ("valid", "test")
 # The weights a run reports (its summary's `selected`): the average of its last K checkpoints, saved as AVERAGED
@@ -150,14 +151,8 @@ def write_eval_file(run_dir: str | os.PathLike, split: str, **fields) -> Path:
     record = eval_record(split=split, **fields)
     path = eval_path(run_dir, split)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, ensure_ascii=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f, ensure_ascii=False)
     return path
 
 

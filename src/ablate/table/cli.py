@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ablate.table import page
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
 from ablate.table.load import runs_from_dirs, runs_from_wandb, select
@@ -32,6 +33,9 @@ def table_cli(args: argparse.Namespace) -> int:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         raise ValueError(f"found no {kind} under {source}")
     runs = select(runs, args.rows, args.seeds)
+    out = Path(args.out or source)
+    stem = out / args.name
+    page.check(stem.with_suffix(".md"))  # a page that would refuse the table fails before a long test-split evaluation
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
         from ablate.table.evaluation import evaluator
@@ -41,10 +45,8 @@ def table_cli(args: argparse.Namespace) -> int:
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
-    out = Path(args.out or source)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / args.name
-    stem.with_suffix(".md").write_text(to_markdown(table, title))
+    page.write(stem.with_suffix(".md"), to_markdown(table, title))
     stem.with_suffix(".tex").write_text(to_latex(table, title))
     to_csv(table, stem.with_suffix(".csv"))
     if table.compares_with_paper:

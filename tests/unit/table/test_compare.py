@@ -28,6 +28,10 @@ ROWS = {
 }
 
 
+def header_line(md: str) -> str:
+    return next(line for line in md.split("\n") if line.startswith("| row |"))
+
+
 def write_runs(root, rows=ROWS, training=None):
     """`training`: (row, seed) -> extra summary fields (steps, stop_reason, ...)."""
     for row, (overrides, seeds) in rows.items():
@@ -105,7 +109,7 @@ def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
     assert (lines["base"]["stopped"], lines["A-h1"]["stopped"]) == ("converged", "converged 1, max_steps 1")
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "table3.md").read_text()
-    head = md.split("\n")[2]
+    head = header_line(md)
     assert all(f"| {h} |" in head for h in ("updates", "epochs", "PFLOP", "wall min", "stopped"))
     assert "| 5,500 | 55.0 | 5.50 | 55.0 | converged 1, max_steps 1 |" in md  # A-h1: means over its 2 runs
     assert "Training time: 3.8 h summed over 6 runs." in md  # (3000 + 4000 + 5000 + 6000 + 2000 + 2500) * 0.6 s
@@ -123,7 +127,7 @@ def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     md = (tmp_path / "out" / "table3.md").read_text()
     assert f"BLEU: sacreBLEU {signature}." in md  # the summaries' scores, with the signature they were scored with
     assert "| A-h1 |" in md and "24.9" in md and "31.00 [18.29, 43.71]" in md and "Spearman" in md
-    head = md.split("\n")[2].strip("| ").split(" | ")
+    head = header_line(md).strip("| ").split(" | ")
     assert "d_model" not in head  # a column no row changes is left out
     # Table 3's N (layers) and the seeds each row has are two columns: C-N2 has 2 layers and 1 seed.
     c_n2 = dict(zip(head, next(ln for ln in md.split("\n") if ln.startswith("| C-N2 |")).strip("| ").split(" | ")))
@@ -200,7 +204,7 @@ def test_a_study_of_other_variants_gets_no_paper_columns_verdicts_or_agreement(t
     assert main(["table", str(root), "--out", str(tmp_path / "out"), "--name", "variants"]) == 0
     md = (tmp_path / "out" / "variants.md").read_text()
     assert "| pos-rotary | rotary |" in md
-    assert "paper" not in md.split("\n")[2] and "verdict" not in md.split("\n")[2] and "Agreement with the paper" not in md
+    assert "paper" not in header_line(md) and "verdict" not in header_line(md) and "Agreement with the paper" not in md
     report = json.loads((tmp_path / "out" / "variants.json").read_text())
     assert "verdicts" not in report and report["rows"][1]["bleu"]["verdict"] == "no paper row"
 

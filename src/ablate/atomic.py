@@ -1,0 +1,25 @@
+"""Files replaced whole or not at all: written to a temporary sibling, then renamed over the target, so a reader,
+a kill or a full disk never leaves half a file where a good one was."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def replacing(target: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside `target` (same file system, so the rename is atomic) for the caller to write; it
+    replaces `target` when the block ends, and is removed instead if the block raises."""
+    target = Path(target)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,53 @@
+"""The Markdown table inside a page a person also writes (a study's reading, a paper repository's README):
+`ablate table` owns only what lies between its two marker lines, so the text around the table survives every
+re-render, and a page with no markers is never overwritten, since it may be all the author's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ablate.atomic import replacing
+
+BEGIN = "<!-- ablate table: begin -->"
+END = "<!-- ablate table: end -->"
+# Pages written before the markers existed are all table; their first line is the default title's start.
+_UNMARKED_OUTPUT = "# Table 3 layout:"
+
+
+def check(path: Path) -> None:
+    """Fail now, naming the file and lines, if the table cannot be placed in `path`: before a long evaluation."""
+    if path.exists():
+        _splice(path.read_text(encoding="utf-8"), "", path)
+
+
+def write(path: Path, table: str) -> None:
+    """Write `table` between the markers of the page at `path` (the whole page when new), keeping the rest;
+    atomically, so an interrupt leaves the old page or the new one."""
+    page = path.read_text(encoding="utf-8") if path.exists() else None
+    text = _splice(page, table, path)
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _splice(page: str | None, table: str, path: Path) -> str:
+    block = f"{BEGIN}\n{table.rstrip()}\n{END}\n"
+    if page is None:
+        return block
+    lines = page.splitlines(keepends=True)
+    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if not begins and not ends:
+        if page.startswith(_UNMARKED_OUTPUT):
+            return block
+        raise ValueError(
+            f"{path} exists and has no '{BEGIN}' / '{END}' lines, so it may be your own text and is not overwritten: "
+            "put the two lines where the table belongs (the text around them is kept), or choose another --out/--name"
+        )
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        where = f"'{BEGIN}' on line(s) {_numbers(begins)}, '{END}' on line(s) {_numbers(ends)}"
+        raise ValueError(f"{path}: the table goes between one '{BEGIN}' line and one '{END}' line after it; found {where}")
+    return "".join(lines[: begins[0]]) + block + "".join(lines[ends[0] + 1 :])
+
+
+def _numbers(indices: list[int]) -> str:
+    return ", ".join(str(i + 1) for i in indices) or "none"
