@@ -143,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only the runs of these seeds (e.g. same-seed comparisons)")
     p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
+    p.add_argument(
+        "--target-mde",
+        type=float,
+        default=1.0,
+        help="ΔBLEU a study should detect: per row, the seeds that would take at the noise measured (default: 1.0; 0: off)",
+    )
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
     p.add_argument(
         "--plugins",

@@ -19,13 +19,38 @@ _BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoot
 
 
 @dataclass(frozen=True)
+class Noise:
+    """Var(Δ) by where it comes from, so a study can be planned: how would the test narrow with more seeds?
+
+    sentences: the variance of Δ from sampling the test set's sentences, which no number of seeds removes;
+    row/base: the variance of one seed's score about its system's mean (seed noise and seed-by-sentence noise, s²),
+    which n seeds divide by n; n_row/n_base: the seeds the test had.
+    """
+
+    sentences: float
+    row: float
+    base: float
+    n_row: int
+    n_base: int
+
+    def at(self, n_row: int, n_base: int) -> tuple[float, float]:
+        """(Var(Δ), its Welch-Satterthwaite df) with n_row and n_base seeds, counted as `_paired_bootstrap` counts
+        them (at the test's own seeds, its se² and df, unless a seed variance there was floored at 0)."""
+        seeds = [(self.row / n_row, n_row - 1), (self.base / n_base, n_base - 1)]
+        var = self.sentences + sum(v for v, _ in seeds)
+        spread = sum(v**2 / dof for v, dof in seeds)
+        return var, max(var**2 / spread, min(dof for _, dof in seeds)) if spread > 0 else math.inf
+
+
+@dataclass(frozen=True)
 class PairedTest:
     """A paired test of a row against the base row (see `paired_bleu`).
 
     delta: observed Δ = mean over the row's seeds - mean over the base's seeds of the corpus metric;
     se: its standard error (sentences and seeds); df: the t degrees of freedom of se (inf: sentence noise only);
     p_value: two-sided; low/high: the t interval Δ ± t_df * se; seed_noise: the seed variance in se² was estimated
-    (False when both systems ran one seed: then se holds sentence noise only).
+    (False when both systems ran one seed: then se holds sentence noise only); noise: Var(Δ) by source, for
+    planning more seeds (None unless both systems ran two or more).
     """
 
     delta: float
@@ -36,6 +61,7 @@ class PairedTest:
     n_boot: int
     df: float = math.inf
     seed_noise: bool = True
+    noise: Noise | None = None
 
 
 def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
@@ -165,7 +191,7 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     resampled = {k: np.stack([score(counts @ s) for s in x]) for k, x in (("row", row), ("base", base))}  # (seeds, B)
     v_sent = float((resampled["row"].mean(axis=0) - resampled["base"].mean(axis=0)).var(ddof=1))
     n = {"row": row.shape[0], "base": base.shape[0]}
-    seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s²) or None
+    seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s², tau²) or None
     seed_noise = any(v is not None for v in seeds.values())
     # Seed parts: (sigma², s², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
     # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.
@@ -175,7 +201,7 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     else:
         parts = [(*seeds[k], n[k] - 1, 1 / n["row"] + 1 / n["base"]) for k in measured]
     var, spread, dofs = v_sent, 0.0, []
-    for sigma2, s2, dof, weight in parts:
+    for sigma2, s2, _, dof, weight in parts:
         var += sigma2 * weight
         # The estimate's variance is s²'s (2 s⁴ / dof), even where it was floored at 0: the subtracted part is known
         # far better (from every sentence), so the noise of s² is what remains.
@@ -184,23 +210,28 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     # Welch-Satterthwaite, but never below the seed parts' own dof (where the systems' seed-by-sentence noise cancels
     # in the paired difference, s² can dwarf var and the formula alone would claim almost no dof).
     df = max(var**2 / spread, min(dofs)) if spread > 0 else math.inf
+    noise = None
+    if len(measured) == 2:  # the sentences' own part of V_sent: less each system's seed-by-sentence part tau²/n
+        by_sentences = v_sent - sum(seeds[k][2] / n[k] for k in measured)
+        per_seed = {k: seeds[k][0] + seeds[k][2] for k in measured}  # sigma² (floored) + tau²: one seed's variance
+        noise = Noise(max(0.0, by_sentences), per_seed["row"], per_seed["base"], n["row"], n["base"])
     if var == 0.0:  # no noise at all: the difference is exact
-        return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_noise)
+        return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_noise, noise)
     se = math.sqrt(var)
     p = float(2 * st.t.sf(abs(observed) / se, df))
     half = float(st.t.ppf(0.5 + level / 2, df)) * se
-    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_noise)
+    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_noise, noise)
 
 
-def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float] | None:
-    """(sigma², s²): a system's seed variance beyond seed-by-sentence noise (see `_paired_bootstrap`) and the sample
-    variance of its seeds' scores it is taken from; None with one seed."""
+def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float, float] | None:
+    """(sigma², s², tau²): a system's seed variance beyond seed-by-sentence noise (see `_paired_bootstrap`), the
+    sample variance of its seeds' scores it is taken from, and the seed-by-sentence part tau²; None with one seed."""
     n = full.shape[0]
     if n < 2:
         return None
     s2 = float(full.var(ddof=1))
     by_sentences = n / (n - 1) * (resampled.var(axis=1, ddof=1).mean() - resampled.mean(axis=0).var(ddof=1))
-    return max(0.0, s2 - float(by_sentences)), s2
+    return max(0.0, s2 - float(by_sentences)), s2, float(by_sentences)
 
 
 def _resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:

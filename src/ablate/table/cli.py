@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from ablate.table import page
@@ -33,6 +34,8 @@ def table_cli(args: argparse.Namespace) -> int:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         raise ValueError(f"found no {kind} under {source}")
     runs = select(runs, args.rows, args.seeds)
+    if not (math.isfinite(args.target_mde) and args.target_mde >= 0):
+        raise ValueError(f"--target-mde: expected a finite ΔBLEU >= 0 (0: no seed plan), got {args.target_mde}")
     out = Path(args.out or source)
     stem = out / args.name
     page.check(stem.with_suffix(".md"))  # a page that would refuse the table fails before a long test-split evaluation
@@ -42,7 +45,7 @@ def table_cli(args: argparse.Namespace) -> int:
 
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
-    table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed)
+    table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed, target_mde=args.target_mde or None)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
     out.mkdir(parents=True, exist_ok=True)

@@ -94,13 +94,15 @@ class Table:
         return any(row.paper is not None for row in self.rows if row is not self.base)
 
 
-def make_table(runs: list[Run], evidence: Evidence | None = None, n_boot: int = 1000, seed: int = 0) -> Table:
+def make_table(
+    runs: list[Run], evidence: Evidence | None = None, n_boot: int = 1000, seed: int = 0, target_mde: float | None = 1.0
+) -> Table:
     rows = build_rows(runs)
     base = next((r for r in rows if r.name == "base"), None)
     if base is None:
         raise ValueError(f"no 'base' row among the runs ({sorted(r.name for r in rows)}); Table 3 deltas are against base")
     evidence = evidence or Evidence("valid", runs=len(runs))
-    tests = paired_tests(rows, base, evidence, n_boot, seed)
+    tests = paired_tests(rows, base, evidence, n_boot, seed, target_mde)
     base_cfg = base.runs[0].config
     lines = []
     for row in rows:

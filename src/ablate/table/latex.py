@@ -4,7 +4,8 @@ present, and every note of the Markdown in the caption (booktabs rules)."""
 from __future__ import annotations
 
 from ablate.table.compare import Table
-from ablate.table.render import agreement_notes, agreement_rows, header, notes, walk
+from ablate.table.notes import agreement_notes, agreement_rows, notes
+from ablate.table.render import header, walk
 
 _TEX = {
     **{c: "\\" + c for c in "&%$#_{}"},

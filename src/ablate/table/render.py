@@ -1,6 +1,5 @@
 """`ablate table`'s renderings of a compared study: Markdown, CSV, JSON and the terminal (LaTeX: ablate.table.latex),
-all from one walk over the rows, each followed by what the scores are on, the noise floor and the agreement with
-the paper."""
+all from one walk over the rows, each followed by the lines of ablate.table.notes."""
 
 from __future__ import annotations
 
@@ -9,11 +8,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ablate.table import stats
 from ablate.table.compare import COLUMNS, Table
+from ablate.table.notes import NAMES, agreement_notes, agreement_rows, notes, with_interval
 from ablate.table.significance import METRICS
 
-NAMES = {"bleu": "BLEU", "ppl": "PPL"}
 # How long each row trained (means over its runs) and why it stopped: header -> line key.
 TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
 
@@ -22,23 +20,16 @@ def _num(v, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _with_interval(mean, low, high, spec: str = ".2f") -> str:
-    """ "31.00 [29.12, 32.88]"; the mean alone where there is no interval (one seed)."""
-    if mean is None:
-        return "-"
-    return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
-
-
 def _p(p) -> str:
     return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
-    cells = {"": _with_interval(m["mean"], m["low"], m["high"])}
+    cells = {"": with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
         return cells | {"Δ": "", "paired CI": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
     return cells | {
-        "Δ": _with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
+        "Δ": with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
         "paired CI": "-" if m["test_low"] is None else f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]",
         "p": _p(m["p"]),
         "p Holm": _p(m["p_holm"]),
@@ -69,7 +60,7 @@ def _cells(line: dict) -> dict[str, str]:
         "PFLOP": _num(None if line["flops"] is None else line["flops"] / 1e15, ".2f"),
         "wall min": _num(None if line["wall_seconds"] is None else line["wall_seconds"] / 60, ".1f"),
         "stopped": line["stopped"] or "-",
-        "long BLEU": _with_interval(lb["mean"], lb["low"], lb["high"]),
+        "long BLEU": with_interval(lb["mean"], lb["low"], lb["high"]),
     }
     for name in METRICS:
         for key in ("Δ", "paired CI", "p", "p Holm", "MDE"):
@@ -112,99 +103,10 @@ def header(table: Table) -> list[str]:
     return _used_columns(table)
 
 
-def scores_line(s: dict) -> str:
-    """Which split and sentences the scores are on, from which checkpoint, and the runs' comparison basis."""
-    if s["runs_with_eval_records"]:
-        where = (
-            f"{s['split']} split of {s['dataset']}, {s['sentences']} sentences ({s['subset']}), checkpoint "
-            f"{', '.join(s['checkpoints'])}; per-sentence records (eval/{s['split']}.json) of "
-            f"{s['runs_with_eval_records']} of {s['runs']} runs"
-        )
-        if s["runs_with_eval_records"] < s["runs"]:
-            where += ", the summaries' last validation (val/bleu, val/ppl) for the rest"
-    else:
-        where = (
-            f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded "
-            f"(no run saved eval/{s['split']}.json, so no paired tests)"
-        )
-    signature = f" BLEU: sacreBLEU {s['bleu_signature']}." if s.get("bleu_signature") else ""
-    declared = f" (the sweep file states {s['declared_basis']})" if s.get("declared_basis") else ""
-    return f"Scores: {where}. Comparison basis{declared}: {s['basis']}.{signature}"
-
-
-def noise_line(s: dict) -> str:
-    parts = []
-    for m in METRICS:
-        nf = s["noise_floor"][m]
-        if nf["sd"] is None:
-            parts.append(f"{NAMES[m]} n/a ({nf['n']} seed{'s' if nf['n'] != 1 else ''}: no spread to estimate)")
-        else:
-            parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {_with_interval(nf['mean'], nf['low'], nf['high'])}")
-    return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
-
-
-def reading_lines(s: dict) -> list[str]:
-    b = s["bootstrap"]
-    return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base (ΔPPL < 0: the row is better) with a Welch interval "
-        "over seeds; seeds: runs in the row, one per seed.",
-        f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
-        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
-        "the verdict reads; p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
-        f"{b['power']:.0%} power at the corrected level; '-': no test.",
-    ]
-
-
-def agreement_rows(s: dict) -> list[list[str]]:
-    """The verdict counts, header first: per group and overall, per metric."""
-    rows = [["group", "metric", *stats.VERDICTS]]
-    for m in METRICS:
-        counts = s["verdicts"][m]
-        for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
-            rows.append([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)])
-    return rows
-
-
-def agreement_notes(s: dict) -> list[str]:
-    """Spearman's rank correlation with the paper, and the verdict rule."""
-
-    def rho(r: dict) -> str:
-        if r["rho"] is None:
-            return "n/a (fewer than 3 rows or constant ranks)"
-        return f"{r['rho']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
-
-    sp = s["spearman"]
-    return [
-        "Spearman's rank correlation of our row means with the paper's (95% interval from resampling rows): "
-        + "; ".join(f"{NAMES[m]} over {_count(sp[m]['rows'], 'row')}: {rho(sp[m])}" for m in METRICS)
-        + ".",
-        f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
-        f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
-        f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
-    ]
-
-
 def agreement_lines(s: dict) -> list[str]:
     head, *rows = agreement_rows(s)
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
     return table + ["", *agreement_notes(s)]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def notes(table: Table) -> list[str]:
-    s = table.summary
-    cost = s.get("training_hours")
-    spent = [f"Training time: {cost['sum']:.1f} h summed over {_count(cost['runs'], 'run')}."] if cost else []
-    return [scores_line(s), base_line(s), noise_line(s), *spent, *reading_lines(s), *s["notes"]]
-
-
-def base_line(s: dict) -> str:
-    """The base row's configuration, which a scaled-down study differs from the paper's in (d_model 64, say)."""
-    shown = ", ".join(f"{h} {v}" for h, v in s["base_config"].items() if v not in (None, ""))
-    return f"Base row: {shown}; a blank config cell in another row is as here."
 
 
 def to_markdown(table: Table, title: str) -> str:

@@ -110,9 +110,11 @@ def _common_indices(records: dict[str, EvalFile], bleu: dict[str, np.ndarray], e
     return common
 
 
-def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, dict]]:
+def paired_tests(
+    rows: list, base, evidence: Evidence, n_boot: int = 1000, seed: int = 0, target_mde: float | None = None
+) -> dict[str, dict[str, dict]]:
     """Per row (not base) and metric: Δ's paired-test p, Holm-adjusted p, interval, SE, df and MDE, or None fields
-    with a reason.
+    with a reason; for BLEU with `target_mde`, the seeds that MDE would take (`stats.seeds_for_mde`).
 
     One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m.
     """
@@ -132,6 +134,11 @@ def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed:
         adjusted = dict(zip(names, stats.holm([tests[n].p_value for n in names])))
         for name in out:
             t = tests.get(name)
+            plan = (
+                stats.seeds_for_mde(t.noise, target_mde, m=len(names))
+                if t is not None and t.noise is not None and metric == "bleu" and target_mde
+                else None
+            )
             out[name][metric] = (
                 no_test(_why_untested(name, rows, base, evidence))
                 if t is None
@@ -145,6 +152,7 @@ def paired_tests(rows: list, base, evidence: Evidence, n_boot: int = 1000, seed:
                     "df": None if math.isinf(t.df) else t.df,  # None: sentence noise only (no seed part)
                     "n_boot": t.n_boot,
                     "untested": None,
+                    **_plan_fields(plan),
                 }
             )
     return out
@@ -170,7 +178,15 @@ def no_test(reason: str | None = None) -> dict:
         "df": None,
         "n_boot": None,
         "untested": reason,
+        **_plan_fields(None),
     }
+
+
+def _plan_fields(plan: stats.SeedPlan | None) -> dict:
+    """A seed plan as flat fields (one CSV column each): the MDE aimed at, the seeds it takes, the sentences' floor."""
+    if plan is None:
+        return {"plan_mde": None, "plan_seeds": None, "mde_floor": None}
+    return {"plan_mde": plan.target, "plan_seeds": plan.seeds, "mde_floor": plan.floor}
 
 
 def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:

@@ -18,6 +18,7 @@ from scipy import stats as st
 
 # The paired tests live in their own module; re-exported so that `stats` is the table's one statistics API.
 from ablate.table.bootstrap import (  # noqa: F401
+    Noise,
     PairedTest,
     bleu_signature,
     bleu_stats,
@@ -119,6 +120,29 @@ def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8, d
     if se is None:
         return None
     return float(st.t.ppf(1 - alpha / (2 * m), df) + st.t.ppf(power, df)) * se
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    """How many seeds a row (and the base, where it has fewer) would need for an MDE of `target`.
+
+    seeds: None when more than the largest number tried; floor: the MDE with unlimited seeds, what the evaluation
+    set's sentences alone allow (a target below it needs more sentences, not seeds)."""
+
+    target: float
+    seeds: int | None
+    floor: float
+
+
+def seeds_for_mde(noise: Noise, target: float, alpha: float = 0.05, m: int = 1, power: float = 0.8, most: int = 100) -> SeedPlan:
+    """The fewest seeds n per row (the base keeping more if it has them) whose test would have MDE <= target, at the
+    noise this test measured: a plan for the next study, as rough as the few seeds the variances come from."""
+    floor = mde(math.sqrt(noise.sentences), alpha, m, power)
+    for n in range(2, most + 1):
+        var, df = noise.at(n, max(n, noise.n_base))
+        if mde(math.sqrt(var), alpha, m, power, df) <= target:
+            return SeedPlan(target, n, floor)
+    return SeedPlan(target, None, floor)
 
 
 def verdict(

@@ -150,6 +150,45 @@ def test_holm_is_one_correction_over_the_tested_rows_and_mde_uses_its_level(stud
     assert any(r["bleu"]["df"] is not None for r in tested) and all(r["bleu"]["df"] is None or r["bleu"]["df"] > 0 for r in tested)
 
 
+def test_each_tested_row_says_how_many_seeds_an_mde_of_one_bleu_would_take(study):
+    """Rows of 3 seeds against base's 3 get a seed plan at the study's Holm level (JSON and CSV fields, one note
+    line); the one-seed row has no seed variance to plan from, and PPL has no target. These crafted seeds differ by
+    several BLEU (MDEs of 12-100), so no row gets to 1.0 within 100 seeds, while its sentences alone would allow it."""
+    rows = study["rows"]
+    planned = [name for name, r in rows.items() if r["bleu"]["plan_mde"] is not None]
+    assert set(planned) == {"A-h4", "A-h16", "B-dk16", "C-ff4096", "D-drop0.2"}
+    assert rows["C-N2"]["bleu"]["p"] is not None and rows["C-N2"]["bleu"]["plan_mde"] is None
+    assert all(r["ppl"]["plan_mde"] is None for r in rows.values())
+    for name in planned:
+        b = rows[name]["bleu"]
+        assert (b["plan_mde"], b["plan_seeds"]) == (1.0, None) and 0 <= b["mde_floor"] < 1.0
+    line = next(ln for ln in study["md"].splitlines() if ln.startswith("Seeds for an MDE of 1 BLEU"))
+    assert "the base keeping its 3" in line and "C-ff4096 more than 100," in line and "C-N2" not in line
+    assert "sentences alone" not in line  # said only where the sentences are what stands in the way
+
+
+def test_a_target_below_what_the_sentences_allow_says_so_and_a_bad_target_is_refused(tmp_path, capsys):
+    """A row better on the same 60 sentences in every seed: its gain varies by sentence, so the test set's own
+    sampling puts a floor under the MDE that no number of seeds lowers, and a target below it is named as such."""
+    refs = references(N_SENTENCES)
+    for seed in (1, 2, 3):
+        base = system(refs, 0.3, 60 + seed)
+        row = {**base, "hypotheses": refs[:60] + base["hypotheses"][60:]}
+        write_run(tmp_path / "study", "base", seed, {}, {"basis": BASIS}, {"valid": {**base, "references": refs}})
+        write_run(tmp_path / "study", "A-h4", seed, OVERRIDES["A-h4"], {"basis": BASIS}, {"valid": {**row, "references": refs}})
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "one")]) == 0
+    floor = json.loads((tmp_path / "one" / "table3.json").read_text())["rows"][1]["bleu"]["mde_floor"]
+    assert floor > 0.1
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "half"), "--target-mde", str(floor / 2)]) == 0
+    md = (tmp_path / "half" / "table3.md").read_text()
+    assert f"A-h4 more than 100 (its {N_SENTENCES} sentences alone allow {floor:.2f})" in md
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "off"), "--target-mde", "0"]) == 0  # 0: no plan
+    assert "Seeds for an MDE" not in (tmp_path / "off" / "table3.md").read_text()
+    for bad in ("nan", "-1", "inf"):
+        assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / bad), "--target-mde", bad]) == 2
+        assert "--target-mde: expected a finite" in capsys.readouterr().err and not (tmp_path / bad).exists()
+
+
 def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(study):
     s = study["json"]
     assert (s["split"], s["dataset"], s["sentences"], s["subset"]) == ("valid", "multi30k", N_SENTENCES, "all")

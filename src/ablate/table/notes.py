@@ -1,0 +1,127 @@
+"""The lines under `ablate table`'s table, in every rendering: what the scores are on, the base row's
+configuration, the noise floor, what the study cost, the seeds an MDE target would take, how to read the columns,
+and the agreement with the paper."""
+
+from __future__ import annotations
+
+from ablate.table import stats
+from ablate.table.compare import Table
+from ablate.table.significance import METRICS
+
+NAMES = {"bleu": "BLEU", "ppl": "PPL"}
+
+
+def with_interval(mean, low, high, spec: str = ".2f") -> str:
+    """ "31.00 [29.12, 32.88]"; the mean alone where there is no interval (one seed)."""
+    if mean is None:
+        return "-"
+    return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def scores_line(s: dict) -> str:
+    """Which split and sentences the scores are on, from which checkpoint, and the runs' comparison basis."""
+    if s["runs_with_eval_records"]:
+        where = (
+            f"{s['split']} split of {s['dataset']}, {s['sentences']} sentences ({s['subset']}), checkpoint "
+            f"{', '.join(s['checkpoints'])}; per-sentence records (eval/{s['split']}.json) of "
+            f"{s['runs_with_eval_records']} of {s['runs']} runs"
+        )
+        if s["runs_with_eval_records"] < s["runs"]:
+            where += ", the summaries' last validation (val/bleu, val/ppl) for the rest"
+    else:
+        where = (
+            f"{s['split']} split, the summaries' last validation (val/bleu, val/ppl); sentences not recorded "
+            f"(no run saved eval/{s['split']}.json, so no paired tests)"
+        )
+    signature = f" BLEU: sacreBLEU {s['bleu_signature']}." if s.get("bleu_signature") else ""
+    declared = f" (the sweep file states {s['declared_basis']})" if s.get("declared_basis") else ""
+    return f"Scores: {where}. Comparison basis{declared}: {s['basis']}.{signature}"
+
+
+def base_line(s: dict) -> str:
+    """The base row's configuration, which a scaled-down study differs from the paper's in (d_model 64, say)."""
+    shown = ", ".join(f"{h} {v}" for h, v in s["base_config"].items() if v not in (None, ""))
+    return f"Base row: {shown}; a blank config cell in another row is as here."
+
+
+def noise_line(s: dict) -> str:
+    parts = []
+    for m in METRICS:
+        nf = s["noise_floor"][m]
+        if nf["sd"] is None:
+            parts.append(f"{NAMES[m]} n/a ({nf['n']} seed{'s' if nf['n'] != 1 else ''}: no spread to estimate)")
+        else:
+            parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
+    return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
+
+
+def plan_lines(table: Table) -> list[str]:
+    """How many seeds each tested row would need for the MDE the study aims at (`stats.seeds_for_mde`)."""
+    planned = [ln for ln in table.lines if ln["bleu"].get("plan_mde") is not None]
+    if not planned:
+        return []
+
+    def need(ln: dict) -> str:
+        b = ln["bleu"]
+        if b["plan_seeds"] is not None:
+            return f"{ln['row']} {b['plan_seeds']}"
+        beyond = f"its {table.summary['sentences']} sentences alone allow {b['mde_floor']:.2f}"
+        return f"{ln['row']} more than 100 ({beyond})" if b["mde_floor"] > b["plan_mde"] else f"{ln['row']} more than 100"
+
+    base_seeds = len(table.base.runs)
+    return [
+        f"Seeds for an MDE of {planned[0]['bleu']['plan_mde']:g} BLEU, per row (the base keeping its {base_seeds} where "
+        f"it has more), at the noise each test measured, so as rough as its few seeds: {', '.join(map(need, planned))}."
+    ]
+
+
+def reading_lines(s: dict) -> list[str]:
+    b = s["bootstrap"]
+    return [
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base (ΔPPL < 0: the row is better) with a Welch interval "
+        "over seeds; seeds: runs in the row, one per seed.",
+        f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
+        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
+        "the verdict reads; p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
+        f"{b['power']:.0%} power at the corrected level; '-': no test.",
+    ]
+
+
+def notes(table: Table) -> list[str]:
+    s = table.summary
+    cost = s.get("training_hours")
+    spent = [f"Training time: {cost['sum']:.1f} h summed over {_count(cost['runs'], 'run')}."] if cost else []
+    return [scores_line(s), base_line(s), noise_line(s), *spent, *plan_lines(table), *reading_lines(s), *s["notes"]]
+
+
+def agreement_rows(s: dict) -> list[list[str]]:
+    """The verdict counts, header first: per group and overall, per metric."""
+    rows = [["group", "metric", *stats.VERDICTS]]
+    for m in METRICS:
+        counts = s["verdicts"][m]
+        for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
+            rows.append([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)])
+    return rows
+
+
+def agreement_notes(s: dict) -> list[str]:
+    """Spearman's rank correlation with the paper, and the verdict rule."""
+
+    def rho(r: dict) -> str:
+        if r["rho"] is None:
+            return "n/a (fewer than 3 rows or constant ranks)"
+        return f"{r['rho']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]"
+
+    sp = s["spearman"]
+    return [
+        "Spearman's rank correlation of our row means with the paper's (95% interval from resampling rows): "
+        + "; ".join(f"{NAMES[m]} over {_count(sp[m]['rows'], 'row')}: {rho(sp[m])}" for m in METRICS)
+        + ".",
+        f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
+        f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
+        f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
+    ]

@@ -1,0 +1,100 @@
+"""How many seeds a study needs: the paired test's noise split by source (`bootstrap.Noise`) reproduces the test,
+predicts a test with more seeds, and `stats.seeds_for_mde` solves the MDE formula for n (hand values, scipy)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from ablate.table.stats import Noise, mde, paired_ppl_stats, ppl_stats, seeds_for_mde
+
+
+def _systems(rng, n_row, n_base, seed_sd=0.05, sentence_sd=0.3, size=150):
+    """Row and base on shared sentences: a per-seed offset of sd `seed_sd` (a seed better everywhere) and
+    per-seed-and-sentence noise of sd `sentence_sd` (the seed-by-sentence part)."""
+    tokens, difficulty = rng.integers(5, 30, size=size).astype(float), rng.normal(0, 0.3, size=size)
+
+    def system(n):
+        return [
+            ppl_stats(tokens * (2.0 + difficulty + rng.normal(0, seed_sd) + rng.normal(0, sentence_sd, size=size)), tokens)
+            for _ in range(n)
+        ]
+
+    return system(n_base), system(n_row)
+
+
+def test_the_noise_at_the_tests_own_seeds_is_the_test():
+    base, row = _systems(np.random.default_rng(1), 3, 5, seed_sd=0.2)
+    res = paired_ppl_stats(base, row, n_boot=500)
+    assert (res.noise.n_row, res.noise.n_base) == (3, 5)
+    var, df = res.noise.at(3, 5)
+    assert var == pytest.approx(res.se**2, rel=1e-9) and df == pytest.approx(res.df, rel=1e-9)
+
+
+def test_the_noise_of_a_few_seeds_predicts_the_test_with_many():
+    """Var(Δ) projected from 3 + 3 seeds to 12 + 12 against the SE² of tests that ran 12 + 12 (means over 30 studies
+    each): within 25%, where keeping the 3-seed V_sent (seed-by-sentence noise not divided by the new n) or the 3-seed
+    SE² would be off by far more."""
+    rng = np.random.default_rng(2)
+    projected, measured, kept = [], [], []
+    for k in range(30):
+        few = paired_ppl_stats(*_systems(rng, 3, 3), n_boot=200, seed=k)
+        projected.append(few.noise.at(12, 12)[0])
+        kept.append(few.se**2)
+        measured.append(paired_ppl_stats(*_systems(rng, 12, 12), n_boot=200, seed=k).se ** 2)
+    ratio = np.mean(projected) / np.mean(measured)
+    assert 0.75 <= ratio <= 1.25, ratio
+    assert np.mean(kept) / np.mean(measured) > 2.5  # what the projection corrects for
+
+
+def test_one_seed_systems_have_no_noise_to_plan_from():
+    base, row = _systems(np.random.default_rng(3), 1, 5)
+    assert paired_ppl_stats(base, row, n_boot=100).noise is None
+
+
+def _by_hand(noise: Noise, target: float, m: int = 1) -> int | None:
+    """The fewest n with (t_{1-0.05/2m} + t_0.8) * SE <= target, SE² = sentences + row/n + base/n_b, Welch df."""
+    for n in range(2, 101):
+        nb = max(n, noise.n_base)
+        a, b = noise.row / n, noise.base / nb
+        var = noise.sentences + a + b
+        df = max(var**2 / (a**2 / (n - 1) + b**2 / (nb - 1)), min(n, nb) - 1)
+        if (st.t.ppf(1 - 0.05 / (2 * m), df) + st.t.ppf(0.8, df)) * math.sqrt(var) <= target:
+            return n
+    return None
+
+
+def test_seeds_for_mde_hand_value():
+    """Seed variance 1 in each system, no sentence noise: df = 2(n - 1) and SE = sqrt(2 / n); n = 16 gives
+    (2.042 + 0.854) * 0.354 = 1.024 > 1 and n = 17 gives (2.037 + 0.853) * 0.343 = 0.991."""
+    plan = seeds_for_mde(Noise(0.0, 1.0, 1.0, 3, 3), target=1.0)
+    assert plan.seeds == 17 and plan.floor == 0.0 and plan.target == 1.0
+
+
+@pytest.mark.parametrize(
+    "noise",
+    [Noise(0.0, 1.0, 1.0, 3, 3), Noise(0.01, 0.5, 2.0, 3, 5), Noise(0.02, 0.4, 0.4, 2, 20), Noise(0.05, 3.0, 0.2, 3, 5)],
+)
+@pytest.mark.parametrize("m", [1, 12])
+def test_seeds_for_mde_matches_the_formula(noise, m):
+    plan = seeds_for_mde(noise, target=1.0, m=m)
+    assert plan.seeds == _by_hand(noise, 1.0, m)
+    if plan.seeds is not None and plan.seeds > 2:
+        var, df = noise.at(plan.seeds - 1, max(plan.seeds - 1, noise.n_base))
+        assert mde(math.sqrt(var), m=m, df=df) > 1.0  # one seed fewer would not do
+
+
+def test_a_larger_base_and_fewer_rows_need_fewer_seeds():
+    few_base, many_base = Noise(0.02, 0.5, 0.5, 3, 3), Noise(0.02, 0.5, 0.5, 3, 40)
+    assert seeds_for_mde(many_base, 1.0).seeds < seeds_for_mde(few_base, 1.0).seeds
+    assert seeds_for_mde(few_base, 1.0, m=1).seeds < seeds_for_mde(few_base, 1.0, m=12).seeds
+
+
+def test_a_target_below_the_sentences_floor_takes_no_number_of_seeds():
+    """Sentence variance 0.25 alone: MDE >= (z_0.975 + z_0.8) * 0.5 = 1.40 however many seeds."""
+    plan = seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.0)
+    assert plan.seeds is None and plan.floor == pytest.approx((st.norm.ppf(0.975) + st.norm.ppf(0.8)) * 0.5)
+    assert seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.5).seeds is not None
