@@ -72,10 +72,11 @@ def plan_lines(table: Table) -> list[str]:
         beyond = f"its {table.summary['sentences']} sentences alone allow {b['mde_floor']:.2f}"
         return f"{ln['row']} more than 100 ({beyond})" if b["mde_floor"] > b["plan_mde"] else f"{ln['row']} more than 100"
 
-    base_seeds = len(table.base.runs)
+    base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None for ln in table.lines)
     return [
         f"Seeds for an MDE of {planned[0]['bleu']['plan_mde']:g} BLEU, per row (the base keeping its {base_seeds} where "
-        f"it has more), at the noise each test measured, so as rough as its few seeds: {', '.join(map(need, planned))}."
+        f"it has more; Holm over the {_count(tested, 'tested row')}), at the noise each test measured, so as rough as "
+        f"its few seeds: {', '.join(map(need, planned))}."
     ]
 
 
