@@ -4,21 +4,28 @@ a kill or a full disk never leaves half a file where a good one was."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
+
 
 @contextmanager
 def replacing(target: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside `target` (same file system, so the rename is atomic) for the caller to write; it
-    replaces `target` when the block ends, and is removed instead if the block raises."""
+    replaces `target` when the block ends, and is removed instead if the block raises. The result keeps the
+    target's permissions (a new file: the umask's), not mkstemp's private 0600."""
     target = Path(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

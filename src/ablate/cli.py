@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-mde",
         type=float,
         default=1.0,
-        help="ΔBLEU a study should detect: per row, the seeds that would take at the noise measured (default: 1.0; 0: off)",
+        help="the ΔBLEU a study should detect: per row, how many seeds that takes at the noise measured (default: 1.0; 0: off)",
     )
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
     p.add_argument(

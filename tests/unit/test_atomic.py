@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 from ablate.atomic import replacing
@@ -23,3 +26,16 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         tmp.write_text("half")
         raise KeyboardInterrupt
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_the_replaced_file_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path):
+    old, new = tmp_path / "shared.md", tmp_path / "new.json"
+    old.write_text("old")
+    old.chmod(0o664)
+    with replacing(old) as tmp:
+        tmp.write_text("new")
+    with replacing(new) as tmp:
+        tmp.write_text("new")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(old.stat().st_mode) == 0o664 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask

@@ -22,9 +22,12 @@ _BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoot
 class Noise:
     """Var(Δ) by where it comes from, so a study can be planned: how would the test narrow with more seeds?
 
-    sentences: the variance of Δ from sampling the test set's sentences, which no number of seeds removes;
-    row/base: the variance of one seed's score about its system's mean (seed noise and seed-by-sentence noise, s²),
-    which n seeds divide by n; n_row/n_base: the seeds the test had.
+    sentences: the variance of Δ from sampling the test set's sentences, which no number of seeds removes (V_sent
+    less each system's seed-by-sentence part tau²/n, floored at 0); row/base: the variance of one seed's score about
+    its system's mean, sigma² (floored) + tau², which n seeds divide by n; n_row/n_base: the seeds the test had.
+    Assumes a row's seed and the base's run of the same seed number share no seed-by-sentence noise (in the Table 3
+    study their residuals correlate -0.05 to +0.06 over sentence resamples, as unmatched seeds' do); where they do,
+    the shared part would sit in `sentences` and the plan would ask for too few seeds.
     """
 
     sentences: float
@@ -34,8 +37,9 @@ class Noise:
     n_base: int
 
     def at(self, n_row: int, n_base: int) -> tuple[float, float]:
-        """(Var(Δ), its Welch-Satterthwaite df) with n_row and n_base seeds, counted as `_paired_bootstrap` counts
-        them (at the test's own seeds, its se² and df, unless a seed variance there was floored at 0)."""
+        """(Var(Δ), its Welch-Satterthwaite df) with n_row and n_base seeds (2 or more each), counted as
+        `_paired_bootstrap` counts them: at the test's own seeds, its se² and df, unless a variance was floored at 0
+        there (sigma², or the sentences' part), which the test and the plan then count differently."""
         seeds = [(self.row / n_row, n_row - 1), (self.base / n_base, n_base - 1)]
         var = self.sentences + sum(v for v, _ in seeds)
         spread = sum(v**2 / dof for v, dof in seeds)

@@ -70,7 +70,8 @@ def plan_lines(table: Table) -> list[str]:
         if b["plan_seeds"] is not None:
             return f"{ln['row']} {b['plan_seeds']}"
         beyond = f"its {table.summary['sentences']} sentences alone allow {b['mde_floor']:.2f}"
-        return f"{ln['row']} more than 100 ({beyond})" if b["mde_floor"] > b["plan_mde"] else f"{ln['row']} more than 100"
+        more = f"{ln['row']} more than {stats.MOST_SEEDS}"
+        return f"{more} ({beyond})" if b["mde_floor"] > b["plan_mde"] else more
 
     base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None for ln in table.lines)
     return [

@@ -4,6 +4,7 @@ re-render, and a page with no markers is never overwritten, since it may be all 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ablate.atomic import replacing
@@ -16,24 +17,36 @@ _UNMARKED_OUTPUT = "# Table 3 layout:"
 
 def check(path: Path) -> None:
     """Fail now, naming the file and lines, if the table cannot be placed in `path`: before a long evaluation."""
-    if path.exists():
-        _splice(path.read_text(encoding="utf-8"), "", path)
+    _splice(_read(path), "", path)
 
 
 def write(path: Path, table: str) -> None:
     """Write `table` between the markers of the page at `path` (the whole page when new), keeping the rest;
-    atomically, so an interrupt leaves the old page or the new one."""
-    page = path.read_text(encoding="utf-8") if path.exists() else None
-    text = _splice(page, table, path)
+    atomically, so an interrupt leaves the old page or the new one. A symlinked page stays a link."""
+    if any(line.strip() in (BEGIN, END) for line in table.splitlines()):
+        raise ValueError(f"{path}: the table itself holds a marker line ({BEGIN} or {END}); choose another --title")
+    path = path.resolve()
+    text = _splice(_read(path), table, path)
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def _read(path: Path) -> str | None:
+    """The page's text (a byte-order mark dropped), or None where there is none yet or it is blank."""
+    if not path.exists():
+        return None
+    try:
+        page = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}), so the table cannot be placed in it") from None
+    return page if page.strip() else None
 
 
 def _splice(page: str | None, table: str, path: Path) -> str:
     block = f"{BEGIN}\n{table.rstrip()}\n{END}\n"
     if page is None:
         return block
-    lines = page.splitlines(keepends=True)
+    lines = re.split(r"(?<=\n)", page)  # on "\n" only, as an editor numbers lines (str.splitlines also splits on \x0c...)
     begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
     ends = [i for i, line in enumerate(lines) if line.strip() == END]
     if not begins and not ends:

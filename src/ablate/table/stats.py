@@ -122,6 +122,9 @@ def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8, d
     return float(st.t.ppf(1 - alpha / (2 * m), df) + st.t.ppf(power, df)) * se
 
 
+MOST_SEEDS = 100  # a plan needing more says "more than MOST_SEEDS"
+
+
 @dataclass(frozen=True)
 class SeedPlan:
     """How many seeds a row (and the base, where it has fewer) would need for an MDE of `target`.
@@ -134,7 +137,7 @@ class SeedPlan:
     floor: float
 
 
-def seeds_for_mde(noise: Noise, target: float, alpha: float = 0.05, m: int = 1, power: float = 0.8, most: int = 100) -> SeedPlan:
+def seeds_for_mde(noise: Noise, target: float, alpha: float = 0.05, m: int = 1, power: float = 0.8, most: int = MOST_SEEDS) -> SeedPlan:
     """The fewest seeds n per row (the base keeping more if it has them) whose test would have MDE <= target, at the
     noise this test measured: a plan for the next study, as rough as the few seeds the variances come from."""
     floor = mde(math.sqrt(noise.sentences), alpha, m, power)

@@ -78,3 +78,39 @@ def test_ablate_table_renders_into_a_written_page_and_refuses_an_unmarked_one(tm
     assert main(["table", str(root), "--out", str(out), "--name", "notes"]) == 2
     assert "notes.md exists and has no" in capsys.readouterr().err
     assert (out / "notes.md").read_text() == "mine\n" and not (out / "notes.csv").exists()  # refused before writing anything
+
+
+def test_a_table_holding_a_marker_line_is_refused_so_the_next_render_still_finds_its_place(tmp_path):
+    with pytest.raises(ValueError, match="the table itself holds a marker line"):
+        page.write(tmp_path / "t.md", f"# title\n{END}\n")
+    assert not (tmp_path / "t.md").exists()
+
+
+def test_awkward_pages(tmp_path):
+    """A byte-order mark, a blank page, a symlinked page, a line separator inside a line, bytes that are not UTF-8."""
+    bom = tmp_path / "bom.md"
+    bom.write_bytes(f"\ufeff{BEGIN}\nold\n{END}\nkept\n".encode())
+    page.write(bom, "new\n")
+    assert bom.read_text() == f"{BEGIN}\nnew\n{END}\nkept\n"
+
+    blank = tmp_path / "blank.md"
+    blank.write_text("\n  \n")
+    page.write(blank, "new\n")
+    assert blank.read_text() == f"{BEGIN}\nnew\n{END}\n"
+
+    real = tmp_path / "real.md"
+    real.write_text(f"intro\n{BEGIN}\n{END}\n")
+    (tmp_path / "link.md").symlink_to(real)
+    page.write(tmp_path / "link.md", "new\n")
+    assert (tmp_path / "link.md").is_symlink() and real.read_text() == f"intro\n{BEGIN}\nnew\n{END}\n"
+
+    odd = tmp_path / "odd.md"
+    odd.write_text(f"a\u2028b\n{BEGIN}\n{BEGIN}\n{END}\n")  # an editor shows BEGIN on lines 2 and 3
+    with pytest.raises(ValueError, match=r"on line\(s\) 2, 3,"):
+        page.check(odd)
+
+    latin = tmp_path / "latin.md"
+    latin.write_bytes("Gr\xfc\xdfe\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin\.md: not UTF-8 text"):
+        page.check(latin)
+    assert latin.read_bytes() == "Gr\xfc\xdfe\n".encode("latin-1")

@@ -12,42 +12,48 @@ from scipy import stats as st
 from ablate.table.stats import Noise, mde, paired_ppl_stats, ppl_stats, seeds_for_mde
 
 
-def _systems(rng, n_row, n_base, seed_sd=0.05, sentence_sd=0.3, size=150):
-    """Row and base on shared sentences: a per-seed offset of sd `seed_sd` (a seed better everywhere) and
-    per-seed-and-sentence noise of sd `sentence_sd` (the seed-by-sentence part)."""
+def _systems(rng, n_row, n_base, seed_sd=0.05, sentence_sd=0.3, gain_sd=0.0, size=150):
+    """Row and base on shared sentences: a per-seed offset of sd `seed_sd` (a seed better everywhere),
+    per-seed-and-sentence noise of sd `sentence_sd` (the seed-by-sentence part), and the row's own per-sentence
+    gain of sd `gain_sd`, the same in every seed (what sampling other sentences would change)."""
     tokens, difficulty = rng.integers(5, 30, size=size).astype(float), rng.normal(0, 0.3, size=size)
+    gain = rng.normal(0, gain_sd, size=size)
 
-    def system(n):
+    def system(n, shift):
         return [
-            ppl_stats(tokens * (2.0 + difficulty + rng.normal(0, seed_sd) + rng.normal(0, sentence_sd, size=size)), tokens)
+            ppl_stats(tokens * (2.0 + difficulty + shift + rng.normal(0, seed_sd) + rng.normal(0, sentence_sd, size=size)), tokens)
             for _ in range(n)
         ]
 
-    return system(n_base), system(n_row)
+    return system(n_base, 0.0), system(n_row, gain)
 
 
 def test_the_noise_at_the_tests_own_seeds_is_the_test():
-    base, row = _systems(np.random.default_rng(1), 3, 5, seed_sd=0.2)
+    base, row = _systems(np.random.default_rng(1), 3, 5, seed_sd=0.2, gain_sd=0.3)
     res = paired_ppl_stats(base, row, n_boot=500)
-    assert (res.noise.n_row, res.noise.n_base) == (3, 5)
+    assert (res.noise.n_row, res.noise.n_base) == (3, 5) and res.noise.sentences > 0  # nothing floored at 0
     var, df = res.noise.at(3, 5)
     assert var == pytest.approx(res.se**2, rel=1e-9) and df == pytest.approx(res.df, rel=1e-9)
 
 
-def test_the_noise_of_a_few_seeds_predicts_the_test_with_many():
+@pytest.mark.parametrize("gain_sd", [0.0, 0.3], ids=["seed noise only", "and a per-sentence gain"])
+def test_the_noise_of_a_few_seeds_predicts_the_test_with_many(gain_sd):
     """Var(Δ) projected from 3 + 3 seeds to 12 + 12 against the SE² of tests that ran 12 + 12 (means over 30 studies
-    each): within 25%, where keeping the 3-seed V_sent (seed-by-sentence noise not divided by the new n) or the 3-seed
-    SE² would be off by far more."""
+    each): within 25%, where the 3-seed SE² itself is off by 2-4x. With a per-sentence gain, half of the 12-seed
+    variance is the sentences' own, which the plan must keep undivided."""
     rng = np.random.default_rng(2)
-    projected, measured, kept = [], [], []
+    projected, measured, kept, sentences = [], [], [], []
     for k in range(30):
-        few = paired_ppl_stats(*_systems(rng, 3, 3), n_boot=200, seed=k)
+        few = paired_ppl_stats(*_systems(rng, 3, 3, gain_sd=gain_sd), n_boot=200, seed=k)
         projected.append(few.noise.at(12, 12)[0])
         kept.append(few.se**2)
-        measured.append(paired_ppl_stats(*_systems(rng, 12, 12), n_boot=200, seed=k).se ** 2)
+        sentences.append(few.noise.sentences)
+        measured.append(paired_ppl_stats(*_systems(rng, 12, 12, gain_sd=gain_sd), n_boot=200, seed=k).se ** 2)
     ratio = np.mean(projected) / np.mean(measured)
     assert 0.75 <= ratio <= 1.25, ratio
-    assert np.mean(kept) / np.mean(measured) > 2.5  # what the projection corrects for
+    assert np.mean(kept) / np.mean(measured) > 1.8  # what the projection corrects for
+    share = np.mean(sentences) / np.mean(measured)
+    assert share > 0.3 if gain_sd else share < 0.1, share
 
 
 def test_one_seed_systems_have_no_noise_to_plan_from():
