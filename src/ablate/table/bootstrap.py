@@ -197,7 +197,7 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     n = {"row": row.shape[0], "base": base.shape[0]}
     seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s², tau²) or None
     seed_noise = any(v is not None for v in seeds.values())
-    # Seed parts: (sigma², s², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
+    # Seed parts: (sigma², s², tau², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
     # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.
     measured = [k for k in ("row", "base") if seeds[k]]
     if len(measured) == 2:
