@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+from ablate.atomic import replacing
 from ablate.table import page
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
@@ -50,12 +51,18 @@ def table_cli(args: argparse.Namespace) -> int:
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
     out.mkdir(parents=True, exist_ok=True)
     page.write(stem.with_suffix(".md"), to_markdown(table, title))
-    stem.with_suffix(".tex").write_text(to_latex(table, title))
-    to_csv(table, stem.with_suffix(".csv"))
-    if table.compares_with_paper:
-        to_agreement_csv(table, stem.with_name(stem.name + "-agreement.csv"))
-    stem.with_suffix(".json").write_text(json.dumps(to_json(table, title), indent=2, ensure_ascii=False, allow_nan=False))
-    plot(table, stem.with_suffix(".png"), title)
+    report = json.dumps(to_json(table, title), indent=2, ensure_ascii=False, allow_nan=False)
+    writers = {
+        ".tex": lambda p: p.write_text(to_latex(table, title)),
+        ".csv": lambda p: to_csv(table, p),
+        "-agreement.csv": (lambda p: to_agreement_csv(table, p)) if table.compares_with_paper else None,
+        ".json": lambda p: p.write_text(report),
+        ".png": lambda p: plot(table, p, title),
+    }
+    for suffix, write in writers.items():
+        if write:  # each file whole or not at all: an interrupt never leaves half a table where a good one was
+            with replacing(stem.with_name(stem.name + suffix)) as tmp:
+                write(tmp)
     print_table(table, title)
     agreement = f", {stem.name}-agreement.csv" if table.compares_with_paper else ""
     print(f"wrote {stem}.md, .tex, .csv{agreement}, .json and .png")

@@ -30,7 +30,7 @@ def plot(table: Table, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig = figure(table, title)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")  # the path may be a temporary's, without the suffix
     plt.close(fig)
 
 
