@@ -53,7 +53,7 @@ def noise_line(s: dict) -> str:
     for m in METRICS:
         nf = s["noise_floor"][m]
         if nf["sd"] is None:
-            parts.append(f"{NAMES[m]} n/a ({nf['n']} seed{'s' if nf['n'] != 1 else ''}: no spread to estimate)")
+            parts.append(f"{NAMES[m]} n/a ({_count(nf['n'], 'seed')}: no spread to estimate)")
         else:
             parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
     return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
