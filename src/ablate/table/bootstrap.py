@@ -52,9 +52,10 @@ class PairedTest:
 
     delta: observed Δ = mean over the row's seeds - mean over the base's seeds of the corpus metric;
     se: its standard error (sentences and seeds); df: the t degrees of freedom of se (inf: sentence noise only);
-    p_value: two-sided; low/high: the t interval Δ ± t_df * se; seed_noise: the seed variance in se² was estimated
-    (False when both systems ran one seed: then se holds sentence noise only); noise: Var(Δ) by source, for
-    planning more seeds (None unless both systems ran two or more).
+    p_value: two-sided; low/high: the t interval Δ ± t_df * se; seed_variance: where se²'s seed part comes from,
+    "measured" (both systems ran two or more seeds), "borrowed" (one ran one seed and is assumed to vary as the
+    other does, so the test is too narrow where the ablation widens the seed spread) or "none" (one seed each: se
+    holds sentence noise only); noise: Var(Δ) by source, for planning more seeds (None unless "measured").
     """
 
     delta: float
@@ -64,7 +65,7 @@ class PairedTest:
     se: float
     n_boot: int
     df: float = math.inf
-    seed_noise: bool = True
+    seed_variance: str = "measured"
     noise: Noise | None = None
 
 
@@ -185,7 +186,7 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     variance of its seeds' corpus scores, s², less the seed-by-sentence part that s² also holds, which the
     resamples measure as n/(n-1) * (mean single-seed variance - variance of the seed mean); floored at 0. Adding
     s² itself would count that part twice. A one-seed system borrows the other's σ²; with one seed each there is
-    none (seed_noise False). df = Welch-Satterthwaite over the seed parts (n - 1 each; V_sent's are many).
+    none (seed_variance "none"). df = Welch-Satterthwaite over the seed parts (n - 1 each; V_sent's are many).
     """
     if base.shape[1:] != row.shape[1:]:
         raise ValueError(f"systems disagree on sentences/statistics: {base.shape[1:]} vs {row.shape[1:]}")
@@ -196,10 +197,10 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     v_sent = float((resampled["row"].mean(axis=0) - resampled["base"].mean(axis=0)).var(ddof=1))
     n = {"row": row.shape[0], "base": base.shape[0]}
     seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s², tau²) or None
-    seed_noise = any(v is not None for v in seeds.values())
     # Seed parts: (sigma², s², tau², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
     # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.
     measured = [k for k in ("row", "base") if seeds[k]]
+    seed_variance = ("none", "borrowed", "measured")[len(measured)]
     if len(measured) == 2:
         parts = [(*seeds[k], n[k] - 1, 1 / n[k]) for k in measured]
     else:
@@ -220,11 +221,11 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
         per_seed = {k: seeds[k][0] + seeds[k][2] for k in measured}  # sigma² (floored) + tau²: one seed's variance
         noise = Noise(max(0.0, by_sentences), per_seed["row"], per_seed["base"], n["row"], n["base"])
     if var == 0.0:  # no noise at all: the difference is exact
-        return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_noise, noise)
+        return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_variance, noise)
     se = math.sqrt(var)
     p = float(2 * st.t.sf(abs(observed) / se, df))
     half = float(st.t.ppf(0.5 + level / 2, df)) * se
-    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_noise, noise)
+    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_variance, noise)
 
 
 def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float, float] | None:

@@ -188,11 +188,16 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
         reasons = sorted({ln["bleu"]["untested"] for ln in others if ln["bleu"]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
-    sentence_only = [ln["row"] for ln in others if ln["bleu"]["p"] is not None and ln["bleu"]["df"] is None]
-    if sentence_only:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
+    tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed")}
+    if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
-            f"Tested on sentence noise only (one seed there and in base, so no seed variance to add): {', '.join(sentence_only)}; "
+            f"Tested on sentence noise only (one seed there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
             "read their p and interval as too narrow."
+        )
+    if tested_on["borrowed"]:  # the one-seed side is assumed to vary across seeds as the other does
+        summary["notes"].append(
+            f"One seed in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
+            "where the ablation widens the seed spread, their p and interval are too narrow (README: the paired test)."
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts(others, m) for m in METRICS}

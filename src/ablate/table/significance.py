@@ -149,7 +149,8 @@ def paired_tests(
                     "test_low": t.low,
                     "test_high": t.high,
                     "se": t.se,
-                    "df": None if math.isinf(t.df) else t.df,  # None: sentence noise only (no seed part)
+                    "df": None if math.isinf(t.df) else t.df,  # None: no seed part, or seeds that all scored alike
+                    "seed_variance": t.seed_variance,
                     "n_boot": t.n_boot,
                     "untested": None,
                     **_plan_fields(plan),
@@ -176,6 +177,7 @@ def no_test(reason: str | None = None) -> dict:
         "test_high": None,
         "se": None,
         "df": None,
+        "seed_variance": None,
         "n_boot": None,
         "untested": reason,
         **_plan_fields(None),

@@ -130,6 +130,8 @@ def test_one_seed_row_has_no_interval_but_is_tested(study):
     assert cells["N"] == "2"  # Table 3's N, the layers: the seed count must not overwrite it
     # Its paired test has an interval (the base's seed variance stands in for its own): shown, as the verdict reads it.
     assert cells["paired CI BLEU"] == f"[{b['test_low']:+.2f}, {b['test_high']:+.2f}]" and b["test_low"] < b["test_high"]
+    assert b["seed_variance"] == "borrowed" and study["rows"]["C-ff4096"]["bleu"]["seed_variance"] == "measured"
+    assert "One seed in the row or in base, so that side's seed variance is assumed to be the other's: C-N2;" in study["md"]
 
 
 def test_rows_without_records_get_no_test_and_the_table_says_why(study):
@@ -279,4 +281,20 @@ def test_a_one_seed_study_says_its_tests_hold_sentence_noise_only(tmp_path):
     assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "100"]) == 0
     md = (tmp_path / "out" / "table3.md").read_text()
     assert "Tested on sentence noise only (one seed there and in base, so no seed variance to add): A-h1;" in md
-    assert json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]["bleu"]["df"] is None
+    bleu = json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]["bleu"]
+    assert bleu["df"] is None and bleu["seed_variance"] == "none"
+
+
+def test_seeds_that_score_alike_are_measured_seed_noise_not_sentence_noise_only(tmp_path):
+    """Three seeds a row with the same outputs (a seed that changes nothing): their seed variance is measured as 0
+    (to rounding), so the t has (near) infinite df like a one-seed test, but the table must not say the rows ran
+    one seed."""
+    refs = references(50)
+    for row, rate in (("base", 0.3), ("A-h1", 0.6)):
+        for seed in (1, 2, 3):
+            write_run(tmp_path, row, seed, OVERRIDES[row], records={"valid": {**system(refs, rate, len(row)), "references": refs}})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "100"]) == 0
+    bleu = json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]["bleu"]
+    assert (bleu["df"] is None or bleu["df"] > 1e6) and bleu["seed_variance"] == "measured" and bleu["p"] < 0.05
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert "sentence noise only" not in md and "assumed to be the other's" not in md

@@ -174,7 +174,7 @@ def test_paired_bleu_single_seed_is_a_plain_paired_bootstrap(sstats):
     assert res.delta == corpus_bleu(row) - corpus_bleu(base)
     counts = _resample_counts(len(base), 500, np.random.default_rng(4))
     plain = [corpus_bleu(c[:, None] * row) - corpus_bleu(c[:, None] * base) for c in counts]
-    assert res.se == pytest.approx(np.std(plain, ddof=1)) and res.df == math.inf and not res.seed_noise
+    assert res.se == pytest.approx(np.std(plain, ddof=1)) and res.df == math.inf and res.seed_variance == "none"
     assert res.p_value == pytest.approx(2 * st.norm.sf(res.delta / res.se)) and res.p_value < 0.01
 
 
@@ -186,7 +186,7 @@ def test_paired_bootstrap_se_is_the_standard_error_of_the_seed_means():
     levels = {"base": [2.0, 2.1, 1.9, 2.05, 1.95], "row": [1.8, 1.95, 1.7]}
     res = paired_ppl([tokens * v for v in levels["base"]], [tokens * v for v in levels["row"]], tokens, n_boot=4000)
     s_base, s_row = (np.std(np.exp(levels[k]), ddof=1) for k in ("base", "row"))
-    assert res.se == pytest.approx(math.sqrt(s_row**2 / 3 + s_base**2 / 5), rel=0.08)
+    assert res.seed_variance == "measured" and res.se == pytest.approx(math.sqrt(s_row**2 / 3 + s_base**2 / 5), rel=0.08)
     assert res.delta == pytest.approx(np.mean(np.exp(levels["row"])) - np.mean(np.exp(levels["base"])))
 
 
@@ -197,7 +197,7 @@ def test_a_one_seed_row_borrows_the_base_seed_variance_as_one_estimate():
     base, row = [2.0, 2.1, 1.9, 2.05, 1.95], [1.8]
     res = paired_ppl([tokens * v for v in base], [tokens * v for v in row], tokens, n_boot=500)
     s2 = np.var(np.exp(base), ddof=1)
-    assert res.seed_noise and res.se == pytest.approx(math.sqrt(s2 * (1 + 1 / 5)), rel=1e-6)
+    assert res.seed_variance == "borrowed" and res.se == pytest.approx(math.sqrt(s2 * (1 + 1 / 5)), rel=1e-6)
     assert res.df == pytest.approx(4.0)
 
 
