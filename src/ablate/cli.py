@@ -11,6 +11,7 @@ import sys
 
 from ablate import logs
 from ablate.config import ConfigError
+from ablate.datasets import DownloadError
 
 
 def _split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.to_stderr()
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as e:
+    except (ConfigError, ValueError, OSError, DownloadError) as e:  # OSError's message names the path
         print(f"ablate {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.atomic import replacing
+from ablate.json_file import read_json
 
 SPLITS = ("valid", "test")
 # The weights a run reports (its summary's `selected`): the average of its last K checkpoints, saved as AVERAGED
@@ -158,12 +159,7 @@ def write_eval_file(run_dir: str | os.PathLike, split: str, **fields) -> Path:
 
 def read_eval_file(path: str | os.PathLike, split: str | None = None) -> EvalFile:
     """Read and validate one evaluation file; `split`, if given, must be the file's."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise EvalFileError(f"{path}: not a readable evaluation file ({type(e).__name__}: {e})") from None
-    return parse_eval(data, str(path), split)
+    return parse_eval(read_json(path, "evaluation file", EvalFileError), str(path), split)
 
 
 def parse_eval(data, source: str, split: str | None = None) -> EvalFile:
@@ -223,8 +219,9 @@ def _problems(d: dict, split: str | None) -> list[str]:
                 isinstance(v, list)
                 and len(v) == BLEU_STATS_WIDTH
                 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+                and all(v[2 + n] <= v[6 + n] for n in range(4))
             ),
-            f"a list of {BLEU_STATS_WIDTH} integers >= 0",
+            f"a list of {BLEU_STATS_WIDTH} integers >= 0 with no n-gram order matching more than it counts",
         ),
     }
     for k, (ok, what) in checks.items():

@@ -4,8 +4,10 @@ seed intervals, paired tests against the base row and a verdict per row on the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 from pathlib import Path
 
 from ablate.atomic import replacing
@@ -23,6 +25,7 @@ def table_cli(args: argparse.Namespace) -> int:
         from ablate.plugins import load_plugins
 
         load_plugins(args.plugins)
+    _check_arguments(args)
     source = Path(args.study)
     if source.is_file():  # a sweep file: tabulate its out_dir
         from ablate.sweep import load_sweep
@@ -35,11 +38,9 @@ def table_cli(args: argparse.Namespace) -> int:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         raise ValueError(f"found no {kind} under {source}")
     runs = select(runs, args.rows, args.seeds)
-    if not (math.isfinite(args.target_mde) and args.target_mde >= 0):
-        raise ValueError(f"--target-mde: expected a finite ΔBLEU >= 0 (0: no seed plan), got {args.target_mde}")
-    out = Path(args.out or source)
-    stem = out / args.name
-    page.check(stem.with_suffix(".md"))  # a page that would refuse the table fails before a long test-split evaluation
+    stem = Path(args.out or source) / args.name
+    targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
+    _check_writable(targets)  # before a long test-split evaluation, as is the page's check
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
         from ablate.table.evaluation import evaluator
@@ -49,21 +50,60 @@ def table_cli(args: argparse.Namespace) -> int:
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed, target_mde=args.target_mde or None)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
-    out.mkdir(parents=True, exist_ok=True)
-    page.write(stem.with_suffix(".md"), to_markdown(table, title))
-    report = json.dumps(to_json(table, title), indent=2, ensure_ascii=False, allow_nan=False)
+    report = to_json(table, title)
+    where = next((f"row '{ln['row']}', {w}" for ln in report["rows"] if (w := _non_finite(ln))), None) or _non_finite(report)
+    if where:
+        raise ValueError(f"the table holds a non-finite number ({where}): a run's scores or summary are broken")
+    page_path, page_text = page.spliced(targets[".md"], to_markdown(table, title))
     writers = {
-        ".tex": lambda p: p.write_text(to_latex(table, title)),
-        ".csv": lambda p: to_csv(table, p),
-        "-agreement.csv": (lambda p: to_agreement_csv(table, p)) if table.compares_with_paper else None,
-        ".json": lambda p: p.write_text(report),
-        ".png": lambda p: plot(table, p, title),
+        page_path: lambda p: p.write_text(page_text, encoding="utf-8"),
+        targets[".tex"]: lambda p: p.write_text(to_latex(table, title)),
+        targets[".csv"]: lambda p: to_csv(table, p),
+        targets["-agreement.csv"]: (lambda p: to_agreement_csv(table, p)) if table.compares_with_paper else None,
+        targets[".json"]: lambda p: p.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)),
+        targets[".png"]: lambda p: plot(table, p, title),
     }
-    for suffix, write in writers.items():
-        if write:  # each file whole or not at all: an interrupt never leaves half a table where a good one was
-            with replacing(stem.with_name(stem.name + suffix)) as tmp:
-                write(tmp)
+    with contextlib.ExitStack() as stack:  # all files written first, then all swapped in: a failure changes none
+        for path, write in writers.items():
+            if write:
+                write(stack.enter_context(replacing(path)))
     print_table(table, title)
     agreement = f", {stem.name}-agreement.csv" if table.compares_with_paper else ""
     print(f"wrote {stem}.md, .tex, .csv{agreement}, .json and .png")
     return 0
+
+
+SUFFIXES = (".md", ".tex", ".csv", "-agreement.csv", ".json", ".png")
+MIN_BOOT = 10  # below this the bootstrap variance of the sentences is too rough to test with
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if args.boot < MIN_BOOT:
+        raise ValueError(f"--boot: expected at least {MIN_BOOT} bootstrap resamples (default 1000), got {args.boot}")
+    if not (math.isfinite(args.target_mde) and args.target_mde >= 0):
+        raise ValueError(f"--target-mde: expected a finite ΔBLEU >= 0 (0: no seed plan), got {args.target_mde}")
+    if not args.name or args.name in (".", "..") or any(sep in args.name for sep in ("/", os.sep)):
+        raise ValueError(f"--name: expected a file name stem without a folder (e.g. table3), got {args.name!r}")
+
+
+def _check_writable(targets: dict[str, Path]) -> None:
+    """Every output can be written: --out a folder (made if missing) we may write in, no output a folder, and the
+    page one the table can go into."""
+    out = targets[".md"].parent
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: no permission to write in this folder")
+    for path in targets.values():
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder, where ablate table writes a file; choose another --name or --out")
+    page.check(targets[".md"])
+
+
+def _non_finite(value, where: str = "") -> str | None:
+    """The JSON path of the first NaN or infinity in `value`, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "the top"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((w for k, v in items if (w := _non_finite(v, f"{where}[{k!r}]" if where else repr(k)))), None)

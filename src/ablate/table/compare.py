@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
-from ablate.table.load import Run
+from ablate.table.load import Run, check_rows
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
 
 # Table 3's configuration columns: header -> flattened config key.
@@ -64,6 +64,7 @@ def stop_reasons(row: Row) -> str:
 
 
 def build_rows(runs: list[Run]) -> list[Row]:
+    check_rows(runs)
     by_name: dict[str, Row] = {}
     paper = {p.name: p for p in TABLE3}
     for run in runs:

@@ -3,13 +3,17 @@ offline run files, so runs synced from elsewhere tabulate too."""
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from ablate.config import ModelConfig, flatten
+from ablate.json_file import read_json
+from ablate.yaml_file import read_yaml
+
+# Config keys that say where and how a run ran, not what it trained: they may differ between a row's seeds.
+RUN_SPECIFIC = ("seed", "out_dir", "plugins", "sweep.trial", "logging.", "data.dir", "data.cache_dir", "data.num_workers")
+RUN_SPECIFIC += tuple(f"train.{k}" for k in ("accelerator", "devices", "strategy", "num_threads", "log_every_steps", "peak_tflops"))
 
 
 @dataclass
@@ -44,26 +48,41 @@ def _effective(config: dict) -> dict:
     return c
 
 
-def _run(row: str, config: dict, summary: dict, source: str, run_dir: Path | None = None) -> Run:
+def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -> Run:
+    if not isinstance(summary, dict):
+        raise ValueError(f"{source}: a run's summary is a JSON object, not {type(summary).__name__}")
     last = summary.get("last", {})
+    if not isinstance(last, dict):
+        raise ValueError(f"{source}: summary key 'last' should be an object of metrics, got {type(last).__name__}")
     params = summary.get("params")
     params = params.get("total") if isinstance(params, dict) else params
     if params is None:
         params = summary.get("params/total")
+
+    def number(key: str, value=None):
+        """The summary's `key` (or `value`): None, or a finite number >= 0; anything else names the run and key."""
+        v = summary.get(key) if value is None else value
+        if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            return v
+        raise ValueError(f"{source}: summary key '{key}' should be a finite number >= 0, got {v!r}")
+
+    stop = summary.get("stop_reason")
+    if stop is not None and not isinstance(stop, str):
+        raise ValueError(f"{source}: summary key 'stop_reason' should be a string, got {stop!r}")
     return Run(
-        row=row,
+        row=str(row),
         config=_effective(config),
-        ppl=last.get("val/ppl", summary.get("val/ppl")),
-        bleu=last.get("val/bleu", summary.get("val/bleu")),
-        params=params,
-        tokens_per_s=summary.get("speed/tokens_per_s"),
-        step_ms=summary.get("speed/step_ms"),
-        long_bleu=summary.get("val_long/bleu"),
-        steps=summary.get("steps"),
-        epochs=summary.get("epochs"),
-        flops=summary.get("flops"),
-        wall_seconds=summary.get("wall_seconds"),
-        stop_reason=summary.get("stop_reason"),
+        ppl=number("val/ppl", last.get("val/ppl", summary.get("val/ppl"))),
+        bleu=number("val/bleu", last.get("val/bleu", summary.get("val/bleu"))),
+        params=number("params", params),
+        tokens_per_s=number("speed/tokens_per_s"),
+        step_ms=number("speed/step_ms"),
+        long_bleu=number("val_long/bleu"),
+        steps=number("steps"),
+        epochs=number("epochs"),
+        flops=number("flops"),
+        wall_seconds=number("wall_seconds"),
+        stop_reason=stop,
         source=source,
         run_dir=run_dir,
         summary=summary,
@@ -77,10 +96,36 @@ def runs_from_dirs(root: Path) -> list[Run]:
         config_path = summary_path.parent / "config.yaml"
         if not config_path.exists():
             continue
-        config = flatten(yaml.safe_load(config_path.read_text()))
+        config = read_yaml(config_path, "run config")
+        if not isinstance(config, dict):
+            raise ValueError(f"{config_path}: a run's config is a mapping of sections, not {type(config).__name__}")
+        config = flatten(config)
         row = config.get("sweep.row") or summary_path.parent.name
-        runs.append(_run(row, config, json.loads(summary_path.read_text()), str(summary_path.parent), summary_path.parent))
+        summary = read_json(summary_path, "run summary")
+        runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
     return runs
+
+
+def check_rows(runs: list[Run]) -> None:
+    """A row's runs must be its seeds of one configuration: a run copied twice would count as another seed and
+    narrow every interval, and a seed trained otherwise would be averaged in unseen. Raises ValueError naming both."""
+    first: dict[str, Run] = {}
+    seen: dict[tuple[str, object], Run] = {}
+    for run in runs:
+        twin = seen.setdefault((run.row, run.config.get("seed")), run)
+        if twin is not run:
+            raise ValueError(
+                f"row '{run.row}' has two runs of seed {run.config.get('seed')}: {twin.source} and {run.source}; "
+                "remove one (or tabulate with --seeds)"
+            )
+        ref = first.setdefault(run.row, run)
+        keys = sorted(k for k in ref.config.keys() | run.config.keys() if not k.startswith(RUN_SPECIFIC))
+        if diff := [k for k in keys if ref.config.get(k) != run.config.get(k)]:
+            raise ValueError(
+                f"row '{run.row}' mixes configurations: {ref.source} and {run.source} differ in "
+                + ", ".join(f"{k} ({ref.config.get(k)!r} vs {run.config.get(k)!r})" for k in diff)
+                + "; a row's runs may differ only in their seed"
+            )
 
 
 def runs_from_wandb(root: Path) -> list[Run]:
@@ -109,11 +154,11 @@ def select(runs: list[Run], rows: list[str] | None = None, seeds: list[int] | No
         runs = [r for r in runs if r.row in rows]
     if seeds:
         chosen = [r for r in runs if r.config.get("seed") in seeds]
-        for row in rows or []:
+        if not chosen:
+            raise ValueError(f"--seeds: no run has seed {seeds}")
+        for row in dict.fromkeys([*(rows or []), *(["base"] if any(r.row == "base" for r in runs) else [])]):
             if not any(r.row == row for r in chosen):
                 have = sorted(str(r.config.get("seed")) for r in runs if r.row == row)
                 raise ValueError(f"--seeds: row '{row}' has no run with seed {seeds} (its seeds: {', '.join(have)})")
-        if not chosen:
-            raise ValueError(f"--seeds: no run has seed {seeds}")
         runs = chosen
     return runs

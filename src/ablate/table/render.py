@@ -111,11 +111,15 @@ def agreement_lines(s: dict) -> list[str]:
 
 def to_markdown(table: Table, title: str) -> str:
     head = header(table)
-    out = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def line(cells: list[str]) -> str:  # a "|" in a cell (a row's name, say) would start a new column
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [f"# {title}", "", line(head), "|" + "---|" * len(head)]
     for new_group, group, cells in walk(table):
         if new_group:
-            out.append("| " + " | ".join([f"**({group})**"] + [""] * (len(head) - 1)) + " |")
-        out.append("| " + " | ".join(cells) + " |")
+            out.append(line([f"**({group})**"] + [""] * (len(head) - 1)))
+        out.append(line(cells))
     out += ["", *[f"{line}  " for line in notes(table)]]
     if table.compares_with_paper:
         out += ["", "## Agreement with the paper", "", *agreement_lines(table.summary)]

@@ -61,9 +61,9 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
         return ev
     bleu = {source: np.asarray(rec.sentence_bleu_stats(), dtype=np.int64).reshape(len(rec.indices), -1) for source, rec in records.items()}
     # Re-scored here from text with this sacreBLEU; a text-free record's statistics keep the signature they were made with.
-    ev.bleu_signature = "; ".join(
-        sorted({stats.bleu_signature() if r.hypotheses is not None else r.bleu_signature for r in records.values()})
-    )
+    signatures = {source: stats.bleu_signature() if r.hypotheses is not None else r.bleu_signature for source, r in records.items()}
+    _check_same_bleu(signatures)
+    ev.bleu_signature = "; ".join(sorted(set(signatures.values())))
     common = _common_indices(records, bleu, ev)
     for run in runs:
         rec = records.get(run.source)
@@ -82,6 +82,21 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
     ev.subset = next(iter(subsets)) if aligned else f"the {len(common)} sentences common to all runs"
     ev.checkpoints = sorted({r.checkpoint for r in records.values()})
     return ev
+
+
+def _check_same_bleu(signatures: dict[str, str]) -> None:
+    """Statistics of one BLEU only: a record scored with another tokeniser, casing or smoothing would compare as if
+    the systems differed. sacreBLEU's version alone may differ (its statistics do not change with it)."""
+
+    def metric(signature: str) -> str:
+        return "|".join(p for p in signature.split("|") if not p.startswith("version:"))
+
+    first, *rest = signatures.items()
+    if other := next(((src, sig) for src, sig in rest if metric(sig) != metric(first[1])), None):
+        raise EvalFileError(
+            f"evaluation records scored with different BLEU: {first[0]} has {first[1]} but {other[0]} has {other[1]}; "
+            "score every run with the same sacreBLEU settings"
+        )
 
 
 def _common_indices(records: dict[str, EvalFile], bleu: dict[str, np.ndarray], ev: Evidence) -> set[int]:

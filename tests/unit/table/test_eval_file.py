@@ -65,6 +65,10 @@ def test_written_file_reads_back_sorted_with_corpus_scores(tmp_path):
         (lambda r: (r.update(bleu_stats=text_free(r)["bleu_stats"]), r.pop("hypotheses")), "missing key 'hypotheses'"),
         (lambda r: r.update(text_free(r), bleu_stats=[[1, 2, 3]] * 30), "bleu_stats[0]=[1, 2, 3] is not a list of 10 integers >= 0"),
         (lambda r: r.update(text_free(r), bleu_stats=[[0] * 10]), "bleu_stats=1"),
+        (  # more 2-grams matched than the hypothesis has: no real system scores so, and BLEU would exceed 100
+            lambda r: r.update(text_free(r), bleu_stats=[[5, 5, 4, 9, 2, 1, 4, 3, 2, 1]] * 30),
+            "bleu_stats[0]=[5, 5, 4, 9, 2, 1, 4, 3, 2, 1] is not a list of 10 integers >= 0 with no n-gram order matching",
+        ),
     ],
 )
 def test_malformed_record_names_the_file_and_the_problem(tmp_path, edit, message):

@@ -14,6 +14,7 @@ from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
 from ablate.cli import main
+from ablate.eval_file import text_free
 from ablate.paper import TABLE3
 from ablate.table.stats import holm
 
@@ -298,3 +299,25 @@ def test_seeds_that_score_alike_are_measured_seed_noise_not_sentence_noise_only(
     assert (bleu["df"] is None or bleu["df"] > 1e6) and bleu["seed_variance"] == "measured" and bleu["p"] < 0.05
     md = (tmp_path / "out" / "table3.md").read_text()
     assert "sentence noise only" not in md and "assumed to be the other's" not in md
+
+
+def test_records_scored_with_another_bleu_are_refused_naming_both(tmp_path, capsys):
+    """Text-free records keep the signature they were scored with; one of lowercased, intl-tokenised BLEU beside the
+    default would be compared as if the systems differed. A sacreBLEU version alone may differ."""
+    refs = references(40)
+    for row, rate in (("base", 0.3), ("A-h1", 0.6)):
+        for seed in (1, 2):
+            record = {**system(refs, rate, seed + len(row)), "references": refs}
+            path = write_run(tmp_path, row, seed, OVERRIDES[row], records={"valid": record}) / "eval" / "valid.json"
+            stripped = text_free(json.loads(path.read_text()))
+            if (row, seed) == ("A-h1", 2):
+                stripped["bleu_signature"] = stripped["bleu_signature"].replace("case:mixed", "case:lc").replace("tok:13a", "tok:intl")
+            elif (row, seed) == ("base", 2):
+                stripped["bleu_signature"] = stripped["bleu_signature"].replace("version:", "version:1")
+            path.write_text(json.dumps(stripped))
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "evaluation records scored with different BLEU:" in err and "A-h1-s2 has nrefs:1|case:lc|eff:no|tok:intl" in err
+    (tmp_path / "trials" / "A-h1-s2" / "eval" / "valid.json").unlink()
+    (tmp_path / "trials" / "A-h1-s2" / "summary.json").unlink()
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "20"]) == 0  # the version differs only

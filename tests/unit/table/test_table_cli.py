@@ -1,15 +1,18 @@
-"""`ablate table`'s files are each replaced whole or not at all: a failure while rendering one leaves the earlier
-table's file as it was, and no temporary behind."""
+"""`ablate table`'s files are replaced together or not at all: a bad argument, an output it cannot write or a
+failure while rendering leaves every earlier file as it was, and no temporary behind."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from test_compare import write_runs
+from table_study import references, system, write_run
+from test_compare import ROWS, write_runs
 
 from ablate.cli import main
 
 
-def test_a_rendering_that_fails_leaves_the_earlier_files_whole(tmp_path, monkeypatch):
+def test_a_rendering_that_fails_changes_none_of_the_files(tmp_path, monkeypatch):
     root, out = write_runs(tmp_path / "study"), tmp_path / "out"
     assert main(["table", str(root), "--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -22,6 +25,61 @@ def test_a_rendering_that_fails_leaves_the_earlier_files_whole(tmp_path, monkeyp
     monkeypatch.setattr("ablate.table.cli.plot", half_a_plot)
     with pytest.raises(KeyboardInterrupt):
         main(["table", str(root), "--out", str(out), "--title", "again"])
-    assert (out / "table3.png").read_bytes() == before["table3.png"]  # not the half-written one
-    assert {p.name for p in out.iterdir()} == set(before)  # no temporary left
-    assert "again" in (out / "table3.json").read_text()  # the files before it were replaced whole
+    # The set is replaced together: the page and JSON written before the plot failed are not swapped in either, so
+    # the files never mix two renderings, and no temporary is left.
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--boot", "1"], r"--boot: expected at least 10 bootstrap resamples \(default 1000\), got 1"),
+        (["--name", ""], r"--name: expected a file name stem without a folder \(e.g. table3\), got ''"),
+        (["--name", "a/b"], r"--name: expected a file name stem without a folder \(e.g. table3\), got 'a/b'"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_read_or_written(tmp_path, capsys, args, message):
+    root = write_runs(tmp_path / "study")
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), *args]) == 2
+    assert re.search(message, capsys.readouterr().err) and not (tmp_path / "out").exists()
+
+
+def test_outputs_that_cannot_be_written_are_named_before_any_file_changes(tmp_path, capsys):
+    root, out = write_runs(tmp_path / "study"), tmp_path / "out"
+    (tmp_path / "afile").write_text("mine")
+    assert main(["table", str(root), "--out", str(tmp_path / "afile")]) == 2
+    assert f"--out {tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "mine"
+    assert main(["table", str(root), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "table3.csv").unlink()
+    (out / "table3.csv").mkdir()  # a folder where a file goes: refused up front, the page and the rest untouched
+    assert main(["table", str(root), "--out", str(out), "--title", "again"]) == 2
+    assert f"{out / 'table3.csv'} is a folder, where ablate table writes a file" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == {k: v for k, v in before.items() if k != "table3.csv"}
+
+
+def test_a_non_finite_number_is_named_by_where_it_is_and_nothing_is_written(tmp_path, capsys):
+    """Every NLL finite, but their sum overflows, so the PPL test is not a number. The JSON would refuse it after
+    the page was written; it is found first, by its row and field."""
+    refs = references(30)
+    for row, rate in (("base", 0.3), ("A-h1", 0.6)):
+        for seed in (1, 2):
+            fields = system(refs, rate, seed + len(row))
+            if row == "A-h1":
+                fields["nll"] = [1e308] * len(refs)
+            write_run(tmp_path / "study", row, seed, ROWS[row][0], records={"valid": {**fields, "references": refs}})
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "out"), "--boot", "20"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"the table holds a non-finite number \(row 'A-h1', 'ppl'\['\w+'\]\)", err), err
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_a_bar_in_a_row_name_stays_in_its_cell(tmp_path):
+    rows = {**ROWS, "X|Y": ({"model.d_ff": 512}, [(1, 30.0, 5.0)])}
+    root, out = write_runs(tmp_path / "study", rows), tmp_path / "out"
+    assert main(["table", str(root), "--out", str(out)]) == 0
+    md = (out / "table3.md").read_text().splitlines()
+    head = next(line for line in md if line.startswith("| row |"))
+    line = next(line for line in md if line.startswith("| X"))
+    assert line.startswith("| X\\|Y |") and line.replace("\\|", "").count("|") == head.count("|")

@@ -1,0 +1,132 @@
+"""Reading a study's runs for `ablate table`: a broken or inconsistent run is an error naming its file and key, never
+a traceback or a silently wrong row."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from test_compare import ROWS, write_runs
+
+from ablate.cli import main
+from ablate.table.compare import build_rows
+from ablate.table.load import runs_from_dirs, select
+
+
+def run_dir(root, row="A-h1", seed=1):
+    return root / "trials" / f"{row}-s{seed}"
+
+
+def edit_summary(path, **fields):
+    summary = json.loads(path.read_text())
+    summary.update(fields)
+    path.write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: (d / "config.yaml").write_text("model: [\n"), r"config.yaml: not valid \(safe\) YAML at line 2"),
+        (lambda d: (d / "config.yaml").write_text(""), r"config.yaml: a run's config is a mapping of sections, not NoneType"),
+        (lambda d: (d / "config.yaml").write_text("- 1\n- 2\n"), r"config.yaml: a run's config is a mapping of sections, not list"),
+        (lambda d: (d / "config.yaml").write_text((d / "config.yaml").read_text() + "seed: 9\n"), r"config.yaml: duplicate key 'seed'"),
+        (lambda d: (d / "summary.json").write_text("[1, 2]"), r"A-h1-s1: a run's summary is a JSON object, not list"),
+        (
+            lambda d: (d / "summary.json").write_text('{"last": [1]}'),
+            r"A-h1-s1: summary key 'last' should be an object of metrics, got list",
+        ),
+        (
+            lambda d: (d / "summary.json").write_text('{"steps": 1,\n"last": '),
+            r"summary.json: not a readable run summary \(invalid JSON: .* line 2",
+        ),
+        (
+            lambda d: (d / "summary.json").write_text('{"steps": 1, "steps": 2}'),
+            r"summary.json: not a valid run summary: duplicate key 'steps'",
+        ),
+        (
+            lambda d: edit_summary(d / "summary.json", steps="abc"),
+            r"A-h1-s1: summary key 'steps' should be a finite number >= 0, got 'abc'",
+        ),
+        (
+            lambda d: edit_summary(d / "summary.json", wall_seconds=math.nan),
+            r"summary key 'wall_seconds' should be a finite number >= 0, got nan",
+        ),
+        (lambda d: edit_summary(d / "summary.json", wall_seconds=-1e9), r"summary key 'wall_seconds' should be a finite number >= 0"),
+        (
+            lambda d: edit_summary(d / "summary.json", params={"total": "big"}),
+            r"summary key 'params' should be a finite number >= 0, got 'big'",
+        ),
+        (
+            lambda d: edit_summary(d / "summary.json", last={"val/bleu": math.inf}),
+            r"summary key 'val/bleu' should be a finite number >= 0, got inf",
+        ),
+        (lambda d: edit_summary(d / "summary.json", stop_reason=3), r"summary key 'stop_reason' should be a string, got 3"),
+    ],
+    ids=[
+        "yaml-broken",
+        "yaml-empty",
+        "yaml-list",
+        "yaml-duplicate-key",
+        "summary-list",
+        "last-list",
+        "json-truncated",
+        "json-duplicate-key",
+        "steps-string",
+        "wall-nan",
+        "wall-negative",
+        "params-string",
+        "bleu-inf",
+        "stop-int",
+    ],
+)
+def test_a_broken_run_is_an_error_naming_its_file_and_key(tmp_path, capsys, damage, message):
+    root = write_runs(tmp_path / "study")
+    damage(run_dir(root))
+    with pytest.raises(ValueError, match=message):
+        runs_from_dirs(root)
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 2  # one line on stderr, nothing written
+    assert "ablate table: error:" in capsys.readouterr().err and not (tmp_path / "out" / "table3.md").exists()
+
+
+def test_a_run_copied_twice_is_not_counted_as_another_seed(tmp_path):
+    root = write_runs(tmp_path / "study")
+    copy = root / "trials" / "0099-base-s1"
+    copy.mkdir()
+    for name in ("config.yaml", "summary.json"):
+        (copy / name).write_bytes((run_dir(root, "base") / name).read_bytes())
+    with pytest.raises(ValueError, match=r"row 'base' has two runs of seed 1: .*0099-base-s1 and .*base-s1"):
+        build_rows(runs_from_dirs(root))
+
+
+def test_a_row_whose_seeds_trained_different_models_is_refused_naming_the_key(tmp_path):
+    root = write_runs(tmp_path / "study")
+    config = run_dir(root, "base", 2) / "config.yaml"
+    config.write_text(config.read_text().replace("heads: 4", "heads: 8"))
+    with pytest.raises(
+        ValueError,
+        match=r"row 'base' mixes configurations: .*base-s1 and .*base-s2 differ in model.d_k \(16 vs 8\), model.d_v \(16 vs 8\), model.heads \(4 vs 8\);",
+    ):
+        build_rows(runs_from_dirs(root))
+
+
+def test_a_rows_seeds_may_differ_in_where_and_how_they_ran(tmp_path):
+    root = write_runs(tmp_path / "study")
+    config = run_dir(root, "base", 2) / "config.yaml"
+    config.write_text(config.read_text().replace("num_threads: null", "num_threads: 4").replace("  name: null", "  name: base-s2"))
+    rows = {r.name: r for r in build_rows(runs_from_dirs(root))}
+    assert len(rows["base"].runs) == 2
+
+
+def test_a_numeric_row_name_is_a_name(tmp_path):
+    root = write_runs(tmp_path / "study")
+    config = run_dir(root) / "config.yaml"
+    config.write_text(config.read_text().replace("row: A-h1", "row: 5"))
+    assert "5" in {r.row for r in runs_from_dirs(root)}
+
+
+def test_seeds_the_base_row_lacks_are_named_as_such(tmp_path):
+    rows = {**ROWS, "A-h1": (ROWS["A-h1"][0], [(3, 29.0, 5.5)])}
+    runs = runs_from_dirs(write_runs(tmp_path / "study", rows))
+    with pytest.raises(ValueError, match=r"--seeds: row 'base' has no run with seed \[3\] \(its seeds: 1, 2\)"):
+        select(runs, None, [3])
