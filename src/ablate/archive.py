@@ -7,25 +7,28 @@ W&B files, with its evaluation records made text-free (`ablate.eval_file.text_fr
 and NLL, no sentence of the corpus). So a study longer than one machine's lease goes on elsewhere: copy the archive
 into the sweep's out_dir and run the sweep again; `ablate table DEST` tabulates it as it stands.
 
-Archiving never removes anything: files of trials DEST already holds are replaced by the study's newer ones, and
-a study database that lacks any trial DEST's has finished is refused (an empty, older or other study archived over
-an archive by mistake, or a copy another machine continued from the same archive).
+Archiving never removes anything, and checks before it writes anything. A file DEST already holds is replaced by
+the study's newer one only when both have a database and the study's holds every trial DEST's has finished (so an
+empty, older or other study archived over an archive by mistake, or a copy another machine continued from the same
+archive, is refused); otherwise only new files are added, and a different one is refused. A study without a database
+over an archive with one is refused. A link in a run is archived as what it links to; a finished run without its
+config.yaml is archived as it is, and reported (its database marks it finished).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.archive_db import DATABASE, backup_database, check_not_older, finished_trials
 from ablate.atomic import replacing
 from ablate.eval_file import EvalFileError, text_free
+from ablate.json_file import read_json
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
-DATABASE = "study.db"  # the sweep's default storage (ablate.sweep.storage); a server or shared journal needs no copy
 
 
 @dataclass
@@ -33,6 +36,7 @@ class ArchiveReport:
     trials: list[str] = field(default_factory=list)  # run directories archived, relative to the study
     unfinished: list[str] = field(default_factory=list)  # trial directories with no summary.json: left out
     evaluated: list[str] = field(default_factory=list)  # runs scored on the asked split first
+    no_config: list[str] = field(default_factory=list)  # archived runs with a summary.json but no config.yaml
     database: bool = False
 
 
@@ -44,45 +48,106 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
         raise FileNotFoundError(f"no such study directory: {study}")
     if dest == study or study in dest.parents:
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
-    report = ArchiveReport()
-    if (study / DATABASE).is_file():
-        _check_not_older(study / DATABASE, dest / DATABASE)
-    for summary in sorted(study.rglob("summary.json")):
-        run = summary.parent
-        if not (run / "config.yaml").is_file() or SKIPPED_DIRS & set(run.relative_to(study).parts):
-            continue
-        if evaluate is not None and not (run / "eval" / f"{split}.json").is_file():
+    source_db = study / DATABASE
+    has_db = source_db.is_file()
+    if has_db:  # a corrupt, empty or locked database is refused before anything is copied
+        check_not_older(source_db, finished_trials(source_db), dest / DATABASE)
+    elif (dest / DATABASE).exists():
+        raise ValueError(
+            f"{dest / DATABASE} exists but the study {study} has no {DATABASE}: not archiving a study without its "
+            "database over an archive with one (nothing shows the study is newer, and the archive's database would "
+            "not match its trials); archive the folder that holds the study's database, or into a new folder"
+        )
+    _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
+    report = ArchiveReport(database=has_db)
+    runs = _finished_runs(study, report)
+    for run in runs:
+        if evaluate is not None and (run / "config.yaml").is_file() and not (run / "eval" / f"{split}.json").is_file():
             evaluate(run)
             report.evaluated.append(str(run.relative_to(study)))
-        _copy_run(run, dest / run.relative_to(study))
-        report.trials.append(str(run.relative_to(study)))
-    trials = study / "trials"
-    if trials.is_dir():
-        report.unfinished = sorted(p.name for p in trials.iterdir() if p.is_dir() and not (p / "summary.json").is_file())
-    if (study / DATABASE).is_file():
-        _backup_database(study / DATABASE, dest / DATABASE)
-        report.database = True
+    files: dict[Path, tuple[Path, bool]] = {}  # archive file -> the study's file, and whether it is a record
+    for run in runs:
+        files.update(_run_files(run, dest / run.relative_to(study)))
+    _check_writable([dest / DATABASE, *files])
+    verified = has_db and (dest / DATABASE).is_file()  # the study's database holds every trial the archive's does
+    contents = {target: _content(source, record) for target, (source, record) in files.items()}  # records checked first
+    changed = [str(t.relative_to(dest)) for t, data in contents.items() if not verified and t.exists() and t.read_bytes() != data]
+    if changed:
+        raise ValueError(
+            f"{dest} already holds {len(changed)} files that the study {study} has different ({', '.join(changed[:5])}"
+            + (" ..." if len(changed) > 5 else "")
+            + "): not replacing them, as only a study whose database holds every finished trial of the archive's may "
+            + f"(the {'archive' if has_db else 'study'} has no {DATABASE}); archive into a new folder instead"
+        )
+    for target, data in contents.items():
+        _write_atomic(target, data)
+    if has_db:
+        backup_database(source_db, dest / DATABASE)
     return report
 
 
-def _copy_run(run: Path, to: Path) -> None:
-    for path in sorted(run.rglob("*")):
-        rel = path.relative_to(run)
-        if not path.is_file() or path.is_symlink() or SKIPPED_DIRS & set(rel.parts[:-1]) or _transient(path.name):
+def _finished_runs(study: Path, report: ArchiveReport) -> list[Path]:
+    """Every run directory with a summary.json (outside checkpoints and W&B files), recording in `report` the runs
+    and the sweep's trial directories that have not finished."""
+    runs = sorted(here for here, names in _walk(study) if "summary.json" in names and here != study)
+    for run in runs:
+        if not (run / "config.yaml").is_file():  # damaged: kept as it is (the database marks it finished), reported
+            report.no_config.append(str(run.relative_to(study)))
+        report.trials.append(str(run.relative_to(study)))
+    trials = study / "trials"
+    if trials.is_dir():
+        report.unfinished = sorted(p.name for p in trials.iterdir() if p.is_dir() and not (p / "summary.json").exists())
+    return runs
+
+
+def _run_files(run: Path, to: Path) -> dict[Path, tuple[Path, bool]]:
+    """A run's files to archive under `to`, as archive file -> (run file, an evaluation record?): all but
+    checkpoints, W&B files and transient files. A link is archived as the file it links to (a regular file in the
+    archive), a broken one is refused: its evidence is missing."""
+    files = {}
+    for here, names in _walk(run):
+        rel = here.relative_to(run)
+        for name in names:
+            path = here / name
+            if _transient(name):
+                continue
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"{path}: a link to {os.readlink(path)}, which does not exist: the run's evidence is missing; "
+                    "restore it (or remove the link) and archive again"
+                )
+            if path.is_file():
+                files[to / rel / name] = (path, rel.parts[:1] == ("eval",) and path.suffix == ".json")
+    return files
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, list[str]]]:
+    """(folder, its file names) of `root` and every folder under it but checkpoints and W&B files, following links
+    to folders (none is silently left out), except one to a folder it is in (no end to follow)."""
+    for top, dirs, names in os.walk(root, onerror=_unreadable, followlinks=True):
+        here = Path(top)
+        rel = here.relative_to(root)
+        if os.path.realpath(here) in {os.path.realpath(root.joinpath(*rel.parts[:i])) for i in range(len(rel.parts))}:
+            dirs[:] = []
             continue
-        target = to / rel
-        if rel.parts[0] == "eval" and path.suffix == ".json":
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise EvalFileError(f"{path}: not a readable evaluation file ({type(e).__name__}: {e})") from None
-            try:
-                stripped = text_free(data)
-            except EvalFileError as e:
-                raise EvalFileError(f"{path}: {e}") from None
-            _write_atomic(target, json.dumps(stripped, ensure_ascii=False).encode())
-        else:
-            _write_atomic(target, path.read_bytes())
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        yield here, sorted(names)
+
+
+def _unreadable(e: OSError) -> None:
+    raise ValueError(f"{e.filename}: cannot read it ({e.strerror or e}), so its evidence cannot be archived") from None
+
+
+def _content(path: Path, record: bool) -> bytes:
+    """What the archive keeps of a run's file: its bytes, or an evaluation record's text-free form."""
+    if not record:
+        return path.read_bytes()
+    data = read_json(path, "evaluation file", EvalFileError)
+    try:
+        stripped = text_free(data)
+    except EvalFileError as e:
+        raise EvalFileError(f"{path}: {e}") from None
+    return json.dumps(stripped, ensure_ascii=False).encode()
 
 
 def _transient(name: str) -> bool:
@@ -90,50 +155,32 @@ def _transient(name: str) -> bool:
     return name.startswith(".") or name.endswith((".lock", ".tmp", ".ckpt"))
 
 
+def _check_writable(files: list[Path]) -> None:
+    """Refuse, before anything is written, a file the archive cannot write: a folder in its place, a file in place
+    of a folder above it, or a folder it may not write in."""
+    checked: set[Path] = set()
+    for target in files:
+        if target.is_dir():
+            raise ValueError(f"{target}: a folder where the archive writes a file; move it away or archive elsewhere")
+        folder = target.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if folder in checked:
+            continue
+        checked.add(folder)
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: not a folder, so the archive cannot be written there; archive elsewhere")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"{folder}: not writable (permission denied), so the archive cannot be written there")
+
+
 def _write_atomic(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(target) as tmp:
-        tmp.write_bytes(data)
-
-
-def _finished_trials(db: Path) -> set[tuple[str, int, str]]:
-    """(study, trial number, start time) of the COMPLETE and PRUNED trials in an Optuna SQLite database (read-only, so
-    a live study is not disturbed): a trial's identity across copies of the database."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            rows = con.execute(
-                "SELECT s.study_name, t.number, t.datetime_start FROM trials t JOIN studies s ON s.study_id = t.study_id "
-                "WHERE t.state IN ('COMPLETE', 'PRUNED')"
-            ).fetchall()
-    except sqlite3.Error as e:
-        raise ValueError(f"{db}: not a readable Optuna study database ({e})") from None
-    return {(name, number, str(start)) for name, number, start in rows}
-
-
-def _check_not_older(source: Path, existing: Path) -> None:
-    """Replace an archive's database only with one that holds every trial it finished: not an older or empty study,
-    nor a copy that another machine continued from the same archive (its own finished trials would be lost)."""
-    if not existing.is_file():
-        return
-    lost = sorted(_finished_trials(existing) - _finished_trials(source))
-    if lost:
-        named = ", ".join(f"{study} trial {number}" for study, number, _ in lost[:5]) + (" ..." if len(lost) > 5 else "")
-        raise ValueError(
-            f"{existing} holds {len(lost)} finished trials the study's {source} does not ({named}): not replacing it, "
-            "which would lose them (an older study, another study, or one that another machine continued from the same "
-            "archive); archive into a new folder instead"
-        )
-
-
-def _backup_database(source: Path, target: Path) -> None:
-    """A consistent copy of a database that workers may be writing (SQLite's online backup), swapped in atomically."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        replacing(target) as tmp,
-        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
-        contextlib.closing(sqlite3.connect(tmp)) as out,
-    ):
-        src.backup(out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(target) as tmp:
+            tmp.write_bytes(data)
+    except OSError as e:
+        raise ValueError(f"{e.filename or target}: cannot write the archive ({e.strerror or e})") from None
 
 
 def archive_cli(args) -> int:
@@ -161,5 +208,11 @@ def archive_cli(args) -> int:
     if report.unfinished:
         print(
             f"left out {len(report.unfinished)} unfinished trials (a rerun of the sweep trains them again): {', '.join(report.unfinished)}"
+        )
+    if report.no_config:
+        print(
+            f"warning: {len(report.no_config)} finished runs have no config.yaml, archived as they are: {', '.join(report.no_config)}; "
+            "`ablate table` refuses the study until they have one, and the study database marks them finished (a rerun will not train them "
+            "again): restore each one's config.yaml and archive again"
         )
     return 0

@@ -156,3 +156,137 @@ def test_archive_command_reports_what_it_kept(study, tmp_path, capsys):
     assert main(["archive", str(study), str(tmp_path / "archive")]) == 0
     out = capsys.readouterr().out
     assert "archived 2 finished runs" in out and "with the study database" in out and "0002-base-s3" in out
+
+
+def test_archive_refuses_a_study_without_its_database_over_an_archive_with_one(study, tmp_path, capsys):
+    """Without a database nothing shows the study is newer than the archive: its files must not replace the archive's."""
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    bogus = tmp_path / "bogus"
+    (finished_run(bogus, "0000-base-s1", 1) / "summary.json").write_text('{"bogus": true}')
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert main(["archive", str(bogus), str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert f"{dest / 'study.db'} exists but the study {bogus} has no study.db" in err
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
+
+
+def test_archive_without_databases_adds_files_but_never_changes_one(study, tmp_path):
+    (study / "study.db").unlink()
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    assert archive(study, dest).trials == ["trials/0000-base-s1", "trials/0001-base-s2"]  # the same again: fine
+    (study / "trials/0001-base-s2/notes.txt").write_text("new")
+    finished_run(study, "0003-base-s4", 1)
+    archive(study, dest)  # new files and trials are added
+    assert (dest / "trials/0001-base-s2/notes.txt").read_text() == "new" and (dest / "trials/0003-base-s4/summary.json").exists()
+    (study / "trials/0000-base-s1/summary.json").write_text('{"bogus": true}')
+    (study / "trials/0000-base-s1/more.txt").write_text("x")
+    before = (dest / "trials/0000-base-s1/summary.json").read_bytes()
+    with pytest.raises(ValueError, match=r"already holds 1 files .* \(trials/0000-base-s1/summary.json\): not replacing"):
+        archive(study, dest)
+    assert (dest / "trials/0000-base-s1/summary.json").read_bytes() == before
+    assert not (dest / "trials/0000-base-s1/more.txt").exists()  # refused before anything is written
+    study_db(study, 2)  # a database in the study alone shows nothing newer than the archive's files either
+    with pytest.raises(ValueError, match=r"summary.json\): not replacing .*\(the archive has no study.db\)"):
+        archive(study, dest)
+    assert (dest / "trials/0000-base-s1/summary.json").read_bytes() == before and not (dest / "study.db").exists()
+
+
+def test_archive_keeps_what_links_link_to_and_refuses_a_broken_link(study, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run0, run1 = study / "trials/0000-base-s1", study / "trials/0001-base-s2"
+    for path in (run0 / "summary.json", run0 / "eval/valid.json"):
+        (elsewhere / path.name).write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(elsewhere / path.name)
+    (run1 / "eval").rename(elsewhere / "eval")
+    (run1 / "eval").symlink_to(elsewhere / "eval", target_is_directory=True)
+    (elsewhere / "eval" / "loop").symlink_to(run1, target_is_directory=True)  # a link back up: no end to follow
+    dest = tmp_path / "archive"
+    assert archive(study, dest).trials == ["trials/0000-base-s1", "trials/0001-base-s2"]
+    for rel in ("0000-base-s1/summary.json", "0000-base-s1/eval/valid.json", "0001-base-s2/eval/valid.json"):
+        assert (dest / "trials" / rel).is_file() and not (dest / "trials" / rel).is_symlink()
+    assert read_eval_file(dest / "trials/0000-base-s1/eval/valid.json", "valid").hypotheses is None
+    assert runs_from_dirs(dest)[0].bleu == runs_from_dirs(study)[0].bleu
+    (run1 / "metrics.csv").unlink()
+    (run1 / "metrics.csv").symlink_to(elsewhere / "gone.csv")
+    with pytest.raises(FileNotFoundError, match=r"0001-base-s2/metrics.csv: a link to .*gone.csv, which does not exist"):
+        archive(study, tmp_path / "archive2")
+    assert not (tmp_path / "archive2").exists()
+
+
+def test_archive_keeps_and_reports_a_finished_run_without_its_config(study, tmp_path, capsys):
+    """The database marks it finished (a rerun will not train it again): its evidence is kept, and the user told."""
+    (study / "trials/0001-base-s2/config.yaml").unlink()
+    dest = tmp_path / "archive"
+    assert main(["archive", str(study), str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 finished runs have no config.yaml" in out and "trials/0001-base-s2" in out
+    assert (dest / "trials/0001-base-s2/summary.json").is_file() and (dest / "trials/0001-base-s2/eval/valid.json").is_file()
+    assert archive(study, tmp_path / "again").no_config == ["trials/0001-base-s2"]
+
+
+@pytest.mark.timeout(60, method="thread")  # SQLite's own retries ignore a signal: a regression must not hang the suite
+def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path, capsys, monkeypatch):
+    import sqlite3
+    import threading
+    import time
+
+    from ablate import archive_db
+
+    monkeypatch.setattr(archive_db, "BUSY_SECONDS", 0.5)
+    lock = sqlite3.connect(study / "study.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # a worker writing
+    try:
+        assert main(["archive", str(study), str(tmp_path / "archive")]) == 2
+        err = capsys.readouterr().err
+        assert f"{study / 'study.db'}: the study database is busy" in err and "not a readable" not in err
+        assert not (tmp_path / "archive").exists()
+        failed = []  # the backup alone (a lock taken after the check): SQLite would retry it forever
+
+        def backup() -> None:
+            try:
+                archive_db.backup_database(study / "study.db", tmp_path / "out" / "study.db")
+            except ValueError as e:
+                failed.append(str(e))
+
+        start, thread = time.monotonic(), threading.Thread(target=backup, daemon=True)
+        thread.start()
+        thread.join(timeout=20)
+        assert not thread.is_alive() and time.monotonic() - start < 20
+        assert "study.db: the study database is busy" in failed[0] and list((tmp_path / "out").iterdir()) == []
+    finally:
+        lock.rollback()
+        lock.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"\x8f\x02not sqlite at all\x00" * 64], ids=["empty", "garbage"])
+def test_archive_refuses_a_damaged_database_before_copying_anything(study, tmp_path, capsys, content):
+    (study / "study.db").write_bytes(content)
+    dest = tmp_path / "archive"
+    assert main(["archive", str(study), str(dest)]) == 2
+    assert f"{study / 'study.db'}: not a readable Optuna study database" in capsys.readouterr().err
+    assert not dest.exists()
+
+
+def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path, capsys, monkeypatch):
+    import os
+
+    dest = tmp_path / "archive"
+    dest.write_text("a file")
+    assert main(["archive", str(study), str(dest)]) == 2
+    assert f"{dest}: not a folder" in capsys.readouterr().err and dest.read_text() == "a file"
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: a read-only folder as an ordinary user sees it
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != read_only and real(path, mode, **kw))
+    try:
+        assert main(["archive", str(study), str(read_only / "archive")]) == 2
+        assert f"{read_only}: not writable (permission denied)" in capsys.readouterr().err
+    finally:
+        read_only.chmod(0o755)
+    assert list(read_only.iterdir()) == []

@@ -94,8 +94,11 @@ def runs_from_dirs(root: Path) -> list[Run]:
     runs = []
     for summary_path in sorted(root.rglob("summary.json")):
         config_path = summary_path.parent / "config.yaml"
-        if not config_path.exists():
-            continue
+        if not config_path.exists():  # a damaged run: leaving it out would quietly drop a seed
+            raise ValueError(
+                f"{summary_path.parent}: a finished run (summary.json) without its config.yaml, so its row and "
+                "configuration are unknown; restore config.yaml, or move the run out of the study"
+            )
         config = read_yaml(config_path, "run config")
         if not isinstance(config, dict):
             raise ValueError(f"{config_path}: a run's config is a mapping of sections, not {type(config).__name__}")

@@ -31,6 +31,7 @@ def edit_summary(path, **fields):
         (lambda d: (d / "config.yaml").write_text(""), r"config.yaml: a run's config is a mapping of sections, not NoneType"),
         (lambda d: (d / "config.yaml").write_text("- 1\n- 2\n"), r"config.yaml: a run's config is a mapping of sections, not list"),
         (lambda d: (d / "config.yaml").write_text((d / "config.yaml").read_text() + "seed: 9\n"), r"config.yaml: duplicate key 'seed'"),
+        (lambda d: (d / "config.yaml").unlink(), r"A-h1-s1: a finished run \(summary.json\) without its config.yaml"),
         (lambda d: (d / "summary.json").write_text("[1, 2]"), r"A-h1-s1: a run's summary is a JSON object, not list"),
         (
             lambda d: (d / "summary.json").write_text('{"last": [1]}'),
@@ -68,6 +69,7 @@ def edit_summary(path, **fields):
         "yaml-empty",
         "yaml-list",
         "yaml-duplicate-key",
+        "no-config",
         "summary-list",
         "last-list",
         "json-truncated",

@@ -59,6 +59,7 @@ def test_outputs_that_cannot_be_written_are_named_before_any_file_changes(tmp_pa
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == {k: v for k, v in before.items() if k != "table3.csv"}
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_a_non_finite_number_is_named_by_where_it_is_and_nothing_is_written(tmp_path, capsys):
     """Every NLL finite, but their sum overflows, so the PPL test is not a number. The JSON would refuse it after
     the page was written; it is found first, by its row and field."""
