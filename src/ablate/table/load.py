@@ -11,8 +11,10 @@ from ablate.config import ModelConfig, flatten
 from ablate.json_file import read_json
 from ablate.yaml_file import read_yaml
 
-# Config keys that say where and how a run ran, not what it trained: they may differ between a row's seeds.
-RUN_SPECIFIC = ("seed", "out_dir", "plugins", "sweep.trial", "logging.", "data.dir", "data.cache_dir", "data.num_workers")
+# A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
+# bookkeeping, which may differ), less the keys that say where and how a run ran.
+TRAINED = ("model.", "data.", "train.")
+RUN_SPECIFIC = ("data.dir", "data.cache_dir", "data.num_workers")
 RUN_SPECIFIC += tuple(f"train.{k}" for k in ("accelerator", "devices", "strategy", "num_threads", "log_every_steps", "peak_tflops"))
 
 
@@ -59,9 +61,8 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
     if params is None:
         params = summary.get("params/total")
 
-    def number(key: str, value=None):
-        """The summary's `key` (or `value`): None, or a finite number >= 0; anything else names the run and key."""
-        v = summary.get(key) if value is None else value
+    def number(key: str, v):
+        """`v`, the summary's `key`: None, or a finite number >= 0; anything else is an error naming the run and key."""
         if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
             return v
         raise ValueError(f"{source}: summary key '{key}' should be a finite number >= 0, got {v!r}")
@@ -75,13 +76,13 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
         ppl=number("val/ppl", last.get("val/ppl", summary.get("val/ppl"))),
         bleu=number("val/bleu", last.get("val/bleu", summary.get("val/bleu"))),
         params=number("params", params),
-        tokens_per_s=number("speed/tokens_per_s"),
-        step_ms=number("speed/step_ms"),
-        long_bleu=number("val_long/bleu"),
-        steps=number("steps"),
-        epochs=number("epochs"),
-        flops=number("flops"),
-        wall_seconds=number("wall_seconds"),
+        tokens_per_s=number("speed/tokens_per_s", summary.get("speed/tokens_per_s")),
+        step_ms=number("speed/step_ms", summary.get("speed/step_ms")),
+        long_bleu=number("val_long/bleu", summary.get("val_long/bleu")),
+        steps=number("steps", summary.get("steps")),
+        epochs=number("epochs", summary.get("epochs")),
+        flops=number("flops", summary.get("flops")),
+        wall_seconds=number("wall_seconds", summary.get("wall_seconds")),
         stop_reason=stop,
         source=source,
         run_dir=run_dir,
@@ -118,11 +119,10 @@ def check_rows(runs: list[Run]) -> None:
         twin = seen.setdefault((run.row, run.config.get("seed")), run)
         if twin is not run:
             raise ValueError(
-                f"row '{run.row}' has two runs of seed {run.config.get('seed')}: {twin.source} and {run.source}; "
-                "remove one (or tabulate with --seeds)"
+                f"row '{run.row}' has two runs of seed {run.config.get('seed')}: {twin.source} and {run.source}; move one out of the study"
             )
         ref = first.setdefault(run.row, run)
-        keys = sorted(k for k in ref.config.keys() | run.config.keys() if not k.startswith(RUN_SPECIFIC))
+        keys = sorted(k for k in ref.config.keys() | run.config.keys() if k.startswith(TRAINED) and not k.startswith(RUN_SPECIFIC))
         if diff := [k for k in keys if ref.config.get(k) != run.config.get(k)]:
             raise ValueError(
                 f"row '{run.row}' mixes configurations: {ref.source} and {run.source} differ in "

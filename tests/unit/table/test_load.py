@@ -113,9 +113,15 @@ def test_a_row_whose_seeds_trained_different_models_is_refused_naming_the_key(tm
 
 
 def test_a_rows_seeds_may_differ_in_where_and_how_they_ran(tmp_path):
+    """Threads, accelerator, run name, and bookkeeping outside the config sections (a W&B run's config holds its
+    git_sha and the whole config nested again, seed and out_dir included)."""
     root = write_runs(tmp_path / "study")
     config = run_dir(root, "base", 2) / "config.yaml"
-    config.write_text(config.read_text().replace("num_threads: null", "num_threads: 4").replace("  name: null", "  name: base-s2"))
+    text = config.read_text()
+    edited = text.replace("num_threads: 0", "num_threads: 4").replace("accelerator: auto", "accelerator: cpu")
+    edited = edited.replace("  name: null", "  name: base-s2") + "git_sha: abc123\nconfig: {seed: 2, out_dir: elsewhere}\n"
+    assert edited.count("\n") == text.count("\n") + 2 and "num_threads: 4" in edited and "accelerator: cpu" in edited
+    config.write_text(edited)
     rows = {r.name: r for r in build_rows(runs_from_dirs(root))}
     assert len(rows["base"].runs) == 2
 
