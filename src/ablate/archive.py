@@ -17,14 +17,15 @@ config.yaml is archived as it is, and reported (its database marks it finished).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.archive_db import DATABASE, backup_database, check_not_older, finished_trials
-from ablate.atomic import replacing
+from ablate.archive_db import DATABASE, check_not_older, database_copy, finished_trials
+from ablate.atomic import replacing, unwritable
 from ablate.eval_file import EvalFileError, text_free
 from ablate.json_file import read_json
 
@@ -60,6 +61,14 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
         )
     _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
     report = ArchiveReport(database=has_db)
+    # The database is copied first (a busy one fails before anything is written) and swapped in last, so every trial
+    # it marks finished had its summary when the runs were walked after it.
+    with database_copy(source_db, dest / DATABASE) if has_db else contextlib.nullcontext():
+        _archive_runs(study, dest, report, evaluate, split)
+    return report
+
+
+def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str) -> None:
     runs = _finished_runs(study, report)
     for run in runs:
         if evaluate is not None and (run / "config.yaml").is_file() and not (run / "eval" / f"{split}.json").is_file():
@@ -68,8 +77,8 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
     files: dict[Path, tuple[Path, bool]] = {}  # archive file -> the study's file, and whether it is a record
     for run in runs:
         files.update(_run_files(run, dest / run.relative_to(study)))
-    _check_writable([dest / DATABASE, *files])
-    verified = has_db and (dest / DATABASE).is_file()  # the study's database holds every trial the archive's does
+    _check_writable(list(files))
+    verified = report.database and (dest / DATABASE).is_file()  # the study's database holds every trial the archive's does
     contents = {target: _content(source, record) for target, (source, record) in files.items()}  # records checked first
     changed = [str(t.relative_to(dest)) for t, data in contents.items() if not verified and t.exists() and t.read_bytes() != data]
     if changed:
@@ -77,13 +86,10 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
             f"{dest} already holds {len(changed)} files that the study {study} has different ({', '.join(changed[:5])}"
             + (" ..." if len(changed) > 5 else "")
             + "): not replacing them, as only a study whose database holds every finished trial of the archive's may "
-            + f"(the {'archive' if has_db else 'study'} has no {DATABASE}); archive into a new folder instead"
+            + f"(the {'archive' if report.database else 'study'} has no {DATABASE}); archive into a new folder instead"
         )
     for target, data in contents.items():
         _write_atomic(target, data)
-    if has_db:
-        backup_database(source_db, dest / DATABASE)
-    return report
 
 
 def _finished_runs(study: Path, report: ArchiveReport) -> list[Path]:
@@ -156,22 +162,9 @@ def _transient(name: str) -> bool:
 
 
 def _check_writable(files: list[Path]) -> None:
-    """Refuse, before anything is written, a file the archive cannot write: a folder in its place, a file in place
-    of a folder above it, or a folder it may not write in."""
-    checked: set[Path] = set()
-    for target in files:
-        if target.is_dir():
-            raise ValueError(f"{target}: a folder where the archive writes a file; move it away or archive elsewhere")
-        folder = target.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if folder in checked:
-            continue
-        checked.add(folder)
-        if not folder.is_dir():
-            raise ValueError(f"{folder}: not a folder, so the archive cannot be written there; archive elsewhere")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise ValueError(f"{folder}: not writable (permission denied), so the archive cannot be written there")
+    """Refuse, before anything is written, a file the archive cannot write (`ablate.atomic.unwritable`)."""
+    if reason := next(filter(None, map(unwritable, files)), None):
+        raise ValueError(f"{reason}, so the archive cannot be written there; move it away or archive elsewhere")
 
 
 def _write_atomic(target: Path, data: bytes) -> None:

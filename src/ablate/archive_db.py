@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ablate.atomic import replacing
@@ -28,8 +29,14 @@ def _busy(db: Path) -> ValueError:
     )
 
 
+# SQLite's result codes for a lock held elsewhere (the module names them from Python 3.11, which also sets an
+# error's sqlite_errorcode; before that only the message tells).
+_BUSY = (getattr(sqlite3, "SQLITE_BUSY", 5), getattr(sqlite3, "SQLITE_LOCKED", 6))
+
+
 def _is_busy(e: sqlite3.Error) -> bool:
-    return getattr(e, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    code = getattr(e, "sqlite_errorcode", None)
+    return code in _BUSY if code is not None else "locked" in str(e) or "busy" in str(e)
 
 
 def finished_trials(db: Path) -> set[tuple[str, int, str]]:
@@ -72,24 +79,32 @@ class _Deadline(Exception):
     pass
 
 
-def backup_database(source: Path, target: Path) -> None:
-    """A consistent copy of a database that workers may be writing (SQLite's online backup), swapped in atomically.
+@contextlib.contextmanager
+def database_copy(source: Path, target: Path) -> Iterator[None]:
+    """A consistent copy of a database that workers may be writing (SQLite's online backup), taken when the block
+    starts and swapped in when it ends (removed if it raises): a busy or damaged database fails before the block
+    writes anything, and no trial the copy marks finished can lack the files the block archives after it.
     SQLite retries a locked source forever (Ctrl-C too): the progress callback gives up after BUSY_SECONDS."""
     deadline = time.monotonic() + BUSY_SECONDS
 
     def progress(status: int, remaining: int, total: int) -> None:
-        if status in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) and time.monotonic() > deadline:
+        if status in _BUSY and time.monotonic() > deadline:
             raise _Deadline
 
+    made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]  # deepest first
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with (
-            replacing(target) as tmp,
-            contextlib.closing(_connect(source)) as src,
-            contextlib.closing(_connect(tmp, read_only=False)) as out,
-        ):
-            src.backup(out, progress=progress)
-    except _Deadline:
-        raise _busy(source) from None
-    except sqlite3.Error as e:
-        raise (_busy(source) if _is_busy(e) else ValueError(f"{source}: cannot copy the study database ({e})")) from None
+        with replacing(target) as tmp:
+            try:
+                with contextlib.closing(_connect(source)) as src, contextlib.closing(_connect(tmp, read_only=False)) as out:
+                    src.backup(out, progress=progress)
+            except _Deadline:
+                raise _busy(source) from None
+            except sqlite3.Error as e:
+                raise (_busy(source) if _is_busy(e) else ValueError(f"{source}: cannot copy the study database ({e})")) from None
+            yield
+    except BaseException:  # a refused archive leaves no new folder behind either
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise

@@ -30,3 +30,19 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def unwritable(target: str | os.PathLike) -> str | None:
+    """Why `target` could not be replaced, asked before work whose results it is to hold: a folder stands there,
+    or the nearest folder above it that exists is a file or one this process may not write in; None if it can."""
+    target = Path(target)
+    if target.is_dir():
+        return f"{target} is a folder, where a file is to be written"
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable (permission denied)"
+    return None

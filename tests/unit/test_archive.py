@@ -248,7 +248,8 @@ def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path
 
         def backup() -> None:
             try:
-                archive_db.backup_database(study / "study.db", tmp_path / "out" / "study.db")
+                with archive_db.database_copy(study / "study.db", tmp_path / "out" / "study.db"):
+                    failed.append("the block ran: the copy was taken")
             except ValueError as e:
                 failed.append(str(e))
 
@@ -256,7 +257,7 @@ def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path
         thread.start()
         thread.join(timeout=20)
         assert not thread.is_alive() and time.monotonic() - start < 20
-        assert "study.db: the study database is busy" in failed[0] and list((tmp_path / "out").iterdir()) == []
+        assert "study.db: the study database is busy" in failed[0] and not (tmp_path / "out").exists()
     finally:
         lock.rollback()
         lock.close()
@@ -277,7 +278,10 @@ def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path
     dest = tmp_path / "archive"
     dest.write_text("a file")
     assert main(["archive", str(study), str(dest)]) == 2
-    assert f"{dest}: not a folder" in capsys.readouterr().err and dest.read_text() == "a file"
+    assert (
+        f"{dest} is a file, not a folder, so the archive cannot be written there" in capsys.readouterr().err
+        and dest.read_text() == "a file"
+    )
     read_only = tmp_path / "read-only"
     read_only.mkdir()
     read_only.chmod(0o555)
@@ -286,7 +290,7 @@ def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path
         monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != read_only and real(path, mode, **kw))
     try:
         assert main(["archive", str(study), str(read_only / "archive")]) == 2
-        assert f"{read_only}: not writable (permission denied)" in capsys.readouterr().err
+        assert f"{read_only} is not writable (permission denied), so the archive" in capsys.readouterr().err
     finally:
         read_only.chmod(0o755)
     assert list(read_only.iterdir()) == []

@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from ablate.atomic import replacing
+from ablate.atomic import replacing, unwritable
 from ablate.table import page
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
@@ -63,6 +63,7 @@ def table_cli(args: argparse.Namespace) -> int:
         targets[".json"]: lambda p: p.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)),
         targets[".png"]: lambda p: plot(table, p, title),
     }
+    stem.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:  # all files written first, then all swapped in: a failure changes none
         for path, write in writers.items():
             if write:
@@ -87,17 +88,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _check_writable(targets: dict[str, Path]) -> None:
-    """Every output can be written: --out a folder (made if missing) we may write in, no output a folder, and the
-    page one the table can go into."""
-    out = targets[".md"].parent
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: no permission to write in this folder")
-    for path in targets.values():
-        if path.is_dir():
-            raise ValueError(f"{path} is a folder, where ablate table writes a file; choose another --name or --out")
+    """Every output can be written (`ablate.atomic.unwritable`), and the page is one the table can go into."""
+    if reason := next(filter(None, map(unwritable, targets.values())), None):
+        raise ValueError(f"{reason}; choose another --out or --name")
     page.check(targets[".md"])
 
 

@@ -7,15 +7,20 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.config import ModelConfig, flatten
+from ablate.config import ExperimentConfig, ModelConfig, flatten, to_dict
 from ablate.json_file import read_json
 from ablate.yaml_file import read_yaml
 
 # A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
-# bookkeeping, which may differ), less the keys that say where and how a run ran.
+# bookkeeping, which may differ), less the keys that say where and how a run ran or what it kept, and with a key
+# added to the schema since a seed was trained counted at its default (a study continued on a newer checkout).
 TRAINED = ("model.", "data.", "train.")
-RUN_SPECIFIC = ("data.dir", "data.cache_dir", "data.num_workers")
-RUN_SPECIFIC += tuple(f"train.{k}" for k in ("accelerator", "devices", "strategy", "num_threads", "log_every_steps", "peak_tflops"))
+RUN_SPECIFIC = tuple(f"data.{k}" for k in ("dir", "cache_dir", "num_workers", "train_prefix", "valid_prefix", "test_prefix"))
+RUN_SPECIFIC += tuple(
+    f"train.{k}"
+    for k in ("accelerator", "devices", "strategy", "num_threads", "log_every_steps", "peak_tflops", "compile", "keep_last", "eval_record")
+)
+_DEFAULTS = flatten(to_dict(ExperimentConfig()))
 
 
 @dataclass
@@ -123,10 +128,11 @@ def check_rows(runs: list[Run]) -> None:
             )
         ref = first.setdefault(run.row, run)
         keys = sorted(k for k in ref.config.keys() | run.config.keys() if k.startswith(TRAINED) and not k.startswith(RUN_SPECIFIC))
-        if diff := [k for k in keys if ref.config.get(k) != run.config.get(k)]:
+        ours, theirs = ({k: r.config.get(k, _DEFAULTS.get(k)) for k in keys} for r in (ref, run))
+        if diff := [k for k in keys if ours[k] != theirs[k]]:
             raise ValueError(
                 f"row '{run.row}' mixes configurations: {ref.source} and {run.source} differ in "
-                + ", ".join(f"{k} ({ref.config.get(k)!r} vs {run.config.get(k)!r})" for k in diff)
+                + ", ".join(f"{k} ({ours[k]!r} vs {theirs[k]!r})" for k in diff)
                 + "; a row's runs may differ only in their seed"
             )
 

@@ -126,6 +126,23 @@ def test_a_rows_seeds_may_differ_in_where_and_how_they_ran(tmp_path):
     assert len(rows["base"].runs) == 2
 
 
+def test_a_seed_trained_before_a_key_was_added_counts_it_at_its_default(tmp_path):
+    """A study continued on a newer checkout: an earlier seed's config lacks a key the schema has since gained (here
+    train.eval_longer_than, default 0), and its corpus sat elsewhere on that machine."""
+    root = write_runs(tmp_path / "study")
+    config = run_dir(root, "base", 1) / "config.yaml"
+    text = config.read_text()
+    edited = "\n".join(line for line in text.splitlines() if "eval_longer_than" not in line) + "\n"
+    edited = edited.replace("train_prefix: null", "train_prefix: /old/machine/train")
+    assert edited.count("\n") == text.count("\n") - 1 and "/old/machine/train" in edited
+    config.write_text(edited)
+    rows = {r.name: r for r in build_rows(runs_from_dirs(root))}
+    assert len(rows["base"].runs) == 2
+    config.write_text(edited.replace("  eval_record: true", "  eval_longer_than: 5\n  eval_record: true"))
+    with pytest.raises(ValueError, match=r"differ in train.eval_longer_than \(5 vs 0\)"):  # given, it is compared
+        build_rows(runs_from_dirs(root))
+
+
 def test_a_numeric_row_name_is_a_name(tmp_path):
     root = write_runs(tmp_path / "study")
     config = run_dir(root) / "config.yaml"
