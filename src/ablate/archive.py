@@ -70,10 +70,18 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
 
 def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str) -> None:
     runs = _finished_runs(study, report)
+    _contents(study, dest, runs, report)  # a refusal comes before scoring, which can take minutes a run
     for run in runs:
         if evaluate is not None and (run / "config.yaml").is_file() and not (run / "eval" / f"{split}.json").is_file():
             evaluate(run)
             report.evaluated.append(str(run.relative_to(study)))
+    for target, data in _contents(study, dest, runs, report).items():  # again, with the records scoring added
+        _write_atomic(target, data)
+
+
+def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport) -> dict[Path, bytes]:
+    """Archive file -> what it is to hold, once every file is checked writable and none the archive holds would
+    change without a database that shows the study newer."""
     files: dict[Path, tuple[Path, bool]] = {}  # archive file -> the study's file, and whether it is a record
     for run in runs:
         files.update(_run_files(run, dest / run.relative_to(study)))
@@ -88,8 +96,7 @@ def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, spli
             + "): not replacing them, as only a study whose database holds every finished trial of the archive's may "
             + f"(the {'archive' if report.database else 'study'} has no {DATABASE}); archive into a new folder instead"
         )
-    for target, data in contents.items():
-        _write_atomic(target, data)
+    return contents
 
 
 def _finished_runs(study: Path, report: ArchiveReport) -> list[Path]:

@@ -145,6 +145,18 @@ def test_archive_scores_runs_without_a_test_record_first(study, tmp_path):
     assert read_eval_file(tmp_path / "archive/trials/0000-base-s1/eval/test.json", "test").bleu_stats is not None
 
 
+def test_archive_refuses_a_changed_file_before_scoring_anything(study, tmp_path):
+    """Scoring takes minutes a run: an archive that will be refused must not cost them first."""
+    (study / "study.db").unlink()
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    (study / "trials/0001-base-s2/summary.json").write_text('{"bogus": true}')
+    scored = []
+    with pytest.raises(ValueError, match=r"already holds 1 files .*summary.json\): not replacing"):
+        archive(study, dest, lambda run: scored.append(run.name), "test")
+    assert scored == []
+
+
 def test_archive_refuses_a_malformed_record_naming_it(study, tmp_path, capsys):
     (study / "trials/0001-base-s2/eval/valid.json").write_text('{"split": "valid"}')
     assert main(["archive", str(study), str(tmp_path / "archive")]) == 2
