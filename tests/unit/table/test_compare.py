@@ -118,6 +118,33 @@ def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
     assert "stopped" not in (tmp_path / "old-out" / "table3.md").read_text()
 
 
+def test_rows_that_ran_into_the_cap_before_converging_are_named_with_how_much_they_still_improved(tmp_path):
+    """A study "to convergence" compares a row stopped by max_steps off its basis: the table says which and by how much."""
+    rule = {"train.converge_window": 0.2}
+    rows = {
+        "base": (rule, [(1, 30.0, 5.0), (2, 32.0, 4.0)]),
+        "A-h1": ({**rule, "model.heads": 1, "model.d_k": 64, "model.d_v": 64}, [(1, 29.0, 5.5), (2, 30.0, 5.0), (3, 30.0, 5.0)]),
+        "C-N2": ({**rule, "model.enc_layers": 2, "model.dec_layers": 2}, [(1, 33.0, 4.0)]),
+        "D-ls0.0": ({"train.label_smoothing": 0.0}, [(1, 30.0, 4.0)]),  # the rule off: a cap is its basis
+    }
+
+    def ran(reason, improvement=None):
+        return {"stop_reason": reason, "convergence": {"window": 0.2, "tol": 0.02, "improvement": improvement}}
+
+    training = {("base", 1): ran("converged", 0.01), ("base", 2): ran("converged", 0.015), ("A-h1", 1): ran("max_steps", 0.036)}
+    training |= {("A-h1", 2): ran("converged", 0.019), ("A-h1", 3): ran("max_epochs", 0.0291), ("C-N2", 1): ran("max_time", 0.05)}
+    training |= {("D-ls0.0", 1): ran("max_steps", 0.04)}
+    notes = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows, training))).summary["notes"]
+    assert notes == [
+        "Stopped at the step or epoch cap before the convergence rule was met, so not at convergence and may still move: "
+        "A-h1 (2 of 3 runs; val/ppl still 2.9-3.6% better over the rule's window)."
+    ]
+    training[("A-h1", 3)] = ran("max_steps")  # an improvement not recorded: the run is still named
+    training[("A-h1", 2)] = ran("converged")
+    notes = make_table(runs_from_dirs(write_runs(tmp_path / "again", rows, training))).summary["notes"]
+    assert notes[-1].endswith("A-h1 (2 of 3 runs; val/ppl still 3.6% better over the rule's window).")
+
+
 def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
     root = write_runs(
