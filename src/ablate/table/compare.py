@@ -5,11 +5,12 @@ verdict counts, rank correlation with the paper, and the base row's seed noise (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
 from ablate.table.load import Run, check_rows
+from ablate.table.seed_luck import seed_luck
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
 
 # Table 3's configuration columns: header -> flattened config key.
@@ -200,6 +201,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
             f"One seed in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
             "where the ablation widens the seed spread, their p and interval are too narrow (README: the paired test)."
         )
+    summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
     if capped := _capped(table):
         summary["notes"].append(
             "Stopped at the step or epoch cap before the convergence rule was met, so not at convergence and may still "
@@ -209,6 +211,13 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
         summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
     return summary
+
+
+def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
+    """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None."""
+    by_seed = {row.name: {r.config.get("seed"): getattr(r, metric) for r in row.runs} for row in table.rows}
+    luck = seed_luck({k: v for k, v in by_seed.items() if k != table.base.name}, by_seed[table.base.name], seed=seed)
+    return None if luck is None else asdict(luck)
 
 
 def _capped(table: Table) -> list[str]:

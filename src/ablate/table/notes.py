@@ -1,6 +1,6 @@
 """The lines under `ablate table`'s table, in every rendering: what the scores are on, the base row's
 configuration, the noise floor, what the study cost, the seeds an MDE target would take, how to read the columns,
-and the agreement with the paper."""
+whether seeds share luck across rows, and the agreement with the paper."""
 
 from __future__ import annotations
 
@@ -93,11 +93,42 @@ def reading_lines(s: dict) -> list[str]:
     ]
 
 
+def seed_luck_lines(s: dict) -> list[str]:
+    """Whether seeds share luck across rows (`ablate.table.seed_luck`), and what that says of the paired test."""
+    measured = {m: luck for m, luck in (s.get("seed_luck") or {}).items() if luck}
+    if not measured:
+        return []
+
+    def read(m: str, luck: dict) -> str:
+        p = "p < 0.001" if luck["p"] < 0.001 else f"p {luck['p']:.3f}"
+        if luck["p"] > s["bootstrap"]["alpha"]:
+            meaning = "no sign that seeds share luck"
+        elif luck["r"] > 0:
+            meaning = "seeds share luck, so the paired test, taking them as independent, is conservative"
+        else:
+            meaning = "seeds have opposite luck, so the paired test, taking them as independent, is too narrow"
+        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {luck['runs']} runs in {_count(luck['rows'], 'row')}): {meaning}"
+
+    return [
+        "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the base's "
+        "mean (p: seeds permuted within rows): " + "; ".join(read(m, luck) for m, luck in measured.items()) + "."
+    ]
+
+
 def notes(table: Table) -> list[str]:
     s = table.summary
     cost = s.get("training_hours")
     spent = [f"Training time: {cost['sum']:.1f} h summed over {_count(cost['runs'], 'run')}."] if cost else []
-    return [scores_line(s), base_line(s), noise_line(s), *spent, *plan_lines(table), *reading_lines(s), *s["notes"]]
+    return [
+        scores_line(s),
+        base_line(s),
+        noise_line(s),
+        *spent,
+        *plan_lines(table),
+        *reading_lines(s),
+        *seed_luck_lines(s),
+        *s["notes"],
+    ]
 
 
 def agreement_rows(s: dict) -> list[list[str]]:

@@ -145,6 +145,28 @@ def test_rows_that_ran_into_the_cap_before_converging_are_named_with_how_much_th
     assert notes[-1].endswith("A-h1 (2 of 3 runs; val/ppl still 3.6% better over the rule's window).")
 
 
+def test_the_table_says_whether_seeds_share_luck_across_rows(tmp_path):
+    luck = {1: 0.0, 2: -2.0, 3: 2.0}  # seed 2 unlucky, seed 3 lucky, in every row
+    rows = {
+        "base": ({}, [(s, 30.0 + d, 5.0 - d / 10) for s, d in luck.items()]),
+        "A-h1": ({"model.heads": 1, "model.d_k": 64, "model.d_v": 64}, [(s, 29.0 + d, 5.5 - d / 10) for s, d in luck.items()]),
+        "C-N2": ({"model.enc_layers": 2, "model.dec_layers": 2}, [(1, 33.0, 4.1), (2, 31.2, 4.0), (3, 35.0, 3.9)]),
+        "D-ls0.0": ({"train.label_smoothing": 0.0}, [(s, 31.0 + d, 4.8) for s, d in luck.items()]),
+    }
+    root = write_runs(tmp_path / "study", rows)
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
+    luck = json.loads((tmp_path / "out" / "table3.json").read_text())["seed_luck"]
+    assert luck["bleu"]["r"] == pytest.approx(1.0, abs=0.001) and (luck["bleu"]["runs"], luck["bleu"]["rows"]) == (9, 3)
+    # 6^3 within-row orderings of the seeds, 2 as extreme as the observed one (itself, and all three rows' 2 and 3 swapped)
+    assert luck["bleu"]["p"] == pytest.approx(2 / 216, abs=0.005)
+    md = (tmp_path / "out" / "table3.md").read_text()
+    assert "Seeds across rows: " in md and "BLEU r = +1.00 (p 0.0" in md and "seeds share luck, so the paired test" in md
+    only_two = {k: v for k, v in ROWS.items() if k in ("base", "A-h1")}  # 2 matched runs: nothing to say
+    assert main(["table", str(write_runs(tmp_path / "small", only_two)), "--out", str(tmp_path / "small-out")]) == 0
+    assert json.loads((tmp_path / "small-out" / "table3.json").read_text())["seed_luck"] == {"bleu": None, "ppl": None}
+    assert "Seeds across rows" not in (tmp_path / "small-out" / "table3.md").read_text()
+
+
 def test_cli_writes_markdown_latex_csv_json_and_plot(tmp_path, capsys):
     signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
     root = write_runs(
