@@ -215,7 +215,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
 
 def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
     """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None."""
-    by_seed = {row.name: {r.config.get("seed"): getattr(r, metric) for r in row.runs} for row in table.rows}
+    by_seed = {row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None} for row in table.rows}
     luck = seed_luck({k: v for k, v in by_seed.items() if k != table.base.name}, by_seed[table.base.name], seed=seed)
     return None if luck is None else asdict(luck)
 
