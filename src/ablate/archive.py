@@ -70,25 +70,29 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
 
 def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str) -> None:
     runs = _finished_runs(study, report)
-    _contents(study, dest, runs, report)  # a refusal comes before scoring, which can take minutes a run
-    for run in runs:
-        if evaluate is not None and (run / "config.yaml").is_file() and not (run / "eval" / f"{split}.json").is_file():
-            evaluate(run)
-            report.evaluated.append(str(run.relative_to(study)))
+    record = Path("eval") / f"{split}.json"
+    to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
+    # A refusal comes before scoring, which can take minutes a run; a record the archive holds that scoring would
+    # write anew is refused with the rest.
+    _contents(study, dest, runs, report, scoring=[dest / r.relative_to(study) / record for r in to_score])
+    for run in to_score:
+        evaluate(run)
+        report.evaluated.append(str(run.relative_to(study)))
     for target, data in _contents(study, dest, runs, report).items():  # again, with the records scoring added
         _write_atomic(target, data)
 
 
-def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport) -> dict[Path, bytes]:
+def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport, scoring: list[Path] = ()) -> dict[Path, bytes]:
     """Archive file -> what it is to hold, once every file is checked writable and none the archive holds would
-    change without a database that shows the study newer."""
+    change without a database that shows the study newer (`scoring`: archive files that scoring is yet to make)."""
     files: dict[Path, tuple[Path, bool]] = {}  # archive file -> the study's file, and whether it is a record
     for run in runs:
         files.update(_run_files(run, dest / run.relative_to(study)))
-    _check_writable(list(files))
+    _check_writable([*files, *scoring])
     verified = report.database and (dest / DATABASE).is_file()  # the study's database holds every trial the archive's does
     contents = {target: _content(source, record) for target, (source, record) in files.items()}  # records checked first
     changed = [str(t.relative_to(dest)) for t, data in contents.items() if not verified and t.exists() and t.read_bytes() != data]
+    changed += [str(t.relative_to(dest)) for t in scoring if not verified and t.exists()]
     if changed:
         raise ValueError(
             f"{dest} already holds {len(changed)} files that the study {study} has different ({', '.join(changed[:5])}"

@@ -155,6 +155,12 @@ def test_archive_refuses_a_changed_file_before_scoring_anything(study, tmp_path)
     with pytest.raises(ValueError, match=r"already holds 1 files .*summary.json\): not replacing"):
         archive(study, dest, lambda run: scored.append(run.name), "test")
     assert scored == []
+    # Nor when the study has no test record yet but the archive does: scoring would write it anew.
+    (study / "trials/0001-base-s2/summary.json").write_bytes((dest / "trials/0001-base-s2/summary.json").read_bytes())
+    (dest / "trials/0001-base-s2/eval/test.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"already holds 1 files .*\(trials/0001-base-s2/eval/test.json\): not replacing"):
+        archive(study, dest, lambda run: scored.append(run.name), "test")
+    assert scored == []
 
 
 def test_archive_refuses_a_malformed_record_naming_it(study, tmp_path, capsys):

@@ -29,6 +29,7 @@ COLUMNS = {
     "kv": "model.kv_heads",
     "steps": "train.max_steps",
 }
+LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
 TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
 
 
@@ -204,8 +205,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
     if capped := _capped(table):
         summary["notes"].append(
-            "Stopped at the step or epoch cap before the convergence rule was met, so not at convergence and may still "
-            f"move: {'; '.join(capped)}."
+            "Stopped by a limit (max_steps, max_epochs, max_time, max_flops) before the convergence rule was met, so not "
+            f"at convergence and may still move: {'; '.join(capped)}."
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
@@ -221,11 +222,12 @@ def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
 
 
 def _capped(table: Table) -> list[str]:
-    """Rows whose runs had the convergence rule on and ran into max_steps/max_epochs first, e.g. "D-drop0.2 (2 of 3
-    runs; val/ppl still 2.9-3.6% better over the rule's window)": a study "to convergence" compares them off it."""
+    """Rows whose runs had the convergence rule on and ran into a limit first, e.g. "D-drop0.2 (2 of 3 runs, by
+    max_steps; val/ppl still 2.9-3.6% better over the rule's window)": a study "to convergence" compares them off it,
+    whether the limit was a cap or a budget (a study "equal compute or converged" still learns which rows converged)."""
     out = []
     for row in table.rows:
-        capped = [r for r in row.runs if (r.config.get("train.converge_window") or 0) > 0 and r.stop_reason in ("max_steps", "max_epochs")]
+        capped = [r for r in row.runs if (r.config.get("train.converge_window") or 0) > 0 and r.stop_reason in LIMITS]
         if not capped:
             continue
         gains = sorted(
@@ -240,7 +242,8 @@ def _capped(table: Table) -> list[str]:
         if gains:
             low, high = f"{gains[0]:.1f}", f"{gains[-1]:.1f}"
             still = f"; val/ppl still {low if low == high else f'{low}-{high}'}% better over the rule's window"
-        out.append(f"{row.name} ({len(capped)} of {len(row.runs)} runs{still})")
+        by = ", ".join(sorted({r.stop_reason for r in capped}))
+        out.append(f"{row.name} ({len(capped)} of {len(row.runs)} runs, by {by}{still})")
     return out
 
 

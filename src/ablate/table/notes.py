@@ -102,16 +102,21 @@ def seed_luck_lines(s: dict) -> list[str]:
     def read(m: str, luck: dict) -> str:
         p = "p < 0.001" if luck["p"] < 0.001 else f"p {luck['p']:.3f}"
         if luck["p"] > s["bootstrap"]["alpha"]:
-            meaning = "no sign that seeds share luck"
+            meaning = f"no sign of shared or opposite luck (a weak test on {_count(luck['base_seeds'], 'base seed')})"
         elif luck["r"] > 0:
-            meaning = "seeds share luck, so the paired test, taking them as independent, is conservative"
+            meaning = "seeds share luck, on average over rows, so the paired test, taking them as independent, tends to be conservative"
         else:
-            meaning = "seeds have opposite luck, so the paired test, taking them as independent, is too narrow"
-        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {luck['runs']} runs in {_count(luck['rows'], 'row')}): {meaning}"
+            meaning = (
+                "seeds have opposite luck, on average over rows, so the paired test, taking them as independent, tends to be too narrow"
+            )
+        where = f"{luck['runs']} runs in {_count(luck['rows'], 'row')} against {_count(luck['base_seeds'], 'base seed')}"
+        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {where}): {meaning}"
 
     return [
-        "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the base's "
-        "mean (p: seeds permuted within rows): " + "; ".join(read(m, luck) for m, luck in measured.items()) + "."
+        "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the mean of "
+        "the base's runs of the row's seeds (p: seeds permuted within rows): "
+        + "; ".join(read(m, luck) for m, luck in measured.items())
+        + "."
     ]
 
 

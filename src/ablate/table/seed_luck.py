@@ -2,10 +2,12 @@
 runs the same seeds, so a seed that draws a good run in the base may draw good runs in the other rows too.
 
 The paired test takes a row's seeds and the base's as independent. Shared luck (r > 0) makes it conservative: a
-seed-matched design would see smaller effects. Opposite luck (r < 0) would make its intervals too narrow. This
-measures which: a run's score less its row's mean, against the base's run of the same seed less the base's mean,
-pooled over rows; the p-value permutes the seeds within each row, so row effects and the few distinct base seeds
-(the same base run stands beside every row's run of its seed) are kept as they are.
+seed-matched design would detect smaller effects. Opposite luck (r < 0) would make its intervals too narrow. This
+measures which: a run's score less its row's mean, against the base's run of the same seed less the mean of the
+base's runs of the row's seeds, pooled over rows; the p-value permutes the seeds within each row, so row effects
+and the few distinct base seeds (the same base run stands beside every row's run of its seed) are kept as they are.
+A row that changes the shapes of the weights draws other initial weights from the same seed (the data order stays),
+so the pooled r is an average over rows that may share more or less.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class SeedLuck:
     p: float  # two-sided, from `permutations` within-row permutations of the seeds (never 0)
     runs: int  # matched runs counted (rows' runs whose seed the base also ran)
     rows: int
+    base_seeds: int  # the base's runs they are matched with: all the evidence on the base's side
     permutations: int
 
 
@@ -36,18 +39,18 @@ def seed_luck(
     scores = {s: v for s, v in base.items() if _finite(v)}
     if len(scores) < 2:
         return None
-    base_mean = sum(scores.values()) / len(scores)
     blocks = []  # per row: (base residuals, row residuals) over the seeds both ran
+    used: set[int] = set()
     for runs in rows.values():
         matched = sorted(s for s, v in runs.items() if s in scores and _finite(v))
         if len(matched) >= 2:
-            ys = np.array([runs[s] for s in matched], dtype=float)
-            blocks.append((np.array([scores[s] - base_mean for s in matched]), ys - ys.mean()))
+            used.update(matched)
+            xs, ys = (np.array([d[s] for s in matched], dtype=float) for d in (scores, runs))
+            blocks.append((xs - xs.mean(), ys - ys.mean()))  # both about this row's seeds: a within-row correlation
     n = sum(len(x) for x, _ in blocks)
     if n < MIN_RUNS:
         return None
     x = np.concatenate([b[0] for b in blocks])
-    x -= x.mean()
     if not np.any(x) or not any(np.any(y) for _, y in blocks):
         return None
     rng = np.random.default_rng(seed)
@@ -56,7 +59,7 @@ def seed_luck(
     scale = math.sqrt(float(x @ x) * float(y @ y))  # permuting within rows keeps y's norm, and its mean at 0
     r, null = float(x @ y) / scale, shuffled @ x / scale
     p = (1 + int(np.sum(np.abs(null) >= abs(r) - 1e-12))) / (1 + permutations)
-    return SeedLuck(r=r, p=p, runs=n, rows=len(blocks), permutations=permutations)
+    return SeedLuck(r=r, p=p, runs=n, rows=len(blocks), base_seeds=len(used), permutations=permutations)
 
 
 def _finite(v: float | None) -> bool:

@@ -118,8 +118,9 @@ def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
     assert "stopped" not in (tmp_path / "old-out" / "table3.md").read_text()
 
 
-def test_rows_that_ran_into_the_cap_before_converging_are_named_with_how_much_they_still_improved(tmp_path):
-    """A study "to convergence" compares a row stopped by max_steps off its basis: the table says which and by how much."""
+def test_rows_that_ran_into_a_limit_before_converging_are_named_with_how_much_they_still_improved(tmp_path):
+    """A study "to convergence" compares a row stopped by a cap or a budget off its basis: the table says which and by
+    how much; a row without the rule (a control trained to a cap) is not named."""
     rule = {"train.converge_window": 0.2}
     rows = {
         "base": (rule, [(1, 30.0, 5.0), (2, 32.0, 4.0)]),
@@ -136,13 +137,14 @@ def test_rows_that_ran_into_the_cap_before_converging_are_named_with_how_much_th
     training |= {("D-ls0.0", 1): ran("max_steps", 0.04)}
     notes = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows, training))).summary["notes"]
     assert notes == [
-        "Stopped at the step or epoch cap before the convergence rule was met, so not at convergence and may still move: "
-        "A-h1 (2 of 3 runs; val/ppl still 2.9-3.6% better over the rule's window)."
+        "Stopped by a limit (max_steps, max_epochs, max_time, max_flops) before the convergence rule was met, so not at "
+        "convergence and may still move: A-h1 (2 of 3 runs, by max_epochs, max_steps; val/ppl still 2.9-3.6% better over "
+        "the rule's window); C-N2 (1 of 1 runs, by max_time; val/ppl still 5.0% better over the rule's window)."
     ]
     training[("A-h1", 3)] = ran("max_steps")  # an improvement not recorded: the run is still named
     training[("A-h1", 2)] = ran("converged")
     notes = make_table(runs_from_dirs(write_runs(tmp_path / "again", rows, training))).summary["notes"]
-    assert notes[-1].endswith("A-h1 (2 of 3 runs; val/ppl still 3.6% better over the rule's window).")
+    assert "A-h1 (2 of 3 runs, by max_steps; val/ppl still 3.6% better over the rule's window); C-N2" in notes[-1]
 
 
 def test_the_table_says_whether_seeds_share_luck_across_rows(tmp_path):
@@ -154,13 +156,19 @@ def test_the_table_says_whether_seeds_share_luck_across_rows(tmp_path):
         "D-ls0.0": ({"train.label_smoothing": 0.0}, [(s, 31.0 + d, 4.8) for s, d in luck.items()]),
     }
     root = write_runs(tmp_path / "study", rows)
+    write_runs(root, {"C-N2": (rows["C-N2"][0], [(4, 34.0, 4.0)])})  # a run that recorded no seed (as W&B runs may)
+    config = root / "trials" / "C-N2-s4" / "config.yaml"
+    config.write_text("".join(line for line in config.read_text().splitlines(keepends=True) if not line.startswith("seed:")))
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0
     luck = json.loads((tmp_path / "out" / "table3.json").read_text())["seed_luck"]
-    assert luck["bleu"]["r"] == pytest.approx(1.0, abs=0.001) and (luck["bleu"]["runs"], luck["bleu"]["rows"]) == (9, 3)
-    # 6^3 within-row orderings of the seeds, 2 as extreme as the observed one (itself, and all three rows' 2 and 3 swapped)
-    assert luck["bleu"]["p"] == pytest.approx(2 / 216, abs=0.005)
+    assert luck["bleu"]["r"] == pytest.approx(1.0, abs=0.001)
+    assert (luck["bleu"]["runs"], luck["bleu"]["rows"], luck["bleu"]["base_seeds"]) == (9, 3, 3)  # the seedless run left out
+    # 6^3 within-row orderings of the seeds, 2 as extreme as the observed one (itself, and all three rows' 2 and 3
+    # swapped); one-sided it would be 1/216
+    assert luck["bleu"]["p"] == pytest.approx(2 / 216, abs=0.002)
     md = (tmp_path / "out" / "table3.md").read_text()
-    assert "Seeds across rows: " in md and "BLEU r = +1.00 (p 0.0" in md and "seeds share luck, so the paired test" in md
+    assert "Seeds across rows: " in md and "BLEU r = +1.00 (p 0.0" in md and "9 runs in 3 rows against 3 base seeds" in md
+    assert "seeds share luck, on average over rows, so the paired test" in md
     only_two = {k: v for k, v in ROWS.items() if k in ("base", "A-h1")}  # 2 matched runs: nothing to say
     assert main(["table", str(write_runs(tmp_path / "small", only_two)), "--out", str(tmp_path / "small-out")]) == 0
     assert json.loads((tmp_path / "small-out" / "table3.json").read_text())["seed_luck"] == {"bleu": None, "ppl": None}

@@ -22,7 +22,7 @@ def rows_with(luck_sign: float, noise: float = 0.0, seeds=(1, 2, 3), n_rows: int
 def test_rows_that_share_the_bases_seed_luck_correlate_and_the_test_sees_it():
     luck = seed_luck(rows_with(+1.0, noise=0.2), BASE)
     assert luck.r > 0.95 and luck.p < 0.01
-    assert (luck.runs, luck.rows, luck.permutations) == (18, 6, 10_000)
+    assert (luck.runs, luck.rows, luck.base_seeds, luck.permutations) == (18, 6, 3, 10_000)
 
 
 def test_opposite_luck_is_a_negative_correlation_and_as_significant():
@@ -39,9 +39,8 @@ def test_luck_of_their_own_is_no_correlation():
 def test_the_p_value_matches_an_exact_enumeration_of_the_within_row_permutations():
     rows = rows_with(+1.0, noise=1.5, n_rows=2, rng_seed=3) | {"row9": {1: 20.0, 2: 21.5, 4: 19.0, 5: 20.5}}
     luck = seed_luck(rows, BASE, permutations=20_000)
-    mean = sum(BASE.values()) / len(BASE)
-    blocks = [(np.array([BASE[s] - mean for s in sorted(r)]), np.array([r[s] for s in sorted(r)])) for r in rows.values()]
-    x = np.concatenate([b for b, _ in blocks])
+    blocks = [(np.array([BASE[s] for s in sorted(r)]), np.array([r[s] for s in sorted(r)])) for r in rows.values()]
+    x = np.concatenate([b - b.mean() for b, _ in blocks])  # within rows: each row about its own seeds, on both sides
 
     def r_of(ys):
         y = np.concatenate([y - y.mean() for y in ys])
@@ -53,8 +52,19 @@ def test_the_p_value_matches_an_exact_enumeration_of_the_within_row_permutations
     )]  # fmt: skip
     exact = np.mean(np.abs(null) >= abs(observed) - 1e-12)
     assert luck.r == pytest.approx(observed)
-    assert (luck.runs, luck.rows) == (10, 3) and len(null) == 6 * 6 * 24
+    assert (luck.runs, luck.rows, luck.base_seeds) == (10, 3, 5) and len(null) == 6 * 6 * 24
     assert luck.p == pytest.approx(exact, abs=0.01)
+
+
+def test_perfect_shared_luck_is_r_1_whatever_seeds_each_row_ran():
+    """Each row is compared with the base's runs of its own seeds: rows on different seed sets lose nothing."""
+    rows = {
+        "a": {s: 20.0 + LUCK[s] for s in (1, 2, 3)},
+        "b": {s: 40.0 + LUCK[s] for s in (3, 4, 5)},
+        "c": {1: 25.0 + LUCK[1], 5: 25.0 + LUCK[5]},
+    }
+    luck = seed_luck(rows, BASE)
+    assert luck.r == pytest.approx(1.0) and (luck.runs, luck.rows, luck.base_seeds) == (8, 3, 5)
 
 
 def test_too_few_matched_runs_or_no_spread_give_nothing():
