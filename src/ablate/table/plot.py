@@ -58,19 +58,25 @@ def figure(table: Table, title: str):
                 continue
             ax.errorbar(x, d, yerr=[[max(0.0, d - span[0])], [max(0.0, span[1] - d)]], fmt="none", ecolor="black", capsize=3, lw=1)
             if m["p_holm"] is not None and m["p_holm"] <= alpha:
-                ax.annotate("*", (x, span[1] if d >= 0 else span[0]), ha="center", va="bottom" if d >= 0 else "top")
+                up = d >= 0
+                ax.annotate(
+                    "*", (x, span[1] if up else span[0]), xytext=(0, 2 if up else -3), textcoords="offset points",
+                    ha="center", va="bottom" if up else "top",
+                )  # fmt: skip
         paper = [math.nan if m["paper_delta"] is None else m["paper_delta"] for m in lines]
         ax.bar([x + 0.4 for x in xs], paper, width=0.4, label="paper", color="tab:gray")
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_xticks([x + 0.2 for x in xs], [m["row"] for m in lines], rotation=45, ha="right", fontsize=8)
         ax.set_title(f"({g})" if len(g) == 1 else g)
+        ax.margins(y=0.1)  # room for a '*' beyond a whisker
     axes[0][0].set_ylabel("ΔBLEU vs base")
     if shown:
         axes[0][0].legend(fontsize=8)
     else:  # a study of the base row alone (e.g. still running): nothing to compare yet
         axes[0][0].text(0.5, 0.5, "no row besides base", ha="center", va="center", transform=axes[0][0].transAxes)
     s = table.summary
-    fig.suptitle(f"{title}\n{s['split']} split, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
+    where = f"{s['dataset']} {s['split']}" if s.get("dataset") else f"{s['split']} split"
+    fig.suptitle(f"{title}\n{where}, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
     legend = (
         f"Error bars: the paired test's 95% interval (the Welch interval over seeds where a row has no test); "
         f"*: p Holm <= {alpha}; hatched: one seed and no test, no interval."
