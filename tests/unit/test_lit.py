@@ -179,6 +179,29 @@ def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(
 # --- checkpoint hooks ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "model, train, same",
+    [
+        ({"heads": 1}, {}, True),  # another head split of the same projections
+        ({"heads": 8}, {}, True),
+        ({"dropout": 0.3}, {}, True),
+        ({}, {"label_smoothing": 0.0}, True),
+        ({"d_k": 4}, {}, False),  # other projection shapes: other draws
+    ],
+)
+def test_a_seed_starts_rows_that_keep_the_weights_shapes_from_the_same_weights(tmp_path, model, train, same):
+    """What makes seeds blocks across a study's rows (ablate.table.seed_luck): a row that only re-splits heads or
+    changes dropout or smoothing starts, for a seed, from the very weights the base starts from."""
+
+    def initial(**sections):
+        torch.manual_seed(7)
+        return TranslationModule.from_config(tiny_experiment(tmp_path, **sections), VOCAB).state_dict()
+
+    base, row = initial(), initial(model=model, train=train)
+    shapes = {k: v.shape for k, v in base.items()} == {k: v.shape for k, v in row.items()}
+    assert (shapes and all(torch.equal(base[k], row[k]) for k in base)) is same
+
+
 def test_on_save_checkpoint_refuses_non_finite_weights(tmp_path):
     module = make_module(tmp_path)
     poison(module)
