@@ -230,14 +230,7 @@ def _capped(table: Table) -> list[str]:
         capped = [r for r in row.runs if (r.config.get("train.converge_window") or 0) > 0 and r.stop_reason in LIMITS]
         if not capped:
             continue
-        gains = sorted(
-            g * 100
-            for r in capped
-            if isinstance(c := r.summary.get("convergence"), dict)
-            and isinstance(g := c.get("improvement"), (int, float))
-            and not isinstance(g, bool)
-            and math.isfinite(g)
-        )
+        gains = sorted(r.improving * 100 for r in capped if r.improving is not None)
         still = ""
         if gains:
             low, high = f"{gains[0]:.1f}", f"{gains[-1]:.1f}"

@@ -39,6 +39,7 @@ class Run:
     flops: float | None = None
     wall_seconds: float | None = None
     stop_reason: str | None = None
+    improving: float | None = None  # how much val/ppl improved over the convergence rule's last window (a fraction)
     source: str = ""  # the run directory or W&B run file, to name the run in messages
     run_dir: Path | None = None  # None for a W&B run: its per-sentence scores travel in `summary`
     summary: dict = field(default_factory=dict)
@@ -75,6 +76,10 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
     stop = summary.get("stop_reason")
     if stop is not None and not isinstance(stop, str):
         raise ValueError(f"{source}: summary key 'stop_reason' should be a string, got {stop!r}")
+    convergence = summary.get("convergence")
+    improving = convergence.get("improvement") if isinstance(convergence, dict) else None
+    if improving is not None and not (isinstance(improving, (int, float)) and not isinstance(improving, bool) and math.isfinite(improving)):
+        raise ValueError(f"{source}: summary key 'convergence.improvement' should be a finite number, got {improving!r}")
     return Run(
         row=str(row),
         config=_effective(config),
@@ -89,6 +94,7 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
         flops=number("flops", summary.get("flops")),
         wall_seconds=number("wall_seconds", summary.get("wall_seconds")),
         stop_reason=stop,
+        improving=improving,
         source=source,
         run_dir=run_dir,
         summary=summary,

@@ -63,6 +63,10 @@ def edit_summary(path, **fields):
             r"summary key 'val/bleu' should be a finite number >= 0, got inf",
         ),
         (lambda d: edit_summary(d / "summary.json", stop_reason=3), r"summary key 'stop_reason' should be a string, got 3"),
+        (
+            lambda d: edit_summary(d / "summary.json", convergence={"improvement": "3%"}),
+            r"summary key 'convergence.improvement' should be a finite number, got '3%'",
+        ),
     ],
     ids=[
         "yaml-broken",
@@ -80,6 +84,7 @@ def edit_summary(path, **fields):
         "params-string",
         "bleu-inf",
         "stop-int",
+        "improvement-string",
     ],
 )
 def test_a_broken_run_is_an_error_naming_its_file_and_key(tmp_path, capsys, damage, message):
