@@ -205,8 +205,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
     if capped := _capped(table):
         summary["notes"].append(
-            "Stopped by a limit (max_steps, max_epochs, max_time, max_flops) before the convergence rule was met, so not "
-            f"at convergence and may still move: {'; '.join(capped)}."
+            f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
+            f"still move: {'; '.join(capped)}."
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
