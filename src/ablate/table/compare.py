@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
+from ablate.table.controls import find_controls, recorded_basis, seeds_of
 from ablate.table.load import Run, check_rows
 from ablate.table.seed_luck import seed_luck
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
@@ -90,6 +91,7 @@ class Table:
     base: Row
     lines: list[dict]  # one per row: config cells, and per metric a dict of numbers (see `_metric`)
     summary: dict  # scores' split and sentences, basis, noise floor, verdict counts, Spearman, bootstrap settings, notes
+    controls: dict = field(default_factory=dict)  # control row name -> the base runs it is compared with (`controls`)
 
     @property
     def compares_with_paper(self) -> bool:
@@ -105,7 +107,8 @@ def make_table(
     if base is None:
         raise ValueError(f"no 'base' row among the runs ({sorted(r.name for r in rows)}); Table 3 deltas are against base")
     evidence = evidence or Evidence("valid", runs=len(runs))
-    tests = paired_tests(rows, base, evidence, n_boot, seed, target_mde)
+    controls = find_controls(rows, base)
+    tests = paired_tests(rows, base, evidence, n_boot, seed, target_mde, controls)
     base_cfg = base.runs[0].config
     lines = []
     for row in rows:
@@ -119,19 +122,21 @@ def make_table(
         line["updates"] = row.mean("steps")  # trained; the "steps" column is the config's max_steps
         line["stopped"] = stop_reasons(row)
         line["long_bleu"] = row.interval("long_bleu")
+        line["control"] = row.name in controls
         for m in METRICS:
-            line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m))
+            line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m), controls.get(row.name))
         line["paper_params"] = row.paper.params_m if row.paper else None
         lines.append(line)
-    table = Table(rows, base, lines, {})
+    table = Table(rows, base, lines, {}, controls)
     table.summary = _summary(table, evidence, n_boot, seed)
     return table
 
 
-def _metric(row: Row, base: Row, metric: str, test: dict | None) -> dict:
-    """One metric of one row: seed interval, Δ against base (Welch), the paired test, the paper and the verdict."""
+def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | None = None) -> dict:
+    """One metric of one row: seed interval, Δ against base (Welch), the paired test, the paper and the verdict; a
+    control (`against`: the base runs it is compared with) has no verdict."""
     out = row.interval(metric)
-    ours, theirs = row.values(metric), base.values(metric)
+    ours, theirs = row.values(metric), (against or base).values(metric)
     diff = stats.welch_interval(ours, theirs) if row is not base and ours and theirs else stats.Difference(None, None, None, None, None)
     out.update(delta=diff.delta, delta_low=diff.low, delta_high=diff.high)
     out.update(test or no_test())
@@ -139,7 +144,7 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None) -> dict:
     out["paper"] = getattr(row.paper, metric) if row.paper else None
     digits = 1 if metric == "bleu" else 2  # the paper's printed precision: its Δ is exact there (no float residue)
     out["paper_delta"] = round(getattr(row.paper, metric) - getattr(paper_base, metric), digits) if row.paper else None
-    if row is base:
+    if row is base or against is not None:
         out["verdict"] = None
     else:
         interval = None if out["test_low"] is None else (out["test_low"], out["test_high"])
@@ -167,7 +172,7 @@ def _recorded_basis(table: Table) -> str:
 
 
 def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
-    others = [ln for ln in table.lines if ln["row"] != "base"]
+    others = [ln for ln in table.lines if ln["row"] != "base" and not ln["control"]]
     base_line = next(ln for ln in table.lines if ln["row"] == "base")
     runs = [r for row in table.rows for r in row.runs]
     summary = {
@@ -186,6 +191,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
         "notes": list(ev.notes),
         "training_hours": _training_hours(runs),
+        "controls": _controls(table),
     }
     untested = [ln["row"] for ln in others if ln["bleu"]["untested"]]
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
@@ -203,6 +209,13 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
             "where the ablation widens the seed spread, their p and interval are too narrow (README: the paired test)."
         )
     summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
+    if summary["controls"]:
+        against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in summary["controls"].items())
+        summary["notes"].append(
+            f"Controls, on another basis than the base's ({recorded_basis(table.base)}): {against}. Each is compared with the "
+            "base's runs of its own seeds and tested apart from the other rows (a Holm correction of their own), with no "
+            "verdict against the paper."
+        )
     if capped := _capped(table):
         summary["notes"].append(
             f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
@@ -214,10 +227,22 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     return summary
 
 
+def _controls(table: Table) -> dict:
+    """Per control: its seeds and the base's it is compared with (all of the base's where it lacks one of them)."""
+    rows = {row.name: row for row in table.rows}
+    return {name: {"seeds": seeds_of(rows[name]), "base_seeds": seeds_of(against)} for name, against in table.controls.items()}
+
+
+def _runs_of(seeds: list) -> str:
+    """ "run of seed 2", "runs of seeds 1, 2" """
+    return ("run of seed " if len(seeds) == 1 else "runs of seeds ") + ", ".join(map(str, seeds))
+
+
 def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
     """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None."""
     by_seed = {row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None} for row in table.rows}
-    luck = seed_luck({k: v for k, v in by_seed.items() if k != table.base.name}, by_seed[table.base.name], seed=seed)
+    ablations = {k: v for k, v in by_seed.items() if k != table.base.name and k not in table.controls}
+    luck = seed_luck(ablations, by_seed[table.base.name], seed=seed)
     return None if luck is None else asdict(luck)
 
 
@@ -247,6 +272,6 @@ def _counts(lines: list[dict], metric: str) -> dict:
 
 def _spearman(lines: list[dict], metric: str, n_boot: int, seed: int) -> dict:
     """Spearman's rho of our row means vs the paper's, with a 95% interval from resampling rows."""
-    paired = [(ln[metric]["mean"], ln[metric]["paper"]) for ln in lines if ln[metric]["paper"] is not None]
+    paired = [(ln[metric]["mean"], ln[metric]["paper"]) for ln in lines if ln[metric]["paper"] is not None and not ln["control"]]
     rho, low, high = stats.spearman_with_interval([o for o, _ in paired], [p for _, p in paired], n_boot=n_boot, seed=seed)
     return {"rho": rho, "low": low, "high": high, "rows": sum(o is not None for o, _ in paired)}

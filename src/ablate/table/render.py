@@ -24,7 +24,7 @@ def _p(p) -> str:
     return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
+def _metric_cells(m: dict, is_base: bool, control: bool = False) -> dict[str, str]:
     cells = {"": with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
         return cells | {"Δ": "", "paired CI": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
@@ -34,7 +34,7 @@ def _metric_cells(m: dict, is_base: bool) -> dict[str, str]:
         "p": _p(m["p"]),
         "p Holm": _p(m["p_holm"]),
         "MDE": _num(m["mde"]),
-        "verdict": m["verdict"] or "-",
+        "verdict": m["verdict"] or ("control" if control else "-"),  # a control has no verdict (`controls`)
     }
 
 
@@ -47,7 +47,7 @@ def _cells(line: dict) -> dict[str, str]:
         **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS},
         "seeds": str(line["seeds"]),
     }
-    metric = {name: _metric_cells(line[name], base) for name in METRICS}
+    metric = {name: _metric_cells(line[name], base, line["control"]) for name in METRICS}
     for name in METRICS:
         out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
     lb = line["long_bleu"]

@@ -6,7 +6,7 @@ base (seed noise included), one Holm correction over the rows of a metric, and e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,41 +126,51 @@ def _common_indices(records: dict[str, EvalFile], bleu: dict[str, np.ndarray], e
 
 
 def paired_tests(
-    rows: list, base, evidence: Evidence, n_boot: int = 1000, seed: int = 0, target_mde: float | None = None
+    rows: list,
+    base,
+    evidence: Evidence,
+    n_boot: int = 1000,
+    seed: int = 0,
+    target_mde: float | None = None,
+    controls: Mapping[str, object] | None = None,
 ) -> dict[str, dict[str, dict]]:
     """Per row (not base) and metric: Δ's paired-test p, Holm-adjusted p, interval, SE, df and MDE, or None fields
     with a reason; for BLEU with `target_mde`, the seeds that MDE would take (`stats.seeds_for_mde`).
 
-    One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m.
+    One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m. Controls
+    (`ablate.table.controls`: row name -> the base runs it is compared with) are a family of their own.
     """
-    base_stats = _row_stats(base, evidence)
+    controls = controls or {}
     out: dict[str, dict[str, dict]] = {row.name: {} for row in rows if row is not base}
     for metric in METRICS:
         tests = {}
         for row in rows:
             if row is base:
                 continue
-            row_stats = _row_stats(row, evidence)
-            if base_stats is None or row_stats is None:
+            against, row_stats = _row_stats(controls.get(row.name, base), evidence), _row_stats(row, evidence)
+            if against is None or row_stats is None:
                 continue
             pair = stats.paired_bleu_stats if metric == "bleu" else stats.paired_ppl_stats
-            tests[row.name] = pair(base_stats[metric], row_stats[metric], n_boot=n_boot, seed=seed)
-        names = list(tests)
-        adjusted = dict(zip(names, stats.holm([tests[n].p_value for n in names])))
+            tests[row.name] = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed)
+        adjusted, family_size = {}, {}
+        for family in ([n for n in tests if n not in controls], [n for n in tests if n in controls]):
+            adjusted.update(zip(family, stats.holm([tests[n].p_value for n in family])))
+            family_size.update(dict.fromkeys(family, len(family)))
         for name in out:
             t = tests.get(name)
+            m = family_size.get(name, 1)
             plan = (
-                stats.seeds_for_mde(t.noise, target_mde, m=len(names))
+                stats.seeds_for_mde(t.noise, target_mde, m=m)
                 if t is not None and t.noise is not None and metric == "bleu" and target_mde
                 else None
             )
             out[name][metric] = (
-                no_test(_why_untested(name, rows, base, evidence))
+                no_test(_why_untested(name, rows, controls.get(name, base), evidence))
                 if t is None
                 else {
                     "p": t.p_value,
                     "p_holm": adjusted[name],
-                    "mde": stats.mde(t.se, m=len(names), df=t.df),
+                    "mde": stats.mde(t.se, m=m, df=t.df),
                     "test_low": t.low,
                     "test_high": t.high,
                     "se": t.se,
