@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
-from ablate.table.controls import find_controls, recorded_basis, seeds_of
+from ablate.table.controls import find_controls, seeds_of
 from ablate.table.load import Run, check_rows
 from ablate.table.seed_luck import seed_luck
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
@@ -172,7 +172,7 @@ def _recorded_basis(table: Table) -> str:
 
 
 def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
-    others = [ln for ln in table.lines if ln["row"] != "base" and not ln["control"]]
+    others = [ln for ln in table.lines if ln["row"] != "base"]
     base_line = next(ln for ln in table.lines if ln["row"] == "base")
     runs = [r for row in table.rows for r in row.runs]
     summary = {
@@ -212,9 +212,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
     if summary["controls"]:
         against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in summary["controls"].items())
         summary["notes"].append(
-            f"Controls, on another basis than the base's ({recorded_basis(table.base)}): {against}. Each is compared with the "
-            "base's runs of its own seeds and tested apart from the other rows (a Holm correction of their own), with no "
-            "verdict against the paper."
+            f"Controls (base-... rows, the base trained otherwise): {against}. Each is compared with the base's runs of its "
+            "own seeds and tested apart from the other rows (a Holm correction of their own), with no verdict against the paper."
         )
     if capped := _capped(table):
         summary["notes"].append(
@@ -222,7 +221,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
             f"still move: {'; '.join(capped)}."
         )
     if table.compares_with_paper:
-        summary["verdicts"] = {m: _counts(others, m) for m in METRICS}
+        summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}
         summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
     return summary
 

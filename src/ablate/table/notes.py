@@ -61,7 +61,7 @@ def noise_line(s: dict) -> str:
 
 def plan_lines(table: Table) -> list[str]:
     """How many seeds each tested row would need for the MDE the study aims at (`stats.seeds_for_mde`)."""
-    planned = [ln for ln in table.lines if ln["bleu"].get("plan_mde") is not None]
+    planned = [ln for ln in table.lines if ln["bleu"].get("plan_mde") is not None and not ln["control"]]
     if not planned:
         return []
 
@@ -73,7 +73,7 @@ def plan_lines(table: Table) -> list[str]:
         more = f"{ln['row']} more than {stats.MOST_SEEDS}"
         return f"{more} ({beyond})" if b["mde_floor"] > b["plan_mde"] else more
 
-    base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None for ln in table.lines)
+    base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None and not ln["control"] for ln in table.lines)
     return [
         f"Seeds for an MDE of {planned[0]['bleu']['plan_mde']:g} BLEU, per row (the base keeping its {base_seeds} where "
         f"it has more; Holm over the {_count(tested, 'tested row')}), at the noise each test measured, so as rough as "
@@ -84,11 +84,11 @@ def plan_lines(table: Table) -> list[str]:
 def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
     return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base (ΔPPL < 0: the row is better) with a Welch interval "
-        "over seeds; seeds: runs in the row, one per seed.",
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base (a control's: minus the base's runs of its seeds; "
+        "ΔPPL < 0: the row is better) with a Welch interval over seeds; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
         "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
-        "the verdict reads; p Holm: corrected over all rows of the metric; MDE: smallest |Δ| found with "
+        "the verdict reads; p Holm: corrected over all rows of the metric but the controls, which are corrected apart; MDE: smallest |Δ| found with "
         f"{b['power']:.0%} power at the corrected level; '-': no test.",
     ]
 

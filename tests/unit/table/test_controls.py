@@ -1,17 +1,18 @@
-"""Controls (`ablate.table.controls`): a row on another basis than the base's is compared with the base's runs of
-its own seeds, tested in a Holm family of its own, and given no verdict against the paper."""
+"""Controls (`ablate.table.controls`): a `base-…` row is compared with the base's runs of its own seeds, tested in a
+Holm family of its own, and given no verdict against the paper; other rows stay ablations whatever basis they record."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
 from ablate.cli import main
 from ablate.paper import TABLE3
 from ablate.table.compare import make_table
-from ablate.table.controls import find_controls
 from ablate.table.load import runs_from_dirs
 from ablate.table.stats import holm
 
@@ -19,36 +20,24 @@ OVERRIDES = {p.name: p.overrides for p in TABLE3}
 RULE, LONGER = "to convergence, last-5 average", "at most max_steps 16500, last-5 average"
 
 
-def _study(root, control_seed=2, base_basis=RULE):
-    """Base and two ablations over seeds 1-3; base-2x, one seed, outputs identical to the base's run of that seed
-    (where the base has it), on the LONGER basis."""
+def _study(root, control_seeds=(2,), records=True, a_h1_basis=RULE):
+    """Base and two ablations over seeds 1-3; base-2x with outputs identical to the base's run of each of its seeds
+    (another system where the base lacks the seed), on the LONGER basis."""
     refs = references(150)
     base = {s: system(refs, 0.3, 10 + s) for s in (1, 2, 3)}
     plan = {
         "base": base,
         "A-h4": {s: system(refs, 0.6, 20 + s) for s in (1, 2, 3)},
         "A-h1": {s: system(refs, 0.3, 30 + s) for s in (1, 2, 3)},
+        "base-2x": {s: base.get(s) or system(refs, 0.3, 90 + s) for s in control_seeds},
     }
+    basis = {"A-h1": a_h1_basis, "base-2x": LONGER}
     for row, seeds in plan.items():
         for seed, fields in seeds.items():
-            basis = base_basis if row == "base" else RULE
-            write_run(
-                root,
-                row,
-                seed,
-                OVERRIDES.get(row),
-                {"last": {"val/bleu": 1.0, "val/ppl": 9.0}, "basis": basis},
-                {"valid": {**fields, "references": refs}},
-            )
-    control = base.get(control_seed) or system(refs, 0.3, 99)
-    write_run(
-        root,
-        "base-2x",
-        control_seed,
-        {"train.max_steps": 16500},
-        {"last": {"val/bleu": 1.0, "val/ppl": 9.0}, "basis": LONGER},
-        {"valid": {**control, "references": refs}},
-    )
+            summary = {"last": {"val/bleu": 1.0, "val/ppl": 9.0}, "basis": basis.get(row, RULE)}
+            kept = {"valid": {**fields, "references": refs}} if records or row != "base-2x" else None
+            overrides = {"train.max_steps": 16500} if row == "base-2x" else OVERRIDES.get(row)
+            write_run(root, row, seed, overrides, summary, kept)
     return root
 
 
@@ -75,28 +64,51 @@ def test_a_control_is_tested_apart_from_the_ablations_and_has_no_verdict(report)
     rows = report["rows"]
     ablations = [rows["A-h4"]["bleu"], rows["A-h1"]["bleu"]]
     assert [a["p_holm"] for a in ablations] == pytest.approx(holm([a["p"] for a in ablations]))  # m = 2, not 3
+    for a in ablations:  # the MDE at the ablations' level, alpha / 2
+        assert a["mde"] == pytest.approx((st.t.ppf(1 - 0.05 / 4, a["df"] or math.inf) + st.t.ppf(0.8, a["df"] or math.inf)) * a["se"])
     assert rows["base-2x"]["bleu"]["p_holm"] == rows["base-2x"]["bleu"]["p"]  # a family of one
     assert rows["base-2x"]["control"] and not rows["A-h4"]["control"]
     assert rows["base-2x"]["bleu"]["verdict"] is None and rows["A-h4"]["bleu"]["verdict"] == "disagree"  # paper: -0.3
     counts = report["json"]["verdicts"]["bleu"]
     assert sum(counts["overall"].values()) == 2 and "base-variants" not in counts["by_group"]
     assert markdown_rows(report["md"])["base-2x"]["verdict BLEU"] == "control"
-    assert f"Controls, on another basis than the base's ({RULE}): base-2x against the base's run of seed 2." in report["md"]
+    md = report["md"]
+    assert "Controls (base-... rows, the base trained otherwise): base-2x against the base's run of seed 2." in md
+    assert (
+        "Holm over the 2 tested rows" in md
+        and "Tested on sentence noise only (one seed there and in base, so no seed variance to add): base-2x" in md
+    )
 
 
 def test_seed_luck_leaves_the_control_out(report):
     assert report["json"]["seed_luck"]["bleu"]["runs"] == 6  # A-h4's and A-h1's 3 seeds each
 
 
+def test_a_control_of_several_seeds_is_compared_with_the_base_runs_of_those_seeds(tmp_path):
+    table = make_table(runs_from_dirs(_study(tmp_path, control_seeds=(1, 3))))
+    assert table.summary["controls"] == {"base-2x": {"seeds": [1, 3], "base_seeds": [1, 3]}}
+    control = next(ln for ln in table.lines if ln["row"] == "base-2x")["bleu"]
+    assert control["delta"] == 0.0 and control["delta_low"] == 0.0 == control["delta_high"]
+
+
 def test_a_control_whose_seed_the_base_lacks_is_compared_with_the_whole_base(tmp_path):
-    table = make_table(runs_from_dirs(_study(tmp_path, control_seed=7)))
+    table = make_table(runs_from_dirs(_study(tmp_path, control_seeds=(7,))))
     assert table.summary["controls"] == {"base-2x": {"seeds": [7], "base_seeds": [1, 2, 3]}}
     control = next(ln for ln in table.lines if ln["row"] == "base-2x")["bleu"]
     base = next(ln for ln in table.lines if ln["row"] == "base")["bleu"]
     assert control["delta"] == pytest.approx(control["mean"] - base["mean"])
 
 
-def test_without_a_basis_recorded_by_the_base_no_row_is_a_control(tmp_path):
-    table = make_table(runs_from_dirs(_study(tmp_path, base_basis=None)))
-    assert find_controls(table.rows, table.base) == {} and table.summary["controls"] == {}
-    assert all(not ln["control"] for ln in table.lines)
+def test_a_control_without_records_says_why_it_has_no_test(tmp_path):
+    out = tmp_path / "out"
+    assert main(["table", str(_study(tmp_path, records=False)), "--out", str(out)]) == 0
+    md = (out / "table3.md").read_text()
+    assert "No paired test ('-') for base-2x: 1 of 1 runs of 'base-2x' saved no eval/valid.json" in md
+
+
+def test_a_row_on_another_basis_is_still_an_ablation(tmp_path):
+    """A Table 3 row the sweep excepts from the basis (big, its own 300K steps) keeps its verdict and its place."""
+    table = make_table(runs_from_dirs(_study(tmp_path, a_h1_basis=LONGER)))
+    assert set(table.controls) == {"base-2x"}
+    line = next(ln for ln in table.lines if ln["row"] == "A-h1")
+    assert not line["control"] and line["bleu"]["verdict"] is not None
