@@ -7,7 +7,10 @@ import math
 import textwrap
 from pathlib import Path
 
+from ablate.paper import BASE_VARIANTS
 from ablate.table.compare import Table
+
+CONTROLS = "controls: vs the base's\nruns of their seeds"  # `ablate.table.controls`: the base-... rows
 
 
 def panels(table: Table) -> list[tuple[str, list[dict]]]:
@@ -67,7 +70,7 @@ def figure(table: Table, title: str):
         ax.bar([x + 0.4 for x in xs], paper, width=0.4, label="paper", color="tab:gray")
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_xticks([x + 0.2 for x in xs], [m["row"] for m in lines], rotation=45, ha="right", fontsize=8)
-        ax.set_title(f"({g})" if len(g) == 1 else g)
+        ax.set_title(f"({g})" if len(g) == 1 else CONTROLS if g == BASE_VARIANTS else g)
         ax.margins(y=0.1)  # room for a '*' beyond a whisker
     axes[0][0].set_ylabel("ΔBLEU vs base")
     if shown:

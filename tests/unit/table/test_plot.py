@@ -7,7 +7,7 @@ from table_study import references, system, write_run
 
 from ablate.table.compare import make_table
 from ablate.table.load import runs_from_dirs
-from ablate.table.plot import _interval, figure
+from ablate.table.plot import CONTROLS, _interval, figure
 from ablate.table.significance import collect
 
 
@@ -50,3 +50,13 @@ def test_a_row_without_interval_is_hatched(tmp_path):
     table = make_table(runs_from_dirs(tmp_path))
     ax = figure(table, "t").axes[0]
     assert ax.patches[0].get_hatch() == "//" and _error_bars(ax) == 0
+
+
+def test_the_controls_panel_says_what_its_bars_are_against(tmp_path):
+    refs = references(60)
+    for row, seeds in {"base": [1, 2], "A-h1": [1, 2], "base-2x": [2]}.items():
+        for seed in seeds:
+            write_run(tmp_path, row, seed, records={"valid": {"references": refs, **system(refs, 0.3, 10 * seed + len(row))}})
+    runs = runs_from_dirs(tmp_path)
+    fig = figure(make_table(runs, collect(runs, "valid"), n_boot=200), "t")
+    assert [ax.get_title() for ax in fig.axes] == [CONTROLS, "(A)"]  # controls right after base, as in the table
