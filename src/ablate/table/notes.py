@@ -83,13 +83,16 @@ def plan_lines(table: Table) -> list[str]:
 
 def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
+    controls = bool(s.get("controls"))  # said only where there are some (`ablate.table.controls`)
     return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base (a control's: minus the base's runs of its seeds; "
-        "ΔPPL < 0: the row is better) with a Welch interval over seeds; seeds: runs in the row, one per seed.",
+        "[95% CI]: Student-t interval over seeds; Δ: row minus base ("
+        + ("a control's: minus the base's runs of its seeds; " if controls else "")
+        + "ΔPPL < 0: the row is better) with a Welch interval over seeds; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
         "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
-        "the verdict reads; p Holm: corrected over all rows of the metric but the controls, which are corrected apart; MDE: smallest |Δ| found with "
-        f"{b['power']:.0%} power at the corrected level; '-': no test.",
+        "the verdict reads; p Holm: corrected over all rows of the metric"
+        + (" but the controls, which are corrected apart" if controls else "")
+        + f"; MDE: smallest |Δ| found with {b['power']:.0%} power at the corrected level; '-': no test.",
     ]
 
 

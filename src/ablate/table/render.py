@@ -24,7 +24,7 @@ def _p(p) -> str:
     return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _metric_cells(m: dict, is_base: bool, control: bool = False) -> dict[str, str]:
+def _metric_cells(m: dict, is_base: bool, control: bool) -> dict[str, str]:
     cells = {"": with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
         return cells | {"Δ": "", "paired CI": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}

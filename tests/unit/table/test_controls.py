@@ -112,3 +112,11 @@ def test_a_row_on_another_basis_is_still_an_ablation(tmp_path):
     assert set(table.controls) == {"base-2x"}
     line = next(ln for ln in table.lines if ln["row"] == "A-h1")
     assert not line["control"] and line["bleu"]["verdict"] is not None
+
+
+def test_the_reading_lines_speak_of_controls_only_where_there_are_some(report, tmp_path):
+    assert "p Holm: corrected over all rows of the metric but the controls, which are corrected apart;" in report["md"]
+    out = tmp_path / "out"
+    assert main(["table", str(_study(tmp_path, control_seeds=())), "--out", str(out)]) == 0
+    md = (out / "table3.md").read_text()
+    assert "p Holm: corrected over all rows of the metric;" in md and "control" not in md
