@@ -13,6 +13,7 @@ from ablate.table.controls import find_controls, seeds_of
 from ablate.table.load import Run, check_rows
 from ablate.table.seed_luck import seed_luck
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
+from ablate.table.training_length import training_length
 
 # Table 3's configuration columns: header -> flattened config key.
 COLUMNS = {
@@ -209,6 +210,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
             "where the ablation widens the seed spread, their p and interval are too narrow (README: the paired test)."
         )
     summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
+    summary["training_length"] = {m: _training_length(table, m) for m in METRICS}
     if summary["controls"]:
         against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in summary["controls"].items())
         summary["notes"].append(
@@ -243,6 +245,13 @@ def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
     ablations = {k: v for k, v in by_seed.items() if k != table.base.name and k not in table.controls}
     luck = seed_luck(ablations, by_seed[table.base.name], seed=seed)
     return None if luck is None else asdict(luck)
+
+
+def _training_length(table: Table, metric: str) -> dict | None:
+    """Whether a row's runs that trained longer scored otherwise (`training_length`), the controls left out, or None."""
+    rows = {row.name: [(r.steps, getattr(r, metric)) for r in row.runs] for row in table.rows if row.name not in table.controls}
+    found = training_length(rows)
+    return None if found is None else asdict(found)
 
 
 def _capped(table: Table) -> list[str]:

@@ -1,6 +1,6 @@
 """The lines under `ablate table`'s table, in every rendering: what the scores are on, the base row's
 configuration, the noise floor, what the study cost, the seeds an MDE target would take, how to read the columns,
-whether seeds share luck across rows, and the agreement with the paper."""
+whether seeds share luck across rows, whether runs that trained longer scored better, and the agreement with the paper."""
 
 from __future__ import annotations
 
@@ -123,6 +123,46 @@ def seed_luck_lines(s: dict) -> list[str]:
     ]
 
 
+def training_length_lines(s: dict) -> list[str]:
+    """Whether runs a stopping rule let train longer scored otherwise (`ablate.table.training_length`)."""
+    measured = {m: t for m, t in (s.get("training_length") or {}).items() if t}
+    if not measured:
+        return []
+    alpha = s["bootstrap"]["alpha"]
+
+    def where(t: dict) -> str:
+        return f"{t['runs']} runs in {_count(t['rows'], 'row')}, {t['shortest']:,}-{t['longest']:,} updates"
+
+    same = len({where(t) for t in measured.values()}) == 1  # the usual case: said once
+
+    def read(m: str, t: dict) -> str:
+        p = "p < 0.001" if t["p"] < 0.001 else f"p {t['p']:.3f}"
+        return f"{NAMES[m]} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
+            ")" if same else f"; {where(t)})"
+        )
+
+    better = [m for m, t in measured.items() if t["p"] <= alpha and (t["slope"] > 0) == (m == "bleu")]
+    worse = [m for m, t in measured.items() if t["p"] <= alpha and m not in better]
+    if better:
+        meaning = (
+            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), so the stopping rule ended "
+            "runs short of convergence: a row's spread holds where the rule fired as well as seed noise, and rows that "
+            "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal steps)"
+        )
+    elif worse:
+        meaning = f"runs that trained longer scored worse ({', '.join(NAMES[m] for m in worse)}): the rule let some overtrain"
+    else:
+        meaning = "no sign that runs which trained longer scored otherwise"
+    return [
+        "Training length within rows (each row's runs stopped after different numbers of updates; the fit of the score "
+        "on log2 updates about each row's means, 95% t interval"
+        + (f"; {where(next(iter(measured.values())))}" if same else "")
+        + "): "
+        + "; ".join(read(m, t) for m, t in measured.items())
+        + f": {meaning}."
+    ]
+
+
 def notes(table: Table) -> list[str]:
     s = table.summary
     cost = s.get("training_hours")
@@ -135,6 +175,7 @@ def notes(table: Table) -> list[str]:
         *plan_lines(table),
         *reading_lines(s),
         *seed_luck_lines(s),
+        *training_length_lines(s),
         *s["notes"],
     ]
 
