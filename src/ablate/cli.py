@@ -150,6 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="the ΔBLEU a study should detect: per row, how many seeds that takes at the noise measured (default: 1.0; 0: off)",
     )
+    p.add_argument(
+        "--at-update",
+        type=int,
+        metavar="N",
+        help="instead: each row against the base after update N, from the validation curves the runs logged (NAME-at-N.md/.json)",
+    )
+    p.add_argument("--metric", default="val/ppl", help="with --at-update: the logged metric to compare (default: val/ppl)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
     p.add_argument(
         "--plugins",

@@ -39,6 +39,8 @@ def table_cli(args: argparse.Namespace) -> int:
         raise ValueError(f"found no {kind} under {source}")
     runs = select(runs, args.rows, args.seeds)
     stem = Path(args.out or source) / args.name
+    if args.at_update is not None:
+        return _at_update_cli(runs, stem, args.at_update, args.metric)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets)  # before a long test-split evaluation, as is the page's check
     evaluate = None
@@ -71,6 +73,24 @@ def table_cli(args: argparse.Namespace) -> int:
     print_table(table, title)
     agreement = f", {stem.name}-agreement.csv" if table.compares_with_paper else ""
     print(f"wrote {stem}.md, .tex, .csv{agreement}, .json and .png")
+    return 0
+
+
+def _at_update_cli(runs: list, stem: Path, update: int, metric: str) -> int:
+    """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json."""
+    from ablate.table.equal_updates import at_update, to_markdown
+
+    targets = [stem.with_name(f"{stem.name}-at-{update}{suffix}") for suffix in (".md", ".json")]
+    if reason := next(filter(None, map(unwritable, targets)), None):
+        raise ValueError(f"{reason}; choose another --out or --name")
+    result = at_update(runs, update, metric)
+    text = to_markdown(result)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(targets[0]) as md, replacing(targets[1]) as js:
+        md.write_text(text, encoding="utf-8")
+        js.write_text(json.dumps(result, indent=2, allow_nan=False))
+    print(text, end="")
+    print(f"wrote {targets[0]} and {targets[1].name}")
     return 0
 
 

@@ -147,7 +147,8 @@ def training_length_lines(s: dict) -> list[str]:
         meaning = (
             f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), so the stopping rule ended "
             "runs short of convergence: a row's spread holds where the rule fired as well as seed noise, and rows that "
-            "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal steps)"
+            "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal updates: "
+            "`ablate table --at-update N`)"
         )
     elif worse:
         meaning = f"runs that trained longer scored worse ({', '.join(NAMES[m] for m in worse)}): the rule let some overtrain"

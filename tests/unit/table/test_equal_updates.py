@@ -1,0 +1,101 @@
+"""Rows at equal updates (`ablate table --at-update N`): the curves read from metrics.csv and resumed attempts, Welch's
+test against the base, Holm, the verdict against the paper, and the errors that name what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from test_compare import write_runs
+
+from ablate.cli import main
+from ablate.table.equal_updates import at_update, curve
+from ablate.table.load import runs_from_dirs
+from ablate.table.stats import holm
+
+HEADER = "epoch,step,train/loss,val/loss,val/ppl\n"
+PPL = {  # row -> seed -> val/ppl after update 1,000
+    "base": {1: 7.0, 2: 7.2, 3: 7.1},
+    "A-h1": {1: 6.5, 2: 6.55, 3: 6.45},  # better: against the paper's +0.37
+    "A-h32": {1: 8.1, 2: 8.4, 3: 8.2},  # worse, as the paper's +0.09
+    "E-learned": {1: 7.05, 2: 7.2, 3: 7.1},  # the paper: no change
+    "base-2x": {2: 7.2},
+}
+OVERRIDES = {"A-h1": {"model.heads": 1, "model.d_k": 64, "model.d_v": 64}, "A-h32": {"model.heads": 32, "model.d_k": 2, "model.d_v": 2}}
+OVERRIDES |= {"E-learned": {"model.positional": "learned"}, "base-2x": {"train.max_steps": 2000}}
+
+
+def study(root):
+    rows = {row: (OVERRIDES.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in PPL.items()}
+    write_runs(root, rows)
+    for row, seeds in PPL.items():
+        for seed, ppl in seeds.items():
+            # logged at step 999, i.e. after update 1,000; an earlier validation the comparison must not pick
+            (root / "trials" / f"{row}-s{seed}" / "metrics.csv").write_text(HEADER + f"1,499,3.1,2.5,{ppl + 2}\n1,999,3.0,2.4,{ppl}\n")
+    return root
+
+
+def test_a_curve_joins_resumed_attempts_the_later_winning_and_counts_updates_from_one(tmp_path):
+    (tmp_path / "metrics.csv").write_text(HEADER + "0,249,4,3,9.0\n0,499,4,3,8.0\n0,250,4,,\n")
+    for attempt, rows in ((1, "0,499,4,3,7.5\n0,749,4,3,7.0\n"), (10, "0,749,4,3,6.5\n"), (9, "0,749,4,3,6.9\n0,999,4,3,6.0\n")):
+        (tmp_path / f"resume-{attempt}").mkdir()
+        (tmp_path / f"resume-{attempt}" / "metrics.csv").write_text(HEADER + rows)
+    assert curve(tmp_path, "val/ppl") == {250: 9.0, 500: 7.5, 750: 6.5, 1000: 6.0}  # resume-10 after resume-9
+
+
+@pytest.mark.parametrize(("value", "says"), [("abc", "'abc' at step '499' is not a number"), ("nan", "val/ppl=nan is not finite")])
+def test_a_broken_value_names_its_file_and_line(tmp_path, value, says):
+    (tmp_path / "metrics.csv").write_text(HEADER + f"0,249,4,3,9.0\n0,499,4,3,{value}\n")
+    with pytest.raises(ValueError, match=rf"metrics.csv, line 3: .*{says}"):
+        curve(tmp_path, "val/ppl")
+
+
+def test_rows_are_tested_against_the_base_by_welch_with_holm_and_a_verdict(tmp_path):
+    result = at_update(runs_from_dirs(study(tmp_path)), 1000)
+    rows = {ln["row"]: ln for ln in result["rows"]}
+    base = list(PPL["base"].values())
+    for row in ("A-h1", "A-h32", "E-learned"):
+        test = st.ttest_ind(list(PPL[row].values()), base, equal_var=False)
+        ci = test.confidence_interval()
+        assert rows[row]["delta"] == pytest.approx(np.mean(list(PPL[row].values())) - np.mean(base))
+        assert (rows[row]["low"], rows[row]["high"], rows[row]["p"]) == pytest.approx((ci.low, ci.high, test.pvalue))
+    tested = ["A-h1", "A-h32", "E-learned"]
+    assert [rows[r]["p_holm"] for r in tested] == pytest.approx(holm([rows[r]["p"] for r in tested]))
+    assert rows["A-h1"]["paper_delta"] == pytest.approx(0.37) and rows["A-h1"]["verdict"] == "disagree"
+    assert rows["A-h32"]["verdict"] == "agree" and rows["E-learned"]["verdict"] == "paper: no change"
+    assert rows["base-2x"]["control"] and "p" not in rows["base-2x"]  # a control is not tested
+    assert result["base"]["mean"] == pytest.approx(7.1) and result["base"]["seeds"] == 3
+    assert [ln["row"] for ln in result["rows"]] == ["base", "base-2x", "A-h1", "A-h32", "E-learned"]  # Table 3's order
+
+
+def test_a_row_whose_runs_did_not_get_there_is_listed_untested(tmp_path):
+    root = study(tmp_path)
+    for seed in (1, 2):  # two of A-h32's runs stopped before update 1,000
+        (root / "trials" / f"A-h32-s{seed}" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n")
+    result = at_update(runs_from_dirs(root), 1000)
+    row = next(ln for ln in result["rows"] if ln["row"] == "A-h32")
+    assert (row["seeds"], row["runs"], row["mean"]) == (1, 3, pytest.approx(8.2)) and "p" not in row
+    assert len([ln for ln in result["rows"] if "p_holm" in ln]) == 2  # Holm over the two rows tested
+
+
+def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
+    root = study(tmp_path / "study")
+    assert main(["table", str(root), "--at-update", "1000", "--out", str(tmp_path / "out"), "--name", "t"]) == 0
+    printed = capsys.readouterr().out
+    md = (tmp_path / "out" / "t-at-1000.md").read_text()
+    assert md in printed and "# val/ppl after update 1,000, against the base" in md
+    assert "| A-h32 | 3 | 8.23 | 0.15 | +1.13 [" in md and "| +0.09 | agree |" in md and "| base-2x | 1 | 7.20 | - |" in md
+    assert json.loads((tmp_path / "out" / "t-at-1000.json").read_text())["update"] == 1000
+
+
+def test_bad_requests_say_what_is_wrong(tmp_path):
+    runs = runs_from_dirs(study(tmp_path))
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        at_update(runs, 0)
+    with pytest.raises(ValueError, match="no base row among the runs"):
+        at_update([r for r in runs if r.row != "base"], 1000)
+    runs[0].run_dir = None
+    with pytest.raises(ValueError, match="W&B run files hold no metrics.csv"):
+        at_update(runs, 1000)
