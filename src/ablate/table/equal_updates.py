@@ -88,7 +88,6 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
 
 def to_markdown(result: dict) -> str:
     """The comparison as a Markdown table and the lines that say what it is."""
-    fmt = lambda p: "-" if p is None else "< 0.001" if p < 0.001 else f"{p:.3f}"  # noqa: E731
     out = [
         f"# {result['metric']} after update {result['update']:,}, against the base",
         "",
@@ -96,14 +95,14 @@ def to_markdown(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for ln in result["rows"]:
-        delta = f"{ln['delta']:+.2f} [{ln['low']:+.2f}, {ln['high']:+.2f}]" if "delta" in ln and ln["low"] is not None else ""
+        delta = f"{ln['delta']:+.2f} [{ln['low']:+.2f}, {ln['high']:+.2f}]" if "delta" in ln else ""
         paper = f"{ln['paper_delta']:+.2f}" if "paper_delta" in ln else ""
         verdict = "control" if ln["control"] else ln.get("verdict", "")
         seeds = f"{ln['seeds']}" + ("" if ln["seeds"] == ln["runs"] else f" of {ln['runs']}")
         mean = "-" if ln["mean"] is None else f"{ln['mean']:.2f}"
         sd = "-" if ln["sd"] is None else f"{ln['sd']:.2f}"
         out.append(
-            f"| {ln['row']} | {seeds} | {mean} | {sd} | {delta} | {fmt(ln.get('p')) if delta else ''} | {fmt(ln.get('p_holm')) if delta else ''} | {paper} | {verdict} |"
+            f"| {ln['row']} | {seeds} | {mean} | {sd} | {delta} | {_p_text(ln.get('p'))} | {_p_text(ln.get('p_holm'))} | {paper} | {verdict} |"
         )
     short = [
         f"{ln['row']} ({ln['seeds']} of {ln['runs']})"
@@ -116,9 +115,15 @@ def to_markdown(result: dict) -> str:
         "minus base, Welch's 95% interval over seeds, two-sided p, Holm over the rows tested; controls (base-... rows) "
         "are not tested. Seeds: runs that logged the metric after that update, of the row's runs.",
     ]
-    if short:
+    if result["base"]["seeds"] < 2:
+        out.append(f"Not tested: the base has {result['base']['seeds']} run there, and a test needs 2 on each side.")
+    elif short:
         out.append(f"Not tested, fewer than 2 runs got there: {', '.join(short)}.")
     return "\n".join(out) + "\n"
+
+
+def _p_text(p: float | None) -> str:
+    return "" if p is None else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _spread(xs: list[float]) -> dict:

@@ -11,7 +11,7 @@ from scipy import stats as st
 from test_compare import write_runs
 
 from ablate.cli import main
-from ablate.table.equal_updates import at_update, curve
+from ablate.table.equal_updates import at_update, curve, to_markdown
 from ablate.table.load import runs_from_dirs
 from ablate.table.stats import holm
 
@@ -78,6 +78,11 @@ def test_a_row_whose_runs_did_not_get_there_is_listed_untested(tmp_path):
     row = next(ln for ln in result["rows"] if ln["row"] == "A-h32")
     assert (row["seeds"], row["runs"], row["mean"]) == (1, 3, pytest.approx(8.2)) and "p" not in row
     assert len([ln for ln in result["rows"] if "p_holm" in ln]) == 2  # Holm over the two rows tested
+    assert "Not tested, fewer than 2 runs got there: A-h32 (1 of 3)." in to_markdown(result)
+    for seed in (1, 2):  # and the base too: nothing can be tested
+        (root / "trials" / f"base-s{seed}" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n")
+    result = at_update(runs_from_dirs(root), 1000)
+    assert not any("p" in ln for ln in result["rows"]) and "Not tested: the base has 1 run there" in to_markdown(result)
 
 
 def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
