@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="instead: each row against the base after update N, from the validation curves the runs logged (NAME-at-N.md/.json)",
     )
-    p.add_argument("--metric", default="val/ppl", help="with --at-update: the logged metric to compare (default: val/ppl)")
+    p.add_argument("--metric", help="with --at-update: the logged validation metric to compare (default: val/ppl)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
     p.add_argument(
         "--plugins",

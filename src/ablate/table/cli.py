@@ -40,7 +40,7 @@ def table_cli(args: argparse.Namespace) -> int:
     runs = select(runs, args.rows, args.seeds)
     stem = Path(args.out or source) / args.name
     if args.at_update is not None:
-        return _at_update_cli(runs, stem, args.at_update, args.metric)
+        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets)  # before a long test-split evaluation, as is the page's check
     evaluate = None
@@ -76,7 +76,7 @@ def table_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_update_cli(runs: list, stem: Path, update: int, metric: str) -> int:
+def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None) -> int:
     """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json."""
     from ablate.table.equal_updates import at_update, to_markdown
 
@@ -84,7 +84,7 @@ def _at_update_cli(runs: list, stem: Path, update: int, metric: str) -> int:
     if reason := next(filter(None, map(unwritable, targets)), None):
         raise ValueError(f"{reason}; choose another --out or --name")
     result = at_update(runs, update, metric)
-    text = to_markdown(result)
+    text = to_markdown(result, title)
     stem.parent.mkdir(parents=True, exist_ok=True)
     with replacing(targets[0]) as md, replacing(targets[1]) as js:
         md.write_text(text, encoding="utf-8")
@@ -103,6 +103,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--boot: expected at least {MIN_BOOT} bootstrap resamples (default 1000), got {args.boot}")
     if not (math.isfinite(args.target_mde) and args.target_mde >= 0):
         raise ValueError(f"--target-mde: expected a finite ΔBLEU >= 0 (0: no seed plan), got {args.target_mde}")
+    if args.at_update is not None and (args.split != "valid" or args.wandb):
+        raise ValueError("--at-update reads the validation curves in run directories: --split test and --wandb do not apply")
+    if args.metric is not None and args.at_update is None:
+        raise ValueError("--metric goes with --at-update N (the logged metric to compare at update N)")
     if not args.name or args.name in (".", "..") or any(sep in args.name for sep in ("/", os.sep)):
         raise ValueError(f"--name: expected a file name stem without a folder (e.g. table3), got {args.name!r}")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scipy import stats as st
 
-from ablate.paper import BASE_VARIANTS, TABLE3, row_group
+from ablate.paper import BASE_VARIANTS, TABLE3
 from ablate.table import stats
 from ablate.table.compare import build_rows
 from ablate.table.load import Run
@@ -25,71 +25,120 @@ from ablate.table.load import Run
 PAPER_METRICS = {"val/ppl": ("ppl", stats.PPL_TIE), "val/bleu": ("bleu", stats.BLEU_TIE)}
 
 
-def curve(run_dir: Path, metric: str) -> dict[int, float]:
-    """update -> value of `metric` in a run's metrics files; a value logged at step s was measured after update s + 1
-    (Lightning counts steps from 0). A value that is not a finite number is an error naming its file and line."""
+def curve(run_dir: Path, metric: str, last_update: float | None = None) -> dict[int, float]:
+    """update -> value of `metric` over a run's attempts. A value logged at step s was measured after update s + 1
+    (Lightning counts steps from 0); the evaluation of the final (averaged) weights, logged at the run's last step,
+    and anything past `last_update` are not points of the curve. A resumed attempt restarts from a checkpoint, so
+    what earlier attempts logged from its first point on was thrown away with their state and is dropped here."""
     values: dict[int, float] = {}
     for path in [run_dir / "metrics.csv", *sorted(run_dir.glob("resume-*/metrics.csv"), key=_attempt)]:
-        if not path.exists():
-            continue
-        with path.open(newline="") as fh:
-            for line, record in enumerate(csv.DictReader(fh), start=2):
-                raw = record.get(metric)
-                if raw in (None, ""):
-                    continue
-                try:
-                    value, step = float(raw), int(float(record["step"]))
-                except (KeyError, TypeError, ValueError):
-                    raise ValueError(f"{path}, line {line}: {metric}={raw!r} at step {record.get('step')!r} is not a number") from None
-                if not math.isfinite(value):
-                    raise ValueError(f"{path}, line {line}: {metric}={raw} is not finite")
-                values[step + 1] = value
-    return values
+        if path.exists():
+            attempt = _read(path, metric)
+            if attempt:
+                values = {u: v for u, v in values.items() if u < min(attempt)} | attempt
+    return {u: v for u, v in values.items() if last_update is None or u <= last_update}
+
+
+def _read(path: Path, metric: str) -> dict[int, float]:
+    """One attempt's metrics.csv; a value or step that is not a finite number is an error naming the file and line."""
+    out: dict[int, float] = {}
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if metric in (reader.fieldnames or []) and "step" not in reader.fieldnames:
+            raise ValueError(f"{path}: no 'step' column, so its {metric} values have no update to stand at")
+        for record in reader:
+            raw = record.get(metric)
+            if raw in (None, ""):
+                continue
+            try:
+                value, step = float(raw), int(float(record["step"]))
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}, line {reader.line_num}: {metric}={raw!r} at step {record['step']!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{path}, line {reader.line_num}: {metric}={raw} is not finite")
+            out[step + 1] = value
+    return out
 
 
 def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
-    """Per row, the runs' `metric` after `update`: mean, sd, seeds; for rows of 2+ such runs beside a base of 2+,
-    Δ against the base with Welch's 95% interval, p, Holm over those rows, and the verdict against the paper."""
+    """Per row, the runs' `metric` after `update`: mean, sd, the seeds there and those that stopped before; for rows
+    of 2+ such runs beside a base of 2+, Δ against the base with Welch's 95% interval, p, Holm over those rows; and
+    the verdict against the paper (inconclusive where untested), as `ablate table` gives it."""
     if update < 1:
         raise ValueError(f"--at-update: expected an update number of at least 1, got {update}")
+    if not metric.startswith("val/"):
+        raise ValueError(f"--metric: expected a validation metric (val/ppl, val/bleu, val/loss), got {metric!r}")
     if any(r.run_dir is None for r in runs):
         raise ValueError("--at-update reads the validation curves in run directories; W&B run files hold no metrics.csv")
-    runs = [run for row in build_rows(runs) for run in row.runs]  # Table 3's order
-    values: dict[str, list[float]] = {}
-    reached: dict[str, tuple[int, int]] = {}  # row -> (runs that logged `metric` after `update`, runs)
-    for run in runs:
-        found = curve(run.run_dir, metric).get(update)
-        values.setdefault(run.row, [])
-        if found is not None:
-            values[run.row].append(found)
-        got, total = reached.get(run.row, (0, 0))
-        reached[run.row] = (got + (found is not None), total + 1)
-    if "base" not in values:
-        raise ValueError(f"no base row among the runs (rows: {sorted(values)}): every row is compared with it")
-    base = values["base"]
+    rows = build_rows(runs)  # Table 3's order
+    curves = {id(run): curve(run.run_dir, metric, run.steps) for row in rows for run in row.runs}
+    _check_logged(rows, curves, update, metric)
     paper = {p.name: p for p in TABLE3}
     attr, tie = PAPER_METRICS.get(metric, (None, 0.0))
     lines = []
-    for row, xs in values.items():
-        line = {"row": row, "runs": reached[row][1], "seeds": len(xs), **_spread(xs), "control": row_group(row) == BASE_VARIANTS}
-        if row != "base" and not line["control"] and len(xs) >= 2 and len(base) >= 2:
-            d = stats.welch_interval(xs, base)
-            line |= {"delta": d.delta, "low": d.low, "high": d.high, "p": _p(d)}
-        if attr and row in paper and row != "base":
-            line["paper_delta"] = getattr(paper[row], attr) - getattr(paper["base"], attr)
-        lines.append(line)
+    for row in rows:
+        there = [r for r in row.runs if update in curves[id(r)]]
+        xs = [curves[id(r)][update] for r in there]
+        line = {
+            "row": row.name,
+            "runs": len(row.runs),
+            "seeds": len(xs),
+            "seeds_there": sorted(r.config.get("seed") for r in there if r.config.get("seed") is not None),
+            "stopped_before": sorted(
+                r.config.get("seed") for r in row.runs if r.steps is not None and r.steps < update and r.config.get("seed") is not None
+            ),
+            "control": row.group == BASE_VARIANTS,
+            **_spread(xs),
+        }
+        lines.append(line | {"values": xs})
+    base = next((ln for ln in lines if ln["row"] == "base"), None)
+    if base is None:
+        raise ValueError(f"no base row among the runs (rows: {[ln['row'] for ln in lines]}): every row is compared with it")
+    for ln in lines:
+        if ln is not base and not ln["control"] and ln["seeds"] >= 2 and base["seeds"] >= 2:
+            d = stats.welch_interval(ln["values"], base["values"])
+            ln |= {"delta": d.delta, "low": d.low, "high": d.high, "p": _p(d)}
+        if attr and ln["row"] in paper and ln is not base:
+            digits = 1 if attr == "bleu" else 2  # the paper's printed precision, as the table has it
+            ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
     tested = [ln for ln in lines if "p" in ln]
     for ln, p in zip(tested, stats.holm([ln["p"] for ln in tested])):
         ln["p_holm"] = p
-        if "paper_delta" in ln:
-            ln["verdict"] = stats.verdict(ln["delta"], p, ln["paper_delta"], tie, (ln["low"], ln["high"]))
-    return {"metric": metric, "update": update, "base": _spread(base) | {"seeds": len(base)}, "rows": lines}
+    for ln in lines:
+        if "paper_delta" in ln and not ln["control"]:
+            interval = (ln["low"], ln["high"]) if "p" in ln else None
+            ln["verdict"] = stats.verdict(ln.get("delta"), ln.get("p_holm"), ln["paper_delta"], tie, interval)
+        del ln["values"]
+    return {"metric": metric, "update": update, "base": {k: base[k] for k in ("mean", "sd", "seeds")}, "rows": lines}
 
 
-def to_markdown(result: dict) -> str:
+def _check_logged(rows: list, curves: dict, update: int, metric: str) -> None:
+    """An update or metric that no run logged is an error saying what the runs did log, not a table of empty rows."""
+    if any(update in c for c in curves.values()):
+        return
+    logged = sorted({u for c in curves.values() for u in c})
+    if not logged:
+        run = rows[0].runs[0].run_dir
+        columns = _columns(run / "metrics.csv")
+        raise ValueError(f"no run logged {metric}; {run}/metrics.csv has the columns {columns}")
+    near = sorted(logged, key=lambda u: abs(u - update))[:2]
+    raise ValueError(
+        f"no run logged {metric} after update {update:,}; the nearest logged updates are {', '.join(f'{u:,}' for u in sorted(near))}"
+    )
+
+
+def _columns(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return next(csv.reader(fh), [])
+
+
+def to_markdown(result: dict, title: str | None = None) -> str:
     """The comparison as a Markdown table and the lines that say what it is."""
+    default = f"{result['metric']} after update {result['update']:,}, against the base"
     out = [
-        f"# {result['metric']} after update {result['update']:,}, against the base",
+        f"# {title or default}",
         "",
         "| row | seeds | mean | sd | Δ [95% CI] | p | p Holm | paper Δ | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -104,22 +153,35 @@ def to_markdown(result: dict) -> str:
         out.append(
             f"| {ln['row']} | {seeds} | {mean} | {sd} | {delta} | {_p_text(ln.get('p'))} | {_p_text(ln.get('p_holm'))} | {paper} | {verdict} |"
         )
-    short = [
-        f"{ln['row']} ({ln['seeds']} of {ln['runs']})"
-        for ln in result["rows"]
-        if ln["seeds"] < 2 and ln["row"] != "base" and not ln["control"]
-    ]
     out += [
         "",
-        f"Single checkpoints after update {result['update']:,} (the runs' logged validation, not a last-K average); Δ: row "
-        "minus base, Welch's 95% interval over seeds, two-sided p, Holm over the rows tested; controls (base-... rows) "
-        "are not tested. Seeds: runs that logged the metric after that update, of the row's runs.",
+        f"Single checkpoints after update {result['update']:,} (each run's validation there, not a last-K average); Δ: "
+        "row minus base, Welch's 95% interval over seeds, two-sided p, Holm over the rows tested; controls (base-... "
+        "rows) are not tested. Seeds: runs with a validation after that update, of the row's runs.",
     ]
+    others = [ln for ln in result["rows"] if ln["row"] != "base" and not ln["control"]]
     if result["base"]["seeds"] < 2:
-        out.append(f"Not tested: the base has {result['base']['seeds']} run there, and a test needs 2 on each side.")
-    elif short:
-        out.append(f"Not tested, fewer than 2 runs got there: {', '.join(short)}.")
+        n = result["base"]["seeds"]
+        out.append(f"Not tested: the base has {n} run{'' if n == 1 else 's'} there, and a test needs 2 on each side.")
+    elif short := [f"{ln['row']} ({ln['seeds']} of {ln['runs']})" for ln in others if ln["seeds"] < 2]:
+        out.append(f"Not tested, fewer than 2 runs there: {', '.join(short)}.")
+    part = [f"{ln['row']} ({_seeds(ln['stopped_before'])})" for ln in result["rows"] if ln["seeds"] >= 2 and ln["stopped_before"]]
+    if part:
+        out.append(
+            f"Compared on part of their runs, the others having stopped before update {result['update']:,}: {', '.join(part)}. "
+            "Where a stopping rule ended them, the runs still going are a selection (those it let train longer), not a "
+            "random subset: choose an update every run reached to avoid it."
+        )
+    skipped = [ln["row"] for ln in result["rows"] if ln["seeds"] < ln["runs"] - len(ln["stopped_before"])]
+    if skipped:
+        out.append(
+            f"Runs that trained past update {result['update']:,} but logged no validation there (another cadence): {', '.join(skipped)}."
+        )
     return "\n".join(out) + "\n"
+
+
+def _seeds(seeds: list) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
 
 def _p_text(p: float | None) -> str:

@@ -145,8 +145,9 @@ def training_length_lines(s: dict) -> list[str]:
     worse = [m for m, t in measured.items() if t["p"] <= alpha and m not in better]
     if better:
         meaning = (
-            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), so the stopping rule ended "
-            "runs short of convergence: a row's spread holds where the rule fired as well as seed noise, and rows that "
+            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), as when a stopping rule ends "
+            "runs short of convergence (a correlation: a control trained longer is the check): a row's spread then holds "
+            "where the rule fired as well as seed noise, and rows that "
             "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal updates: "
             "`ablate table --at-update N`)"
         )

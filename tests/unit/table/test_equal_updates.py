@@ -29,7 +29,7 @@ OVERRIDES |= {"E-learned": {"model.positional": "learned"}, "base-2x": {"train.m
 
 def study(root):
     rows = {row: (OVERRIDES.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in PPL.items()}
-    write_runs(root, rows)
+    write_runs(root, rows, {(row, s): {"steps": 1000} for row, seeds in PPL.items() for s in seeds})
     for row, seeds in PPL.items():
         for seed, ppl in seeds.items():
             # logged at step 999, i.e. after update 1,000; an earlier validation the comparison must not pick
@@ -42,7 +42,14 @@ def test_a_curve_joins_resumed_attempts_the_later_winning_and_counts_updates_fro
     for attempt, rows in ((1, "0,499,4,3,7.5\n0,749,4,3,7.0\n"), (10, "0,749,4,3,6.5\n"), (9, "0,749,4,3,6.9\n0,999,4,3,6.0\n")):
         (tmp_path / f"resume-{attempt}").mkdir()
         (tmp_path / f"resume-{attempt}" / "metrics.csv").write_text(HEADER + rows)
-    assert curve(tmp_path, "val/ppl") == {250: 9.0, 500: 7.5, 750: 6.5, 1000: 6.0}  # resume-10 after resume-9
+    # resume-10 after resume-9; resume-10 restarted before update 1,000, so resume-9's value there was thrown away
+    assert curve(tmp_path, "val/ppl") == {250: 9.0, 500: 7.5, 750: 6.5}
+
+
+def test_the_final_weights_evaluation_and_anything_past_the_runs_end_are_not_on_the_curve(tmp_path):
+    # validations after updates 250 and 500, then the last-5 average evaluated at the run's last step (500)
+    (tmp_path / "metrics.csv").write_text(HEADER + "0,249,4,3,9.0\n0,499,4,3,8.0\n0,500,4,3,7.7\n")
+    assert curve(tmp_path, "val/ppl", last_update=500) == {250: 9.0, 500: 8.0}
 
 
 @pytest.mark.parametrize(("value", "says"), [("abc", "'abc' at step '499' is not a number"), ("nan", "val/ppl=nan is not finite")])
@@ -70,19 +77,30 @@ def test_rows_are_tested_against_the_base_by_welch_with_holm_and_a_verdict(tmp_p
     assert [ln["row"] for ln in result["rows"]] == ["base", "base-2x", "A-h1", "A-h32", "E-learned"]  # Table 3's order
 
 
-def test_a_row_whose_runs_did_not_get_there_is_listed_untested(tmp_path):
+def test_a_row_whose_runs_did_not_get_there_is_untested_and_a_partial_row_is_flagged(tmp_path):
     root = study(tmp_path)
-    for seed in (1, 2):  # two of A-h32's runs stopped before update 1,000
+    for seed in (1, 2):  # two of A-h32's runs stopped after 500 updates
         (root / "trials" / f"A-h32-s{seed}" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n")
+        summary = root / "trials" / f"A-h32-s{seed}" / "summary.json"
+        summary.write_text(json.dumps(json.loads(summary.read_text()) | {"steps": 500}))
+    (root / "trials" / "E-learned-s3" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n")  # another cadence
+    summary = root / "trials" / "base-s3" / "summary.json"  # one base run stopped early: the rest are a selection
+    summary.write_text(json.dumps(json.loads(summary.read_text()) | {"steps": 500}))
+    (root / "trials" / "base-s3" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n1,500,3.1,2.5,8.8\n")
     result = at_update(runs_from_dirs(root), 1000)
-    row = next(ln for ln in result["rows"] if ln["row"] == "A-h32")
-    assert (row["seeds"], row["runs"], row["mean"]) == (1, 3, pytest.approx(8.2)) and "p" not in row
+    rows = {ln["row"]: ln for ln in result["rows"]}
+    assert (rows["A-h32"]["seeds"], rows["A-h32"]["seeds_there"], rows["A-h32"]["stopped_before"]) == (1, [3], [1, 2])
+    assert "p" not in rows["A-h32"] and rows["A-h32"]["verdict"] == "inconclusive"  # untested, as the table counts it
+    assert rows["base"]["seeds_there"] == [1, 2] and rows["E-learned"]["seeds_there"] == [1, 2]
     assert len([ln for ln in result["rows"] if "p_holm" in ln]) == 2  # Holm over the two rows tested
-    assert "Not tested, fewer than 2 runs got there: A-h32 (1 of 3)." in to_markdown(result)
+    md = to_markdown(result)
+    assert "Not tested, fewer than 2 runs there: A-h32 (1 of 3)." in md
+    assert "Compared on part of their runs, the others having stopped before update 1,000: base (seed 3)." in md
+    assert "logged no validation there (another cadence): E-learned." in md
     for seed in (1, 2):  # and the base too: nothing can be tested
         (root / "trials" / f"base-s{seed}" / "metrics.csv").write_text(HEADER + "1,499,3.1,2.5,9.0\n")
     result = at_update(runs_from_dirs(root), 1000)
-    assert not any("p" in ln for ln in result["rows"]) and "Not tested: the base has 1 run there" in to_markdown(result)
+    assert not any("p" in ln for ln in result["rows"]) and "Not tested: the base has 0 runs there" in to_markdown(result)
 
 
 def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
@@ -95,12 +113,24 @@ def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
     assert json.loads((tmp_path / "out" / "t-at-1000.json").read_text())["update"] == 1000
 
 
-def test_bad_requests_say_what_is_wrong(tmp_path):
+def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
     runs = runs_from_dirs(study(tmp_path))
     with pytest.raises(ValueError, match="at least 1, got 0"):
         at_update(runs, 0)
+    with pytest.raises(ValueError, match="no run logged val/ppl after update 1,100; the nearest logged updates are 500, 1,000"):
+        at_update(runs, 1100)
+    with pytest.raises(ValueError, match=r"no run logged val/bleu; .*metrics.csv has the columns \['epoch', 'step'"):
+        at_update(runs, 1000, "val/bleu")
+    with pytest.raises(ValueError, match="expected a validation metric"):
+        at_update(runs, 1000, "speed/step_ms")
     with pytest.raises(ValueError, match="no base row among the runs"):
         at_update([r for r in runs if r.row != "base"], 1000)
     runs[0].run_dir = None
     with pytest.raises(ValueError, match="W&B run files hold no metrics.csv"):
         at_update(runs, 1000)
+    for args, says in (
+        (["--at-update", "1000", "--split", "test"], "--split test and --wandb do not apply"),
+        (["--metric", "val/bleu"], "--metric goes with --at-update"),
+    ):
+        assert main(["table", str(tmp_path), *args, "--out", str(tmp_path / "out")]) != 0
+        assert says in capsys.readouterr().err and not (tmp_path / "out").exists()

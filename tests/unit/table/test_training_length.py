@@ -95,7 +95,7 @@ def _summary(bleu_slope: float, ppl_slope: float, p: float) -> dict:
 def test_the_note_reads_the_direction_per_metric_and_says_when_there_is_no_sign():
     [better] = training_length_lines(_summary(+1.2, -0.4, 0.001))
     assert "9 runs in 3 rows, 4,000-20,000 updates): BLEU +1.20 [+0.70, +1.70] per doubling (r +0.60, p 0.001)" in better
-    assert "runs that trained longer scored better (BLEU, PPL), so the stopping rule ended runs short of convergence" in better
+    assert "runs that trained longer scored better (BLEU, PPL), as when a stopping rule ends runs short of convergence" in better
     [worse] = training_length_lines(_summary(-1.2, +0.4, 0.001))
     assert "runs that trained longer scored worse (BLEU, PPL): the rule let some overtrain" in worse
     [none] = training_length_lines(_summary(+1.2, -0.4, 0.2))
