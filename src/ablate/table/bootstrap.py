@@ -223,9 +223,16 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     if var == 0.0:  # no noise at all: the difference is exact
         return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_variance, noise)
     se = math.sqrt(var)
-    p = float(2 * st.t.sf(abs(observed) / se, df))
+    p = two_sided_p(observed, se, df)
     half = float(st.t.ppf(0.5 + level / 2, df)) * se
     return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_variance, noise)
+
+
+def two_sided_p(estimate: float, se: float, df: float) -> float:
+    """Two-sided Student-t p of estimate = 0; with no noise at all (se 0) the estimate is exact: 1 at 0, else 0."""
+    if se == 0.0:
+        return 1.0 if estimate == 0.0 else 0.0
+    return float(2 * st.t.sf(abs(estimate) / se, df))
 
 
 def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float, float] | None:

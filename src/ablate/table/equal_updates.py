@@ -2,8 +2,7 @@
 
 A study whose stopping rule ends runs at different lengths compares each row where its runs stopped; when runs
 that trained longer score better ("Training length within rows" under the table), part of every Δ is training
-length. The curves every run logs (metrics.csv, and resume-N/metrics.csv for a resumed attempt, the later attempt
-winning where they overlap) allow the comparison at equal steps afterwards, with no new training: each row's
+length. The curves every run logs (metrics.csv, and resume-N/metrics.csv for a resumed attempt; see `curve`) allow the comparison at equal steps afterwards, with no new training: each row's
 metric after update N, from single checkpoints, against the base by Welch's t over seeds, Holm over the rows (the
 controls, `base-…` rows, left out), and a verdict against the paper where the metric is one it printed. It says
 what a row has learned by N updates, not where it ends, and holds no per-sentence test.
@@ -14,8 +13,6 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-
-from scipy import stats as st
 
 from ablate.paper import BASE_VARIANTS, TABLE3
 from ablate.table import stats
@@ -97,7 +94,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     for ln in lines:
         if ln is not base and not ln["control"] and ln["seeds"] >= 2 and base["seeds"] >= 2:
             d = stats.welch_interval(ln["values"], base["values"])
-            ln |= {"delta": d.delta, "low": d.low, "high": d.high, "p": _p(d)}
+            ln |= {"delta": d.delta, "low": d.low, "high": d.high, "p": stats.two_sided_p(d.delta, d.se, d.df)}
         if attr and ln["row"] in paper and ln is not base:
             digits = 1 if attr == "bleu" else 2  # the paper's printed precision, as the table has it
             ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
@@ -193,12 +190,6 @@ def _spread(xs: list[float]) -> dict:
         return {"mean": None, "sd": None}
     interval = stats.t_interval(xs)
     return {"mean": interval.mean, "sd": interval.sd}
-
-
-def _p(d: stats.Difference) -> float:
-    if d.se == 0.0:
-        return 1.0 if d.delta == 0.0 else 0.0
-    return float(2 * st.t.sf(abs(d.delta) / d.se, d.df))
 
 
 def _attempt(path: Path) -> int:

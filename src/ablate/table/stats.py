@@ -29,6 +29,7 @@ from ablate.table.bootstrap import (  # noqa: F401
     paired_ppl,
     paired_ppl_stats,
     ppl_stats,
+    two_sided_p,
 )  # fmt: skip
 
 AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
+from ablate.table import stats
+
 MIN_DF = 2  # residual degrees of freedom below which no slope is worth printing
 
 
@@ -55,7 +57,7 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
     slope = sxy / sxx
     se = math.sqrt(max(syy - slope * sxy, 0.0) / df / sxx)
     q = float(st.t.ppf(0.5 + level / 2, df))
-    p = 2 * float(st.t.sf(abs(slope) / se, df)) if se > 0 else 0.0
+    p = stats.two_sided_p(slope, se, df)
     updates = np.concatenate([b[2] for b in blocks])
     return TrainingLength(
         slope=slope,
