@@ -18,6 +18,11 @@ def with_interval(mean, low, high, spec: str = ".2f") -> str:
     return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
+def _p_words(p: float) -> str:
+    """ "p 0.034", "p < 0.001" """
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
@@ -103,7 +108,7 @@ def seed_luck_lines(s: dict) -> list[str]:
         return []
 
     def read(m: str, luck: dict) -> str:
-        p = "p < 0.001" if luck["p"] < 0.001 else f"p {luck['p']:.3f}"
+        p = _p_words(luck["p"])
         if luck["p"] > s["bootstrap"]["alpha"]:
             meaning = f"no sign of shared or opposite luck (a weak test on {_count(luck['base_seeds'], 'base seed')})"
         elif luck["r"] > 0:
@@ -136,7 +141,7 @@ def training_length_lines(s: dict) -> list[str]:
     same = len({where(t) for t in measured.values()}) == 1  # the usual case: said once
 
     def read(m: str, t: dict) -> str:
-        p = "p < 0.001" if t["p"] < 0.001 else f"p {t['p']:.3f}"
+        p = _p_words(t["p"])
         return f"{NAMES[m]} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
             ")" if same else f"; {where(t)})"
         )

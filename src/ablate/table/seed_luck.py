@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ablate.table.stats import finite
+
 MIN_RUNS = 4  # matched runs, in rows of at least 2, below which no correlation is worth printing
 
 
@@ -36,13 +38,13 @@ def seed_luck(
 ) -> SeedLuck | None:
     """`rows`: row -> seed -> score (the base left out); `base`: seed -> score. None with fewer than MIN_RUNS
     matched runs in rows of 2 or more, or when the residuals do not vary on one side."""
-    scores = {s: v for s, v in base.items() if _finite(v)}
+    scores = {s: v for s, v in base.items() if finite(v)}
     if len(scores) < 2:
         return None
     blocks = []  # per row: (base residuals, row residuals) over the seeds both ran
     used: set[int] = set()
     for runs in rows.values():
-        matched = sorted(s for s, v in runs.items() if s in scores and _finite(v))
+        matched = sorted(s for s, v in runs.items() if s in scores and finite(v))
         if len(matched) >= 2:
             used.update(matched)
             xs, ys = (np.array([d[s] for s in matched], dtype=float) for d in (scores, runs))
@@ -60,7 +62,3 @@ def seed_luck(
     r, null = float(x @ y) / scale, shuffled @ x / scale
     p = (1 + int(np.sum(np.abs(null) >= abs(r) - 1e-12))) / (1 + permutations)
     return SeedLuck(r=r, p=p, runs=n, rows=len(blocks), base_seeds=len(used), permutations=permutations)
-
-
-def _finite(v: float | None) -> bool:
-    return v is not None and math.isfinite(v)

@@ -193,7 +193,7 @@ def spearman_with_interval(
     Rows missing on either side are dropped; fewer than 3 left (or constant ranks) gives (None, None, None).
     Resamples with constant ranks have no rho and are left out of the interval.
     """
-    pairs = [(o, p) for o, p in zip(ours, paper, strict=True) if _finite(o) and _finite(p)]
+    pairs = [(o, p) for o, p in zip(ours, paper, strict=True) if finite(o) and finite(p)]
     if len(pairs) < 3:
         return None, None, None
     x, y = np.array(pairs, dtype=float).T
@@ -215,5 +215,6 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip((a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1)), -1.0, 1.0)
 
 
-def _finite(v: float | None) -> bool:
+def finite(v: float | None) -> bool:
+    """A number to count: not missing, not NaN or infinite."""
     return v is not None and math.isfinite(v)

@@ -42,7 +42,7 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
     from rows of 2+ runs whose lengths differ, or when the scores do not vary about their rows' means."""
     blocks = []
     for runs in rows.values():
-        kept = np.array([(u, v) for u, v in runs if _finite(u) and u > 0 and _finite(v)], dtype=float).reshape(-1, 2)
+        kept = np.array([(u, v) for u, v in runs if stats.finite(u) and u > 0 and stats.finite(v)], dtype=float).reshape(-1, 2)
         if len(kept) >= 2 and np.ptp(kept[:, 0]) > 0:
             x, y = np.log2(kept[:, 0]), kept[:, 1]
             blocks.append((x - x.mean(), y - y.mean(), kept[:, 0]))
@@ -70,7 +70,3 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
         shortest=int(updates.min()),
         longest=int(updates.max()),
     )
-
-
-def _finite(v: float | None) -> bool:
-    return v is not None and math.isfinite(v)
