@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from ablate.model import ATTENTION, POSITIONAL, SCALING
@@ -58,3 +61,66 @@ def test_lookup_names_the_key_the_choices_and_the_closest():
 @pytest.mark.parametrize("registry", [ATTENTION, POSITIONAL, SCALING], ids=["attention", "positional", "scaling"])
 def test_registry_keys_are_lowercase_snake(registry):
     assert registry and all(name.isidentifier() and name == name.lower() for name in registry)
+
+
+class Kernel:
+    pass
+
+
+class BuiltIn(Kernel):
+    pass
+
+
+class Other(Kernel):
+    pass
+
+
+WRITES = {
+    "assignment": lambda t: t.__setitem__("built_in", Other),
+    "new key": lambda t: t.__setitem__("other", Other),
+    "del": lambda t: t.__delitem__("built_in"),
+    "update": lambda t: t.update(built_in=Other),
+    "pop": lambda t: t.pop("built_in"),
+    "popitem": lambda t: t.popitem(),
+    "setdefault": lambda t: t.setdefault("other", Other),
+    "clear": lambda t: t.clear(),
+    "|=": lambda t: t.__ior__({"built_in": Other}),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 6: a registry is a dict anyone can overwrite")
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+def test_a_registry_refuses_every_write_but_register(write):
+    table = Registry(Kernel)
+    register(table, "built_in")(BuiltIn)
+    with pytest.raises(TypeError, match=r"^registry of .*Kernel is read-only: add a class with @register\(table, name\)"):
+        write(table)
+    assert dict(table) == {"built_in": BuiltIn}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 6: a registry is a dict anyone can overwrite")
+def test_a_plugin_cannot_replace_a_built_in_kernel_by_assignment():
+    # In a fresh process: before the fix the assignment succeeds, and would swap the kernel under every later test.
+    plugin = "from ablate.model import ATTENTION\nATTENTION['scaled_dot_product'] = object\n"
+    proc = subprocess.run([sys.executable, "-c", plugin], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1].startswith("TypeError: registry of ablate.model.attention.AttentionKernel is read-only")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 6: no way to take a registration back but writing the dict")
+def test_restoring_takes_back_what_the_block_registered_and_nothing_else():
+    from ablate.registry import restoring
+
+    table = Registry(Kernel)
+    register(table, "built_in")(BuiltIn)
+    with restoring(table):
+        register(table, "other")(Other)
+        assert dict(table) == {"built_in": BuiltIn, "other": Other}
+    assert dict(table) == {"built_in": BuiltIn}
+    with pytest.raises(RuntimeError), restoring(table):
+        register(table, "other")(Other)
+        raise RuntimeError("a plugin failing halfway")
+    assert dict(table) == {"built_in": BuiltIn}
+    with restoring(table, on_error_only=True):
+        register(table, "other")(Other)
+    assert dict(table) == {"built_in": BuiltIn, "other": Other}  # kept: the block succeeded
