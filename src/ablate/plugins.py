@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ablate.errors import ConfigError
-from ablate.registry import NameTaken
+from ablate.registry import NameTaken, Registry, restoring
 
 ENTRY_POINT_GROUP = "ablate.plugins"
 MODULE_PREFIX = "ablate_plugin_"  # a plugin file's module is ablate_plugin_<stem>_<hash of its path>
@@ -75,11 +75,10 @@ def import_plugin(spec: str) -> ModuleType:
         raise ConfigError(f"plugin {path}: no such file")
     if path is not None and path.suffix != ".py":
         raise ConfigError(f"plugin {path}: not a .py file (name a Python file, or a module by its dotted name)")
-    before = _snapshot()
     try:
-        module = _import_file(path) if path is not None else importlib.import_module(spec)
+        with restoring(*_registries(), on_error_only=True):
+            module = _import_file(path) if path is not None else importlib.import_module(spec)
     except Exception as e:  # anything a user's module raises while importing, SyntaxError included
-        _restore(before)
         raise ConfigError(_failure(spec, spec if path is not None else _module_file(spec), e)) from None
     _imported[spec] = module
     return module
@@ -93,11 +92,10 @@ def load_entry_points() -> None:
     _entry_points_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         where = f"entry point '{ep.name} = {ep.value}' ({ENTRY_POINT_GROUP}" + (f", package {ep.dist.name})" if ep.dist else ")")
-        before = _snapshot()
         try:
-            ep.load()
+            with restoring(*_registries(), on_error_only=True):
+                ep.load()
         except Exception as e:
-            _restore(before)
             raise ConfigError(_failure(where, _module_file(ep.module), e)) from None
 
 
@@ -135,20 +133,10 @@ def _module_file(name: str) -> str | None:
     return spec.origin if spec is not None and spec.has_location else None
 
 
-def _registries() -> tuple[dict, ...]:
+def _registries() -> tuple[Registry, ...]:
     from ablate.model import ATTENTION, POSITIONAL, SCALING
 
     return ATTENTION, POSITIONAL, SCALING
-
-
-def _snapshot() -> list[dict]:
-    return [dict(table) for table in _registries()]
-
-
-def _restore(snapshot: list[dict]) -> None:
-    for table, before in zip(_registries(), snapshot):
-        for name in set(table) - set(before):
-            del table[name]
 
 
 # -- what a saved config needs -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from user_plugin import plugin_source
 from ablate import plugins
 from ablate.config import ConfigError, diff, from_dict, load_config, to_dict, to_yaml, with_defaults
 from ablate.model import ATTENTION, SCALING, build_transformer
+from ablate.registry import restoring
 from ablate.yaml_file import read_yaml
 
 VARIANTS = plugin_source("ut")
@@ -28,9 +29,9 @@ def fresh(monkeypatch):
     """Each test starts with no plugin imported; what it registers or imports is taken back after it."""
     monkeypatch.setattr(plugins, "_imported", {})
     monkeypatch.setattr(plugins, "_entry_points_loaded", True)  # the entry-point test turns this back on
-    registered, modules = plugins._snapshot(), set(sys.modules)
-    yield
-    plugins._restore(registered)
+    modules = set(sys.modules)
+    with restoring(*plugins._registries()):
+        yield
     for name in set(sys.modules) - modules:
         if name.startswith((plugins.MODULE_PREFIX, "ut_")):
             del sys.modules[name]
@@ -42,11 +43,14 @@ def write(path: Path, source: str = VARIANTS) -> Path:
     return path
 
 
-def forget(folder: Path) -> None:
-    """As if in a new process: no plugin imported, none of the test's variants registered, no import noted."""
+def saved_with_plugin(folder: Path) -> dict:
+    """The saved config of a run naming the plugin in `folder`; then, as if in a new process, no plugin imported,
+    none of its variants registered and no import noted."""
+    with restoring(*plugins._registries()):
+        saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
     plugins._imported.clear()
-    plugins._restore([{k: v for k, v in table.items() if not k.startswith("ut_")} for table in plugins._registries()])
     (folder / "imported.txt").unlink()
+    return saved
 
 
 def imports(folder: Path) -> int:
@@ -110,8 +114,7 @@ def test_nothing_is_imported_unless_named_and_the_error_says_how(tmp_path):
 def test_a_saved_config_only_records_its_plugins(tmp_path, monkeypatch):
     plugin = write(tmp_path / "variants.py")
     monkeypatch.chdir(tmp_path)
-    saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
-    forget(tmp_path)  # as in a new process: the record alone must not import it
+    saved = saved_with_plugin(tmp_path)  # then as in a new process: the record alone must not import it
     with pytest.raises(ConfigError) as err:
         from_dict(saved)
     assert f"the saved config needs plugin {plugin} (" in str(err.value) and f"pass --plugins {plugin}" in str(err.value)
@@ -174,9 +177,11 @@ def test_a_checkpoint_names_the_plugins_it_needs_and_how_to_pass_them(tmp_path, 
     """What `ablate evaluate|translate` say before building a model (the CLI itself: tests/integration)."""
     plugin = write(tmp_path / "variants.py")
     monkeypatch.chdir(tmp_path)
-    saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
-    assert plugins.needed("checkpoint m.ckpt", saved) is None
-    forget(tmp_path)
+    with restoring(*plugins._registries()):
+        saved = to_dict(load_config(overrides=["plugins=[variants.py]", *USE]))
+        assert plugins.needed("checkpoint m.ckpt", saved) is None
+    plugins._imported.clear()
+    (tmp_path / "imported.txt").unlink()
     names = "model.attention='ut_cosine', model.attention_scaling='ut_half', model.positional='ut_distance' are not registered"
     assert plugins.needed("checkpoint m.ckpt", saved) == f"checkpoint m.ckpt needs plugin {plugin} ({names}); pass --plugins {plugin}"
     assert plugins.needed("checkpoint m.ckpt", {**saved, "plugins": []}) == (

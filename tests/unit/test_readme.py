@@ -13,6 +13,7 @@ import torch
 from helpers import VOCAB, random_batch, tiny_model
 
 from ablate.model import ATTENTION, build_transformer
+from ablate.registry import restoring
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -23,7 +24,7 @@ def variant_section() -> str:
 
 def test_readme_variant_example_registers_and_trains():
     block = re.search(r"## Adding a variant.*?```python\n(.*?)```", README.read_text(), re.S).group(1)
-    try:
+    with restoring(ATTENTION):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
         assert "cosine" in ATTENTION
         model = build_transformer(tiny_model(attention="cosine"), VOCAB)
@@ -31,8 +32,6 @@ def test_readme_variant_example_registers_and_trains():
         logits = model(src, tgt)
         assert logits.shape == (3, 6, VOCAB) and torch.isfinite(logits).all()
         logits.sum().backward()
-    finally:
-        ATTENTION.pop("cosine", None)
 
 
 def test_readme_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
@@ -55,7 +54,7 @@ def test_readme_relative_position_example_keeps_every_invariant():
 
     blocks = re.findall(r"```python\n(.*?)```", variant_section(), re.S)
     assert len(blocks) == 2
-    try:
+    with restoring(POSITIONAL):
         exec(compile(blocks[1], "README.md", "exec"), {"__name__": "readme_example"})
         model = build_transformer(tiny_model(positional="log_distance", attention_window=2), VOCAB).eval()
         src, tgt = random_batch(pad_tail=False)
@@ -68,8 +67,6 @@ def test_readme_relative_position_example_keeps_every_invariant():
         model(src, tgt).sum().backward()
         weights = [m.position.weight for m in model.modules() if getattr(m, "position", None) is not None]
         assert weights and all(w.grad is not None for w in weights)
-    finally:
-        POSITIONAL.pop("log_distance", None)
 
 
 def test_readme_plugin_commands_import_the_file_it_says_to_save(tmp_path, monkeypatch):
@@ -85,8 +82,8 @@ def test_readme_plugin_commands_import_the_file_it_says_to_save(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(plugins, "_imported", {})
     try:
-        cfg = load_config(overrides=[arg for arg in train[2:] if "=" in arg])
-        assert cfg.plugins == [str(tmp_path / name)] and cfg.model.attention == "cosine"
+        with restoring(ATTENTION):
+            cfg = load_config(overrides=[arg for arg in train[2:] if "=" in arg])
+            assert cfg.plugins == [str(tmp_path / name)] and cfg.model.attention == "cosine"
     finally:
-        ATTENTION.pop("cosine", None)
         sys.modules.pop(plugins.module_name(tmp_path / name), None)

@@ -88,7 +88,6 @@ WRITES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 6: a registry is a dict anyone can overwrite")
 @pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
 def test_a_registry_refuses_every_write_but_register(write):
     table = Registry(Kernel)
@@ -98,7 +97,6 @@ def test_a_registry_refuses_every_write_but_register(write):
     assert dict(table) == {"built_in": BuiltIn}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 6: a registry is a dict anyone can overwrite")
 def test_a_plugin_cannot_replace_a_built_in_kernel_by_assignment():
     # In a fresh process: before the fix the assignment succeeds, and would swap the kernel under every later test.
     plugin = "from ablate.model import ATTENTION\nATTENTION['scaled_dot_product'] = object\n"
@@ -107,7 +105,6 @@ def test_a_plugin_cannot_replace_a_built_in_kernel_by_assignment():
     assert proc.stderr.strip().splitlines()[-1].startswith("TypeError: registry of ablate.model.attention.AttentionKernel is read-only")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 6: no way to take a registration back but writing the dict")
 def test_restoring_takes_back_what_the_block_registered_and_nothing_else():
     from ablate.registry import restoring
 
