@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.archive_db import DATABASE, check_not_older, database_copy, finished_trials
-from ablate.atomic import replacing, unwritable
+from ablate.atomic import DiskFull, replacing, unwritable
 from ablate.eval_file import EvalFileError, text_free
 from ablate.json_file import read_json
 
@@ -183,6 +183,8 @@ def _write_atomic(target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         with replacing(target) as tmp:
             tmp.write_bytes(data)
+    except DiskFull:
+        raise
     except OSError as e:
         raise ValueError(f"{e.filename or target}: cannot write the archive ({e.strerror or e})") from None
 

@@ -1,8 +1,13 @@
-"""Files replaced whole or not at all: written to a temporary sibling, then renamed over the target, so a reader,
-a kill or a full disk never leaves half a file where a good one was."""
+"""Files replaced whole or not at all: written to a temporary sibling, synced, then renamed over the target, so a
+reader, a kill, a power cut or a full disk never leaves half a file where a good one was. Every file ablate writes
+whole goes through `replacing` (or `write_file`, built on it); files that grow go through `append`.
+
+A full disk (ENOSPC, or EDQUOT: over quota) is a `DiskFull` error naming the file, the old file left as it was."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -12,24 +17,107 @@ from pathlib import Path
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """No space (or quota) left while writing a file; the message says so and names the file, not the temporary."""
 
 
 @contextmanager
 def replacing(target: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside `target` (same file system, so the rename is atomic) for the caller to write; it
-    replaces `target` when the block ends, and is removed instead if the block raises. The result keeps the
-    target's permissions (a new file: the umask's), not mkstemp's private 0600."""
+    """A temporary path beside `target` (same file system, so the rename is atomic) for the caller to write; when the
+    block ends it is synced to disk and renamed over `target`, and the folder synced (so the rename survives a power
+    cut); if the block raises it is removed instead. The result keeps the target's permissions (a new file: the
+    umask's), not mkstemp's private 0600."""
     target = Path(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as e:  # no room even for an empty file (inodes)
+        raise _disk_full(target, e) or e from None
     os.close(fd)
     try:
         yield Path(tmp)
+        _fsync(tmp)
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_UMASK
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if full := _disk_full(target, e):
+            raise full from None
         raise
+    with contextlib.suppress(OSError):  # renamed already; a folder some file systems cannot sync only weakens durability
+        _fsync(target.parent)
+
+
+def write_file(target: str | os.PathLike, data: str | bytes) -> None:
+    """Replace `target` with `data` (text as UTF-8) whole or not at all: the one writer of whole files. A symlink's
+    target is replaced (the link stays); a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    target = Path(target).resolve() if Path(target).is_symlink() else Path(target)
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as f:
+            f.write(data)
+        return
+    with replacing(target) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+
+def append(target: str | os.PathLike, text: str) -> None:
+    """Append `text` (whole lines) to `target`, created if missing, and sync it. A failed write (a full disk) cuts the
+    file back to where it ended, so it always ends on a complete line. For files with one writer (a run's metrics.csv):
+    cutting back would take another writer's lines too."""
+    target = Path(target)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        end = os.fstat(fd).st_size
+        try:
+            _write_all(fd, text.encode("utf-8"))
+            os.fsync(fd)
+        except OSError as e:
+            os.ftruncate(fd, end)
+            if full := _disk_full(target, e, kept="it keeps the lines it had"):
+                raise full from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a write may land partly (a disk filling up); the next one then says why
+        view = view[os.write(fd, view) :]
+
+
+def _fsync(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _disk_full(target: Path, e: BaseException, kept: str = "") -> DiskFull | None:
+    """A DiskFull naming `target` when `e` (or what caused it: torch.save wraps the OSError in a RuntimeError) is a full
+    disk; None otherwise, and for a DiskFull already raised (for this file, or another in the same `with`)."""
+    cause: BaseException | None = e
+    for _ in range(8):  # the chain is short; a bound in case it loops
+        if cause is None or (isinstance(cause, OSError) and cause.errno in _FULL):
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        cause = None
+    if cause is None or isinstance(e, DiskFull):
+        return None
+    kept = kept or ("the old file is left as it was" if target.exists() else "no part of it was left")
+    full = DiskFull(f"disk full: could not write {target} ({os.strerror(cause.errno)}); {kept}")
+    full.errno = cause.errno
+    return full
 
 
 def unwritable(target: str | os.PathLike) -> str | None:

@@ -49,10 +49,8 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
 
 
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:
-    with replacing(path) as tmp, open(tmp, "wb") as f:
+    with replacing(path) as tmp, open(tmp, "wb") as f:  # replacing syncs it, and names the file on a full disk
         torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:

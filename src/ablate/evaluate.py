@@ -12,6 +12,7 @@ import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ablate import plugins
+from ablate.atomic import write_file
 from ablate.checkpoint import load_checkpoint, model_from_checkpoint
 from ablate.config import ConfigError, ExperimentConfig
 from ablate.corpus import read_lines, read_parallel
@@ -119,7 +120,7 @@ def translate_cli(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_file(args.output, text)
     return 0
 
 
@@ -181,7 +182,7 @@ def evaluate_cli(args: argparse.Namespace) -> int:
             raise ValueError(f"no sentence of {name} has more than {args.longer_than} source tokens")
     hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
     if args.hyp_out:
-        Path(args.hyp_out).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        write_file(args.hyp_out, "".join(h + "\n" for h in hyps))
     result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
     if args.save_eval:
         result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))

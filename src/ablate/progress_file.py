@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
+
+from ablate.atomic import write_file
 
 PROGRESS_FILE = "progress.json"
 
@@ -33,11 +34,8 @@ def read_progress(run_dir: str | Path) -> dict | None:
 
 
 def write_progress(run_dir: str | Path, state: dict) -> None:
-    """Readers never see a half-written file: write a sibling, then rename over."""
-    path = Path(run_dir) / PROGRESS_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
+    """Readers never see a half-written file, and a full disk leaves the last one (ablate.atomic)."""
+    write_file(Path(run_dir) / PROGRESS_FILE, json.dumps(state))
 
 
 def format_eta(seconds: float | None, upper: bool = False) -> str:

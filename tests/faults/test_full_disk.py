@@ -13,8 +13,6 @@ import torch
 from full_disk import FullDisk, leftovers
 from optuna.trial import TrialState, create_trial
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 32 item 2: a full disk leaves a cut file (or a temporary) and no clear error")
-
 
 def full_disk_error(path, err: pytest.ExceptionInfo) -> None:
     """The error a full disk gives: says so, names the file, and never with a traceback's worth of driver text."""
@@ -30,7 +28,6 @@ def study_with(n: int) -> optuna.Study:
     return study
 
 
-@XFAIL
 def test_results_json_keeps_its_rows_when_the_disk_fills_while_a_sweep_adds_one(tmp_path, monkeypatch):
     from ablate.sweep.results import summarize
 
@@ -47,7 +44,6 @@ def test_results_json_keeps_its_rows_when_the_disk_fills_while_a_sweep_adds_one(
     assert leftovers(tmp_path, "results.json", "results.csv") == []
 
 
-@XFAIL
 def test_any_file_written_through_replacing_is_left_whole_and_named(tmp_path, monkeypatch):
     from ablate.atomic import replacing
 
@@ -60,7 +56,6 @@ def test_any_file_written_through_replacing_is_left_whole_and_named(tmp_path, mo
     assert target.read_text() == '{"bleu": 27.3}' and leftovers(tmp_path, "test.json") == []
 
 
-@XFAIL
 def test_an_averaged_checkpoint_on_a_full_disk_leaves_the_old_one(tmp_path, monkeypatch):
     from ablate.checkpoint import save_atomic
 
@@ -75,7 +70,6 @@ def test_an_averaged_checkpoint_on_a_full_disk_leaves_the_old_one(tmp_path, monk
     assert leftovers(tmp_path, "averaged.ckpt") == []
 
 
-@XFAIL
 def test_progress_json_leaves_no_temporary_on_a_full_disk(tmp_path, monkeypatch):
     from ablate.progress_file import read_progress, write_progress
 
@@ -93,7 +87,6 @@ def metrics_logger(out):
     return make_csv_logger(out, attempt=0)
 
 
-@XFAIL
 @pytest.mark.parametrize("new_column", [False, True], ids=["append", "new-column"])
 def test_metrics_csv_ends_on_a_complete_line_and_keeps_its_rows_on_a_full_disk(tmp_path, monkeypatch, new_column):
     logger = metrics_logger(tmp_path)
@@ -117,7 +110,6 @@ def test_metrics_csv_ends_on_a_complete_line_and_keeps_its_rows_on_a_full_disk(t
     assert all(None not in r for r in rows)  # no row wider than the header
 
 
-@XFAIL
 def test_hparams_yaml_keeps_its_contents_on_a_full_disk(tmp_path, monkeypatch):
     logger = metrics_logger(tmp_path)
     logger.log_hyperparams({"model": {"d_model": 512}})
@@ -130,7 +122,6 @@ def test_hparams_yaml_keeps_its_contents_on_a_full_disk(tmp_path, monkeypatch):
     assert path.read_text() == before and leftovers(tmp_path, "hparams.yaml") == []
 
 
-@XFAIL
 def test_an_appended_file_is_cut_back_to_its_last_complete_line(tmp_path, monkeypatch):
     from ablate.atomic import append
 

@@ -54,3 +54,37 @@ def test_unwritable_says_why_a_file_could_not_be_replaced(tmp_path, monkeypatch)
     real = os.access  # root may write anywhere: the folder as an ordinary user would see it
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real(path, mode, **kw))
     assert unwritable(locked / "t.md") == f"{locked} is not writable (permission denied)"
+
+
+def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    from ablate.atomic import write_file
+
+    events, real_fsync, real_replace = [], os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("rename", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "results.json"
+    write_file(target, "[]")
+    (_, synced), rename, folder = events
+    assert Path(synced).parent == tmp_path and Path(synced).name.startswith(".results.json.")
+    assert rename == ("rename", str(target)) and folder == ("fsync", str(tmp_path))
+    assert target.read_text() == "[]"
+
+
+def test_write_file_replaces_a_symlinks_target_and_writes_through_a_pipe(tmp_path):
+    from ablate.atomic import write_file
+
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    (tmp_path / "link.txt").symlink_to(real)
+    write_file(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and real.read_text() == "new"
+    write_file("/dev/null", "to nowhere")  # a device: written, not replaced (nothing is made in /dev)

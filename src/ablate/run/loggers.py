@@ -3,14 +3,18 @@ which must never be the reason a run dies."""
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import os
 from pathlib import Path
 
 from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
+from ablate.atomic import append, replacing, write_file
 from ablate.config import ExperimentConfig, flatten, to_dict
 from ablate.redact import redact
 
@@ -26,6 +30,38 @@ class _RunDirWriter(ExperimentWriter):
 
     def _check_log_dir_exists(self) -> None:
         pass
+
+    def save(self) -> None:
+        """Lightning's save, whole lines or none: new rows are appended in one write (cut back on a full disk) and a
+        new column rewrites the file atomically, so metrics.csv always ends on a complete line and keeps its rows.
+        The header only changes once the file has it: rows held back by a failed save go out with the next one."""
+        if not self.metrics:
+            return
+        keys = sorted(set(self.metrics_keys).union(*self.metrics))
+        path = self.metrics_file_path
+        if os.path.isfile(path) and keys != self.metrics_keys:
+            with open(path, newline="") as f:
+                old = list(csv.DictReader(f))
+            write_file(path, _csv(keys, old + self.metrics, header=True))
+        else:
+            append(path, _csv(keys, self.metrics, header=not os.path.isfile(path)))
+        self.metrics_keys, self.metrics = keys, []
+
+    def log_hparams(self, params: dict) -> None:
+        """Lightning's hparams.yaml, replaced whole (ablate.atomic)."""
+        self.hparams.update(params)
+        path = Path(self.log_dir) / self.NAME_HPARAMS_FILE
+        with replacing(path) as tmp:
+            save_hparams_to_yaml(tmp, self.hparams)
+
+
+def _csv(keys: list[str], rows: list[dict], header: bool) -> str:
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=keys)
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue()
 
 
 class RunCSVLogger(CSVLogger):

@@ -4,6 +4,7 @@ and a W&B Table in a `NAME-summary` run of the study's group."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 
@@ -12,6 +13,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
+from ablate.atomic import write_file
 from ablate.sweep.spec import Sweep
 
 COLUMNS = [
@@ -43,11 +45,12 @@ def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
             **{k: t.user_attrs.get(k) for k in COLUMNS[4:]},
         }
         rows.append({k: row.get(k) for k in COLUMNS})
-    with open(sweep.out_dir / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    (sweep.out_dir / "results.json").write_text(json.dumps(rows, indent=2))
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_file(sweep.out_dir / "results.csv", table.getvalue())  # whole or not at all, also on a full disk
+    write_file(sweep.out_dir / "results.json", json.dumps(rows, indent=2))
     return rows
 
 

@@ -86,9 +86,10 @@ def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str 
     result = at_update(runs, update, metric)
     text = to_markdown(result, title)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(targets[0]) as md, replacing(targets[1]) as js:
+    with replacing(targets[0]) as md:  # nested, each written in its own block: a full disk names the file it hit
         md.write_text(text, encoding="utf-8")
-        js.write_text(json.dumps(result, indent=2, allow_nan=False))
+        with replacing(targets[1]) as js:
+            js.write_text(json.dumps(result, indent=2, allow_nan=False))
     print(text, end="")
     print(f"wrote {targets[0]} and {targets[1].name}")
     return 0
