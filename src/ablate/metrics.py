@@ -1,7 +1,8 @@
 """Translation quality (sacreBLEU on detokenized text, with its signature) and training speed.
 
 `bleu`/`chrf` are plain functions; `SpeedCallback` measures real (non-pad) tokens per second,
-step time and peak memory, excluding validation, and keeps an end-of-run summary.
+step time and peak memory, excluding validation, and keeps an end-of-run summary that also says how long
+validation took.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ class SpeedCallback(L.Callback):
     is known (`peak_tflops`, or Lightning's table of GPUs). All per device.
 
     Clock time spent in validation is excluded; the interval is wall time between batch ends, so no
-    extra host-device synchronisation is added to the training step.
+    extra host-device synchronisation is added to the training step. The summary counts validation apart:
+    speed/val_seconds and speed/validations cover every validation this trainer runs, in fit and in a
+    `trainer.validate()` after it (ablate.run.train's validation of the final weights), but not Lightning's sanity
+    check, which decodes nothing and is left out entirely.
     """
 
     def __init__(self, every: int = 50, flops: Callable[[dict], float] | None = None, peak_tflops: float | None = None):
@@ -62,6 +66,8 @@ class SpeedCallback(L.Callback):
         self._window = self._zero()
         self._t: float | None = None
         self._paused_at: float | None = None
+        self._val_start = 0.0
+        self._val = {"speed/val_seconds": 0.0, "speed/validations": 0}
 
     @staticmethod
     def _zero() -> dict:
@@ -98,17 +104,25 @@ class SpeedCallback(L.Callback):
             self._window = self._zero()
 
     def on_validation_start(self, trainer, pl_module) -> None:
+        self._val_start = time.perf_counter()
         if self._t is not None:
-            self._paused_at = time.perf_counter()
+            self._paused_at = self._val_start
 
     def on_validation_end(self, trainer, pl_module) -> None:
+        now = time.perf_counter()
+        if not trainer.sanity_checking:
+            self._val["speed/val_seconds"] += now - self._val_start
+            self._val["speed/validations"] += 1
+            if self.summary:  # a validation after fit ended: the summary is already written, keep it whole
+                self.summary.update(self._val)
         if self._paused_at is not None:
-            self._t += time.perf_counter() - self._paused_at  # validation is not training time
+            self._t += now - self._paused_at  # validation is not training time
             self._paused_at = None
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.summary = self._rates(self._total, trainer.accumulate_grad_batches, pl_module.device)
         self.summary["speed/train_seconds"] = self._total["seconds"]
+        self.summary.update(self._val)
 
     def _rates(self, acc: dict, accumulate: int, device: torch.device) -> dict[str, float]:
         seconds = max(acc["seconds"], 1e-9)

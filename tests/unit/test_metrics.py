@@ -1,4 +1,5 @@
-"""BLEU and chrF with their signatures, and SpeedCallback's rates on a fake clock (validation time excluded)."""
+"""BLEU and chrF with their signatures, and SpeedCallback's rates on a fake clock (validation time excluded from them
+and counted on its own, in fit and after it, the sanity check left out; also under a real Lightning Trainer)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ def clock(monkeypatch):
 
 def setup(accumulate: int = 1, **kw):
     logger = Recorder()
-    trainer = SimpleNamespace(accumulate_grad_batches=accumulate, loggers=[logger], global_step=0, precision="32-true")
+    trainer = SimpleNamespace(
+        accumulate_grad_batches=accumulate, loggers=[logger], global_step=0, precision="32-true", sanity_checking=False
+    )
     module = SimpleNamespace(device=torch.device("cpu"))
     cb = SpeedCallback(**kw)
     cb.on_train_start(trainer, module)
@@ -124,14 +127,71 @@ def test_validation_time_is_not_training_time(clock):
     assert cb.summary["speed/step_ms"] == pytest.approx(375.0)
 
 
+def validate(cb, trainer, module, clock, seconds: float, sanity: bool = False) -> None:
+    trainer.sanity_checking = sanity
+    cb.on_validation_start(trainer, module)
+    clock.now += seconds
+    cb.on_validation_end(trainer, module)
+    trainer.sanity_checking = False
+
+
 def test_sanity_validation_before_the_first_batch_does_not_shift_the_clock(clock):
     cb, trainer, module, _ = setup(every=100)
-    cb.on_validation_start(trainer, module)
-    clock.now += 30.0
-    cb.on_validation_end(trainer, module)
+    validate(cb, trainer, module, clock, 30.0, sanity=True)
     run_batch(cb, trainer, module, clock, 2.0, batch(10, 10))
     cb.on_train_end(trainer, module)
     assert cb.summary["speed/train_seconds"] == pytest.approx(2.0)
+    assert cb.summary["speed/val_seconds"] == 0.0 and cb.summary["speed/validations"] == 0  # the sanity check is left out
+
+
+def test_validation_seconds_add_up_in_fit_and_after_it(clock):
+    cb, trainer, module, _ = setup(every=100)
+    validate(cb, trainer, module, clock, 5.0, sanity=True)
+    run_batch(cb, trainer, module, clock, 1.0, batch(10, 10))
+    validate(cb, trainer, module, clock, 20.0)
+    run_batch(cb, trainer, module, clock, 1.0, batch(10, 10))
+    validate(cb, trainer, module, clock, 12.5)
+    cb.on_train_end(trainer, module)
+    assert cb.summary["speed/val_seconds"] == pytest.approx(32.5) and cb.summary["speed/validations"] == 2
+    assert cb.summary["speed/train_seconds"] == pytest.approx(2.0)
+    validate(cb, trainer, module, clock, 7.0)  # trainer.validate() after fit, as ablate.run.train does for the final weights
+    assert cb.summary["speed/val_seconds"] == pytest.approx(39.5) and cb.summary["speed/validations"] == 3
+    assert cb.summary["speed/train_seconds"] == pytest.approx(2.0)
+
+
+def test_validation_seconds_under_a_real_trainer(clock, tmp_path):
+    """Lightning calls the hooks as the fake-clock tests assume: each validation batch costs one fake second."""
+    import lightning as L
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, b, i):
+            return self.layer(b[0]).sum()
+
+        def validation_step(self, b, i):
+            clock.now += 1.0
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(6, 2)), batch_size=2)  # 3 batches
+
+    class Counted(SpeedCallback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # a batch without token counts
+            super().on_train_batch_end(trainer, pl_module, outputs, {"src_tokens": 1, "tgt_tokens": 1}, batch_idx)
+
+    cb = Counted(every=100)
+    trainer = L.Trainer(max_steps=6, val_check_interval=3, num_sanity_val_steps=2, limit_val_batches=2, callbacks=[cb],
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path)  # fmt: skip
+    module = Tiny()
+    trainer.fit(module, train_dataloaders=data, val_dataloaders=data)
+    assert cb.summary["speed/validations"] == 2 and cb.summary["speed/val_seconds"] == pytest.approx(4.0)  # sanity check: 2 s, left out
+    trainer.validate(module, dataloaders=data, verbose=False)
+    assert cb.summary["speed/validations"] == 3 and cb.summary["speed/val_seconds"] == pytest.approx(6.0)
 
 
 def test_accumulation_counts_optimizer_steps_not_batches(clock):
