@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")
     p.add_argument("file", help="a sweeps/*.yaml file")
-    p.add_argument("--workers", type=int, default=None, help="trials at once (default: one per GPU, else the file's workers)")
+    p.add_argument("--workers", type=int, default=None, help="trials at once (default: all GPU slots, else the file's workers)")
+    p.add_argument("--trials-per-gpu", default=None, help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)")
     p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
     p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
     p.add_argument("--n-trials", type=int, default=None, help="override the file's n_trials")

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.redact import redact
+from ablate.sweep import probe
+from ablate.sweep.devices import Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
@@ -43,30 +45,39 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     console.print(closing)
 
 
-def _gpu_count() -> int:
-    try:
-        import torch
+def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layout:
+    """Where the sweep's trials run: the visible GPUs (none when trials train on CPU), each with its trials_per_gpu
+    (measured for "auto", checked for an explicit N > 1; see ablate.sweep.probe)."""
+    base = sweep.config_for({}).train
+    gpus = [] if base.accelerator == "cpu" else visible_gpus()
+    if not gpus:
+        if sweep.trials_per_gpu != 1:
+            why = "train.accelerator is cpu" if base.accelerator == "cpu" else "no GPU visible"
+            console.print(f"trials_per_gpu {sweep.trials_per_gpu} ignored: trials train on CPU ({why})")
+        return Layout([])
+    per_gpu = probe.resolve(sweep, sweep.trials_per_gpu, trials_per_gpu_from, gpus, console.print)
+    return Layout(gpus, per_gpu, sweep.gpus_per_trial)
 
-        return torch.cuda.device_count()
-    except Exception:
-        return 0
 
-
-def launch_workers(sweep: Sweep, url: str, workers: int, on_line: Callable[[str], None] | None = None) -> list[int]:
-    """N worker processes on one study; with GPUs each sees only its own device(s). A signal to this process (a
-    preempted job, a Ctrl-C) reaches every worker as SIGTERM: each passes it to its trial, which saves, and stops.
-    With `on_line`, each line the workers print is handed to it (the live view shows it) instead of to the terminal."""
-    gpus, per = _gpu_count(), sweep.gpus_per_trial
-    # Devices as this process sees them: indices into an inherited CUDA_VISIBLE_DEVICES (e.g. a SLURM allocation).
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or [str(g) for g in range(gpus)]
-    if gpus and workers * per > len(visible):
-        raise ValueError(f"{workers} workers x gpus_per_trial {per} need {workers * per} GPUs, but {len(visible)} are visible")
+def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: Callable[[str], None] | None = None) -> list[int]:
+    """A worker process per entry of `devices`, all on one study; a worker given a device sees only it (its
+    CUDA_VISIBLE_DEVICES; None on CPU). A signal to this process (a preempted job, a Ctrl-C) reaches every worker as
+    SIGTERM: each passes it to its trial, which saves, and stops. With `on_line`, each line the workers print is handed
+    to it (the live view shows it) instead of to the terminal."""
     procs = []
-    for i in range(workers):
+    for i, device in enumerate(devices):
         env = {**os.environ, STORAGE_ENV: url}  # the URL (it may hold a password) travels by environment, not argv
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[i * per : (i + 1) * per])
-        cmd = [sys.executable, "-m", "ablate.sweep.worker", str(sweep.path), str(i), str(sweep.n_trials or 0)]
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device
+        cmd = [
+            sys.executable,
+            "-m",
+            "ablate.sweep.worker",
+            str(sweep.path),
+            str(i),
+            str(sweep.n_trials or 0),
+            *([device] if device else []),
+        ]
         procs.append(
             subprocess.Popen(cmd, env=env, **({} if on_line is None else {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}))
         )
@@ -101,24 +112,34 @@ def sweep_cli(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.file)
     if args.n_trials:
         sweep.n_trials = args.n_trials
+    per_gpu_from = f"{sweep.path}: trials_per_gpu"
+    if args.trials_per_gpu is not None:
+        sweep.trials_per_gpu, per_gpu_from = parse_trials_per_gpu(args.trials_per_gpu, "--trials-per-gpu"), "--trials-per-gpu"
+        problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial, "--trials-per-gpu")
+        if problem:
+            raise ValueError(f"{sweep.path}: {problem}")
     if args.dry_run:
         dry_run(sweep, console)
         return 0
+    placed = gpu_layout(sweep, per_gpu_from, console)
+    workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
+    devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     study = open_sweep_study(sweep, url).study
     optuna.storages.fail_stale_trials(study)
     queued = plan_for(sweep).queue(study)
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    console.print(f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued")
-    workers = args.workers or (max(_gpu_count() // sweep.gpus_per_trial, 1) if _gpu_count() else sweep.workers)
+    console.print(
+        f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued{placed.describe(mps_status() if placed.gpus else None)}"
+    )
     live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
     codes = []
     with LiveView(url, sweep.name, console, live=live) as view:
-        if workers == 1 and not live:
+        if workers == 1 and not live and not placed.gpus:
             run_worker(sweep, url, 0)
-        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it
-            codes = launch_workers(sweep, url, workers, view.post if live else None)
+        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
+            codes = launch_workers(sweep, url, devices, view.post if live else None)
     if any(codes):
         console.print(f"[yellow]worker exit codes: {codes}[/]")
     rows = summarize(sweep, study)
@@ -126,7 +147,11 @@ def sweep_cli(args: argparse.Namespace) -> int:
     log_wandb_table(sweep, rows)
     console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
     if Stop.requested:
-        again = shlex.join(["ablate", "sweep", str(args.file), *(["--workers", str(workers)] if args.workers else [])])
+        flags = [
+            *(["--workers", str(workers)] if args.workers else []),
+            *(["--trials-per-gpu", args.trials_per_gpu] if args.trials_per_gpu else []),
+        ]
+        again = shlex.join(["ablate", "sweep", str(args.file), *flags])
         console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
         return Stop.exit_code()
     return 0

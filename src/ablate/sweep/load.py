@@ -11,6 +11,7 @@ from ablate.config import ConfigError
 from ablate.hints import did_you_mean
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS
+from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
 from ablate.yaml_file import read_yaml
@@ -32,6 +33,7 @@ TOP_KEYS = {
     "out_dir",
     "workers",
     "gpus_per_trial",
+    "trials_per_gpu",
     "basis",
 }
 PARAM_TYPES = {"categorical", "int", "float"}
@@ -44,6 +46,11 @@ def _with_plugin_paths(path: Path, overrides: dict) -> dict:
     named = overrides["plugins"]
     named = [named] if isinstance(named, str) else list(named or [])
     return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}
+
+
+def _given(raw: dict, key: str, default: Any) -> Any:
+    """The key's value; `default` when it is absent or empty (`key:` alone in YAML)."""
+    return default if raw.get(key) is None else raw[key]
 
 
 def _fail(path: Path, msg: str) -> ConfigError:
@@ -152,6 +159,7 @@ def load_sweep(path: str | Path) -> Sweep:
         out_dir=Path(raw.get("out_dir") or f"runs/sweeps/{safe_name(name)}"),
         workers=int(raw.get("workers") or 1),
         gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
+        trials_per_gpu=parse_trials_per_gpu(_given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
     )
     try:
         sweep.basis = parse_basis(raw.get("basis"), set(map(str, sweep.variants)))
@@ -191,6 +199,9 @@ def _validate_trials(sweep: Sweep) -> None:
         )
     if sweep.workers < 1 or sweep.gpus_per_trial < 1:
         raise _fail(path, "workers and gpus_per_trial must be >= 1")
+    problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial)
+    if problem:
+        raise _fail(path, problem)
 
 
 def _search_override(key: str, spec: dict, value: Any) -> dict:

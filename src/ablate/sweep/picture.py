@@ -43,6 +43,7 @@ class TrialView:
     val_step: int | None = None
     value: float | None = None  # the objective, once finished
     note: str = ""
+    gpu: str | None = None  # the CUDA_VISIBLE_DEVICES its worker was pinned to; None on CPU
 
 
 @dataclass
@@ -73,7 +74,7 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
     state = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.RUNNING: "starting"}.get(
         t.state, "failed" if failed_by_itself(t) else "interrupted"
     )
-    v = TrialView(t.number, name, state, value=t.value if t.state == TrialState.COMPLETE else None)
+    v = TrialView(t.number, name, state, value=t.value if t.state == TrialState.COMPLETE else None, gpu=t.user_attrs.get("gpu"))
     p = read_progress(t.user_attrs["out_dir"]) if t.user_attrs.get("out_dir") else None
     if p is not None and t.state == TrialState.RUNNING and t.datetime_start and p.get("updated", 0) < t.datetime_start.timestamp():
         p = None  # written by an earlier attempt of this run directory; this one has not reached training yet
@@ -196,11 +197,15 @@ def best_line(snap: Snapshot) -> str:
 
 
 def render(snap: Snapshot, all_trials: bool = False) -> Group:
-    """The rich picture: a table of the running trials (every trial with `all_trials`), the counts, the best row."""
+    """The rich picture: a table of the running trials (every trial with `all_trials`), the counts, the best row. A gpu
+    column only when a shown trial ran on a GPU, so a CPU sweep's picture is unchanged."""
+    shown = snap.trials if all_trials else snap.running
+    gpus = any(v.gpu for v in shown)
     table = Table(
         "#",
         "row",
         "state",
+        *(["gpu"] if gpus else []),
         "step",
         "epoch",
         "tok/s",
@@ -214,13 +219,14 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
         title=f"{snap.study}  {datetime.fromtimestamp(snap.taken):%H:%M:%S}",
         title_justify="left",
     )
-    for v in snap.trials if all_trials else snap.running:
+    for v in shown:
         style = {"finished": "green", "pruned": "yellow", "failed": "red", "interrupted": "yellow", "continued": "dim"}.get(v.state, "")
         note = v.note if v.value is None else f"objective {v.value:.4g}" + (f"; {v.note}" if v.note else "")
         table.add_row(
             str(v.number),
             v.name,
             Text(v.state, style=style),
+            *([v.gpu or "-"] if gpus else []),
             _step(v),
             _f(v.epoch, "d"),
             _f(v.tokens_per_s, ",.0f"),
@@ -230,12 +236,12 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
             note,
         )
     if not table.row_count:
-        table.add_row("", Text("no trial running", style="dim"), *[""] * 8)
+        table.add_row("", Text("no trial running", style="dim"), *[""] * (len(table.columns) - 2))
     return Group(table, Text(counts_line(snap)), Text(best_line(snap), style="bold" if snap.best else "dim"))
 
 
 def plain_trial(v: TrialView) -> str:
-    parts = [f"trial {v.number} {v.name}: {v.state}", f"step {_step(v)}"]
+    parts = [f"trial {v.number} {v.name}: {v.state}", *([f"gpu {v.gpu}"] if v.gpu else []), f"step {_step(v)}"]
     if v.epoch is not None:
         parts.append(f"epoch {v.epoch}")
     parts += [

@@ -46,6 +46,7 @@ class Sweep:
     out_dir: Path = Path("runs/sweeps")
     workers: int = 1
     gpus_per_trial: int = 1
+    trials_per_gpu: int | str = 1  # workers pinned to each GPU, or "auto" (ablate.sweep.probe); with GPUs only
     basis: Basis | None = None  # the comparison basis every row (but its exceptions) is held to
 
     def rows(self) -> list[tuple[str, int | None]]:

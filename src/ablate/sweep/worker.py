@@ -40,8 +40,9 @@ def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
     )
 
 
-def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
-    """Take trials until the budget is spent and no running trial could still need a retry."""
+def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -> None:
+    """Take trials until the budget is spent and no running trial could still need a retry. `gpu`: the worker's
+    CUDA_VISIBLE_DEVICES, recorded on each trial it runs (the live view's and `ablate status`'s gpu column)."""
     handle = open_sweep_study(sweep, url)
     study, plan = handle.study, plan_for(sweep)
     started = time.time()
@@ -68,6 +69,8 @@ def run_worker(sweep: Sweep, url: str, index: int = 0) -> None:
                     continue
                 handle.beat(trial)  # from now on a dead worker's trial goes stale
                 trial.set_user_attr("worker", index)
+                if gpu:
+                    trial.set_user_attr("gpu", gpu)
         except BaseException:
             if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
                 fail(study, trial)
@@ -173,13 +176,14 @@ def say(index: int, msg: str) -> None:
 
 
 if __name__ == "__main__":
-    # python -m ablate.sweep.worker SWEEP_FILE INDEX N_TRIALS (the storage URL comes by environment, never argv).
+    # python -m ablate.sweep.worker SWEEP_FILE INDEX N_TRIALS [GPU] (the storage URL comes by environment, never argv;
+    # GPU is the CUDA_VISIBLE_DEVICES the worker was pinned to, given only with GPUs).
     import os
 
     from ablate.sweep.load import load_sweep
     from ablate.sweep.storage import STORAGE_ENV
 
-    _, path, worker_index, n_trials = sys.argv
+    _, path, worker_index, n_trials, *pinned = sys.argv
     worker_sweep = load_sweep(path)
     worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
-    run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index))
+    run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)

@@ -122,3 +122,22 @@ def test_an_interrupted_trial_whose_row_started_again_is_continued_and_the_study
     assert lines[-1].startswith(
         "s: running 1, finished 1, pruned 0, failed 0, interrupted 1, waiting 1; about 11m32s left at 1 at a time; best:"
     )
+
+
+def test_a_gpu_column_appears_only_once_a_trial_ran_on_a_gpu(tmp_path):
+    study = crafted(tmp_path)
+
+    def rich_text() -> str:
+        console = Console(record=True, width=200, file=io.StringIO())
+        console.print(render(snapshot(study, now=NOW)))
+        return console.export_text()
+
+    assert not re.search(r"\bgpu\b", rich_text())  # a CPU sweep's picture is unchanged
+    add(study, TrialState.RUNNING, "kv-mqa", tmp_path / "6", gpu="1")
+    progress(tmp_path / "6")
+    text = rich_text()
+    assert re.search(r"#\s+row\s+state\s+gpu\s+step", text), text
+    assert re.search(r"kv-mqa\s+training\s+1\s+120/300", text) and re.search(r"E-learned\s+training\s+-\s+120/300", text), text
+    lines = plain_lines(snapshot(study, now=NOW))
+    assert "trial 7 kv-mqa: training, gpu 1, step 120/300, epoch 1, 2,031 tok/s" in lines[2]
+    assert lines[0].startswith("trial 1 E-learned: training, step 120/300")  # no gpu recorded: none shown

@@ -45,6 +45,17 @@ def test_status_of_a_sweep_out_dir_its_file_and_its_url_print_the_same_picture(s
     assert (out / "study.db").read_bytes() == before  # only read
 
 
+def test_status_shows_the_gpu_a_trial_runs_on(study_dir, capsys):
+    _, out = study_dir
+    study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'study.db'}")
+    add(study, TrialState.RUNNING, "B-dk16-s1", out / "trials/0003-B-dk16-s1", gpu="GPU-8f3a")
+    progress(out / "trials/0003-B-dk16-s1")
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "trial 3 B-dk16-s1: training, gpu GPU-8f3a, step 120/300, epoch 1, 2,031 tok/s" in text
+    assert "trial 1 A-h1-s1: training, step 120/300" in text  # recorded on no GPU: none shown
+
+
 def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir, tmp_path, capsys):
     _, out = study_dir
     assert main(["status", str(tmp_path / "nothing")]) == 2
