@@ -7,6 +7,7 @@ Shapes: B sentences, S source length, T target length (both padded with PAD_ID=0
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -88,11 +89,15 @@ def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len
     return EncodedSplit(src, src_offsets, tgt, tgt_offsets, np.asarray(idx, dtype=np.int64), n_long)
 
 
-def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
-    """Pad a list of EncodedSplit items into a batch dict of LongTensors."""
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]], pad_multiple: int = 1) -> dict:
+    """Pad a list of EncodedSplit items into a batch dict of LongTensors, lengths rounded up to `pad_multiple`."""
     b = len(samples)
-    s_len = max(len(s) for _, s, _ in samples)
-    t_len = max(len(t) for _, _, t in samples) + 1
+    s_len = _round_up(max(len(s) for _, s, _ in samples), pad_multiple)
+    t_len = _round_up(max(len(t) for _, _, t in samples) + 1, pad_multiple)
     src = torch.full((b, s_len), PAD_ID, dtype=torch.long)  # (B, S)
     tgt_in = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
     tgt_out = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
@@ -103,13 +108,19 @@ def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> dict:
         tgt_in[row, 1 : len(t) + 1] = t
         tgt_out[row, : len(t)] = t
         tgt_out[row, len(t)] = EOS_ID
+    real = (tgt_out != PAD_ID).flatten()  # (B*T,)
+    keep_index = real.nonzero().flatten()  # (N,)
     return {
         "src": src,
         "tgt_in": tgt_in,
         "tgt_out": tgt_out,
         "idx": torch.tensor([i for i, _, _ in samples], dtype=torch.long),  # (B,)
+        # The real target positions (flat in B*T) and their ids, found here on the host: selecting them on the device
+        # with a boolean mask would make the training step wait for the mask's count (see ablate.loss).
+        "keep_index": keep_index,
+        "target": tgt_out.flatten()[keep_index],  # (N,)
         "src_tokens": int((src != PAD_ID).sum()),
-        "tgt_tokens": int((tgt_out != PAD_ID).sum()),
+        "tgt_tokens": len(keep_index),
     }
 
 
@@ -228,6 +239,7 @@ def make_loader(
     num_workers: int = 0,
     pin_memory: bool = False,
     accumulate: int = 1,
+    pad_multiple: int = 1,
 ) -> DataLoader:
     """A DataLoader of token-bucketed batches over `encoded`; works without Lightning (benchmarks, `evaluate`)."""
     sampler = TokenBucketBatchSampler(
@@ -246,7 +258,7 @@ def make_loader(
         # Creating an iterator draws a seed from this generator, not from torch's global one, which dropout uses:
         # otherwise where a run is resumed (before or after an epoch's iterator exists) would change dropout masks.
         generator=torch.Generator().manual_seed(seed),
-        collate_fn=collate,
+        collate_fn=collate if pad_multiple == 1 else functools.partial(collate, pad_multiple=pad_multiple),
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=pin_memory,

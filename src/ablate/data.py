@@ -133,6 +133,7 @@ class TranslationDataModule(L.LightningDataModule):
             num_workers=self.data_cfg.num_workers,
             pin_memory=torch.cuda.is_available(),
             accumulate=accumulate,
+            pad_multiple=self.data_cfg.pad_multiple,
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -109,15 +109,22 @@ def translation_loss(model, batch: dict, smoothing: float) -> tuple[Tensor, Tens
     the benchmarks, so what is timed is what trains.
     """
     keep = batch["tgt_out"] != PAD_ID  # (B, T)
-    target = batch["tgt_out"][keep]
+    if "keep_index" in batch:  # collated batches carry the real positions: no boolean indexing, so no host sync
+        select, target = batch["keep_index"], batch["target"]
+    else:
+        select, target = keep, batch["tgt_out"][keep]
     src = batch["src"]
     # Chunked output layer when training on CPU (cache-bound there; it forms gradients as it goes, so not for
     # evaluation); on GPUs and under autocast the plain path, whose large matmul and fused softmax they run well.
-    chunked = src.device.type == "cpu" and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    # Not under torch.compile either: its loop over chunks unrolls by the batch's token count (a recompile per
+    # batch), and inductor fuses the plain path itself.
+    chunked = (
+        src.device.type == "cpu" and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
+    )
     if chunked and model.output.bias is None:
-        hidden = model(src, batch["tgt_in"], keep=keep, project=False)  # (N, D)
+        hidden = model(src, batch["tgt_in"], keep=select, project=False)  # (N, D)
         loss, nll = linear_smoothed_nll(hidden, model.output.weight, target, smoothing)
     else:
-        logits = model(src, batch["tgt_in"], keep=keep)  # (N, V)
+        logits = model(src, batch["tgt_in"], keep=select)  # (N, V)
         loss, nll = smoothed_nll(logits, target, smoothing)
     return loss, nll, keep.sum()

@@ -150,3 +150,36 @@ def test_empty_split():
 def test_sentence_longer_than_max_tokens_is_an_error():
     with pytest.raises(ValueError, match="data.max_tokens=10 cannot hold a sentence of 12 tokens"):
         TokenBucketBatchSampler([3, 12], [4, 5], max_tokens=10, shuffle=False, seed=0)
+
+
+def _samples(rng, lengths):
+    return [(i, rng.integers(4, 60, s), rng.integers(4, 60, t)) for i, (s, t) in enumerate(lengths)]
+
+
+def test_collate_carries_the_real_target_positions_found_on_the_host():
+    """keep_index / target let the loss select real targets with no boolean indexing on the device."""
+    batch = collate(_samples(np.random.default_rng(0), [(3, 5), (7, 2), (4, 4)]))
+    keep = batch["tgt_out"] != PAD
+    assert torch.equal(batch["keep_index"], keep.flatten().nonzero().flatten())
+    assert torch.equal(batch["target"], batch["tgt_out"][keep])
+    assert batch["tgt_tokens"] == int(keep.sum()) == len(batch["keep_index"]) == 6 + 3 + 5
+    assert isinstance(batch["tgt_tokens"], int) and isinstance(batch["src_tokens"], int)
+
+
+def test_pad_multiple_rounds_lengths_up_and_changes_no_loss():
+    from helpers import tiny_model
+
+    from ablate.loss import translation_loss
+    from ablate.model import build_transformer
+
+    samples = _samples(np.random.default_rng(1), [(3, 5), (7, 2), (4, 4)])
+    plain, padded = collate(samples), collate(samples, pad_multiple=8)
+    assert plain["src"].shape == (3, 7) and plain["tgt_in"].shape == (3, 6)
+    assert padded["src"].shape == (3, 8) and padded["tgt_in"].shape == (3, 8) and padded["tgt_out"].shape == (3, 8)
+    assert {k: padded[k] for k in ("src_tokens", "tgt_tokens")} == {k: plain[k] for k in ("src_tokens", "tgt_tokens")}
+    torch.manual_seed(0)
+    model = build_transformer(tiny_model(), 64).eval()
+    with torch.no_grad():
+        a, b = translation_loss(model, plain, 0.1), translation_loss(model, padded, 0.1)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y)

@@ -99,6 +99,7 @@ def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
     if not 0.0 < d.character_coverage <= 1.0:
         p.append(f"data.character_coverage={d.character_coverage} must be in (0, 1]")
     _at_least(p, "data.num_workers", d.num_workers, 0)
+    _at_least(p, "data.pad_multiple", d.pad_multiple, 1)
 
 
 def _train_problems(p: list[str], t: TrainConfig) -> None:

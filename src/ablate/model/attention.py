@@ -15,6 +15,8 @@ attributes and decorate it with `@register(ATTENTION, "name")`.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -40,6 +42,9 @@ class AttentionKernel(nn.Module):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "options" not in cls.__dict__:  # inherited: keep only the options this class's own constructor takes
+            accepted = inspect.signature(cls.__init__).parameters
+            cls.options = tuple(o for o in cls.options if o in accepted)
         unknown = set(cls.options) - set(KERNEL_OPTIONS)
         assert not unknown, f"{cls.__name__}.options has {sorted(unknown)}; the builder offers only {KERNEL_OPTIONS}"
 
@@ -69,22 +74,32 @@ def softmax_attend(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: floa
 class ScaledDotProduct(AttentionKernel):
     """softmax(Q K^T * scale) V, the paper's Eq. 1, through torch's fused scaled_dot_product_attention.
 
-    A per-head (learned) scale is folded into Q, which keeps the fused kernel usable for it too.
+    A per-head (learned) scale is folded into Q, which keeps the fused kernel usable for it too. In the decoder's
+    full (teacher-forced) pass the boolean mask is causal plus the targets' padding, which only follows their real
+    tokens: under causality a real query never reaches a padded key, so `is_causal` alone gives the same output at
+    every real position (padded queries, which no loss or later position reads, differ) and, needing no mask
+    tensor, lets SDPA run FlashAttention. A float mask (position biases) is always applied as given.
     """
 
-    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0):
+    options = ("causal",)
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, causal: bool = False):
         super().__init__()
-        self.dropout = dropout
+        self.dropout, self.causal_fast_path = dropout, causal
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
         if isinstance(scale, Tensor):
             q, scale = q * scale, 1.0
+        causal = False
+        if self.causal_fast_path and mask is not None and mask.dtype == torch.bool and q.size(2) == k.size(2):
+            causal = True  # a branch, not a bool(): torch.compile then guards on the lengths and passes a constant
         return F.scaled_dot_product_attention(
             q,
             k,
             v,
-            attn_mask=mask,
+            attn_mask=None if causal else mask,
             dropout_p=self.dropout if self.training else 0.0,
+            is_causal=causal,
             scale=scale,
             enable_gqa=k.size(1) != q.size(1),
         )  # (B, H, T, Dv)

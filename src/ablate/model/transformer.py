@@ -144,7 +144,8 @@ class Transformer(nn.Module):
         project: bool = True,
     ) -> Tensor:
         """tgt_in: (B, T) ids from position `start` on -> logits (B, T, V), or (N, V) at the N positions where
-        `keep` (B, T) is True: training scores real targets only, so padding skips the output layer and softmax.
+        `keep` (B, T) is True (or at the flat indices `keep` (N,) into B*T): training scores real targets only, so padding
+        skips the output layer and softmax.
         With `project=False`, the final hidden states (D wide) instead of logits, for a loss that applies the
         output layer itself (ablate.loss.linear_smoothed_nll).
 
@@ -162,7 +163,8 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, self_mask, src_mask, None if cache is None else cache[i], start)
         x = self.dec_norm(x)
-        x = x if keep is None else x[keep]
+        if keep is not None:  # a (B, T) mask, or the (N,) flat indices of its True positions (no host sync)
+            x = x[keep] if keep.dtype == torch.bool else x.flatten(0, 1).index_select(0, keep)
         return self.output(x) if project else x  # (B, T, V) or (N, V); D instead of V without projection
 
     def forward(self, src: Tensor, tgt_in: Tensor, keep: Tensor | None = None, project: bool = True) -> Tensor:

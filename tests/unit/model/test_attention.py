@@ -184,3 +184,39 @@ def test_kernels_that_take_bias_add_it_to_the_logits(name):
     bool_mask = torch.ones(1, 1, 1, 7, dtype=torch.bool)
     bool_mask[..., 4:] = False
     torch.testing.assert_close(kernel(q, k, v, bias, 0.5), kernel(q, k, v, bool_mask, 0.5))
+
+
+def test_causal_scaled_dot_product_uses_is_causal_and_matches_the_masked_form_at_real_positions(monkeypatch):
+    """The decoder's full-pass mask (causal plus right padding) runs as is_causal, FlashAttention's form: real query
+    positions get exactly what the masked kernel gives."""
+    torch.manual_seed(0)
+    b, h, t, d = 2, 4, 6, 8
+    q, k, v = torch.randn(b, h, t, d), torch.randn(b, h, t, d), torch.randn(b, h, t, d)
+    real = torch.tensor([6, 3])  # row 1: 3 real target positions, then padding
+    pad = torch.arange(t)[None, :] < real[:, None]  # (B, T)
+    mask = torch.ones(t, t, dtype=torch.bool).tril() & pad[:, None, None, :]  # (B, 1, T, T)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **kw: calls.append(kw) or sdpa(*a, **kw))
+    fast = ScaledDotProduct(heads=h, d_k=d, causal=True)(q, k, v, mask, d**-0.5)
+    assert calls[-1]["is_causal"] and calls[-1]["attn_mask"] is None
+    masked = ScaledDotProduct(heads=h, d_k=d)(q, k, v, mask, d**-0.5)
+    assert not calls[-1]["is_causal"] and calls[-1]["attn_mask"] is mask
+    torch.testing.assert_close(fast[pad[:, None, :, None].expand_as(fast)], masked[pad[:, None, :, None].expand_as(masked)])
+    # A cached step (queries fewer than keys) and a float mask (position biases) keep their masks.
+    ScaledDotProduct(heads=h, d_k=d, causal=True)(q[:, :, -2:], k, v, mask[..., -2:, :], d**-0.5)
+    assert not calls[-1]["is_causal"]
+    bias = torch.zeros(b, h, t, t).masked_fill(~mask, float("-inf"))
+    ScaledDotProduct(heads=h, d_k=d, causal=True)(q, k, v, bias, d**-0.5)
+    assert not calls[-1]["is_causal"] and calls[-1]["attn_mask"] is bias
+
+
+def test_a_subclass_inherits_only_the_options_its_constructor_takes():
+    class Plain(ScaledDotProduct):  # a user's kernel built on the fused one, with its own constructor
+        def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0):
+            super().__init__(heads=heads, d_k=d_k, dropout=dropout)
+
+    class Keeps(ScaledDotProduct):
+        pass
+
+    assert Plain.options == () and Keeps.options == ("causal",)
