@@ -91,10 +91,13 @@ def extend(logp: Tensor, scores: Tensor, forced: Tensor) -> tuple[Tensor, Tensor
     loses PAD and BOS; a `forced` (B,) sentence may only end (EOS keeps its log-prob)."""
     b, k, v = logp.shape
     logp[..., PAD_ID] = logp[..., BOS_ID] = float("-inf")
-    only_eos = forced[:, None, None] & (torch.arange(v, device=logp.device) != EOS_ID)  # (B, 1, V)
-    cand = (scores.unsqueeze(-1) + logp.masked_fill(only_eos, float("-inf"))).view(b, k * v)
-    top, idx = cand.topk(2 * k, dim=1)  # (B, 2K)
-    return top, idx // v, idx % v
+    top, idx = (scores.unsqueeze(-1) + logp).view(b, k * v).topk(2 * k, dim=1)  # (B, 2K)
+    # A forced sentence's candidates are its beams' EOS extensions, best first, then nothing (-inf): found among K
+    # values rather than by masking all K * V, which would cost as much as a second top-k every step.
+    eos, beam = (scores + logp[..., EOS_ID]).topk(k, dim=1)  # (B, K)
+    top = torch.where(forced[:, None], torch.cat([eos, torch.full_like(eos, float("-inf"))], 1), top)
+    src_beam = torch.where(forced[:, None], beam.repeat(1, 2), idx // v)
+    return top, src_beam, torch.where(forced[:, None], EOS_ID, idx % v)
 
 
 @torch.no_grad()

@@ -45,6 +45,26 @@ def test_beam_search_beats_greedy_on_toy_model():
     assert beam_search(ToyModel(), src, beam=2, alpha=0.0) == [[B]]
 
 
+class LimitModel(ToyModel):
+    """BOS -> A 0.55 | B 0.45; A -> EOS 0.5 | C 0.45; B -> C 0.9 | EOS 0.1; C -> A 0.99 | EOS 0.01. With beam 2 and a
+    limit of 3 tokens, [A] finishes at step 1 (0.275); at step 2 the limit forces EOS on B C (0.405 * 0.01) and A C,
+    whose unforced best extensions (B C A, 0.401) would beat [A] if the forced step were scored without the mask."""
+
+    def __init__(self):
+        table = torch.full((self.V, self.V), 1e-9)
+        table[BOS_ID, [A, B]] = torch.tensor([0.55, 0.45])
+        table[A, [EOS_ID, C]] = torch.tensor([0.5, 0.45])
+        table[B, [C, EOS_ID]] = torch.tensor([0.9, 0.1])
+        table[C, [A, EOS_ID]] = torch.tensor([0.99, 0.01])
+        self.logp = table.log()
+
+
+def test_forced_eos_is_scored_with_its_own_probability():
+    src = torch.tensor([[7, 7, 0]])
+    assert beam_search(LimitModel(), src, beam=2, alpha=0.0, max_len_a=0.0, max_len_b=3) == [[A]]
+    assert beam_search(LimitModel(), src, beam=2, alpha=0.0, max_len_a=0.0, max_len_b=2) == [[A]]  # A's EOS forced at 2
+
+
 def test_length_penalty_is_gnmt():
     assert length_penalty(1, 0.6) == 1.0
     assert math.isclose(length_penalty(7, 0.6), 2.0**0.6)
