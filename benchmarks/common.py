@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the machine's description, paired-round timing and peak memory of a process."""
+"""What the benchmark scripts share: the machine's description, batches on a device, paired-round timing and peak
+memory of a process."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ def environment(device: torch.device) -> dict:
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {"torch": torch.__version__, "device": str(device), "machine": machine(device),
             "threads": torch.get_num_threads(), "date": date}  # fmt: skip
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    """The batch with its tensors on `device` (counts and other plain values as they are)."""
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
+def one_per_shape(batches: list[dict]) -> list[dict]:
+    """The first batch of each distinct (B, S, T): a warm-up over these meets every shape the timed rounds use, so
+    kernels autotuned or compiled per shape (CUDA libraries, torch.compile) are ready before the first round."""
+    seen: dict[tuple, dict] = {}
+    for b in batches:
+        seen.setdefault((*b["src"].shape, b["tgt_in"].shape[1]), b)
+    return list(seen.values())
 
 
 def reset_peak_rss() -> int:

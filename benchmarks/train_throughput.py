@@ -3,10 +3,12 @@
 Baselines (benchmarks/baselines.py): torch.nn.Transformer, and Hugging Face MarianMTModel built from a MarianConfig
 when `transformers` is installed (`pip install -e '.[bench]'`). All models train in one process on one list of
 token-bucketed batches, starting from the same weights (checked: equal logits), with the same optimizer (Adam
-0.9/0.98/1e-9, constant lr) and precision (fp32, or bf16 autocast with --precision bf16). ablate trains exactly as `ablate train` does (ablate.loss); the
-baselines use `F.cross_entropy` with the same label smoothing. Models take turns round by round, so machine noise
-hits all alike; we report medians over rounds, and ratios paired within a round. Peak memory is measured per model
-in a fresh child process.
+0.9/0.98/1e-9, constant lr; --fused: fused kernels on CUDA), precision (fp32, or bf16 autocast with --precision bf16)
+and compile setting (--compile: torch.compile each model). ablate trains exactly as `ablate train` does (ablate.loss);
+the baselines use `F.cross_entropy` with the same label smoothing. Before the first round each model trains once on
+every batch shape the rounds use (on CUDA or with --compile, where kernels are tuned or compiled per shape). Models
+take turns round by round, so machine noise hits all alike; we report medians over rounds, and ratios paired within a
+round. Peak memory is measured per model in a fresh child process (CPU) or as torch's peak allocation (CUDA).
 Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/train_throughput.py [--threads 2] [--json out.json]
 """
 
@@ -39,7 +41,7 @@ from ablate.tokens import PAD_ID
 
 sys.path.insert(0, str(Path(__file__).parent))
 from baselines import MarianBaseline, TorchTransformer, check_same_function  # noqa: E402
-from common import environment, paired_ratio, peak_rss, reset_peak_rss  # noqa: E402
+from common import environment, one_per_shape, paired_ratio, peak_rss, reset_peak_rss, to_device  # noqa: E402
 
 OURS = "ablate"
 
@@ -51,11 +53,11 @@ def load_batches(cfg, n: int) -> tuple[list[dict], int, int]:
     dm.setup("fit")
     train = dm.encoded("train")
     loader = make_loader(train, cfg.data.max_tokens, shuffle=True, seed=cfg.seed)
+    tensors = ("src", "tgt_in", "tgt_out", "keep_index", "target")  # the last two where the collate provides them
     batches = [
-        {**{k: b[k] for k in ("src", "tgt_in", "tgt_out")}, "src_tokens": int(b["src_tokens"]),
-         "tgt_tokens": int(b["tgt_tokens"])}
+        {**{k: b[k] for k in tensors if k in b}, "src_tokens": int(b["src_tokens"]), "tgt_tokens": int(b["tgt_tokens"])}
         for b in itertools.islice(loader, n)
-    ]  # fmt: skip
+    ]
     if len(batches) < n:
         raise ValueError(f"asked for {n} batches but the training split has only {len(batches)}")
     return batches, dm.tokenizer.vocab_size, int(train.tgt_lens.sum())
@@ -84,9 +86,18 @@ def train_step(name: str, model: nn.Module, opt: torch.optim.Optimizer, batch: d
     opt.zero_grad(set_to_none=True)
 
 
-def make_optimizer(model: nn.Module, cfg, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, cfg, lr: float, fused: bool = False) -> torch.optim.Optimizer:
+    """Adam over the trainable weights; `fused` (CUDA only, see main) = one kernel for the whole update."""
     trainable = [p for p in model.parameters() if p.requires_grad]  # Marian's position tables are frozen
-    return torch.optim.Adam(trainable, lr=lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps)
+    return torch.optim.Adam(trainable, lr=lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps, fused=fused or None)
+
+
+def prepare(model: nn.Module, device: torch.device, compile: bool) -> nn.Module:
+    """The model on `device`, compiled in place with --compile (as `train.compile` does to ablate's model)."""
+    model = model.to(device)
+    if compile:
+        model.compile()
+    return model
 
 
 PRECISION = "fp32"  # or "bf16": autocast, as Lightning's bf16-mixed (set from --precision)
@@ -122,20 +133,29 @@ def peak_memory(name: str, cfg, vocab_size: int, batches: list[dict], args, devi
     """Peak memory (MiB) that training `name` adds on top of its model and batches: in a fresh process on CPU
     (freed heap an earlier model left would hide growth), as torch's peak allocation on CUDA."""
     if device.type == "cuda":
-        model = build_models(cfg, vocab_size, [] if name == OURS else [name])[name].to(device)
-        opt = make_optimizer(model, cfg, args.lr)
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        timed_pass(name, model, opt, batches, cfg.train.label_smoothing, device)
-        return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+        model = prepare(build_models(cfg, vocab_size, [] if name == OURS else [name])[name], device, args.compile)
+        opt = make_optimizer(model, cfg, args.lr, args.fused)
+        return device_peak_memory(name, model, opt, batches, cfg.train.label_smoothing)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "batches.pt"
         torch.save({"batches": batches, "vocab_size": vocab_size}, path)
         cmd = [sys.executable, __file__, "--memory-child", name, str(path), "--config", *args.config,
-               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr), "--precision", args.precision]  # fmt: skip
+               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr), "--precision", args.precision,
+               *(["--compile"] if args.compile else [])]  # fmt: skip
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def device_peak_memory(name: str, model: nn.Module, opt, batches: list[dict], smoothing: float) -> float:
+    """torch's peak allocation (MiB) over one pass, above model, optimizer state and the batches, which are first
+    moved to where the model is (they arrive on the host)."""
+    device = next(model.parameters()).device
+    batches = [to_device(b, device) for b in batches]
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    timed_pass(name, model, opt, batches, smoothing, device)
+    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
 
 
 def memory_child(args) -> None:
@@ -143,7 +163,7 @@ def memory_child(args) -> None:
     name, path = args.memory_child
     cfg = load_config(args.config, args.set)
     saved = torch.load(path, weights_only=True)
-    model = build_models(cfg, saved["vocab_size"], [] if name == OURS else [name])[name]
+    model = prepare(build_models(cfg, saved["vocab_size"], [] if name == OURS else [name])[name], torch.device("cpu"), args.compile)
     opt = make_optimizer(model, cfg, args.lr)
     base = reset_peak_rss()
     timed_pass(name, model, opt, saved["batches"], cfg.train.label_smoothing, torch.device("cpu"))
@@ -174,7 +194,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--lr", type=float, default=1e-4, help="constant Adam learning rate")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16 = autocast (Lightning's bf16-mixed)")
-    p.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: Lightning's table of GPUs)")
+    p.add_argument("--compile", action="store_true", help="torch.compile every model (run with and without: compare the faster)")
+    p.add_argument("--fused", action="store_true", help="fused Adam for every model (CUDA; ignored on CPU)")
+    p.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: ablate.flops' table of GPUs)")
     p.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     p.add_argument("--memory-child", nargs=2, metavar=("MODEL", "BATCHES"), help=argparse.SUPPRESS)
     return p.parse_args()
@@ -205,9 +227,14 @@ def main() -> None:
     cfg = load_config(args.config, args.set)
     m, t = cfg.model, cfg.train
     names = available_baselines(args.baselines)
+    if args.fused and device.type != "cuda":
+        print(f"--fused is ignored on {device.type}: every model keeps torch's default Adam there")
+        args.fused = False
     cpu_batches, vocab_size, epoch_tgt_tokens = load_batches(cfg, args.warmup + args.steps)
-    batches = [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in cpu_batches]
+    batches = [to_device(b, device) for b in cpu_batches]
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
+    if device.type != "cpu" or args.compile:  # kernels tuned or compiled per shape: meet every shape before timing
+        warmup = warmup + one_per_shape(timed)
     src_tokens, tgt_tokens = sum(b["src_tokens"] for b in timed), sum(b["tgt_tokens"] for b in timed)
     padded = sum(b["src"].numel() + b["tgt_out"].numel() for b in timed)
     sentences = sum(b["src"].size(0) for b in timed)
@@ -217,7 +244,12 @@ def main() -> None:
         check_same_function(models[OURS], models[name], name, batches[0]["src"], batches[0]["tgt_in"])
     params = {name: sum(p.numel() for p in model.parameters() if p.requires_grad) for name, model in models.items()}
     assert params[OURS] == count_parameters(models[OURS])["total"]
-    opts = {name: make_optimizer(model, cfg, args.lr) for name, model in models.items()}
+    models = {name: prepare(model, device, args.compile) for name, model in models.items()}
+    opts = {name: make_optimizer(model, cfg, args.lr, args.fused) for name, model in models.items()}
+    shapes = len(warmup) - args.warmup
+    print(f"every model: Adam (fused: {'yes' if args.fused else 'no'}), compile: {'yes' if args.compile else 'no'}, "
+          f"{args.precision}; warm-up: {len(warmup)} steps each"
+          + (f" ({args.warmup} + {shapes}, one per batch shape of the rounds)" if shapes else ""), flush=True)  # fmt: skip
     for name, model in models.items():
         timed_pass(name, model, opts[name], warmup, t.label_smoothing, device)
     seconds = measure(models, opts, timed, args.rounds, t.label_smoothing, device)

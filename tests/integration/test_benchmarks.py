@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import tiny_experiment
+from torch import nn
 
 from ablate.config import to_yaml
 
@@ -38,6 +40,41 @@ def test_train_throughput_compares_every_baseline_and_measures_memory(tmp_path):
     assert len({r["params"] for r in results.values()}) == 1  # the same model three ways
     for r in results.values():
         assert r["tgt_tokens_per_s"] > 0 and r["peak_mib"] > 0 and r["model_tflops"] > 0 and len(r["round_seconds"]) == 2
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/train_throughput.py as a module (it imports its neighbours baselines.py and common.py)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import train_throughput
+
+    return train_throughput
+
+
+def test_the_device_memory_pass_trains_on_batches_where_the_model_is(bench, monkeypatch):
+    """On CUDA the pass got host batches and crashed ("Expected all tensors to be on the same device"); a model on
+    the meta device stands in for one on a GPU, torch.cuda's memory counters for the GPU's."""
+    seen = []
+    monkeypatch.setattr(bench, "timed_pass", lambda name, model, opt, batches, smoothing, device: seen.append((device, batches)))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2**20)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 5 * 2**20)
+    model = nn.Linear(4, 4).to("meta")
+    host = [{"src": torch.ones(2, 3, dtype=torch.long), "tgt_in": torch.ones(2, 5, dtype=torch.long), "tgt_tokens": 8}]
+    assert bench.device_peak_memory("ablate", model, None, host, 0.1) == 4.0  # MiB above what was allocated before
+    ((device, batches),) = seen
+    assert device.type == "meta"
+    assert batches[0]["src"].device.type == batches[0]["tgt_in"].device.type == "meta" and batches[0]["tgt_tokens"] == 8
+    assert host[0]["src"].device.type == "cpu"  # the caller's batches stay where they were
+
+
+def test_warm_up_meets_every_batch_shape_of_the_rounds_once(bench):
+    def batch(b, s, t):
+        return {"src": torch.zeros(b, s), "tgt_in": torch.zeros(b, t)}
+
+    timed = [batch(4, 7, 9), batch(4, 7, 8), batch(4, 7, 9), batch(3, 7, 9), batch(4, 7, 8)]
+    assert bench.one_per_shape(timed) == [timed[0], timed[1], timed[3]]
 
 
 def test_decode_throughput_against_generate(tmp_path, trained_run):
