@@ -130,8 +130,15 @@ def sweep_cli(args: argparse.Namespace) -> int:
     optuna.storages.fail_stale_trials(study)
     queued = plan_for(sweep).queue(study)
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    fewer = ""
+    left = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if placed.gpus and sweep.variants and not args.workers and max(left, 1) < workers:
+        # A packed GPU has more slots than a short study has rows: workers beyond them would only start and stop.
+        devices = devices[: max(left, 1)]
+        workers, fewer = len(devices), f" ({len(devices)} worker{'s' * (len(devices) > 1)} for the {left} trials left)"
     console.print(
-        f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued{placed.describe(mps_status() if placed.gpus else None)}"
+        f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued"
+        f"{placed.describe(mps_status() if placed.gpus else None)}{fewer}"
     )
     live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
     codes = []

@@ -116,7 +116,7 @@ def test_workers_interleave_over_the_gpus_and_a_ddp_trial_gets_a_block_of_them()
 
 def test_a_sweep_runs_trials_per_gpu_workers_pinned_to_each_inherited_gpu(gpus, started, tmp_path, capsys):
     state = gpus(2, inherited="3,5")
-    path = sweep_file(tmp_path, "trials_per_gpu: 2\n")
+    path = sweep_file(tmp_path, "trials_per_gpu: 2\nseeds: [1, 2]\n")  # 4 trials for the 4 slots
     assert main(["sweep", path]) == 0
     out = flat(capsys.readouterr().out)
     # (worker index, the device argument it records on its trials, its CUDA_VISIBLE_DEVICES)
@@ -125,7 +125,8 @@ def test_a_sweep_runs_trials_per_gpu_workers_pinned_to_each_inherited_gpu(gpus, 
     # The explicit 2 is checked against the largest row, probed on the sweep's GPUs.
     assert state.probes == [({"model.d_model": 128, "model.d_ff": 512}, ["3", "5"])]
     assert "trials_per_gpu 2: fits, 2 x 7.0 GiB = 14.0 GiB of 72.0 GiB usable (largest row 'big' peaks at 7.0 GiB reserved;" in out
-    assert "0 trials finished, 2 queued, 2 GPUs x 2 trials each, CUDA MPS: off (no daemon; trials time-share each GPU)" in out
+    line = "0 trials finished, 4 queued, 2 GPUs x 2 trials each, CUDA MPS: off (no daemon; trials time-share each GPU)"
+    assert line in out and f"{line} (" not in out  # every slot has a trial: no fewer workers
 
 
 def test_the_flag_overrides_the_file_and_gpus_per_trial_two_composes_without_a_probe(gpus, started, tmp_path, capsys):
@@ -181,8 +182,9 @@ def test_auto_prints_n_and_the_numbers_behind_it_and_runs_that_many_workers(gpus
     assert main(["sweep", sweep_file(tmp_path, "trials_per_gpu: auto\n")]) == 0
     out = flat(capsys.readouterr().out)
     assert f"trials_per_gpu auto: 10 (largest row 'big' peaks at 7.1 GiB reserved; 80.0 GiB free on {H100} less 10% headroom)" in out
-    assert "1 GPU x 10 trials each, CUDA MPS: off" in out
-    assert [env for _, env in started] == ["0"] * 10
+    # 10 slots, but the study has 2 rows: workers beyond them would only start and stop.
+    assert "1 GPU x 10 trials each, CUDA MPS: off (no daemon; trials time-share each GPU) (2 workers for the 2 trials left)" in out
+    assert [env for _, env in started] == ["0", "0"]
 
 
 def test_auto_takes_the_fullest_gpu_and_is_capped_by_the_cpu_cores_each_gpu_gets(gpus, tmp_path, monkeypatch):
