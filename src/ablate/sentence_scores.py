@@ -7,6 +7,7 @@ and `ablate table --split test` (`ablate.table.evaluation`) share them, so all t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import torch
@@ -35,22 +36,49 @@ def fixed_subset(total: int, n: int, seed: int) -> list[int] | None:
     return sorted(sorted(range(total), key=key)[:n])
 
 
+@functools.lru_cache(maxsize=8)
+def subset_lookup(chosen: frozenset[int], device: torch.device) -> Tensor:
+    """(max index + 1,) bool, True at the subset's indices: built once per subset and device (a frozenset caches its
+    hash, so finding it again costs nothing)."""
+    lookup = torch.zeros(max(chosen, default=0) + 1, dtype=torch.bool)
+    lookup[list(chosen)] = True
+    return lookup.to(device)
+
+
 def row_mask(idx: Tensor, chosen: frozenset[int] | None) -> Tensor:
-    """Which rows of a batch (by `batch["idx"]`, (B,)) are in the subset: (B,) bool; all of them when `chosen` is None."""
+    """Which rows of a batch (by `batch["idx"]`, (B,)) are in the subset: (B,) bool; all of them when `chosen` is None.
+
+    A lookup table on `idx`'s device answers without reading `idx` on the host: in validation it lives on the GPU.
+    """
     if chosen is None:
         return torch.ones_like(idx, dtype=torch.bool)
-    return torch.tensor([i in chosen for i in idx.tolist()], dtype=torch.bool, device=idx.device)
+    lookup = subset_lookup(chosen, idx.device)
+    return lookup[idx.clamp(max=lookup.numel() - 1)] & (idx < lookup.numel())  # (B,)
 
 
-def decode_rows(model, src: Tensor, cfg) -> list[list[int]]:
+def filled_width(src: Tensor) -> int:
+    """The columns of `src` (B, S) up to the last that holds a real token in some row (0 when none does): one read."""
+    position = torch.arange(1, src.size(1) + 1, device=src.device)  # (S,)
+    return int(((src != PAD_ID).any(dim=0) * position).max()) if src.numel() else 0
+
+
+def host_rows(batch: dict, chosen: frozenset[int] | None) -> dict:
+    """What validation decodes of a batch still on the host (`batch["idx"]`, `batch["src"]` on the CPU), found before
+    it moves to the device so that picking the rows there reads nothing back: `rows`, their positions in the batch
+    ((B',) long, for index_select), `idx`, their indices in the split (a list), and `width`, the columns they fill."""
+    rows = row_mask(batch["idx"], chosen).nonzero().flatten()  # (B',)
+    return {"rows": rows, "idx": batch["idx"][rows].tolist(), "width": filled_width(batch["src"][rows])}
+
+
+def decode_rows(model, src: Tensor, cfg, width: int | None = None) -> list[list[int]]:
     """Beam search on `src` (B, S) with the run's decoding settings (`cfg.train`), as validation decodes for val/bleu.
 
     Columns that are padding in every row (left behind when rows of a batch are left out) are cut first: they only
-    cost time.
+    cost time. A caller that knows how many columns the rows fill (`width`, from `host_rows`) spares the device read.
     """
     t = cfg.train
-    filled = (src != PAD_ID).any(dim=0).nonzero()  # (S', 1)
-    src = src[:, : int(filled.max()) + 1] if filled.numel() else src  # (B, S'')
+    width = filled_width(src) if width is None else width
+    src = src[:, :width] if width else src  # (B, S')
     return beam_search(model, src, t.beam_size, t.length_penalty, t.max_len_a, t.max_len_b, max_length(cfg.model))
 
 
