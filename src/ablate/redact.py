@@ -3,17 +3,19 @@
 Both sides of a sweep need it (the sweep's errors and results, a run's W&B config and logs), so it lives below
 both rather than in either. A URL's password is found by its place (everything between `user:` and the last
 `@`, so a `/`, `@`, `:`, `#` or space in it does not end it early) or as a `password=` query value; every
-password of a URL this process has seen is remembered and masked wherever it appears later, in any text (a
-driver's error quoting it, say), percent-encoded or not. URLs in text that were never seen whole are masked
-by pattern.
+password of a URL this process has seen is remembered and masked wherever it appears later, in any text,
+percent-encoded or not, and so is every piece of it of FRAGMENT characters or more: a driver that parsed the URL
+its own way (a raw `@` ends the password early for SQLAlchemy, and the rest becomes the "host") quotes pieces,
+never the whole. URLs in text that were never seen whole are masked by pattern.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 MASK = "***"
+FRAGMENT = 4  # the shortest piece of a seen password that is masked on its own
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 _IN_TEXT = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>\S+)@")
 _QUERY = re.compile(r"(?i)(\bpassword=)[^&\s]+")
@@ -36,9 +38,46 @@ def remember(url: str) -> None:
 def redact(text: str) -> str:
     """postgresql://user:secret@host/db -> postgresql://user:***@host/db, for a URL or any text holding one."""
     remember(text)
-    for secret in sorted(_seen, key=len, reverse=True):
-        for form in sorted({secret, unquote(secret), quote(secret, safe=""), quote(unquote(secret), safe="")}, key=len, reverse=True):
-            if len(form) >= 3:  # a 1-2 character "password" would mask innocent text everywhere
-                text = text.replace(form, MASK)
+    text = _mask_seen(text)
     text = _IN_TEXT.sub(lambda m: f"{m.group('head')}{MASK}@", text)
     return _QUERY.sub(rf"\1{MASK}", text)
+
+
+def _mask_seen(text: str) -> str:
+    """Every run of `text` that is a piece (FRAGMENT characters or more; a 3-character password whole) of a seen
+    password, in any of its spellings, masked. A password is matched as it sits in its URL, `:secret@`, so a piece
+    running into the `@` or `:` around it ("failed to resolve host 'ret@127.0.0.1'") is caught, and those keep."""
+    wrapped = {f":{form}@" for secret in _seen for form in _spellings(secret) if len(form) >= 3}
+    if not wrapped:
+        return text
+    starts = {w[j : j + 3] for w in wrapped for j in range(len(w) - 2)}
+    out, i = [], 0
+    while i < len(text):
+        n, w = _longest(text, i, wrapped) if text[i : i + 3] in starts else (0, "")
+        if not n:
+            out.append(text[i])
+            i += 1
+            continue
+        at = w.find(text[i : i + n])
+        head, tail = (":" if at == 0 else ""), ("@" if at + n == len(w) else "")
+        out.append(head + ("" if out and out[-1].endswith(MASK) and not head else MASK) + tail)
+        i += n
+    return "".join(out)
+
+
+def _spellings(secret: str) -> set[str]:
+    plain = unquote(secret)
+    return {secret, plain, quote(secret, safe=""), quote(plain, safe=""), quote_plus(plain)}
+
+
+def _longest(text: str, i: int, wrapped: set[str]) -> tuple[int, str]:
+    """The longest run of `text` from `i` that is a maskable piece of one of `wrapped`, and that one; (0, "") if none."""
+    best = (0, "")
+    for w in wrapped:
+        n = 3
+        while i + n < len(text) and text[i : i + n + 1] in w:
+            n += 1
+        piece = text[i : i + n]
+        if piece in w and n > best[0] and (n >= FRAGMENT or piece == w[1:-1]):
+            best = (n, w)
+    return best

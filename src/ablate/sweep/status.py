@@ -18,7 +18,7 @@ from rich.console import Console
 from ablate.redact import redact
 from ablate.sweep.journal import journal_path
 from ablate.sweep.picture import plain_lines, render, snapshot
-from ablate.sweep.storage import make_storage, storage_url
+from ablate.sweep.storage import driver_reason, make_storage, storage_url
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
 
@@ -50,9 +50,14 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
 
 
 def open_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
-    storage = make_storage(url)
-    if name is None:
+    import sqlalchemy.exc
+
+    try:
+        storage = make_storage(url)
         names = optuna.get_all_study_names(storage)
+    except sqlalchemy.exc.SQLAlchemyError as e:  # a server down or refusing us: say so, as `ablate sweep` does
+        raise ValueError(f"cannot open the storage {redact(url)}: {driver_reason(e)}") from None
+    if name is None:
         if len(names) == 1:
             name = names[0]
         elif hint in names:

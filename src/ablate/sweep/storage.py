@@ -40,6 +40,10 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
     url = override or os.environ.get(STORAGE_ENV) or configured
     if url:
         remember(url)  # from now on its password is masked in any text this process prints or saves
+    if url and re.match(r"^(postgresql|mysql)", url) and "@" in url.split("://", 1)[-1].rsplit("@", 1)[0]:
+        raise ValueError(  # the driver would end the password at that '@' and take the rest for the host
+            f"storage {redact(url)}: its user or password holds a raw '@'; write it as %40 (percent-encoded)"
+        )
     if url and journal_path(url) is not None:
         return f"journal://{journal_path(url).resolve()}"  # absolute: workers and trials may start elsewhere
     if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
@@ -107,12 +111,17 @@ def open_study(
             study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner, load_if_exists=True
         )
     except sqlalchemy.exc.SQLAlchemyError as e:
-        reason = redact(str(e.orig if getattr(e, "orig", None) else e).splitlines()[0])
+        reason = driver_reason(e)
         raise ValueError(
             f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
             "(restore it from a backup, or give the sweep another out_dir or storage)"
         ) from None
     return StudyHandle(study, storage, url)
+
+
+def driver_reason(e: Exception) -> str:
+    """The first line of a database driver's error, secrets masked (ablate.redact): what to print of it."""
+    return redact((str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0])
 
 
 @contextlib.contextmanager
