@@ -11,11 +11,13 @@ import json
 import logging
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import WandbLogger
 
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data import TranslationDataModule, available_splits
@@ -101,6 +103,34 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
     )
 
 
+@dataclass
+class TrainerParts:
+    """The pieces of `build_trainer`'s Trainer that `_train` reads after fitting (speed, stop reason, exit code, the
+    run's fixed facts) or must close (W&B)."""
+
+    speed: SpeedCallback
+    stop: StopRules
+    preemption: Preemption
+    extra: dict
+    wandb_logger: WandbLogger | None
+
+
+def build_trainer(
+    cfg: ExperimentConfig, out: Path, vocab: int, module: TranslationModule, attempt: int, callbacks: list
+) -> tuple[L.Trainer, TrainerParts]:
+    """The Trainer `ablate train` fits with: its loggers (CSV, W&B where configured), speed, stop-rule and preemption
+    callbacks, then `callbacks`. One function so benchmarks/step_overhead.py times this very Trainer."""
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    wandb_logger = make_wandb_logger(cfg, out, extra)
+    csv_logger = make_csv_logger(out, attempt)
+    loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
+    preemption = Preemption(out)
+    stop = StopRules(cfg.train, speed.flops)  # before Preemption: a preemption save holds the step's FLOPs
+    trainer = make_trainer(cfg, out, loggers, [speed, stop, preemption, *callbacks])
+    return trainer, TrainerParts(speed, stop, preemption, extra, wandb_logger)
+
+
 def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, force: bool = False, aside: bool = False) -> dict:
     """Train, validate and checkpoint one model; returns the run summary (also written to summary.json).
 
@@ -154,14 +184,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
         (out / "config.yaml").write_text(to_yaml(cfg))
-    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
-    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
-    wandb_logger = make_wandb_logger(cfg, out, extra)
-    csv_logger = make_csv_logger(out, attempt)
-    loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
-    preemption = Preemption(out)
-    stop = StopRules(cfg.train, speed.flops)  # before Preemption: a preemption save holds the step's FLOPs
-    trainer = make_trainer(cfg, out, loggers, [speed, stop, preemption, *callbacks])
+    trainer, parts = build_trainer(cfg, out, vocab, module, attempt, callbacks)
+    speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     try:
