@@ -143,6 +143,9 @@ def beam_search(
             rows, nxt, scores, sent, n_finished = rows[keep], nxt[keep], scores[keep], sent[keep], n_finished[keep]
         rows = rows.flatten()  # (B'*K,)
         tokens = torch.cat([tokens[rows], nxt.view(-1, 1)], dim=1)
-        memory, src_mask = memory[rows], src_mask[rows]
-        reorder_cache(cache, rows)
+        if keep is None:  # beams moved within their sentences: the source side, equal across a sentence's beams, stays
+            reorder_cache([{"self": layer["self"]} for layer in cache], rows)  # in place: the same dicts as `cache`'s
+        else:
+            memory, src_mask = memory[rows], src_mask[rows]
+            reorder_cache(cache, rows)
     return best.hypotheses()
