@@ -1,0 +1,134 @@
+"""The headline figures of one part of benchmarks/gpu_check.sh, from the files the part wrote, against issue 30's
+targets. A figure whose run did not finish is reported as missing, never guessed.
+
+Run: python benchmarks/gpu_check_report.py speed|train|sweep DIR [SEQUENTIAL_DB PACKED_DB]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+TARGETS = {"overhead": 1.15, "mfu_big": 0.40, "mfu_base": 0.30, "peer_ratio": 1.2, "val_share": 0.20, "packing": 5.0}
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _check(value: float | None, target: float, above: bool) -> str:
+    if value is None:
+        return "missing"
+    return "meets" if (value >= target if above else value <= target) else "below target" if above else "above target"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def speed(folder: Path) -> list[str]:
+    lines = []
+    overhead = _load(folder / "overhead.json")
+    ratio = None if overhead is None else overhead.get("ratio")
+    lines.append(
+        f"overhead: ablate step / bare loop = {ratio if ratio is None else f'{ratio:.3f}'} (target <= 1.15: {_check(ratio, 1.15, False)})"
+    )
+    for name, target in (("base", TARGETS["mfu_base"]), ("big", TARGETS["mfu_big"]), ("big-compiled", TARGETS["mfu_big"])):
+        run = _load(folder / f"{name}.json")
+        if run is None:
+            lines.append(f"{name}: missing")
+            continue
+        ours = run["results"]["ablate"]
+        mfu, peers = ours.get("mfu"), run.get("ratio_vs_best")
+        lines.append(
+            f"{name}: {ours['tgt_tokens_per_s']:,.0f} tgt tok/s, {ours['model_tflops']:.1f} model TFLOP/s, MFU {_pct(mfu)} "
+            f"(target >= {target:.0%}: {_check(mfu, target, True)}); vs the faster peer {peers:.2f}x (target >= 1.2: "
+            f"{_check(peers, TARGETS['peer_ratio'], True)})"
+        )
+    return lines
+
+
+def _utilisation(path: Path) -> str:
+    try:
+        rows = [r for r in csv.reader(path.open()) if len(r) >= 3]
+        util = [float(r[1]) for r in rows]
+    except (OSError, ValueError):
+        return "GPU utilisation: not sampled"
+    if not util:
+        return "GPU utilisation: not sampled"
+    return f"GPU utilisation (nvidia-smi, {len(util)} samples): median {statistics.median(util):.0f}%, mean {statistics.mean(util):.0f}%"
+
+
+def train(folder: Path) -> list[str]:
+    lines = []
+    small = _load(folder / "small-summary.json")
+    if small is None:
+        lines.append("multi30k-small: missing (no summary.json)")
+    else:
+        wall, val = small.get("wall_seconds"), small.get("speed/val_seconds")
+        share = None if not wall or val is None else val / wall
+        lines.append(
+            f"multi30k-small: {small.get('steps')} steps, {small.get('speed/tokens_per_s', 0):,.0f} tgt tok/s, "
+            f"{small.get('speed/step_ms', 0):.1f} ms/step, MFU {_pct(small.get('speed/mfu'))}, validation {val} s of {wall} s "
+            f"= {_pct(share)} (target <= 20%: {_check(share, TARGETS['val_share'], False)})"
+        )
+    lines.append(_utilisation(folder / "nvidia-smi.csv"))
+    big = _load(folder / "big-summary.json")
+    if big is None:
+        lines.append("big (ablate train): missing")
+    else:
+        mfu = big.get("speed/mfu")
+        lines.append(
+            f"big (ablate train, validation excluded): {big.get('speed/tokens_per_s', 0):,.0f} tgt tok/s, "
+            f"{big.get('speed/model_tflops', 0):.1f} model TFLOP/s, MFU {_pct(mfu)} (target >= 40%: {_check(mfu, 0.40, True)})"
+        )
+    return lines
+
+
+def _trials(db: Path) -> list:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"sqlite:///{db}"
+    summaries = optuna.get_all_study_summaries(url)
+    study = optuna.load_study(study_name=summaries[0].study_name, storage=url)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    return sorted(done, key=lambda t: t.datetime_start)
+
+
+def sweep(folder: Path, sequential_db: Path, packed_db: Path) -> list[str]:
+    try:
+        seq, packed = _trials(sequential_db), _trials(packed_db)
+    except Exception as e:  # a missing or unfinished study: say so, the rest of the check goes on
+        return [f"missing ({type(e).__name__}: {e})"]
+    if len(seq) < 2 or len(packed) < 2:
+        return [f"too few finished trials (sequential {len(seq)}, packed {len(packed)})"]
+    each = statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in seq[1:])
+    seq_rate = 3600 / each
+    span = (max(t.datetime_complete for t in packed) - min(t.datetime_start for t in packed)).total_seconds()
+    packed_rate = len(packed) * 3600 / span
+    ratio = packed_rate / seq_rate
+    return [
+        f"one at a time {each:.1f} s a trial (median of {len(seq) - 1}, from the second) = {seq_rate:.0f} trials/h; "
+        f"packed {len(packed)} trials in {span:.0f} s = {packed_rate:.0f} trials/h; {ratio:.1f}x "
+        f"(target >= 5x: {_check(ratio, TARGETS['packing'], True)})"
+    ]
+
+
+def main(argv: list[str]) -> int:
+    part, folder = argv[0], Path(argv[1])
+    lines = {"speed": lambda: speed(folder), "train": lambda: train(folder), "sweep": lambda: sweep(folder, Path(argv[2]), Path(argv[3]))}[
+        part
+    ]()
+    print("\n".join(f"{part}: {line}" for line in lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
