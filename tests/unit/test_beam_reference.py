@@ -1,5 +1,6 @@
 """The device-resident search against the pre-change one (tests/reference_beam.py) on a briefly trained model, and its
-host syncs: one per decoding step, where the old search made several plus per-sentence Python work."""
+host syncs: one per decoding step, where the old search made several plus per-sentence Python work (counted by name
+on CPU; on a GPU, `-m gpu`, by torch's sync detector)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,26 @@ def test_one_host_sync_per_decoding_step(search, monkeypatch):
         (reference_beam_search if search is beam_search else reference_greedy)(model, src, **kw)
     if search is beam_search:
         assert old.count > 2 * steps  # what the count would catch: the pre-change search syncs several times a step
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_one_synchronisation_per_step_and_the_pre_change_hypotheses(trained):
+    """torch's own detector counts every synchronisation of a batch: the loop's length, one per step, the results."""
+    import copy
+    import warnings
+
+    model, src, _ = trained
+    model, src = copy.deepcopy(model).cuda(), src[:BATCH].cuda()
+    steps = int((src != PAD_ID).sum(1).max()) + 3  # max_len_a 1, max_len_b 3
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            new = beam_search(model, src, beam=4, max_len_a=1.0, max_len_b=3)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) <= steps + 2, "\n".join(str(w.message) for w in syncs)
+    assert new == reference_beam_search(model, src, beam=4, max_len_a=1.0, max_len_b=3)
