@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
+from ablate import plugins
 from ablate.atomic import replacing
-from ablate.config import ExperimentConfig, from_dict
+from ablate.config import ConfigError, ExperimentConfig, from_dict
 from ablate.datasets import cache_dir
 from ablate.model import Transformer, build_transformer
 from ablate.tokenizer import Tokenizer
@@ -53,26 +54,61 @@ def save_atomic(obj: dict, path: str | os.PathLike) -> None:
         torch.save(obj, f)
 
 
+def saved_config(ckpt: dict, source: str | os.PathLike) -> dict:
+    """The saved config of a loaded checkpoint (hyper_parameters.config, a dict with a `model` section); a
+    CheckpointError naming `source` (the file) and the field when it is missing or damaged, before anything reads it."""
+    hp = ckpt.get("hyper_parameters")
+    if not isinstance(hp, dict):
+        raise CheckpointError(f"{source}: field hyper_parameters is damaged (a {type(hp).__name__}, not a mapping)")
+    config = _field(hp, "config", dict, source)
+    if not isinstance(config.get("model"), dict):
+        raise CheckpointError(f"{source}: field hyper_parameters.config.model is damaged or missing ({config.get('model')!r:.60})")
+    return config
+
+
+def _field(hp: dict, name: str, kind: type, source: str | os.PathLike):
+    if name not in hp:
+        raise CheckpointError(f"{source}: field hyper_parameters.{name} is missing")
+    value = hp[name]
+    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
+        raise CheckpointError(f"{source}: field hyper_parameters.{name} is damaged ({value!r:.60}, a {type(value).__name__})")
+    return value
+
+
 def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:
     """The SentencePiece model stored inside the checkpoint, written once to a content-addressed cache file."""
     proto = ckpt.get("tokenizer_model")
-    if not proto:
+    if proto is None or (isinstance(proto, bytes) and not proto):
         raise CheckpointError(f"{source}: holds no tokenizer (was it written by `ablate train`?)")
+    if not isinstance(proto, bytes):
+        raise CheckpointError(f"{source}: field tokenizer_model is damaged (a {type(proto).__name__}, not a SentencePiece model's bytes)")
     digest = hashlib.sha256(proto).hexdigest()[:16]
     path = cache_dir() / "tokenizers" / "from-checkpoints" / f"{digest}.model"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path) as tmp:
             tmp.write_bytes(proto)
-    return Tokenizer(path)
+    try:
+        return Tokenizer(path)
+    except (RuntimeError, ValueError, OSError) as e:  # sentencepiece: "could not parse ModelProto"; wrong special ids
+        path.unlink(missing_ok=True)  # never a cached tokenizer
+        why = str(e).replace(str(path), "its bytes").splitlines()[0][:200]
+        raise CheckpointError(f"{source}: field tokenizer_model is damaged (not a usable SentencePiece model: {why})") from None
 
 
 def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, ExperimentConfig, Tokenizer]:
     """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`."""
     ckpt = load_checkpoint(path)
-    hp = ckpt["hyper_parameters"]
-    cfg = from_dict(hp["config"])
-    model = build_transformer(cfg.model, hp["vocab_size"])
+    config, vocab_size = saved_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
+    if problem := plugins.needed(f"checkpoint {path}", config):  # not damage: a variant from a plugin not imported
+        raise ConfigError(problem)
+    try:
+        cfg = from_dict(config)
+    except (ConfigError, ValueError, TypeError) as e:
+        raise CheckpointError(f"{path}: field hyper_parameters.config does not load: {str(e).removeprefix('saved config: ')}") from None
+    model = build_transformer(cfg.model, vocab_size)
+    if not isinstance(ckpt["state_dict"], dict):
+        raise CheckpointError(f"{path}: field state_dict is damaged (a {type(ckpt['state_dict']).__name__}, not a mapping)")
     state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     try:
         model.load_state_dict(state)
@@ -86,9 +122,10 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
+    models = [saved_config(c, p)["model"] for p, c in zip(paths, ckpts)]
     keys = ckpts[-1]["state_dict"].keys()
-    for p, c in zip(paths, ckpts):
-        if c["state_dict"].keys() != keys or c["hyper_parameters"]["config"]["model"] != ckpts[-1]["hyper_parameters"]["config"]["model"]:
+    for p, c, model in zip(paths, ckpts, models):
+        if c["state_dict"].keys() != keys or model != models[-1]:
             raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
     avg = {}
     for k in keys:

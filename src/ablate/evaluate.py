@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ablate import plugins
 from ablate.atomic import write_file
-from ablate.checkpoint import load_checkpoint, model_from_checkpoint
+from ablate.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
 from ablate.config import ConfigError, ExperimentConfig
 from ablate.corpus import read_lines, read_parallel
 from ablate.generate import beam_search
@@ -104,7 +104,7 @@ def _load(args: argparse.Namespace):
     """The checkpoint's model on the chosen device, after importing the plugins given by `--plugins` (relative to the
     cwd); a checkpoint naming a variant that no plugin given registers is refused, naming the plugins it records."""
     plugins.load_plugins(getattr(args, "plugins", None) or [])
-    saved = load_checkpoint(args.checkpoint, mmap=True)["hyper_parameters"]["config"]
+    saved = saved_config(load_checkpoint(args.checkpoint, mmap=True), args.checkpoint)
     problem = plugins.needed(f"checkpoint {args.checkpoint}", saved)
     if problem:
         raise ConfigError(problem)

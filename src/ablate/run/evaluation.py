@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, step_checkpoints
+from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
 from ablate.config import ExperimentConfig
 from ablate.data import TranslationDataModule
 from ablate.eval_file import AVERAGED, FINAL, describe_subset, write_eval_file
@@ -69,7 +69,7 @@ def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
         if len(kept) == k:
             break
         try:
-            saved = load_checkpoint(path, mmap=True)["hyper_parameters"]["config"]["model"]
+            saved = saved_config(load_checkpoint(path, mmap=True), path)["model"]
         except CheckpointError as e:  # e.g. left unreadable by a kill that resume skipped past: not averaged in
             log.warning("not averaging %s: %s", path.name, e)
             break
