@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from ablate.cli import main
 from ablate.eval_file import EvalFileError, eval_record, parse_eval
 from ablate.eval_wandb import log_record, read_records, table_key
 from ablate.table.load import runs_from_wandb
@@ -88,6 +89,46 @@ def test_a_table_of_other_columns_is_refused(runs, tmp_path):
     ref = dict(run.summary[table_key("valid")], sha256=None)
     with pytest.raises(EvalFileError, match=r"has columns \['index', 'text'\], expected"):
         read_records({**run.summary, table_key("valid"): ref}, run.files, str(run.path))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 11: the test read W&B files before wandb's writer had closed them")
+def test_the_runs_are_read_only_once_wandb_has_closed_their_files(runs):
+    """W&B keeps an offline run's records in memory until its service closes the run's file, which `run.finish()`
+    does not wait for: the fixture reads the files only after they were closed, so each ends with its exit record."""
+    assert all(read_run(runs[name]).exit_code == 0 for name in ("base", "A-h1"))
+
+
+def _unfinished(runs, root):
+    """A copy of the base run as its file reads while W&B still holds its records: the header only."""
+    dst = root / "running"
+    shutil.copytree(runs["base"], dst)
+    wandb_file = next(dst.glob("run-*.wandb"))
+    wandb_file.write_bytes(wandb_file.read_bytes()[:7])
+    return wandb_file
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 11: ablate table --wandb dropped a run whose summary is not written, without a word")
+def test_a_run_whose_file_is_not_closed_is_skipped_and_named(runs, tmp_path):
+    shutil.copytree(runs["A-h1"], tmp_path / "A-h1")
+    wandb_file = _unfinished(runs, tmp_path)
+    found, skipped = runs_from_wandb(tmp_path)
+    assert [r.row for r in found] == ["A-h1"]
+    assert skipped == {str(wandb_file): "not finished: no exit record (still running, or W&B stopped before closing its file)"}
+    assert read_run(wandb_file).exit_code is None
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 11: ablate table --wandb dropped a run whose summary is not written, without a word")
+def test_ablate_table_wandb_says_which_runs_it_left_out_and_why(runs, tmp_path, capsys):
+    root = tmp_path / "study"
+    for name in ("base", "A-h1"):
+        shutil.copytree(runs[name], root / name)
+    wandb_file = _unfinished(runs, root)
+    assert main(["table", str(root), "--wandb", "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    reason = "not finished: no exit record (still running, or W&B stopped before closing its file)"
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert report["skipped_runs"] == [{"run": str(wandb_file), "reason": reason}] and report["runs"] == 2
+    note = f"Left out 1 W&B run: {wandb_file} ({reason})."
+    assert note in capsys.readouterr().out and note in (tmp_path / "out" / "table3.md").read_text()
 
 
 def test_a_summary_without_a_table_is_unchanged(tmp_path):

@@ -109,6 +109,18 @@ def test_identical_row_is_inconclusive_with_p_one(study):
     assert study["cells"]["A-h4"]["p BLEU"] == "1.000" and study["cells"]["A-h4"]["verdict BLEU"] == "inconclusive"
 
 
+@pytest.mark.xfail(strict=True, reason="issue 32 item 11: a row with zero variance of its paired differences shown as p 1.000, MDE 0.00")
+def test_a_row_identical_to_base_has_no_variance_and_no_test(study):
+    """The base's own outputs: Δ is 0 in every resample of sentences, and the seeds vary no more than the sentences
+    explain, so the test's variance is 0: not a p of 1 and an MDE of 0, but no test."""
+    b = study["rows"]["A-h4"]["bleu"]
+    assert b["delta"] == 0.0 and b["se"] == 0.0 and (b["p"], b["p_holm"], b["mde"], b["test_low"], b["test_high"]) == (None,) * 5
+    assert b["untested"] == "'A-h4' is +0.00 BLEU from 'base' in every resample of sentences and seeds: no variance, no test"
+    assert b["verdict"] == "inconclusive"
+    cells = study["cells"]["A-h4"]
+    assert (cells["paired CI BLEU"], cells["p BLEU"], cells["p Holm BLEU"], cells["MDE BLEU"]) == ("no variance", "-", "-", "-")
+
+
 def test_row_better_on_one_seed_is_inconclusive(study):
     b = study["rows"]["D-drop0.2"]["bleu"]
     assert b["delta"] > 0 and b["p"] > 0.1 and b["verdict"] == "inconclusive"
