@@ -14,7 +14,6 @@ from helpers import run_cli
 from ablate.config import ConfigError
 from ablate.sweep.load import load_sweep
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 32 item 7: a sweep file value no study can run is accepted or not named")
 SEARCH = {"variants": None, "search": {"train.lr_scale": {"type": "float", "low": 0.5, "high": 2.0}}, "n_trials": 2}
 
 
@@ -28,80 +27,69 @@ def write(tmp_path, **fields):
     return path
 
 
-def case(fields: dict, *named: str, known: bool = True):
-    """`known`: a guard that is already an error naming the file and key today."""
-    return pytest.param(fields, named, marks=() if known else XFAIL, id=",".join(f"{k}={v!r}" for k, v in fields.items())[:60])
+def case(fields: dict, *named: str):
+    return pytest.param(fields, named, id=",".join(f"{k}={v!r}" for k, v in fields.items())[:60])
 
 
 CASES = [
-    case({"base": "adir"}, "base", "adir", "directory", known=False),
-    case({"base": ["base.yaml", "adir"]}, "base", "adir", "directory", known=False),
+    case({"base": "adir"}, "base", "adir", "directory"),
+    case({"base": ["base.yaml", "adir"]}, "base", "adir", "directory"),
     case({"base": "nope.yaml"}, "nope.yaml"),
-    case({"base": 5}, "base", known=False),
-    case({"seeds": []}, "seeds", known=False),
-    case({"seeds": [-1]}, "seeds", "-1", known=False),
-    case({"seeds": [2**32]}, "seeds", str(2**32), known=False),
+    case({"base": 5}, "base"),
+    case({"seeds": []}, "seeds"),
+    case({"seeds": [-1]}, "seeds", "-1"),
+    case({"seeds": [2**32]}, "seeds", str(2**32)),
     case({"seeds": [1, 1]}, "seeds", "twice"),
-    case({"row_seeds": {"base": []}}, "row_seeds.'base'", known=False),
-    case({"n_trials": -3}, "n_trials", "-3", known=False),
-    case({"n_trials": 0}, "n_trials", known=False),
-    case({"n_trials": True}, "n_trials", known=False),
-    case({"n_trials": 2.5}, "n_trials", known=False),
-    case({"n_trials": "5"}, "n_trials", known=False),
-    case({"timeout": -1}, "timeout", "-1", known=False),
-    case({"timeout": 0}, "timeout", known=False),
-    case({"timeout": math.nan}, "timeout", "nan", known=False),
-    case({"timeout": math.inf}, "timeout", "inf", known=False),
-    case({"timeout": True}, "timeout", known=False),
-    case({"timeout": "1h"}, "timeout", known=False),
-    case({"workers": 0}, "workers", known=False),
-    case({"workers": -2}, "workers", "-2", known=False),
-    case({"workers": 2.5}, "workers", known=False),
-    case({"workers": "abc"}, "workers", known=False),
-    case({"workers": True}, "workers", known=False),
-    case({"gpus_per_trial": 0}, "gpus_per_trial", known=False),
-    case({"gpus_per_trial": 1.5}, "gpus_per_trial", known=False),
+    case({"row_seeds": {"base": []}}, "row_seeds.'base'"),
+    case({"n_trials": -3}, "n_trials", "-3"),
+    case({"n_trials": 0}, "n_trials"),
+    case({"n_trials": True}, "n_trials"),
+    case({"n_trials": 2.5}, "n_trials"),
+    case({"n_trials": "5"}, "n_trials"),
+    case({"timeout": -1}, "timeout", "-1"),
+    case({"timeout": 0}, "timeout"),
+    case({"timeout": math.nan}, "timeout", "nan"),
+    case({"timeout": math.inf}, "timeout", "inf"),
+    case({"timeout": True}, "timeout"),
+    case({"timeout": "1h"}, "timeout"),
+    case({"workers": 0}, "workers"),
+    case({"workers": -2}, "workers", "-2"),
+    case({"workers": 2.5}, "workers"),
+    case({"workers": "abc"}, "workers"),
+    case({"workers": True}, "workers"),
+    case({"gpus_per_trial": 0}, "gpus_per_trial"),
+    case({"gpus_per_trial": 1.5}, "gpus_per_trial"),
     case({"trials_per_gpu": 0}, "trials_per_gpu"),
     case({"trials_per_gpu": -1}, "trials_per_gpu"),
     case({"trials_per_gpu": True}, "trials_per_gpu"),
-    case({"objective": {"terms": {"val/loss": math.nan}, "direction": "minimize"}}, "objective.terms", "val/loss", known=False),
-    case({"objective": {"terms": {"val/loss": math.inf}, "direction": "minimize"}}, "objective.terms", "val/loss", known=False),
-    case({"objective": {"terms": {"val/loss": True}, "direction": "minimize"}}, "objective.terms", "val/loss", known=False),
-    case({"objective": {"terms": {"val/loss": 0}, "direction": "minimize"}}, "objective.terms", "val/loss", known=False),
+    case({"objective": {"terms": {"val/loss": math.nan}, "direction": "minimize"}}, "objective.terms", "val/loss"),
+    case({"objective": {"terms": {"val/loss": math.inf}, "direction": "minimize"}}, "objective.terms", "val/loss"),
+    case({"objective": {"terms": {"val/loss": True}, "direction": "minimize"}}, "objective.terms", "val/loss"),
+    case({"objective": {"terms": {"val/loss": 0}, "direction": "minimize"}}, "objective.terms", "val/loss"),
     case({"objective": {"terms": {"val/loss": "1"}, "direction": "minimize"}}, "objective.terms"),
-    case({"objective": 5}, "objective", known=False),
-    case({"overrides": [1]}, "overrides", known=False),
-    case({"variants": ["base"]}, "variants", known=False),
-    case({"out_dir": [1]}, "out_dir", known=False),
-    case({"storage": 5}, "storage", known=False),
-    case({"pruner": 5}, "pruner", known=False),
-    case({"pruner": {"name": "median", "n_startup_trials": -1}}, "pruner", "n_startup_trials", known=False),
-    case({"pruner": {"name": "median", "n_warmup_steps": math.inf}}, "pruner", "n_warmup_steps", known=False),
-    case({"pruner": {"name": "median", "interval_steps": True}}, "pruner", "interval_steps", known=False),
-    case({"pruner": {"name": "median", "interval_steps": 0}}, "pruner", "interval_steps", known=False),
-    case({"pruner": {"name": "median", "n_startup_trials": 2.5}}, "pruner", "n_startup_trials", known=False),
-    case({"pruner": {"name": "median", "n_startup_trail": 1}}, "pruner", "n_startup_trail", known=False),
-    case({"pruner": {"name": "hyperband", "reduction_factor": 1}}, "pruner", "reduction_factor", known=False),
-    case({"pruner": {"name": "hyperband", "min_resource": -1}}, "pruner", "min_resource", known=False),
-    case({"sampler": {"name": "tpe", "seed": -1}}, "sampler", "seed", known=False),
-    case({"sampler": {"name": "tpe", "seed": True}}, "sampler", "seed", known=False),
-    case({"sampler": {"name": "tpe", "n_startup_trials": -5}}, "sampler", "n_startup_trials", known=False),
-    case({**SEARCH, "search": {"train.lr_scale": {"type": "float", "low": True, "high": 2.0}}}, "train.lr_scale", "low", known=False),
+    case({"objective": 5}, "objective"),
+    case({"overrides": [1]}, "overrides"),
+    case({"variants": ["base"]}, "variants"),
+    case({"out_dir": [1]}, "out_dir"),
+    case({"storage": 5}, "storage"),
+    case({"pruner": 5}, "pruner"),
+    case({"pruner": {"name": "median", "n_startup_trials": -1}}, "pruner", "n_startup_trials"),
+    case({"pruner": {"name": "median", "n_warmup_steps": math.inf}}, "pruner", "n_warmup_steps"),
+    case({"pruner": {"name": "median", "interval_steps": True}}, "pruner", "interval_steps"),
+    case({"pruner": {"name": "median", "interval_steps": 0}}, "pruner", "interval_steps"),
+    case({"pruner": {"name": "median", "n_startup_trials": 2.5}}, "pruner", "n_startup_trials"),
+    case({"pruner": {"name": "median", "n_startup_trail": 1}}, "pruner", "n_startup_trail"),
+    case({"pruner": {"name": "hyperband", "reduction_factor": 1}}, "pruner", "reduction_factor"),
+    case({"pruner": {"name": "hyperband", "min_resource": -1}}, "pruner", "min_resource"),
+    case({"sampler": {"name": "tpe", "seed": -1}}, "sampler", "seed"),
+    case({"sampler": {"name": "tpe", "seed": True}}, "sampler", "seed"),
+    case({"sampler": {"name": "tpe", "n_startup_trials": -5}}, "sampler", "n_startup_trials"),
+    case({**SEARCH, "search": {"train.lr_scale": {"type": "float", "low": True, "high": 2.0}}}, "train.lr_scale", "low"),
     case({**SEARCH, "search": {"train.lr_scale": {"type": "float", "low": math.nan, "high": 2.0}}}, "train.lr_scale", "low"),
-    case(
-        {**SEARCH, "search": {"train.lr_scale": {"type": "float", "low": 0.5, "high": 2.0, "step": 0}}},
-        "train.lr_scale",
-        "step",
-        known=False,
-    ),
-    case(
-        {**SEARCH, "search": {"train.max_steps": {"type": "int", "low": 10, "high": 20, "step": -2}}},
-        "train.max_steps",
-        "step",
-        known=False,
-    ),
-    case({**SEARCH, "search": {"train.max_steps": {"type": "int", "low": 10.5, "high": 20}}}, "train.max_steps", "low", known=False),
-    case({**SEARCH, "search": ["train.lr_scale"]}, "search", known=False),
+    case({**SEARCH, "search": {"train.lr_scale": {"type": "float", "low": 0.5, "high": 2.0, "step": 0}}}, "train.lr_scale", "step"),
+    case({**SEARCH, "search": {"train.max_steps": {"type": "int", "low": 10, "high": 20, "step": -2}}}, "train.max_steps", "step"),
+    case({**SEARCH, "search": {"train.max_steps": {"type": "int", "low": 10.5, "high": 20}}}, "train.max_steps", "low"),
+    case({**SEARCH, "search": ["train.lr_scale"]}, "search"),
 ]
 
 
@@ -132,7 +120,6 @@ def test_values_a_study_can_run_are_accepted(tmp_path, fields):
     load_sweep(write(tmp_path, **fields))
 
 
-@XFAIL
 def test_cli_names_the_file_and_key_of_a_base_that_is_a_directory(tmp_path, capsys):
     path = write(tmp_path, base="adir")
     rc, out = run_cli(capsys, "sweep", str(path))
@@ -143,10 +130,10 @@ def test_cli_names_the_file_and_key_of_a_base_that_is_a_directory(tmp_path, caps
 @pytest.mark.parametrize(
     "flag, value",
     [
-        pytest.param("--n-trials", "0", marks=XFAIL),
-        pytest.param("--n-trials", "-3", marks=XFAIL),
-        pytest.param("--workers", "0", marks=XFAIL),
-        pytest.param("--workers", "-2", marks=XFAIL),
+        ("--n-trials", "0"),
+        ("--n-trials", "-3"),
+        ("--workers", "0"),
+        ("--workers", "-2"),
         ("--trials-per-gpu", "0"),
         ("--trials-per-gpu", "-1"),
     ],

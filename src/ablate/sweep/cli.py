@@ -109,8 +109,11 @@ def sweep_cli(args: argparse.Namespace) -> int:
     if args.storage:
         # W&B records the command line of the summary run; keep a password given by --storage out of it.
         sys.argv = [redact(a) for a in sys.argv]
+    for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
+        if value is not None and value < 1:  # 0 would run an empty study (or be ignored), as a negative number would
+            raise ValueError(f"{flag}={value} must be an integer >= 1")
     sweep = load_sweep(args.file)
-    if args.n_trials:
+    if args.n_trials is not None:
         sweep.n_trials = args.n_trials
     per_gpu_from = f"{sweep.path}: trials_per_gpu"
     if args.trials_per_gpu is not None:

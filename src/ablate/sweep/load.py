@@ -3,6 +3,7 @@ any trial starts, naming the file, the row and the key."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,9 @@ from ablate import plugins
 from ablate.config import ConfigError
 from ablate.hints import did_you_mean
 from ablate.sweep.basis import parse_basis
-from ablate.sweep.components import PRUNERS, SAMPLERS
+from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
 from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
+from ablate.sweep.options import SEED_MAX, component_problem, is_number, is_seed
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
 from ablate.yaml_file import read_yaml
@@ -63,16 +65,69 @@ def _check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
             raise _fail(path, f"unknown key '{key}' in {where}{did_you_mean(key, allowed)}; allowed: {sorted(allowed)}")
 
 
+def _mapping(path: Path, raw: dict, key: str, example: str) -> dict:
+    """The key's mapping ({} when absent or empty)."""
+    value = _given(raw, key, {})
+    if not isinstance(value, dict):
+        raise _fail(path, f"{key} must be a mapping, e.g. {example}; got {value!r}")
+    return value
+
+
+def _count(path: Path, key: str, value: Any) -> Any:
+    """n_trials, workers, gpus_per_trial: an integer >= 1 (0 or less would run an empty study, `true` is not 1)."""
+    if value is not None and (not is_number(value) or not isinstance(value, int) or value < 1):
+        raise _fail(path, f"{key}={value!r} must be an integer >= 1")
+    return value
+
+
+def _seconds(path: Path, key: str, value: Any) -> Any:
+    """timeout: a finite number of seconds > 0 (-1 would stop the study at once, .nan never)."""
+    if value is not None and (not is_number(value) or not math.isfinite(value) or value <= 0):
+        raise _fail(path, f"{key}={value!r} must be a number of seconds > 0 (leave it out for no time limit)")
+    return value
+
+
+def _text(path: Path, key: str, value: Any) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise _fail(path, f"{key} must be a string, got {value!r}")
+    return value
+
+
+def _base(path: Path, raw: dict) -> list[str]:
+    """The base experiment files, each an existing file named relative to the cwd (the project root, usually) or to
+    the sweep file."""
+    base = _given(raw, "base", [])
+    base = [base] if isinstance(base, str) else base
+    if not isinstance(base, list) or not all(isinstance(b, str) for b in base):
+        raise _fail(path, f"base must be an experiment file or a list of them, got {raw['base']!r}")
+    found = []
+    for b in base:
+        where = Path(b) if Path(b).exists() or not (path.parent / b).exists() else path.parent / b
+        if where.is_dir():
+            raise _fail(path, f"base '{b}' is a directory ({where.resolve()}), not an experiment file")
+        if not where.is_file():
+            looked = " and in ".join(map(str, dict.fromkeys([Path.cwd(), path.parent.resolve()])))
+            raise _fail(path, f"base '{b}' is not a file (looked in {looked})")
+        found.append(str(where))
+    return found
+
+
 def _objective(path: Path, raw: Any) -> Objective:
     raw = raw or {"metric": "val/bleu", "direction": "maximize"}
     if isinstance(raw, str):
         raw = {"metric": raw}
+    if not isinstance(raw, dict):
+        raise _fail(path, f"objective must be a metric name or a mapping (metric or terms, direction), got {raw!r}")
     _check_keys(path, "objective", raw, {"metric", "terms", "direction"})
     if "terms" in raw and "metric" in raw:
         raise _fail(path, "objective has both 'metric' and 'terms'; give one")
     terms = raw.get("terms") or {raw.get("metric", "val/bleu"): 1.0}
     if not isinstance(terms, dict) or not all(isinstance(w, (int, float)) for w in terms.values()):
         raise _fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
+    for metric, weight in terms.items():
+        # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
+        if not is_number(weight) or not math.isfinite(weight) or weight == 0:
+            raise _fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")
     direction = raw.get("direction", "maximize")
     if direction not in ("maximize", "minimize"):
         raise _fail(path, f"objective.direction='{direction}' is not one of ['maximize', 'minimize']")
@@ -85,6 +140,7 @@ def _search(path: Path, raw: dict) -> dict[str, dict]:
         if not isinstance(spec, dict) or spec.get("type") not in PARAM_TYPES:
             raise _fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
         _check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
+        _check_bounds(path, where, spec)
         if spec["type"] == "categorical" and not spec.get("choices"):
             raise _fail(path, f"{where} (categorical) needs a non-empty 'choices' list")
         if spec["type"] != "categorical":
@@ -97,10 +153,32 @@ def _search(path: Path, raw: dict) -> dict[str, dict]:
     return raw
 
 
+def _check_bounds(path: Path, where: str, spec: dict) -> None:
+    """low, high and step finite numbers (integers for an int parameter), step > 0, log true or false."""
+    for key in ("low", "high", "step"):
+        value = spec.get(key)
+        if value is None:
+            continue
+        if not is_number(value) or not math.isfinite(value):
+            raise _fail(path, f"{where}.{key}={value!r} must be a finite number")
+        if spec["type"] == "int" and not isinstance(value, int):
+            raise _fail(path, f"{where}.{key}={value!r} must be an integer (the parameter is int)")
+    if spec.get("step") is not None and spec["step"] <= 0:
+        raise _fail(path, f"{where}.step={spec['step']!r} must be > 0")
+    if "log" in spec and not isinstance(spec["log"], bool):
+        raise _fail(path, f"{where}.log={spec['log']!r} must be true or false")
+
+
 def _seeds(path: Path, where: str, raw: Any) -> list[int]:
+    """A list of distinct seeds; an empty list is an error (a grid with no seed would run no trial), an absent key is []."""
     seeds = [] if raw is None else raw
     if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail(path, f"{where} must be a list of integers, got {raw!r}")
+    if raw == []:
+        raise _fail(path, f"{where}: [] lists no seed; give at least one, or leave {where} out")
+    for s in seeds:
+        if not is_seed(s):
+            raise _fail(path, f"{where} lists {s}: a seed must be from 0 to {SEED_MAX}")
     if len(set(seeds)) != len(seeds):
         raise _fail(path, f"{where} lists a seed twice: {seeds}")
     return seeds
@@ -122,6 +200,8 @@ def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
     raw = raw or {"name": default}
     if isinstance(raw, str):
         raw = {"name": raw}
+    if not isinstance(raw, dict):
+        raise _fail(path, f"{kind} must be a name or a mapping with a name and settings, e.g. {{name: {default}}}; got {raw!r}")
     if raw.get("name") not in names:
         raise _fail(path, f"{kind}.name='{raw.get('name')}' is not one of {sorted(names)}")
     return dict(raw)
@@ -134,31 +214,32 @@ def load_sweep(path: str | Path) -> Sweep:
     if not isinstance(raw, dict):
         raise _fail(path, "must be a mapping (name, base, objective, variants or search, ...)")
     _check_keys(path, "the sweep file", raw, TOP_KEYS)
-    if bool(raw.get("variants")) == bool(raw.get("search")):
+    variants = _mapping(path, raw, "variants", "{base: {}, A-h1: {model.heads: 1}}")
+    search = _mapping(path, raw, "search", "{train.lr_scale: {type: float, low: 0.5, high: 2}}")
+    if bool(variants) == bool(search):
         raise _fail(path, "give exactly one of 'variants' (named rows of overrides) or 'search' (an Optuna space)")
-    base = raw.get("base") or []
-    base = [base] if isinstance(base, str) else list(base)
-    # Base configs are named relative to the project root (the usual cwd) or to the sweep file.
-    base = [b if Path(b).exists() or not (path.parent / b).exists() else str(path.parent / b) for b in base]
-    name = str(raw.get("name") or path.stem)
+    name = _given(raw, "name", path.stem)
+    if not isinstance(name, (str, int)) or isinstance(name, bool):
+        raise _fail(path, f"name must be a string, got {name!r}")
+    name = str(name)
     sweep = Sweep(
         name=name,
         path=path,
-        base=base,
+        base=_base(path, raw),
         objective=_objective(path, raw.get("objective")),
-        overrides=_with_plugin_paths(path, dict(raw.get("overrides") or {})),
-        variants=dict(raw.get("variants") or {}),
-        search=_search(path, dict(raw.get("search") or {})),
+        overrides=_with_plugin_paths(path, dict(_mapping(path, raw, "overrides", "{train.max_steps: 1000}"))),
+        variants=dict(variants),
+        search=_search(path, dict(search)),
         seeds=_seeds(path, "seeds", raw.get("seeds")),
         row_seeds=_row_seeds(path, raw),
-        n_trials=raw.get("n_trials"),
-        timeout=raw.get("timeout"),
+        n_trials=_count(path, "n_trials", raw.get("n_trials")),
+        timeout=_seconds(path, "timeout", raw.get("timeout")),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
-        storage=raw.get("storage"),
-        out_dir=Path(raw.get("out_dir") or f"runs/sweeps/{safe_name(name)}"),
-        workers=int(raw.get("workers") or 1),
-        gpus_per_trial=int(raw.get("gpus_per_trial") or 1),
+        storage=_text(path, "storage", raw.get("storage")),
+        out_dir=Path(_text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
+        workers=_count(path, "workers", _given(raw, "workers", 1)),
+        gpus_per_trial=_count(path, "gpus_per_trial", _given(raw, "gpus_per_trial", 1)),
         trials_per_gpu=parse_trials_per_gpu(_given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
     )
     try:
@@ -190,6 +271,11 @@ def _validate_trials(sweep: Sweep) -> None:
     problem = plan_for(sweep).check()
     if problem:
         raise _fail(path, problem)
+    problem = component_problem("sampler", sweep.sampler, lambda spec: make_sampler(spec, sweep.search)) or component_problem(
+        "pruner", sweep.pruner, make_pruner
+    )
+    if problem:
+        raise _fail(path, problem)
     train = sweep.config_for({}).train
     if "val/bleu" in sweep.objective.terms and not (train.val_bleu or train.eval_record):
         raise _fail(
@@ -197,8 +283,6 @@ def _validate_trials(sweep: Sweep) -> None:
             "the objective uses val/bleu but train.val_bleu and train.eval_record are both false (no BLEU is computed); "
             "set one of them true or use val/loss (direction: minimize)",
         )
-    if sweep.workers < 1 or sweep.gpus_per_trial < 1:
-        raise _fail(path, "workers and gpus_per_trial must be >= 1")
     problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial)
     if problem:
         raise _fail(path, problem)
