@@ -6,6 +6,7 @@ The parts live in small modules and are re-exported here: `ablate.datasets` (whe
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Optional
 
@@ -16,6 +17,7 @@ from torch.utils.data import DataLoader
 from ablate.batching import EncodedSplit, TokenBucketBatchSampler, collate, encode_pairs, make_loader
 from ablate.corpus import CorpusStats, read_lines, read_parallel
 from ablate.datasets import DATASETS, cache_dir, resolve_split
+from ablate.sentence_scores import bleu_rows, host_rows
 from ablate.tokenizer import Tokenizer, load_or_train_tokenizer
 
 log = logging.getLogger(__name__)
@@ -114,6 +116,17 @@ class TranslationDataModule(L.LightningDataModule):
         self.encoded(split)
         pairs = self._raw[split]
         return [s for s, _ in pairs], [t for _, t in pairs]
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        # val/bleu's rows are picked while the batch is still on the host, so the device step reads nothing back.
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None and trainer.validating and not trainer.sanity_checking and self.cfg.train.val_bleu:
+            batch["bleu"] = host_rows(batch, self._bleu_rows)
+        return batch
+
+    @functools.cached_property
+    def _bleu_rows(self) -> frozenset[int] | None:
+        return bleu_rows(len(self.raw("valid")[1]), self.cfg.train)
 
     def _ranks(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)

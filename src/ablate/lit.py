@@ -18,7 +18,7 @@ from ablate.config import ExperimentConfig, from_dict, to_dict
 from ablate.loss import translation_loss
 from ablate.metrics import bleu
 from ablate.model import build_transformer, count_parameters
-from ablate.sentence_scores import decode_rows, fixed_subset, row_mask
+from ablate.sentence_scores import bleu_rows, decode_rows, host_rows
 
 log = logging.getLogger(__name__)
 
@@ -82,21 +82,18 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(3, device=self.device)
         self._hyps = {}
-        t = self.cfg.train
-        if t.val_max_sentences:  # a fixed random sample, the same for every trial of a study (not the N shortest)
-            chosen = fixed_subset(len(self.trainer.datamodule.raw("valid")[1]), t.val_max_sentences, t.val_subset_seed)
-            self._bleu_rows = None if chosen is None else frozenset(chosen)
+        if self.cfg.train.val_max_sentences:
+            self._bleu_rows = bleu_rows(len(self.trainer.datamodule.raw("valid")[1]), self.cfg.train)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, nll, ntok = self._step(batch)
         self._val_sums += torch.stack([loss.detach(), nll, ntok.to(loss.dtype)])
         if self.cfg.train.val_bleu and not self.trainer.sanity_checking:
-            src, idx = batch["src"], batch["idx"]  # (B, S), (B,)
-            if self._bleu_rows is not None:
-                rows = row_mask(idx, self._bleu_rows)  # (B,)
-                src, idx = src[rows], idx[rows]
-            if len(idx):
-                self._hyps.update(zip(idx.tolist(), decode_rows(self.model, src, self.cfg)))
+            # TranslationDataModule picked the rows on the host; a batch from elsewhere is picked here (with reads).
+            found = batch.get("bleu") or host_rows(batch, self._bleu_rows)
+            if found["idx"]:
+                src = batch["src"].index_select(0, found["rows"].to(batch["src"].device))  # (B', S)
+                self._hyps.update(zip(found["idx"], decode_rows(self.model, src, self.cfg, found["width"])))
 
     def on_validation_epoch_end(self) -> None:
         loss, nll, ntok = self._val_sums.tolist()

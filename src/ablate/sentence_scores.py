@@ -36,6 +36,13 @@ def fixed_subset(total: int, n: int, seed: int) -> list[int] | None:
     return sorted(sorted(range(total), key=key)[:n])
 
 
+def bleu_rows(total: int, t) -> frozenset[int] | None:
+    """The validation sentences val/bleu is on (`t`: the train config): a fixed random sample of
+    t.val_max_sentences (the same for every trial of a study, not the N shortest), or None for all of them."""
+    chosen = fixed_subset(total, t.val_max_sentences, t.val_subset_seed)
+    return None if chosen is None else frozenset(chosen)
+
+
 @functools.lru_cache(maxsize=8)
 def subset_lookup(chosen: frozenset[int], device: torch.device) -> Tensor:
     """(max index + 1,) bool, True at the subset's indices: built once per subset and device (a frozenset caches its

@@ -84,6 +84,30 @@ def test_validation_decodes_exactly_the_subset(setup):
     assert sorted(module._hyps) == val_subset(cfg, 40)[0]
 
 
+def test_validation_picks_the_subset_on_the_host_copy_and_decodes_the_same_rows(setup):
+    """The datamodule marks val/bleu's rows before the batch moves to the device (nothing is read back there); the
+    module decodes exactly those, as it does when it has to pick them itself."""
+    cfg, _ = setup
+    cfg = with_train(cfg, val_max_sentences=7)
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    dm.trainer = SimpleNamespace(validating=True, sanity_checking=False)
+    module = make_module(cfg, dm)
+    module.trainer = SimpleNamespace(datamodule=dm, sanity_checking=False, global_step=0, world_size=1)
+    module.on_validation_epoch_start()
+    marked = []
+    with torch.no_grad():
+        for batch in dm.val_dataloader():
+            batch = dm.on_before_batch_transfer(batch, 0)
+            marked += batch["bleu"]["idx"]
+            assert batch["bleu"]["idx"] == batch["idx"][batch["bleu"]["rows"]].tolist()
+            module.validation_step(batch, 0)
+    assert sorted(marked) == sorted(module._hyps) == val_subset(cfg, 40)[0]
+    dm.trainer = SimpleNamespace(validating=False, sanity_checking=False)  # training batches carry no such field
+    assert "bleu" not in dm.on_before_batch_transfer(next(iter(dm.val_dataloader())), 0)
+
+
 def test_scored_on_names_the_split_and_sentences(setup):
     cfg, dm = setup
     assert scored_on(with_train(cfg, val_max_sentences=10), dm) == {
