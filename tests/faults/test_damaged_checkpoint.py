@@ -10,30 +10,14 @@ import sys
 
 import pytest
 import torch
-from helpers import tiny_model, write_corpus
+from checkpoints import tiny_checkpoint
 
 from ablate.cli import main
-from ablate.config import DataConfig, ExperimentConfig, to_dict
-from ablate.model import build_transformer
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> dict:
-    """A real tiny checkpoint as `ablate train` writes its fields: weights, hyper_parameters, the SentencePiece model."""
-    from ablate.tokenizer import load_or_train_tokenizer
-
-    folder = tmp_path_factory.mktemp("good")
-    corpus = write_corpus(folder / "corpus", n_valid=1, n_test=1)
-    data = DataConfig(dataset="files", vocab_size=64, cache_dir=str(folder / "tok"))
-    spm = load_or_train_tokenizer(data, corpus / "train.en", corpus / "train.de").path.read_bytes()
-    model_cfg = tiny_model(enc_layers=1, dec_layers=1)
-    model = build_transformer(model_cfg, 64)
-    return {
-        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-        "hyper_parameters": {"config": to_dict(ExperimentConfig(model=model_cfg)), "vocab_size": 64},
-        "tokenizer_model": spm,
-        "global_step": 10,
-    }
+    return tiny_checkpoint(tmp_path_factory.mktemp("good"))
 
 
 def damaged(good: dict, field: str, value) -> dict:
