@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,19 @@ def test_warm_up_meets_every_batch_shape_of_the_rounds_once(bench):
 
     timed = [batch(4, 7, 9), batch(4, 7, 8), batch(4, 7, 9), batch(3, 7, 9), batch(4, 7, 8)]
     assert bench.one_per_shape(timed) == [timed[0], timed[1], timed[3]]
+
+
+def test_step_overhead_times_ablate_trains_trainer_against_a_bare_loop(tmp_path):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))
+    out = run("step_overhead.py", "--config", str(cfg), "--steps", "5", "--warmup", "2", "--threads", "1",
+              "--json", str(tmp_path / "overhead.json"))  # fmt: skip
+    ratio = float(re.search(r"step overhead ratio ablate/bare: ([0-9.]+) \(target <= 1.15\)", out).group(1))
+    result = json.loads((tmp_path / "overhead.json").read_text())
+    assert result["ratio"] == pytest.approx(ratio, abs=5e-4) and ratio > 0
+    assert {arm: (len(s["wall"]), len(s["cpu"])) for arm, s in result["step_seconds"].items()} == {"ablate": (5, 5), "bare": (5, 5)}
+    assert result["cpu_ratio"] > 0 and "CPU time ratio ablate/bare" in out
+    assert "ablate train step: median" in out and "bare PyTorch step: median" in out and "torch " in out
 
 
 def test_decode_throughput_against_generate(tmp_path, trained_run):
