@@ -27,10 +27,10 @@ OVERRIDES = {"A-h1": {"model.heads": 1, "model.d_k": 64, "model.d_v": 64}, "A-h3
 OVERRIDES |= {"E-learned": {"model.positional": "learned"}, "base-2x": {"train.max_steps": 2000}}
 
 
-def study(root):
-    rows = {row: (OVERRIDES.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in PPL.items()}
-    write_runs(root, rows, {(row, s): {"steps": 1000} for row, seeds in PPL.items() for s in seeds})
-    for row, seeds in PPL.items():
+def study(root, ppl=PPL):
+    rows = {row: (OVERRIDES.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in ppl.items()}
+    write_runs(root, rows, {(row, s): {"steps": 1000} for row, seeds in ppl.items() for s in seeds})
+    for row, seeds in ppl.items():
         for seed, ppl in seeds.items():
             # logged at step 999, i.e. after update 1,000; an earlier validation the comparison must not pick
             (root / "trials" / f"{row}-s{seed}" / "metrics.csv").write_text(HEADER + f"1,499,3.1,2.5,{ppl + 2}\n1,999,3.0,2.4,{ppl}\n")
@@ -75,6 +75,19 @@ def test_rows_are_tested_against_the_base_by_welch_with_holm_and_a_verdict(tmp_p
     assert rows["base-2x"]["control"] and "p" not in rows["base-2x"]  # a control is not tested
     assert result["base"]["mean"] == pytest.approx(7.1) and result["base"]["seeds"] == 3
     assert [ln["row"] for ln in result["rows"]] == ["base", "base-2x", "A-h1", "A-h32", "E-learned"]  # Table 3's order
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 11: rows with zero variance given a p (0 here) and a verdict")
+def test_rows_whose_runs_all_score_alike_have_no_variance_and_no_test(tmp_path):
+    """Every run of the base at PPL 7.0 and of A-h1 at 6.0 after update 1,000: Welch's se is 0, which made p 0 and a
+    verdict out of no measured spread at all; instead no interval, no test, inconclusive, and the page says why."""
+    result = at_update(runs_from_dirs(study(tmp_path, {"base": {1: 7.0, 2: 7.0, 3: 7.0}, "A-h1": {1: 6.0, 2: 6.0, 3: 6.0}})), 1000)
+    row = next(ln for ln in result["rows"] if ln["row"] == "A-h1")
+    assert row["delta"] == -1.0 and (row["low"], row["high"]) == (None, None) and "p" not in row and "p_holm" not in row
+    assert row["verdict"] == "inconclusive"
+    md = to_markdown(result)
+    assert "| A-h1 | 3 | 6.00 | 0.00 | -1.00 |  |  | +0.37 | inconclusive |" in md
+    assert "Not tested, no variance (every run of the row and of the base the same there): A-h1." in md
 
 
 def test_a_row_whose_runs_did_not_get_there_is_untested_and_a_partial_row_is_flagged(tmp_path):
