@@ -97,6 +97,14 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return archive_cli(args)
 
 
+SWEEP_EXITS = """exit codes:
+  0    the study ran and has results; rows that failed by themselves are named on stderr with their logs
+  1    every trial that ran failed: each row is named on stderr with its log (RUN_DIR/train.log)
+  2    a usage or sweep file error; nothing started
+  75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue
+  130  stopped by Ctrl-C, as for 75"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,7 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("sweep", help="run a sweep file (variants or an Optuna search) as one study")
+    p = sub.add_parser(
+        "sweep",
+        help="run a sweep file (variants or an Optuna search) as one study",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SWEEP_EXITS,
+    )
     p.add_argument("file", help="a sweeps/*.yaml file")
     p.add_argument("--workers", type=int, default=None, help="trials at once (default: all GPU slots, else the file's workers)")
     p.add_argument("--trials-per-gpu", default=None, help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)")

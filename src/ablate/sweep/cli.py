@@ -23,11 +23,13 @@ from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
-from ablate.sweep.results import log_wandb_table, print_summary, summarize
+from ablate.sweep.results import log_wandb_table, print_summary, report_failures, summarize
 from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
 from ablate.sweep.worker import open_sweep_study, run_worker
+
+ALL_FAILED_EXIT = 1  # the study ran, and no row has a result to compare
 
 
 def dry_run(sweep: Sweep, console: Console) -> None:
@@ -105,6 +107,10 @@ def _pass_lines(stream, on_line: Callable[[str], None]) -> None:
 
 
 def sweep_cli(args: argparse.Namespace) -> int:
+    """Run the sweep; its exit code (also in `ablate sweep --help`): 0 the study ran and some row has a result, rows
+    that failed by themselves named on stderr with their logs as a warning (the study still compares the others);
+    ALL_FAILED_EXIT (1) every row that ran failed, each named with its log; PREEMPTED_EXIT (75) or INTERRUPTED_EXIT
+    (130) stopped by a signal, running trials saved, a rerun continues. A usage or sweep-file error is ablate's 2."""
     console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
     if args.storage:
         # W&B records the command line of the summary run; keep a password given by --storage out of it.
@@ -156,6 +162,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     print_summary(rows, console)
     log_wandb_table(sweep, rows)
     console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
+    none_finished = report_failures(study)
     if Stop.requested:
         flags = [
             *(["--workers", str(workers)] if args.workers else []),
@@ -164,4 +171,4 @@ def sweep_cli(args: argparse.Namespace) -> int:
         again = shlex.join(["ablate", "sweep", str(args.file), *flags])
         console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
         return Stop.exit_code()
-    return 0
+    return ALL_FAILED_EXIT if none_finished else 0
