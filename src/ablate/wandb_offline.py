@@ -28,6 +28,9 @@ class OfflineRun:
     config: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    # From the run's exit record, the last W&B writes; None until then: W&B holds a run's records in memory and
+    # writes them when it closes the file, after `run.finish()` has returned (`wandb.teardown()` waits for it).
+    exit_code: int | None = None
 
     @property
     def files(self) -> Path:
@@ -93,6 +96,8 @@ def read_run(path: str | Path) -> OfflineRun:
             run.history.append({_key(i): json.loads(i.value_json) for i in record.history.item})
         elif kind == "summary":
             run.summary.update({_key(i): json.loads(i.value_json) for i in record.summary.update})
+        elif kind == "exit":
+            run.exit_code = record.exit.exit_code
     return run
 
 

@@ -33,10 +33,11 @@ def table_cli(args: argparse.Namespace) -> int:
         source = load_sweep(source).out_dir
     if not source.exists():
         raise FileNotFoundError(f"no such study directory: {source}")
-    runs = runs_from_wandb(source) if args.wandb else runs_from_dirs(source)
+    runs, skipped = runs_from_wandb(source) if args.wandb else (runs_from_dirs(source), {})
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
-        raise ValueError(f"found no {kind} under {source}")
+        left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
+        raise ValueError(f"found no {kind} under {source}{left}")
     runs = select(runs, args.rows, args.seeds)
     stem = Path(args.out or source) / args.name
     if args.at_update is not None:
@@ -49,6 +50,7 @@ def table_cli(args: argparse.Namespace) -> int:
 
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
+    evidence.skipped = skipped
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed, target_mde=args.target_mde or None)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"

@@ -33,6 +33,7 @@ COLUMNS = {
 }
 LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
 TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
+LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
 
 
 @dataclass
@@ -50,10 +51,11 @@ class Row:
         return sum(v) / len(v) if v else None
 
     def interval(self, attr: str) -> dict:
-        """Mean, 95% Student-t interval, sd and N over seeds; bounds and sd are None with one seed, all None with none."""
+        """Mean, 95% Student-t interval (cut to the score's range: `clipped`), sd and N over seeds; bounds and sd are
+        None with one seed, the bounds with seeds all alike, all None with none."""
         v = self.values(attr)
-        iv = stats.t_interval(v) if v else stats.Interval(None, None, None, 0, None)
-        return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n}
+        iv = stats.t_interval(v, bounds=stats.RANGES[attr]) if v else stats.Interval(None, None, None, 0, None)
+        return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n, "clipped": iv.clipped}
 
 
 def stop_reasons(row: Row) -> str:
@@ -129,7 +131,7 @@ def make_table(
         line["paper_params"] = row.paper.params_m if row.paper else None
         lines.append(line)
     table = Table(rows, base, lines, {}, controls)
-    table.summary = _summary(table, evidence, n_boot, seed)
+    table.summary = _summary(table, evidence, n_boot, seed, target_mde)
     return table
 
 
@@ -172,7 +174,7 @@ def _recorded_basis(table: Table) -> str:
     return "; ".join([common] + [f"{basis} ({', '.join(rows)})" for basis, rows in others])
 
 
-def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
+def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: float | None) -> dict:
     others = [ln for ln in table.lines if ln["row"] != "base"]
     base_line = next(ln for ln in table.lines if ln["row"] == "base")
     runs = [r for row in table.rows for r in row.runs]
@@ -189,15 +191,17 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         "declared_basis": "; ".join(sorted({str(r.config["sweep.basis"]) for r in runs if r.config.get("sweep.basis")})) or None,
         "base_config": {col: base_line[col] for col in COLUMNS},
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
-        "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95},
-        "notes": list(ev.notes),
+        "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95, "target_mde": target_mde or None},
+        "skipped_runs": [{"run": run, "reason": why} for run, why in ev.skipped.items()],
+        "notes": _skipped(ev.skipped) + list(ev.notes),
         "training_hours": _training_hours(runs),
         "controls": _controls(table),
     }
-    untested = [ln["row"] for ln in others if ln["bleu"]["untested"]]
+    untested = [ln["row"] for ln in others if any(ln[m]["untested"] for m in METRICS)]
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
-        reasons = sorted({ln["bleu"]["untested"] for ln in others if ln["bleu"]["untested"]})
+        reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
+    summary["notes"] += _edges(table.lines)
     tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed")}
     if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
@@ -226,6 +230,33 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int) -> dict:
         summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}
         summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
     return summary
+
+
+def _skipped(skipped: dict[str, str]) -> list[str]:
+    """The run files the loader left out, each with why, so a missing seed is never silent."""
+    if not skipped:
+        return []
+    runs = f"{len(skipped)} W&B run" + ("" if len(skipped) == 1 else "s")
+    return [f"Left out {runs}: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) + "."]
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _edges(lines: list[dict]) -> list[str]:
+    """Seed intervals cut at the score's range, and rows whose seeds all scored the same (no interval)."""
+    out = []
+    cut = [f"{ln['row']} {_and([LABELS[m] for m in LABELS if ln[m]['clipped']])}" for ln in lines if any(ln[m]["clipped"] for m in LABELS)]
+    if cut:
+        out.append(
+            f"Seed intervals cut at the metric's range (BLEU 0-100, PPL >= 1) where the t interval reached past it: {', '.join(cut)}; "
+            "cutting loses no coverage, but scores this near a bound are skewed, so read them as rough."
+        )
+    flat = [f"{ln['row']} {LABELS[m]} {ln[m]['mean']:.2f}" for ln in lines for m in LABELS if ln[m]["n"] > 1 and ln[m]["sd"] == 0.0]
+    if flat:
+        out.append(f"No spread over seeds (every run the same score, so no interval): {', '.join(flat)}.")
+    return out
 
 
 def _controls(table: Table) -> dict:

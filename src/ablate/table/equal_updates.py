@@ -94,7 +94,9 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     for ln in lines:
         if ln is not base and not ln["control"] and ln["seeds"] >= 2 and base["seeds"] >= 2:
             d = stats.welch_interval(ln["values"], base["values"])
-            ln |= {"delta": d.delta, "low": d.low, "high": d.high, "p": stats.two_sided_p(d.delta, d.se, d.df)}
+            ln |= {"delta": d.delta, "low": d.low, "high": d.high}
+            if d.se > 0:  # every run of both rows alike (se 0): no variance, so no test rather than a p of 0 or 1
+                ln["p"] = stats.two_sided_p(d.delta, d.se, d.df)
         if attr and ln["row"] in paper and ln is not base:
             digits = 1 if attr == "bleu" else 2  # the paper's printed precision, as the table has it
             ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
@@ -141,7 +143,9 @@ def to_markdown(result: dict, title: str | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for ln in result["rows"]:
-        delta = f"{ln['delta']:+.2f} [{ln['low']:+.2f}, {ln['high']:+.2f}]" if "delta" in ln else ""
+        delta = (
+            "" if "delta" not in ln else f"{ln['delta']:+.2f}" + ("" if ln["low"] is None else f" [{ln['low']:+.2f}, {ln['high']:+.2f}]")
+        )
         paper = f"{ln['paper_delta']:+.2f}" if "paper_delta" in ln else ""
         verdict = "control" if ln["control"] else ln.get("verdict", "")
         seeds = f"{ln['seeds']}" + ("" if ln["seeds"] == ln["runs"] else f" of {ln['runs']}")
@@ -162,6 +166,8 @@ def to_markdown(result: dict, title: str | None = None) -> str:
         out.append(f"Not tested: the base has {n} run{'' if n == 1 else 's'} there, and a test needs 2 on each side.")
     elif short := [f"{ln['row']} ({ln['seeds']} of {ln['runs']})" for ln in others if ln["seeds"] < 2]:
         out.append(f"Not tested, fewer than 2 runs there: {', '.join(short)}.")
+    if flat := [ln["row"] for ln in others if "delta" in ln and "p" not in ln]:
+        out.append(f"Not tested, no variance (every run of the row and of the base the same there): {', '.join(flat)}.")
     part = [f"{ln['row']} ({_seeds(ln['stopped_before'])})" for ln in result["rows"] if ln["seeds"] >= 2 and ln["stopped_before"]]
     if part:
         out.append(

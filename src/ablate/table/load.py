@@ -143,19 +143,28 @@ def check_rows(runs: list[Run]) -> None:
             )
 
 
-def runs_from_wandb(root: Path) -> list[Run]:
-    """Every W&B offline run under `root` with a final summary (sweep summary-table runs are skipped)."""
+def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
+    """Every finished W&B offline run under `root`, and the run files left out -> why: a run W&B has not closed yet
+    (its records reach the file only then), one that finished without final scores, a sweep's summary-table run."""
     from ablate.eval_wandb import read_records
     from ablate.wandb_offline import find_runs, read_run
 
-    runs = []
+    runs, skipped = [], {}
     for path in find_runs(root):
         run = read_run(path)
-        if "summary" in run.tags or "val/bleu" not in run.summary and "last" not in run.summary:
-            continue
-        row = run.config.get("sweep.row") or run.name
-        runs.append(_run(row, run.config, read_records(run.summary, run.files, str(run.path)), str(run.path)))
-    return runs
+        if run.exit_code is None:
+            skipped[str(run.path)] = UNFINISHED
+        elif "summary" in run.tags:
+            skipped[str(run.path)] = "a sweep's summary table, not a trial"
+        elif "val/bleu" not in run.summary and "last" not in run.summary:
+            skipped[str(run.path)] = "finished without final scores (no val/bleu or last in its summary): failed or stopped before them"
+        else:
+            row = run.config.get("sweep.row") or run.name
+            runs.append(_run(row, run.config, read_records(run.summary, run.files, str(run.path)), str(run.path)))
+    return runs, skipped
+
+
+UNFINISHED = "not finished: no exit record (still running, or W&B stopped before closing its file)"
 
 
 def select(runs: list[Run], rows: list[str] | None = None, seeds: list[int] | None = None) -> list[Run]:

@@ -59,16 +59,25 @@ def noise_line(s: dict) -> str:
         nf = s["noise_floor"][m]
         if nf["sd"] is None:
             parts.append(f"{NAMES[m]} n/a ({_count(nf['n'], 'seed')}: no spread to estimate)")
+        elif nf["sd"] == 0.0:
+            parts.append(f"{NAMES[m]} no spread (every seed scores {nf['mean']:.2f})")
         else:
             parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
     return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
 
 
 def plan_lines(table: Table) -> list[str]:
-    """How many seeds each tested row would need for the MDE the study aims at (`stats.seeds_for_mde`)."""
-    planned = [ln for ln in table.lines if ln["bleu"].get("plan_mde") is not None and not ln["control"]]
-    if not planned:
+    """How many seeds each tested row would need for the MDE the study aims at (`stats.seeds_for_mde`) and, for each
+    row the plan leaves out, why; no line where no ablation has a test (the scores line or the untested note says why)."""
+    target = table.summary["bootstrap"].get("target_mde")
+    others = [ln for ln in table.lines if ln["row"] != "base"]
+    if not target or not any(ln["bleu"]["p"] is not None and not ln["control"] for ln in others):
         return []
+    planned = [ln for ln in others if ln["bleu"]["plan_mde"] is not None]
+    left: dict[str, list[str]] = {}
+    for ln in others:
+        if ln["bleu"]["plan_skipped"]:
+            left.setdefault(ln["bleu"]["plan_skipped"], []).append(ln["row"])
 
     def need(ln: dict) -> str:
         b = ln["bleu"]
@@ -79,10 +88,11 @@ def plan_lines(table: Table) -> list[str]:
         return f"{more} ({beyond})" if b["mde_floor"] > b["plan_mde"] else more
 
     base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None and not ln["control"] for ln in table.lines)
+    not_planned = "; ".join(f"{', '.join(rows)} ({why})" for why, rows in left.items())
     return [
-        f"Seeds for an MDE of {planned[0]['bleu']['plan_mde']:g} BLEU, per row (the base keeping its {base_seeds} where "
+        f"Seeds for an MDE of {target:g} BLEU, per row (the base keeping its {base_seeds} where "
         f"it has more; Holm over the {_count(tested, 'tested row')}), at the noise each test measured, so as rough as "
-        f"its few seeds: {', '.join(map(need, planned))}."
+        f"its few seeds: {', '.join(map(need, planned)) or 'none'}" + (f"; not planned: {not_planned}" if left else "") + "."
     ]
 
 

@@ -54,7 +54,7 @@ def figure(table: Table, title: str):
         spans = [_interval(m) for m in lines]
         bars = ax.bar(xs, ours, width=0.4, label="ours (95% CI)", color="tab:blue")
         for x, d, span, bar, m in zip(xs, ours, spans, bars, lines):
-            if span is None:  # one seed, no test: a point estimate, not an exact value
+            if span is None:  # one seed or no spread, no test: a point estimate, not an exact value
                 bar.set(hatch="//", facecolor="white", edgecolor="tab:blue")
                 continue
             if math.isnan(d):
@@ -82,7 +82,13 @@ def figure(table: Table, title: str):
     fig.suptitle(f"{title}\n{where}, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
     legend = (
         f"Error bars: the paired test's 95% interval (the Welch interval over seeds where a row has no test); "
-        f"*: p Holm <= {alpha}; hatched: one seed and no test, no interval."
+        f"*: p Holm <= {alpha}; hatched: "
+        + (
+            "one seed or no spread"
+            if any(ln["seeds"] > 1 and _interval(ln["bleu"]) is None for ln in table.lines if ln["row"] != "base")
+            else "one seed"
+        )
+        + " and no test, no interval."
     )
     fig.text(0.5, 0.01, textwrap.fill(legend, int(50 * fig.get_figwidth() / 3.2)), ha="center", va="bottom", fontsize=7)
     fig.tight_layout(rect=(0, 0.1, 1, 1))

@@ -24,13 +24,20 @@ def _p(p) -> str:
     return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _paired_interval(m: dict) -> str:
+    """The paired test's interval; "no variance" where Δ was the same in every resample (se 0: no test)."""
+    if m["test_low"] is None:
+        return "no variance" if m["se"] == 0.0 else "-"
+    return f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]"
+
+
 def _metric_cells(m: dict, is_base: bool, control: bool) -> dict[str, str]:
     cells = {"": with_interval(m["mean"], m["low"], m["high"])}
     if is_base:
         return cells | {"Δ": "", "paired CI": "", "p": "", "p Holm": "", "MDE": "", "verdict": ""}
     return cells | {
         "Δ": with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
-        "paired CI": "-" if m["test_low"] is None else f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]",
+        "paired CI": _paired_interval(m),
         "p": _p(m["p"]),
         "p Holm": _p(m["p_holm"]),
         "MDE": _num(m["mde"]),

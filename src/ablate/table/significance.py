@@ -32,6 +32,7 @@ class Evidence:
     runs: int = 0
     notes: list[str] = field(default_factory=list)
     per_run: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run.source -> {"bleu": (n, 10), "ppl": (n, 2)}
+    skipped: dict[str, str] = field(default_factory=dict)  # run files the loader left out -> why (`load.runs_from_wandb`)
 
 
 def _record(run: Run, split: str) -> EvalFile | None:
@@ -135,7 +136,8 @@ def paired_tests(
     controls: Mapping[str, object] | None = None,
 ) -> dict[str, dict[str, dict]]:
     """Per row (not base) and metric: Δ's paired-test p, Holm-adjusted p, interval, SE, df and MDE, or None fields
-    with a reason; for BLEU with `target_mde`, the seeds that MDE would take (`stats.seeds_for_mde`).
+    with a reason (no records, or no variance: se 0 and no test); for BLEU with `target_mde`, the seeds that MDE
+    would take (`stats.seeds_for_mde`), or why the row has no plan.
 
     One Holm correction over the tested rows of each metric; the MDE uses its strictest level, alpha / m. Controls
     (`ablate.table.controls`: row name -> the base runs it is compared with) are a family of their own.
@@ -143,7 +145,7 @@ def paired_tests(
     controls = controls or {}
     out: dict[str, dict[str, dict]] = {row.name: {} for row in rows if row is not base}
     for metric in METRICS:
-        tests = {}
+        tests, flat = {}, {}
         for row in rows:
             if row is base:
                 continue
@@ -151,37 +153,57 @@ def paired_tests(
             if against is None or row_stats is None:
                 continue
             pair = stats.paired_bleu_stats if metric == "bleu" else stats.paired_ppl_stats
-            tests[row.name] = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed)
+            t = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed)
+            # No variance at all (every resample and seed gives the same Δ): a "p" and "MDE" would be artefacts of se = 0.
+            (flat if t.se == 0.0 else tests)[row.name] = t
         adjusted, family_size = {}, {}
         for family in ([n for n in tests if n not in controls], [n for n in tests if n in controls]):
             adjusted.update(zip(family, stats.holm([tests[n].p_value for n in family])))
             family_size.update(dict.fromkeys(family, len(family)))
         for name in out:
-            t = tests.get(name)
-            m = family_size.get(name, 1)
-            plan = (
-                stats.seeds_for_mde(t.noise, target_mde, m=m)
-                if t is not None and t.noise is not None and metric == "bleu" and target_mde
-                else None
-            )
-            out[name][metric] = (
-                no_test(_why_untested(name, rows, controls.get(name, base), evidence))
-                if t is None
-                else {
-                    "p": t.p_value,
-                    "p_holm": adjusted[name],
-                    "mde": stats.mde(t.se, m=m, df=t.df),
-                    "test_low": t.low,
-                    "test_high": t.high,
-                    "se": t.se,
-                    "df": None if math.isinf(t.df) else t.df,  # None: no seed part, or seeds that all scored alike
-                    "seed_variance": t.seed_variance,
-                    "n_boot": t.n_boot,
-                    "untested": None,
-                    **_plan_fields(plan),
-                }
-            )
+            row, against, t = next(r for r in rows if r.name == name), controls.get(name, base), tests.get(name)
+            if t is None:
+                why = _no_variance(row, against, metric, flat[name].delta) if name in flat else _why_untested(name, rows, against, evidence)
+                fields = no_test(why) | ({"se": 0.0} if name in flat else {})
+            else:
+                fields = _tested(t, adjusted[name], family_size[name])
+            plan, skipped = None, None
+            if metric == "bleu" and target_mde:
+                if name in controls:
+                    skipped = "a control, compared with the base's runs of its seeds"
+                elif t is None:
+                    skipped = "no paired test"
+                elif t.noise is None:
+                    skipped = "one seed in the row or in base, so no seed variance measured to plan from"
+                else:
+                    plan = stats.seeds_for_mde(t.noise, target_mde, m=family_size[name])
+            out[name][metric] = fields | _plan_fields(plan, skipped)
     return out
+
+
+def _tested(t: stats.PairedTest, p_holm: float, m: int) -> dict:
+    """A paired test's fields; the MDE at Holm's strictest level over its family of m rows."""
+    return {
+        "p": t.p_value,
+        "p_holm": p_holm,
+        "mde": stats.mde(t.se, m=m, df=t.df),
+        "test_low": t.low,
+        "test_high": t.high,
+        "se": t.se,
+        "df": None if math.isinf(t.df) else t.df,  # None: no seed part, or seeds that all scored alike
+        "seed_variance": t.seed_variance,
+        "n_boot": t.n_boot,
+        "untested": None,
+    }
+
+
+def _no_variance(row, against, metric: str, delta: float) -> str:
+    """Why a row with a zero-variance paired test has none: every run scoring alike (a model that learned nothing
+    scores BLEU 0 everywhere), or the same Δ in every resample (the base's own outputs)."""
+    scores = {getattr(r, metric) for r in [*row.runs, *against.runs]}
+    if len(scores) == 1:
+        return f"every run of '{row.name}' and of '{against.name}' scores {next(iter(scores)):.2f} {metric.upper()}: no variance, no test"
+    return f"'{row.name}' is {delta:+.2f} {metric.upper()} from '{against.name}' in every resample of sentences and seeds: no variance, no test"
 
 
 def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
@@ -209,11 +231,12 @@ def no_test(reason: str | None = None) -> dict:
     }
 
 
-def _plan_fields(plan: stats.SeedPlan | None) -> dict:
-    """A seed plan as flat fields (one CSV column each): the MDE aimed at, the seeds it takes, the sentences' floor."""
+def _plan_fields(plan: stats.SeedPlan | None, skipped: str | None = None) -> dict:
+    """A seed plan as flat fields (one CSV column each): the MDE aimed at, the seeds it takes, the sentences' floor;
+    or, for a row the plan leaves out, why (`skipped`)."""
     if plan is None:
-        return {"plan_mde": None, "plan_seeds": None, "mde_floor": None}
-    return {"plan_mde": plan.target, "plan_seeds": plan.seeds, "mde_floor": plan.floor}
+        return {"plan_mde": None, "plan_seeds": None, "mde_floor": None, "plan_skipped": skipped}
+    return {"plan_mde": plan.target, "plan_seeds": plan.seeds, "mde_floor": plan.floor, "plan_skipped": None}
 
 
 def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:

@@ -137,9 +137,12 @@ def test_rows_that_ran_into_a_limit_before_converging_are_named_with_how_much_th
     training |= {("D-ls0.0", 1): ran("max_steps", 0.04)}
     notes = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows, training))).summary["notes"]
     assert notes == [
+        # base's PPL of 5.0 and 4.0: t(1) reaches to -1.85; A-h1's 5.5, 5.0, 5.0 stay above 1
+        "Seed intervals cut at the metric's range (BLEU 0-100, PPL >= 1) where the t interval reached past it: base PPL; "
+        "cutting loses no coverage, but scores this near a bound are skewed, so read them as rough.",
         "Stopped by a limit (max_steps, max_epochs, max_time, max_flops) before the convergence rule was met, so not at "
         "convergence and may still move: A-h1 (2 of 3 runs, by max_epochs, max_steps; val/ppl still 2.9-3.6% better over "
-        "the rule's window); C-N2 (1 of 1 runs, by max_time; val/ppl still 5.0% better over the rule's window)."
+        "the rule's window); C-N2 (1 of 1 runs, by max_time; val/ppl still 5.0% better over the rule's window).",
     ]
     training[("A-h1", 3)] = ran("max_steps")  # an improvement not recorded: the run is still named
     training[("A-h1", 2)] = ran("converged")

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from sacrebleu.metrics import BLEU
 from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
@@ -20,16 +21,23 @@ OVERRIDES = {p.name: p.overrides for p in TABLE3}
 RULE, LONGER = "to convergence, last-5 average", "at most max_steps 16500, last-5 average"
 
 
+def _longer(run: dict, refs: list[str], k: int = 15) -> dict:
+    """The base's run trained on: the first k sentences now copied from the reference, at a copied sentence's NLL."""
+    out = {key: list(v) for key, v in run.items()}
+    out["hypotheses"][:k], out["nll"][:k] = refs[:k], [float(t) for t in run["tokens"][:k]]
+    return out
+
+
 def _study(root, control_seeds=(2,), records=True, a_h1_basis=RULE):
-    """Base and two ablations over seeds 1-3; base-2x with outputs identical to the base's run of each of its seeds
-    (another system where the base lacks the seed), on the LONGER basis."""
+    """Base and two ablations over seeds 1-3; base-2x with outputs the base's run of each of its seeds would give
+    trained on (`_longer`; another system where the base lacks the seed), on the LONGER basis."""
     refs = references(150)
     base = {s: system(refs, 0.3, 10 + s) for s in (1, 2, 3)}
     plan = {
         "base": base,
         "A-h4": {s: system(refs, 0.6, 20 + s) for s in (1, 2, 3)},
         "A-h1": {s: system(refs, 0.3, 30 + s) for s in (1, 2, 3)},
-        "base-2x": {s: base.get(s) or system(refs, 0.3, 90 + s) for s in control_seeds},
+        "base-2x": {s: _longer(base[s], refs) if s in base else system(refs, 0.3, 90 + s) for s in control_seeds},
     }
     basis = {"A-h1": a_h1_basis, "base-2x": LONGER}
     for row, seeds in plan.items():
@@ -47,16 +55,20 @@ def report(tmp_path_factory):
     out = root / "out"
     assert main(["table", str(root), "--out", str(out)]) == 0
     data = json.loads((out / "table3.json").read_text())
-    return {"rows": {r["row"]: r for r in data["rows"]}, "json": data, "md": (out / "table3.md").read_text()}
+    refs = references(150)
+    base = {s: system(refs, 0.3, 10 + s) for s in (1, 2, 3)}
+    return {"rows": {r["row"]: r for r in data["rows"]}, "json": data, "md": (out / "table3.md").read_text(), "refs": refs, "base": base}
 
 
 def test_a_control_is_compared_with_the_base_run_of_its_own_seed(report):
     rows = report["rows"]
     control, base = rows["base-2x"]["bleu"], rows["base"]["bleu"]
-    assert control["mean"] != pytest.approx(base["mean"])  # against all the base's seeds, Δ would not be 0
-    # The same outputs as the base's run of seed 2: no difference at all, though seed 2 is not the base's mean.
-    assert control["delta"] == 0.0 and control["p"] == 1.0 and control["test_low"] == 0.0 == control["test_high"]
-    assert rows["base-2x"]["ppl"]["delta"] == pytest.approx(0.0, abs=1e-9)
+    seed2 = BLEU().corpus_score(report["base"][2]["hypotheses"], [report["refs"]]).score
+    # Against the base's run of seed 2, which it continues: Δ is what the 15 sentences it now copies gained.
+    assert control["delta"] == pytest.approx(control["mean"] - seed2) and control["delta"] > 0
+    assert control["delta"] != pytest.approx(control["mean"] - base["mean"])  # not against the mean of all seeds
+    assert control["test_low"] < control["delta"] < control["test_high"] and control["p"] < 0.05
+    assert rows["base-2x"]["ppl"]["delta"] < 0
     assert report["json"]["controls"] == {"base-2x": {"seeds": [2], "base_seeds": [2]}}
 
 
@@ -88,7 +100,8 @@ def test_a_control_of_several_seeds_is_compared_with_the_base_runs_of_those_seed
     table = make_table(runs_from_dirs(_study(tmp_path, control_seeds=(1, 3))))
     assert table.summary["controls"] == {"base-2x": {"seeds": [1, 3], "base_seeds": [1, 3]}}
     control = next(ln for ln in table.lines if ln["row"] == "base-2x")["bleu"]
-    assert control["delta"] == 0.0 and control["delta_low"] == 0.0 == control["delta_high"]
+    # Without the records, the summaries' scores: every run says 1.0, so no spread and no interval.
+    assert control["delta"] == 0.0 and control["delta_low"] is None is control["delta_high"]
 
 
 def test_a_control_whose_seed_the_base_lacks_is_compared_with_the_whole_base(tmp_path):

@@ -35,7 +35,6 @@ def _t(values: list[float]) -> tuple[float, float, float]:
 NEAR_ZERO = {"base": [(0.5, 1.2), (0.2, 1.1), (4.0, 3.0)], "A-h1": [(0.1, 1.3), (0.3, 1.2), (5.0, 2.5)]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 11: a BLEU interval below 0")
 def test_a_seed_interval_stays_in_the_metrics_range_and_says_it_was_cut(tmp_path):
     for row, seeds in NEAR_ZERO.items():
         for seed, (bleu, ppl) in enumerate(seeds, 1):
@@ -63,12 +62,11 @@ def _records(tmp_path, plan: dict[str, list[dict]], refs: list[str]) -> None:
             write_run(tmp_path, row, seed, OVERRIDES[row], None, {"valid": {**fields, "references": refs}})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 11: rows that score 0 in every run shown as a test result")
 def test_rows_that_score_zero_in_every_run_have_no_variance_and_no_test(tmp_path):
     """A model that learned nothing: no n-gram of any hypothesis is in its reference, in every run of both rows. Their
     NLLs still differ, so PPL is tested as usual."""
     refs = references(60)
-    plan = {row: [system(refs, 0.3, 7 * len(row) + s) for s in range(3)] for row in ("base", "A-h1")}
+    plan = {row: [system(refs, 0.3, first + s) for s in range(3)] for row, first in (("base", 10), ("A-h1", 20))}
     for seeds in plan.values():
         for fields in seeds:
             fields["hypotheses"] = ["nothing learned"] * len(refs)
@@ -79,7 +77,7 @@ def test_rows_that_score_zero_in_every_run_have_no_variance_and_no_test(tmp_path
     assert bleu["delta"] == 0.0 and (bleu["delta_low"], bleu["delta_high"]) == (None, None)
     assert (bleu["p"], bleu["p_holm"], bleu["mde"], bleu["test_low"], bleu["test_high"]) == (None,) * 5 and bleu["se"] == 0.0
     assert bleu["untested"] == "every run of 'A-h1' and of 'base' scores 0.00 BLEU: no variance, no test"
-    assert bleu["verdict"] == "inconclusive" and t["rows"]["A-h1"]["ppl"]["p"] is not None
+    assert bleu["verdict"] == "inconclusive" and t["rows"]["A-h1"]["ppl"]["p"] is not None and t["rows"]["A-h1"]["ppl"]["delta"] != 0
     cells = t["cells"]["A-h1"]
     assert (cells["BLEU [95% CI]"], cells["ΔBLEU [95% CI]"], cells["paired CI BLEU"]) == ("0.00", "+0.00", "no variance")
     assert (cells["p BLEU"], cells["p Holm BLEU"], cells["MDE BLEU"]) == ("-", "-", "-")
@@ -89,7 +87,6 @@ def test_rows_that_score_zero_in_every_run_have_no_variance_and_no_test(tmp_path
     assert "+0.00, +0.00" not in t["md"] and "0.00 [0.00, 0.00]" not in t["md"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 11: a row left out of the seed plan with no reason")
 def test_every_tested_row_left_out_of_the_seed_plan_says_why(tmp_path):
     """A-h1 has 3 seeds as the base has: planned. C-N2 ran one seed (its seed variance is borrowed, not measured),
     base-2x is a control, E-learned has no records (no test): each is named with its reason."""

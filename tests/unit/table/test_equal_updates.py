@@ -77,7 +77,6 @@ def test_rows_are_tested_against_the_base_by_welch_with_holm_and_a_verdict(tmp_p
     assert [ln["row"] for ln in result["rows"]] == ["base", "base-2x", "A-h1", "A-h32", "E-learned"]  # Table 3's order
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 11: rows with zero variance given a p (0 here) and a verdict")
 def test_rows_whose_runs_all_score_alike_have_no_variance_and_no_test(tmp_path):
     """Every run of the base at PPL 7.0 and of A-h1 at 6.0 after update 1,000: Welch's se is 0, which made p 0 and a
     verdict out of no measured spread at all; instead no interval, no test, inconclusive, and the page says why."""

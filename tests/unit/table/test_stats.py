@@ -1,6 +1,7 @@
 """ablate.stats against hand-computed values, scipy and sacreBLEU, and on crafted systems with known answers."""
 
 import math
+import statistics
 import time
 
 import numpy as np
@@ -17,7 +18,9 @@ from ablate.table.stats import (
     NO_CHANGE,
     NO_PAPER,
     PPL_TIE,
+    RANGES,
     VERDICTS,
+    Interval,
     bleu_stats,
     corpus_bleu,
     corpus_ppl,
@@ -113,8 +116,18 @@ def test_welch_interval_needs_two_seeds_per_row():
     diff = welch_interval([25.0], [24.0, 24.5])
     assert diff.delta == pytest.approx(0.75)
     assert (diff.low, diff.high, diff.df, diff.se) == (None, None, None, None)
-    exact = welch_interval([2.0, 2.0], [1.0, 1.0])
-    assert (exact.low, exact.high, exact.se) == (1.0, 1.0, 0.0)
+    alike = welch_interval([2.0, 2.0], [1.0, 1.0])  # seeds that all score alike: no interval, not a width-0 one
+    assert (alike.delta, alike.low, alike.high, alike.df, alike.se) == (1.0, None, None, None, 0.0)
+
+
+def test_t_interval_is_cut_at_the_scores_range_and_says_so():
+    """BLEU of 0.5, 0.2 and 4.0: t(2) * sd / sqrt(3) = 5.24 around 1.57 reaches -3.67, cut at 0; the top is not cut."""
+    half = st.t.ppf(0.975, 2) * statistics.stdev([0.5, 0.2, 4.0]) / math.sqrt(3)
+    cut = t_interval([0.5, 0.2, 4.0], bounds=RANGES["bleu"])
+    assert (cut.low, cut.high, cut.clipped) == (0.0, pytest.approx(1.5667 + half, abs=1e-4), True)
+    assert t_interval([0.5, 0.2, 4.0]).low == pytest.approx(1.5667 - half, abs=1e-4)  # unbounded: as t gives it
+    assert t_interval([99.0, 99.5, 97.0], bounds=RANGES["bleu"]).high == 100.0 and not t_interval([30.0, 31.0]).clipped
+    assert t_interval([0.0, 0.0, 0.0], bounds=RANGES["bleu"]) == Interval(0.0, None, None, 3, 0.0)  # all alike: no interval
 
 
 # --- BLEU from sufficient statistics ------------------------------------------------------------------------
