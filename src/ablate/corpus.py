@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,27 +40,37 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
-    lines, odd = [], []
     try:
         with _open(path) as f:
-            # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
-            # friends, which occur inside real sentences and would break the line alignment of the two sides.
-            for number, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    bad = raw[e.start : e.start + 4]
-                    where = f"bytes {bad!r} at column {e.start + 1}"
-                    raise ValueError(f"{path}:{number}: not valid UTF-8 ({where})") from None
-                line = line.strip()  # also drops the \r of CRLF files
-                if _CONTROL.search(line):
-                    odd.append(number)
-                lines.append(line)
+            return _decoded(f, str(path))
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
+
+
+def read_stdin() -> list[str]:
+    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE"). Read as bytes: the
+    text stream decodes by the locale, and under C turns invalid UTF-8 into surrogates the tokenizer then rejects."""
+    return _decoded(sys.stdin.buffer, "stdin")
+
+
+def _decoded(f: BinaryIO, name: str) -> list[str]:
+    lines, odd = [], []
+    # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
+    # friends, which occur inside real sentences and would break the line alignment of the two sides.
+    for number, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = raw[e.start : e.start + 4]
+            where = f"bytes {bad!r} at column {e.start + 1}"
+            raise ValueError(f"{name}:{number}: not valid UTF-8 ({where})") from None
+        line = line.strip()  # also drops the \r of CRLF files
+        if _CONTROL.search(line):
+            odd.append(number)
+        lines.append(line)
     if odd:  # a NUL or bell in a sentence would train silently as <unk>
-        shown = ", ".join(f"{path}:{n}" for n in odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
-        log.warning("control characters in %d line(s) of %s (kept; the tokenizer reads them as <unk>): %s", len(odd), path, shown)
+        shown = ", ".join(f"{name}:{n}" for n in odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
+        log.warning("control characters in %d line(s) of %s (kept; the tokenizer reads them as <unk>): %s", len(odd), name, shown)
     if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
         lines[0] = lines[0][1:].strip()
     return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,14 @@ from ablate import plugins
 from ablate.atomic import write_file
 from ablate.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
 from ablate.config import ConfigError, ExperimentConfig
-from ablate.corpus import read_lines, read_parallel
+from ablate.corpus import read_lines, read_parallel, read_stdin
 from ablate.generate import beam_search
 from ablate.metrics import bleu, chrf
 from ablate.model import Transformer, max_length
 from ablate.tokenizer import Tokenizer
 from ablate.tokens import EOS_ID, PAD_ID
+
+log = logging.getLogger(__name__)
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -39,8 +42,11 @@ def translate(
     alpha: float | None = None,
     batch_tokens: int = 4000,
     progress: bool = False,
+    source: str | None = None,
 ) -> list[str]:
-    """Beam-search translations of `lines`, in input order; batches are formed by source length."""
+    """Beam-search translations of `lines`, in input order; batches are formed by source length. A line longer than
+    the model takes (learned positions: model.max_positions) is translated from its first tokens, with a warning
+    naming it (`source`:LINE, or its sentence number) rather than refused, so one long line never costs the rest."""
     if not lines:
         return []  # (SentencePiece decodes an empty batch to '', not to no sentences)
     t = cfg.train
@@ -48,7 +54,10 @@ def translate(
     device = next(model.parameters()).device
     cap = max_length(cfg.model)
     max_src = None if cap is None else cap - 1  # room for EOS within the longest source the model takes
-    encoded = [ids[:max_src] + [EOS_ID] for ids in tokenizer.encode(lines)]
+    encoded = tokenizer.encode(lines)
+    if max_src is not None:
+        _warn_truncated(encoded, max_src, cfg, source)
+    encoded = [ids[:max_src] + [EOS_ID] for ids in encoded]
     outputs: list[list[int]] = [[] for _ in encoded]
     bar = Progress(
         TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True
@@ -61,6 +70,18 @@ def translate(
                 outputs[i] = h
             bar.advance(task, len(rows))
     return tokenizer.decode(outputs)
+
+
+def _warn_truncated(encoded: list[list[int]], max_src: int, cfg: ExperimentConfig, source: str | None, shown: int = 5) -> None:
+    long = [i for i, ids in enumerate(encoded) if len(ids) > max_src]
+    bound = f"model.max_positions={cfg.model.max_positions} with model.positional='{cfg.model.positional}' allows {max_src} source tokens and EOS"
+    for i in long[:shown]:
+        where = f"{source}:{i + 1}" if source else f"sentence {i + 1}"
+        log.warning(
+            "warning: %s has %s subword tokens; translated from its first %d only (%s)", where, f"{len(encoded[i]):,}", max_src, bound
+        )
+    if len(long) > shown:
+        log.warning("warning: %d more lines over %d subword tokens, each translated from its first %d", len(long) - shown, max_src, max_src)
 
 
 def length_batches(encoded: list[list[int]], batch_tokens: int) -> Iterator[tuple[list[int], torch.Tensor]]:
@@ -114,8 +135,8 @@ def _load(args: argparse.Namespace):
 
 def translate_cli(args: argparse.Namespace) -> int:
     model, cfg, tokenizer = _load(args)
-    lines = sys.stdin.read().splitlines() if args.input == "-" else read_lines(args.input)
-    hyps = translate(model, tokenizer, lines, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
+    lines, source = (read_stdin(), "stdin") if args.input == "-" else (read_lines(args.input), args.input)
+    hyps = translate(model, tokenizer, lines, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=source)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":
         sys.stdout.write(text)
@@ -180,7 +201,8 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         name += f" (sources > {args.longer_than} tokens)"
         if not srcs:
             raise ValueError(f"no sentence of {name} has more than {args.longer_than} source tokens")
-    hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty())
+    lines_of = args.src if args.src and not args.longer_than else None  # sentence i is line i of --src: name it so
+    hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=lines_of)
     if args.hyp_out:
         write_file(args.hyp_out, "".join(h + "\n" for h in hyps))
     result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}

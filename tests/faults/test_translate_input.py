@@ -14,7 +14,6 @@ from checkpoints import tiny_checkpoint
 
 from ablate.cli import main
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 32 item 9: translate input: stdin traceback, silent truncation")
 LONG = ("the dog runs " * 7700).strip()  # 100,099 characters
 
 
@@ -32,7 +31,6 @@ def translate(ckpt, stdin: bytes, **env) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, input=stdin, capture_output=True, timeout=300, env={**os.environ, **env})
 
 
-@XFAIL
 @pytest.mark.parametrize(
     "env",
     [{}, {"LC_ALL": "C"}, {"PYTHONIOENCODING": "utf-8"}],
@@ -46,7 +44,6 @@ def test_invalid_utf8_on_stdin_names_stdin_and_the_line(tmp_path, bounded, env):
     assert proc.stdout == b""  # nothing translated from input that cannot be read
 
 
-@XFAIL
 def test_a_line_longer_than_the_model_takes_is_translated_with_a_warning_naming_it(tmp_path, monkeypatch, capfd, bounded):
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "in.txt"
@@ -60,7 +57,6 @@ def test_a_line_longer_than_the_model_takes_is_translated_with_a_warning_naming_
     assert "model.max_positions=64" in warning[0]
 
 
-@XFAIL
 def test_a_long_line_on_stdin_is_named_as_stdins(tmp_path, bounded):
     proc = translate(bounded, f"{LONG}\n".encode(), ABLATE_CACHE=str(tmp_path / "cache"))
     err = proc.stderr.decode()
