@@ -132,3 +132,21 @@ def test_an_appended_file_is_cut_back_to_its_last_complete_line(tmp_path, monkey
         append(path, "1,4.0\n2,3.0\n")
     full_disk_error(path, err)
     assert path.read_text() == "step,loss\n0,5.0\n"
+
+
+def test_translate_output_on_a_full_disk_is_an_error_naming_it_and_keeps_the_old_file(tmp_path, monkeypatch, capfd):
+    from checkpoints import tiny_checkpoint
+
+    from ablate.cli import main
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    torch.save(tiny_checkpoint(tmp_path), tmp_path / "m.ckpt")
+    (tmp_path / "in.txt").write_text("the dog runs\nthe cat sleeps\n")
+    out = tmp_path / "outputs" / "out.txt"
+    out.parent.mkdir()
+    out.write_text("yesterday's translations\n")
+    FullDisk(out.parent, room=3).install(monkeypatch)
+    rc = main(["translate", str(tmp_path / "m.ckpt"), "--input", str(tmp_path / "in.txt"), "--output", str(out), "--device", "cpu"])
+    err = capfd.readouterr().err
+    assert rc == 2 and err.startswith(f"ablate translate: error: disk full: could not write {out} "), err
+    assert out.read_text() == "yesterday's translations\n" and leftovers(out.parent, "out.txt") == []
