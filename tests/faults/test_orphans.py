@@ -25,7 +25,6 @@ pytestmark = [
     pytest.mark.slow,  # a real sweep: two workers, two training trials
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds processes through /proc"),
 ]
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 32 item 4: workers and trials outlive the process that started them")
 TRAIN = {"max_steps": 100_000, "val_every_steps": 100_000, "log_every_steps": 5, "num_threads": 1, "val_bleu": False}
 ROWS = {"base": {}, "A-h1": {"model.heads": 1}, "A-h2": {"model.heads": 2}, "A-h8": {"model.heads": 8}}
 
@@ -106,7 +105,6 @@ def assert_saved_at_a_step(trial_dir: Path) -> None:
     assert saved["global_step"] > 0
 
 
-@XFAIL
 def test_kill_9_of_the_sweep_ends_its_workers_and_trials_which_save_and_start_no_row(tmp_path):
     proc, _ = start(tmp_path)
     try:
@@ -132,7 +130,6 @@ def test_kill_9_of_the_sweep_ends_its_workers_and_trials_which_save_and_start_no
     assert [t.state for t in trials].count(TrialState.WAITING) == len(ROWS) - 2
 
 
-@XFAIL
 def test_a_trial_whose_worker_is_killed_saves_and_exits(tmp_path):
     """The trial's own watch: its worker gone by SIGKILL (no handler of the worker's runs), the trial saves and exits."""
     proc, _ = start(tmp_path)

@@ -64,7 +64,7 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
         assert time.time() < deadline and proc.poll() is None, "never had two trials running"
         time.sleep(0.2)
     for pid in worker_pids(1, sweep):
-        os.kill(pid, signal.SIGKILL)  # the worker and, through PDEATHSIG, its trial process
+        os.kill(pid, signal.SIGKILL)  # the worker; its trial saves and exits (ablate.sweep.parent_watch)
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out[-3000:]
 

@@ -22,6 +22,7 @@ from ablate.sweep.devices import Layout, assign, combination_problem, mps_status
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
+from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.plan import plan_for
 from ablate.sweep.results import log_wandb_table, print_summary, report_failures, summarize
 from ablate.sweep.spec import Sweep
@@ -65,10 +66,11 @@ def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: C
     """A worker process per entry of `devices`, all on one study; a worker given a device sees only it (its
     CUDA_VISIBLE_DEVICES; None on CPU). A signal to this process (a preempted job, a Ctrl-C) reaches every worker as
     SIGTERM: each passes it to its trial, which saves, and stops. With `on_line`, each line the workers print is handed
-    to it (the live view shows it) instead of to the terminal."""
+    to it (the live view shows it) instead of to the terminal. A worker watches this process: should it die unhandled
+    (SIGKILL), each worker stops as on SIGTERM (ablate.sweep.parent_watch), so no orphan starts a new row."""
     procs = []
     for i, device in enumerate(devices):
-        env = {**os.environ, STORAGE_ENV: url}  # the URL (it may hold a password) travels by environment, not argv
+        env = watched_env({**os.environ, STORAGE_ENV: url})  # the URL (it may hold a password) travels by environment, not argv
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
         cmd = [

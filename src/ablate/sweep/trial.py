@@ -6,12 +6,11 @@ while it trains, and `record_result` turns its exit code and summary.json into t
 stop a bad trial early. The pruner's spec and the metric are handed over by environment; the child never
 reads the sweep file. Exit codes: 0 finished, PRUNED_EXIT pruned, PREEMPTED_EXIT stopped by a signal after
 saving (its row runs again), anything else failed. A separate process isolates crashes, OOMs and CUDA state.
+A trial whose worker dies, even by SIGKILL, stops as on SIGTERM: it saves and exits (ablate.sweep.parent_watch).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import math
 import os
@@ -28,6 +27,7 @@ from ablate import logs
 from ablate.redact import redact
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.sweep.ledger import fail, tell
+from ablate.sweep.parent_watch import watch_parent, watched_env
 from ablate.sweep.storage import HEARTBEAT_S, STORAGE_ENV, StudyHandle, make_storage
 
 PRUNED_EXIT = 3
@@ -77,10 +77,11 @@ def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bo
     }
     cmd = [sys.executable, "-m", "ablate.sweep.trial", str(trial_dir / "trial.yaml"), *(["--resume"] if resume else [])]
     with open(trial_dir / "train.log", "ab") as log:
-        child = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None
-        )
+        # The trial watches this worker: if it dies (even by SIGKILL), the trial saves and exits (ablate.sweep.parent_watch).
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=watched_env(env))
         Stop.child = child
+        if Stop.requested:  # the signal came between the worker's last look and this start: the trial stops at once
+            child.send_signal(signal.SIGTERM)
         while True:
             try:
                 return child.wait(timeout=HEARTBEAT_S)
@@ -95,12 +96,6 @@ def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bo
                 child.send_signal(signal.SIGTERM)
                 child.wait()
                 raise
-
-
-def _die_with_parent() -> None:
-    """Linux: the trial process gets SIGKILL when its worker dies, so no orphan keeps training."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def metric_value(summary: dict, name: str) -> float:
@@ -144,8 +139,10 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
     if rc == PRUNED_EXIT:
         tell(study, trial, state=TrialState.PRUNED)
         return TrialState.PRUNED
-    if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT):  # stopped by a signal after saving: failed without a reason, so its row runs again
-        trial.set_user_attr("preempted" if rc == PREEMPTED_EXIT else "interrupted", True)
+    if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc == -signal.SIGTERM and Stop.requested):
+        # Stopped by a signal after saving (or by the worker's SIGTERM before training began, with nothing to save):
+        # failed without a reason, so its row runs again.
+        trial.set_user_attr("interrupted" if rc == INTERRUPTED_EXIT else "preempted", True)
         return fail(study, trial)
     return fail(study, trial, redact(f"exit code {rc}: {_fail_reason(trial_dir)}"))
 
@@ -184,6 +181,7 @@ def main(argv: list[str]) -> int:
     from ablate.run.train import train
 
     logs.to_stderr()
+    watch_parent(f"trial {os.environ.get(_TRIAL_ENV, '')}".rstrip())
     cfg = load_config([argv[0]])
     callbacks = [_pruning_callback()] if os.environ.get(_TRIAL_ENV) else []
     train(cfg, callbacks, resume="--resume" in argv[1:])

@@ -2,7 +2,8 @@
 
 Racing workers (or machines) share one study; a trial whose worker died is failed by its stale heartbeat and
 its row runs again, continuing from the dead trial's last checkpoint (ablate.sweep.plan decides which trials
-run, ablate.sweep.trial runs one).
+run, ablate.sweep.trial runs one). A worker whose `ablate sweep` process dies, even by SIGKILL, stops as on SIGTERM:
+its trial saves, the worker records it and takes no new row (ablate.sweep.parent_watch).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ablate.redact import redact
 from ablate.run import changes_from_saved_config, resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
-from ablate.sweep.ledger import fail
+from ablate.sweep.ledger import BOOKKEEPING, fail
 from ablate.sweep.plan import TrialSpec, plan_for
 from ablate.sweep.spec import Sweep, safe_name
 from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
@@ -75,6 +76,9 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
             if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
                 fail(study, trial)
             raise
+        if trial_process.Stop.requested:  # the signal came while claiming: start nothing; the row is queued on the next run
+            fail(study, trial, BOOKKEEPING + "the worker was stopped by a signal before the trial started")
+            continue
         try:
             run_trial(handle, trial, sweep, index)
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -172,7 +176,8 @@ def _config_changed(run_dir: Path, cfg) -> bool:
 
 
 def say(index: int, msg: str) -> None:
-    print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a pipe to a live view whose sweep process died: the worker must still stop cleanly
+        print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
@@ -181,9 +186,11 @@ if __name__ == "__main__":
     import os
 
     from ablate.sweep.load import load_sweep
+    from ablate.sweep.parent_watch import watch_parent
     from ablate.sweep.storage import STORAGE_ENV
 
     _, path, worker_index, n_trials, *pinned = sys.argv
+    watch_parent(f"[worker {worker_index}]")  # the ablate sweep process that started it
     worker_sweep = load_sweep(path)
     worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
     run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)

@@ -1,12 +1,16 @@
-"""The worker's side of a trial: its objective read from the run summary."""
+"""The worker's side of a trial: its objective read from the run summary, its exit code turned into its state."""
 
 from __future__ import annotations
 
+import signal
+
+import optuna
 import pytest
+from optuna.trial import TrialState
 from sweep_files import write
 
 from ablate.sweep.load import load_sweep
-from ablate.sweep.trial import objective_value
+from ablate.sweep.trial import PREEMPTED_EXIT, Stop, objective_value, record_result
 
 
 def test_objective_combines_terms_from_the_run_summary(tmp_path):
@@ -21,3 +25,23 @@ def test_objective_combines_terms_from_the_run_summary(tmp_path):
     sweep.objective.terms = {"val/nope": 1.0}
     with pytest.raises(KeyError, match="val/nope"):
         objective_value(sweep.objective.terms, summary)
+
+
+@pytest.mark.parametrize(
+    "rc, stopping, reason",
+    [
+        (PREEMPTED_EXIT, False, None),  # saved after a signal: its row continues
+        (-signal.SIGTERM, True, None),  # the worker's own SIGTERM came before training began: nothing lost
+        (-signal.SIGTERM, False, "exit code -15"),  # a SIGTERM from elsewhere before training: the trial failed
+    ],
+)
+def test_a_trial_stopped_by_a_signal_is_failed_without_a_reason(tmp_path, monkeypatch, rc, stopping, reason):
+    monkeypatch.setattr(Stop, "requested", stopping)
+    study = optuna.create_study()
+    trial = study.ask()
+    assert record_result(study, trial, {"val/loss": 1.0}, tmp_path, rc) == TrialState.FAIL
+    attrs = study.trials[0].user_attrs
+    if reason:
+        assert attrs["fail_reason"].startswith(reason) and "preempted" not in attrs
+    else:
+        assert "fail_reason" not in attrs and attrs["preempted"] is True

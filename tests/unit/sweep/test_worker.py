@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 
 import optuna
+import pytest
 from sweep_files import write
 
 from ablate.sweep import worker
+from ablate.sweep.ledger import is_bookkeeping
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
+from ablate.sweep.trial import Stop
 
 ONE_ROW = "name: demo\nbase: base.yaml\nobjective: {metric: val/bleu, direction: maximize}\nvariants:\n  base: {}\n"
 
@@ -36,3 +40,37 @@ def test_a_worker_that_finds_the_last_row_taken_leaves_no_trial_behind(tmp_path,
     worker.run_worker(sweep, url)
     trials = study.get_trials()
     assert taken == [0] and [(t.number, t.state) for t in trials] == [(0, optuna.trial.TrialState.COMPLETE)]
+
+
+@pytest.fixture
+def stop_state(monkeypatch):
+    """Stop's class state and the process's signal handlers as they were before the test (run_worker sets both)."""
+    for name, value in (("requested", False), ("signum", None), ("child", None)):
+        monkeypatch.setattr(Stop, name, value)
+    saved = {signum: signal.getsignal(signum) for signum in Stop.SIGNALS}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_a_signal_while_claiming_starts_no_trial_and_leaves_the_row_for_the_next_run(tmp_path, monkeypatch, stop_state):
+    """SIGTERM (or the parent watch's) arriving while the worker holds the claim lock: the claimed row must not start
+    (nobody may be left to watch it), and it is failed as bookkeeping, so the next run queues it again."""
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n"))
+    url = f"sqlite:///{tmp_path}/study.db"
+    study = worker.open_sweep_study(sweep, url).study
+    plan_for(sweep).queue(study)
+    real_lock = worker.claim_lock
+
+    @contextlib.contextmanager
+    def signalled_lock(_url):
+        with real_lock(_url):
+            Stop.handler(signal.SIGTERM, None)
+            yield
+
+    monkeypatch.setattr(worker, "claim_lock", signalled_lock)
+    monkeypatch.setattr(worker, "run_trial", lambda *a: pytest.fail("a trial started after the signal"))
+    worker.run_worker(sweep, url)
+    (claimed,) = study.get_trials()
+    assert claimed.state == optuna.trial.TrialState.FAIL and is_bookkeeping(claimed), claimed.user_attrs
+    assert plan_for(sweep).queue(study) == 1  # the next run queues the row again
