@@ -87,6 +87,9 @@ class TrainConfig:
     clip_grad: float = 0.0  # max grad norm; 0 = off
     accumulate: int = 1  # gradient accumulation: effective batch = accumulate * max_tokens
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
+    # torch.set_float32_matmul_precision for the fp32 matmuls left outside autocast: highest | high (TF32) | medium;
+    # None = from precision ("high" under bf16-mixed/16-mixed, whose fp32 remainder is not the point; "highest" for 32)
+    matmul_precision: str | None = None
     accelerator: str = "auto"
     devices: int = 1
     strategy: str = "auto"
@@ -103,7 +106,7 @@ class TrainConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b (paper: source + 50)
     max_len_b: int = 50
     log_every_steps: int = 50
-    peak_tflops: float | None = None  # the device's peak for speed/mfu; None = Lightning's table (known GPUs only)
+    peak_tflops: float | None = None  # the device's peak for speed/mfu; None = ablate.flops' table of GPUs, then Lightning's
     compile: bool = False  # torch.compile the model
     deterministic: bool = False
     eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off

@@ -126,9 +126,12 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
     if len(t.betas) != 2 or not all(0.0 <= b < 1.0 for b in t.betas):
         p.append(f"train.betas={list(t.betas)} must be two numbers in [0, 1)")
     _choice(p, "train.precision", t.precision, ["32", "bf16-mixed", "16-mixed", "64"])
+    if t.matmul_precision is not None:
+        _choice(p, "train.matmul_precision", t.matmul_precision, list(MATMUL_PRECISIONS))
 
 
 EARLY_STOP_METRICS = ("val/loss", "val/ppl", "val/bleu")
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's values
 
 
 def _stopping_problems(p: list[str], t: TrainConfig, d: DataConfig) -> None:

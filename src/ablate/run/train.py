@@ -19,6 +19,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
+from ablate.atomic import write_file
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data import TranslationDataModule, available_splits
 from ablate.eval_file import FINAL
@@ -168,11 +169,12 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         ckpt_path = resume_checkpoint(out)
         attempt = 1 + sum(1 for _ in out.glob("resume-*"))
         if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
-            (out / f"config.before-resume-{attempt}.yaml").write_text((out / "config.yaml").read_text())
-            (out / "config.yaml").write_text(to_yaml(cfg))
+            write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
+            write_file(out / "config.yaml", to_yaml(cfg))
         log.warning("resuming %s from %s", out, ckpt_path)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
+    torch.set_float32_matmul_precision(matmul_precision(cfg.train))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     dm = TranslationDataModule(cfg)
@@ -183,7 +185,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
-        (out / "config.yaml").write_text(to_yaml(cfg))
+        write_file(out / "config.yaml", to_yaml(cfg))
     trainer, parts = build_trainer(cfg, out, vocab, module, attempt, callbacks)
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -215,7 +217,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             if "val/bleu" not in summary["last"]:
                 summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
         if trainer.is_global_zero:
-            (out / "summary.json").write_text(json.dumps(summary, indent=2))
+            write_file(out / "summary.json", json.dumps(summary, indent=2))
             if wandb_logger is not None:
                 wandb_logger.experiment.summary.update(summary)
                 if record is not None:
@@ -226,6 +228,12 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             import wandb
 
             wandb.finish()
+
+
+def matmul_precision(t) -> str:
+    """train.matmul_precision, else "high" (TF32) under mixed precision, whose fp32 remainder is not what the run
+    measures, and "highest" in fp32, which promises fp32 arithmetic."""
+    return t.matmul_precision or ("high" if "mixed" in t.precision else "highest")
 
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
@@ -258,6 +266,7 @@ def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
         "steps": trainer.global_step,
         "epochs": epochs_trained(trainer, cfg.train.accumulate),
         **stop.summary(trainer, cfg.train),  # stop_reason, flops, wall_seconds (the whole run), convergence
+        "matmul_precision": torch.get_float32_matmul_precision(),  # what fp32 matmuls ran at (TF32 when "high")
         "params": module.params,
         **extra,
         "last": metrics,
