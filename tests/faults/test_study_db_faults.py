@@ -11,6 +11,7 @@ large where user namespaces allow mounting one, and by tests/full_disk.py for th
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -91,6 +92,20 @@ def test_a_damaged_study_db_is_refused_by_sweep_and_status_naming_it_and_never_w
         assert "Traceback" not in out and "exceeding max length" not in out
         assert db.read_bytes() == before and db.stat().st_mtime_ns == mtime  # nothing written into it
     assert not Path(f"{db}-journal").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 32 item 3: a sweep's worker process ends a damaged study's error in a traceback")
+def test_a_sweep_worker_process_says_the_study_is_damaged_once_without_a_traceback(tmp_path):
+    """A worker is a process of its own (--workers N, or a terminal's live view), meeting a fault on its own."""
+    path, db = study_db(tmp_path)
+    damage(db, "damaged page")
+    before = db.read_bytes()
+    env = {**os.environ, "ABLATE_SWEEP_STORAGE": f"sqlite:///{db}"}
+    proc = subprocess.run([sys.executable, "-m", "ablate.sweep.worker", str(path), "0", "0"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert f"[worker 0] error: damaged study database: {db} (" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert db.read_bytes() == before
 
 
 def limit_pages(db: Path, pages: int | None = None):
