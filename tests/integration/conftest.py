@@ -21,4 +21,7 @@ def trained_run(tmp_path_factory):
         logging={"wandb": True, "mode": "offline", "group": "tests", "name": "tiny", "tags": ["unit", "e2e"]},
     )
     summary = train(cfg)
+    import wandb
+
+    wandb.teardown()  # finish() returns before W&B's service has written the run's file; the tests read it
     return cfg, summary, tmp

@@ -126,9 +126,12 @@ def test_final_average_on_a_random_subset_is_what_the_run_reports(tmp_path):
     assert record.checkpoint == "avg.ckpt" and record.indices == fixed_subset(40, 12, 0)
     assert record.bleu == pytest.approx(summary["last"]["val/bleu"], abs=1e-6)  # `last` is the average's validation
 
+    import wandb
+
     from ablate.eval_wandb import read_records
     from ablate.wandb_offline import find_runs, read_run
 
+    wandb.teardown()  # finish() returns before W&B's service has written the run's file
     run = read_run(find_runs(tmp_path / "run")[0])
     carried = read_records(run.summary, run.files, str(run.path))["eval/valid"]  # its sentences as a W&B table
     assert carried["indices"] == record.indices and carried["hypotheses"] == record.hypotheses

@@ -21,7 +21,9 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     if not (data / "multi30k").is_dir():
         pytest.skip(f"needs the Multi30k files under {data} (ABLATE_DATA_DIR)")
     env = {**os.environ, "ABLATE_DATA_DIR": str(data), "OUT": str(tmp_path / "out"), "ABLATE_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run(["bash", "benchmarks/gpu_check.sh", "all", "--tiny"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1400)
+    proc = subprocess.run(
+        ["bash", "benchmarks/gpu_check.sh", "all", "--tiny"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1400
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = (tmp_path / "out" / "summary.txt").read_text()
     with tarfile.open(tmp_path / "out" / "gpu-check.tar.gz") as tar:

@@ -377,16 +377,22 @@ def test_three_seed_variants_sweep_tabulates_intervals_paired_tests_and_verdicts
     for name, r in rows.items():
         for metric in ("bleu", "ppl"):
             m = r[metric]
-            assert m["n"] == 3 and m["low"] <= m["mean"] <= m["high"], (name, metric, m)
+            # A model this small may score BLEU 0 in every run (never so in PPL): no spread, so no interval and no test.
+            spread = metric == "ppl" or m["low"] is not None
+            assert m["n"] == 3 and (not spread or m["low"] <= m["mean"] <= m["high"]), (name, metric, m)
             if name == "base":
+                continue
+            if m["p"] is None:
+                assert metric == "bleu" and m["mde"] is None and m["verdict"] == "inconclusive", m
                 continue
             assert m["delta_low"] <= m["delta"] <= m["delta_high"], (name, metric, m)
             assert 0 < m["p"] <= m["p_holm"] <= 1 and m["mde"] >= 0, (name, metric, m)
-            assert metric == "bleu" or m["mde"] > 0, m  # a model this small may score BLEU 0 on every resample, never PPL
+            assert metric == "bleu" or m["mde"] > 0, m
             assert m["verdict"] in ("agree", "disagree", "inconclusive", "paper: no change"), m
     # Holm over the two tested rows: the smaller p doubled, the larger at least that (capped at 1).
-    ps = sorted((rows[n]["bleu"]["p"], rows[n]["bleu"]["p_holm"]) for n in ("A-h1", "E-learned"))
-    assert ps[0][1] == pytest.approx(min(1.0, 2 * ps[0][0])) and ps[1][1] >= ps[0][1]
+    ps = sorted((rows[n]["bleu"]["p"], rows[n]["bleu"]["p_holm"]) for n in ("A-h1", "E-learned") if rows[n]["bleu"]["p"] is not None)
+    if len(ps) == 2:  # (a row with no spread is not tested, and Holm counts only the tested ones)
+        assert ps[0][1] == pytest.approx(min(1.0, 2 * ps[0][0])) and ps[1][1] >= ps[0][1]
     assert (doc["split"], doc["sentences"]) == ("valid", 40) and doc["bootstrap"]["resamples"] == 200
     assert doc["noise_floor"]["bleu"]["n"] == 3 and doc["basis"].startswith("equal steps")
     assert doc["declared_basis"] == "stop: steps, weights: final"  # the sweep file's, carried by every trial's config
@@ -394,6 +400,7 @@ def test_three_seed_variants_sweep_tabulates_intervals_paired_tests_and_verdicts
     assert sum(counts.values()) == 2, counts  # the two rows besides base, each with one verdict
     with open(tmp / "t" / "table3.csv") as f:
         csv_rows = {r["row"]: r for r in csv.DictReader(f)}
-    assert float(csv_rows["A-h1"]["bleu_p_holm"]) == pytest.approx(rows["A-h1"]["bleu"]["p_holm"])
+    p_holm = rows["A-h1"]["bleu"]["p_holm"]
+    assert csv_rows["A-h1"]["bleu_p_holm"] == "" if p_holm is None else float(csv_rows["A-h1"]["bleu_p_holm"]) == pytest.approx(p_holm)
     md = (tmp / "t" / "table3.md").read_text()
     assert "p Holm" in md and "MDE" in md and "verdict" in md and "Noise floor (base row over 3 seeds)" in md
