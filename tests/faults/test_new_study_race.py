@@ -64,7 +64,6 @@ def race(tmp_path: Path, storages: list[str | None]) -> list[dict]:
     return results
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 8: the loser of the race to create the schema dies (alembic_version UNIQUE)")
 def test_two_sweeps_creating_one_new_sqlite_study_at_once_both_join_it(tmp_path, monkeypatch):
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
     results = race(tmp_path, [None] * ROUNDS)
@@ -84,7 +83,6 @@ def test_two_sweeps_creating_one_new_journal_study_at_once_both_join_it(tmp_path
 
 
 @pytest.mark.slow  # starts a PostgreSQL server when CI has not
-@pytest.mark.xfail(strict=True, reason="issue 32 item 8: the loser of the race to create the tables dies (duplicate key)")
 def test_two_sweeps_creating_one_new_postgresql_study_at_once_both_join_it(tmp_path, monkeypatch, postgres_url):
     """Each round on a new database, so the two racers also create Optuna's tables at once."""
     import sqlalchemy

@@ -9,7 +9,11 @@ whose locks SQLite cannot trust (NFS). Two things it lacks are added here:
   so the machines' own clocks need not agree.
 - A checked reader: Optuna skips a damaged last line without a word and raises a bare JSONDecodeError for one
   in the middle. Here any damaged line stops the sweep with its file and line number, and the file is never
-  rewritten (a torn trailing line is another worker's append in progress and is left to Optuna).
+  rewritten (a torn trailing line seen by a reader is another worker's append in progress and is left to Optuna).
+- A checked writer: Optuna appends onto a damaged last line (gluing its operation to it, so every later read fails)
+  and leaves half a line where a full disk cut its write short. Here an append, holding the journal's lock so that
+  no other is in progress, refuses a last line that is not a whole operation, and a failed one cuts the file back
+  to where it ended (a full disk: ablate.atomic.DiskFull).
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from typing import Any
 import optuna
 from optuna.storages._heartbeat import BaseHeartbeat  # not re-exported; fail_stale_trials checks for it
 from optuna.storages.journal import JournalFileBackend, JournalStorage
+from optuna.storages.journal._file import get_lock_file  # not re-exported; the lock Optuna's own append takes
 from optuna.trial import FrozenTrial, TrialState
+
+from ablate.atomic import append
 
 SCHEME = "journal:"
 
@@ -46,18 +53,47 @@ def check_journal(path: Path) -> int:
             if not line.endswith(b"\n"):
                 break  # an append still being written by another worker
             lines = number
-            try:
-                op = json.loads(line)
-                if not isinstance(op, dict) or "op_code" not in op:
-                    raise ValueError("a JSON value but not an Optuna journal operation")
-            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                shown = line[:80].decode("utf-8", errors="replace").rstrip()
-                raise ValueError(
-                    f"{path}, line {number}: damaged study journal ({str(e).splitlines()[0]}): {shown!r}. The file was left "
-                    "as it is; restore it from a backup, or delete that line in a copy and point the sweep's storage at "
-                    "the copy (the trials logged after it may then be incomplete)"
-                ) from None
+            if problem := _problem(line):
+                raise _damaged(path, number, problem, line)
     return lines
+
+
+def check_last_line(path: Path) -> None:
+    """Raise naming the file and line if the journal's last line is not a whole operation. Called holding the lock
+    every writer takes, so no append is in progress: a line without its newline was cut off (a crash, a full disk)."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        start, tail = end, b""
+        while start > 0 and b"\n" not in tail[:-1]:  # back to the newline before the last line
+            start = max(0, start - 65536)
+            f.seek(start)
+            tail = f.read(end - start)
+    last = tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1 :]
+    if not last:
+        return
+    problem = "its last line is incomplete: a write cut off by a crash or a full disk" if not last.endswith(b"\n") else _problem(last)
+    if problem:
+        with open(path, "rb") as f:
+            number = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b"")) + (not last.endswith(b"\n"))
+        raise _damaged(path, number, problem, last)
+
+
+def _problem(line: bytes) -> str | None:
+    """Why a complete line is not a journal operation; None if it is one."""
+    try:
+        op = json.loads(line)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return str(e).splitlines()[0]
+    return None if isinstance(op, dict) and "op_code" in op else "a JSON value but not an Optuna journal operation"
+
+
+def _damaged(path: Path, number: int, problem: str, line: bytes) -> ValueError:
+    shown = line[:80].decode("utf-8", errors="replace").rstrip()
+    return ValueError(
+        f"{path}, line {number}: damaged study journal ({problem}): {shown!r}. The file was left as it is; restore it "
+        "from a backup, or delete that line in a copy and point the sweep's storage at the copy (the trials logged "
+        "after it may then be incomplete)"
+    )
 
 
 def _touch(path: Path) -> None:
@@ -72,6 +108,13 @@ class _CheckedBackend(JournalFileBackend):
         except ValueError:
             check_journal(Path(self._file_path))  # names the damaged line
             raise
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        """Optuna's append, under its lock, onto a whole last line only, and all or nothing (ablate.atomic.append)."""
+        text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+        with get_lock_file(self._lock):
+            check_last_line(Path(self._file_path))
+            append(self._file_path, text)
 
 
 class JournalStudyStorage(JournalStorage, BaseHeartbeat):

@@ -6,20 +6,21 @@ trial whose worker died is failed and its row retried.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import os
+import random
 import re
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
 
 from ablate.redact import redact, remember
+from ablate.sweep import sqlite_study
 from ablate.sweep.journal import JournalStudyStorage, journal_path
 
 # We drive trials with ask/tell and beat the heart ourselves, which Optuna warns about; heartbeats are "experimental".
@@ -33,6 +34,7 @@ warnings.filterwarnings(
 HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
 GRACE_S = 4 * HEARTBEAT_S
 STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) reaches workers and trials: never argv
+CREATE_TRIES = 5  # opens of a new server database whose tables another process is creating at the same moment
 
 
 def storage_url(default_dir: Path, configured: str | None = None, override: str | None = None) -> str:
@@ -56,12 +58,37 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
 
 
 def make_storage(url: str, retry: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> optuna.storages.BaseStorage:
+    """The study's storage. A SQLite file is checked before anything writes to it (a damaged one is refused, naming
+    it) and its full disk or damage met later is said as such (ablate.sweep.sqlite_study)."""
     remember(url)
     beat = {"heartbeat_interval": max(1, round(HEARTBEAT_S)), "grace_period": max(2, round(GRACE_S))}
     if journal_path(url) is not None:
         return JournalStudyStorage(journal_path(url), stale_callback=retry, **beat)
-    kwargs: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, heartbeat_stale_trial_callback=retry, **beat, **kwargs)
+    db = sqlite_study.sqlite_file(url)
+    if db is None:
+        return _created_once(lambda: optuna.storages.RDBStorage(url, heartbeat_stale_trial_callback=retry, **beat))
+    sqlite_study.check_database(db)
+    sqlite_study.watch(db)
+    with sqlite_study.study_lock(db):  # the first open creates the tables: one process at a time
+        return optuna.storages.RDBStorage(
+            url, heartbeat_stale_trial_callback=retry, engine_kwargs={"connect_args": {"timeout": 60}}, **beat
+        )
+
+
+def _created_once(make: Callable[[], optuna.storages.RDBStorage]) -> optuna.storages.RDBStorage:
+    """Open a server's storage; Optuna creates its tables and version rows on the first open, and a process that
+    loses that race to another one (a duplicate key, a table that already exists) opens it again, now made."""
+    import sqlalchemy.exc
+
+    for attempt in range(1, CREATE_TRIES + 1):
+        try:
+            return make()
+        except sqlalchemy.exc.DBAPIError as e:
+            lost = isinstance(e, sqlalchemy.exc.IntegrityError) or "already exists" in str(e.orig)
+            if not lost or attempt == CREATE_TRIES:
+                raise
+            time.sleep(random.uniform(0.1, 0.5))
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -110,6 +137,8 @@ def open_study(
         study = optuna.create_study(
             study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner, load_if_exists=True
         )
+    except sqlite_study.DamagedStudy as e:
+        raise sqlite_study.DamagedStudy(f"cannot open the study '{name}' at {redact(url)}: {e}") from None
     except sqlalchemy.exc.SQLAlchemyError as e:
         reason = driver_reason(e)
         raise ValueError(
@@ -132,12 +161,6 @@ def claim_lock(url: str):
     SQLite ignores, so two local workers could both take the same trial. A file lock next to the
     database closes that race (SQLite studies are single-machine anyway).
     """
-    if not url.startswith("sqlite:///"):
+    db = sqlite_study.sqlite_file(url)
+    with sqlite_study.study_lock(db) if db is not None else contextlib.nullcontext():
         yield
-        return
-    with open(url[len("sqlite:///") :] + ".lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,16 +1,18 @@
-"""Journal-file studies (ablate.journal): URLs, heartbeats that fail a dead worker's trial, and damaged lines that
-are reported with their file and line, the file left byte for byte as it was."""
+"""Journal-file studies (ablate.journal): URLs, heartbeats that fail a dead worker's trial, damaged lines that
+are reported with their file and line, the file left byte for byte as it was, and another worker's append in
+progress, which is neither an error nor written onto."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import optuna
 import pytest
-from optuna.storages.journal import JournalFileBackend, JournalStorage
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
 from optuna.trial import TrialState
 
 from ablate.sweep import load_sweep
@@ -98,11 +100,25 @@ def test_a_line_damaged_while_a_sweep_runs_is_reported_by_the_next_read(tmp_path
         study.get_trials()
 
 
-def test_a_torn_last_line_is_an_append_in_progress_and_is_not_an_error(tmp_path):
+def test_a_torn_last_line_is_an_append_in_progress_that_readers_skip_and_writers_wait_for(tmp_path):
+    """Another worker holds the journal's lock and has written half its line: a reader counts the whole lines only, and
+    the sweep's own append (opening the study logs one) waits for the lock and goes after the finished line."""
     log, _ = study_with_trials(tmp_path)
     n = check_journal(log)
+    op = json.dumps({"op_code": 8, "worker_id": "other", "trial_id": 1, "user_attr": {"note": "x"}}).encode() + b"\n"
+    lock = JournalFileSymlinkLock(str(log))
+    assert lock.acquire()
     with open(log, "ab") as f:
-        f.write(b'{"op_code": 6, "wor')  # another worker's append, not yet finished
+        f.write(op[:20])
     assert check_journal(log) == n
     sweep = load_sweep(tmp_path / "sweep.yaml")
-    assert len(open_sweep_study(sweep, storage_url(sweep.out_dir, sweep.storage)).study.get_trials()) == 2
+    with ThreadPoolExecutor(1) as pool:
+        opening = pool.submit(open_sweep_study, sweep, storage_url(sweep.out_dir, sweep.storage))
+        time.sleep(0.5)
+        assert not opening.done()  # waiting for the other worker's lock
+        with open(log, "ab") as f:
+            f.write(op[20:])
+        lock.release()
+        study = opening.result(timeout=60).study
+    assert check_journal(log) == n + 2  # the other worker's line, then the opening's
+    assert study.get_trials()[1].user_attrs == {"note": "x"}

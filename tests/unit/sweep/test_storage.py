@@ -1,12 +1,18 @@
-"""Study storage URLs: what is accepted, what is refused (naming it, password hidden)."""
+"""Study storages: what URLs are accepted, what is refused (naming it, password hidden), and opening one after a crash
+or while another process creates it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
 import pytest
 from sweep_files import write
 
 from ablate.sweep.load import load_sweep
-from ablate.sweep.storage import storage_url
+from ablate.sweep.storage import _created_once, make_storage, storage_url
 
 
 @pytest.mark.parametrize("storage", ["journal.log", "/tmp/optuna-journal.log", "redis://:pw@127.0.0.1/0"])
@@ -17,3 +23,49 @@ def test_storage_that_is_not_a_database_url_is_refused_naming_it(tmp_path, stora
     assert "pw" not in str(err.value)  # a password in the URL is redacted even here
     assert storage_url(sweep.out_dir, sweep.storage, "sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
     assert storage_url(sweep.out_dir, sweep.storage, "postgresql+psycopg2://u:p@127.0.0.1/db").startswith("postgresql+psycopg2://")
+
+
+def test_a_study_db_left_with_a_hot_journal_by_a_crash_is_rolled_back_not_called_damaged(tmp_path):
+    """A writer killed mid-transaction leaves study.db-journal: SQLite rolls it back on the next open, as ever."""
+    db = tmp_path / "study.db"
+    study = optuna.create_study(study_name="s", storage=f"sqlite:///{db}")
+    study.tell(study.ask(), 1.0)
+    crash = (
+        "import os, sqlite3, sys\n"
+        "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "con.execute('PRAGMA cache_size = 1')\n"  # spill to the file mid-transaction, as a big write does
+        "con.execute('BEGIN')\n"
+        "for i in range(3000):\n"
+        "    con.execute('INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (1, ?, ?)', (f'k{i}', 'x' * 200))\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", crash, str(db)], check=True)
+    assert Path(f"{db}-journal").stat().st_size > 0
+    reopened = optuna.load_study(study_name="s", storage=make_storage(f"sqlite:///{db}"))
+    assert [t.value for t in reopened.get_trials()] == [1.0] and reopened.user_attrs == {}
+
+
+def test_a_new_server_database_whose_tables_another_process_is_creating_is_opened_again(monkeypatch):
+    """Losing the race to create Optuna's tables (a duplicate key) is retried; any other error is not."""
+    import sqlalchemy.exc
+
+    calls = []
+
+    def opening(outcomes):
+        def make():
+            calls.append(1)
+            outcome = outcomes.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        return make
+
+    monkeypatch.setattr("ablate.sweep.storage.time.sleep", lambda s: None)
+    lost = sqlalchemy.exc.IntegrityError("INSERT ...", {}, Exception('duplicate key value violates unique constraint "pg_type_typname"'))
+    assert _created_once(opening([lost, lost, "storage"])) == "storage" and len(calls) == 3
+    calls.clear()
+    down = sqlalchemy.exc.OperationalError("connect", {}, Exception("connection refused"))
+    with pytest.raises(sqlalchemy.exc.OperationalError):
+        _created_once(opening([down, "storage"]))
+    assert len(calls) == 1

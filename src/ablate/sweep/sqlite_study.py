@@ -1,0 +1,113 @@
+"""A study's SQLite file under faults, for ablate.sweep.storage: damage found before anything writes to it, a full disk
+or damage met by any later statement said as such and naming the file (Optuna's own message, "... e.g. exceeding max
+length", says neither), and the first creation of a study's tables kept to one process at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlalchemy
+
+from ablate.atomic import DiskFull
+
+# SQLite's primary result codes (sqlite3 names them from Python 3.11 only).
+_READONLY, _CORRUPT, _FULL, _NOTADB = 8, 11, 13, 26
+_watched: set[str] = set()  # the files whose statements `_said_plainly` words; other SQLite engines are left alone
+
+
+class DamagedStudy(ValueError):
+    """A study's storage holds bytes that are not what its format says; nothing was written into it."""
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a sqlite:///PATH URL; None for other URLs and for SQLite in memory."""
+    if not url.startswith("sqlite"):
+        return None
+    database = sqlalchemy.engine.make_url(url).database
+    return Path(database) if database and database != ":memory:" else None
+
+
+def damaged(path: Path, reason: str, kept: str = "nothing was written to it") -> DamagedStudy:
+    return DamagedStudy(f"damaged study database: {path} ({reason}); restore it from a backup or move it aside ({kept})")
+
+
+def check_database(path: Path) -> None:
+    """Raise DamagedStudy when `path` is not a sound SQLite database (SQLite's quick_check, a few ms for a study's
+    size), reading only. A missing or empty file is a new study; a file that is busy or cannot be opened at all is left
+    to the open that follows, which says so."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        try:
+            problem = _quick_check(path, "ro")
+        except sqlite3.Error as e:
+            if _primary(e) != _READONLY:
+                raise
+            # A hot journal left by a crash, which only a writer may roll back (as SQLite does on any open).
+            problem = _quick_check(path, "rw")
+    except sqlite3.Error as e:
+        if _primary(e) not in (_CORRUPT, _NOTADB):
+            return
+        problem = str(e)
+    if problem is not None:
+        raise damaged(path, problem)
+
+
+@contextlib.contextmanager
+def study_lock(path: Path) -> Iterator[None]:
+    """The file lock beside the database, held by one process at a time: while it creates the study's tables (two at
+    once clash on them: "UNIQUE constraint failed: alembic_version") or claims a queued trial (ablate.sweep.storage).
+    A folder that does not exist takes no lock; SQLite then says it cannot open the file."""
+    if not path.parent.is_dir():
+        yield
+        return
+    with open(f"{path}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def watch(path: Path) -> None:
+    """Word SQLite's full disk and damage plainly for every statement on `path`, from the engine's first one (creating
+    the tables) on."""
+    _watched.add(str(path))
+
+
+def _quick_check(path: Path, mode: str) -> str | None:
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=60)
+    try:
+        rows = con.execute("PRAGMA quick_check").fetchall()
+    finally:
+        con.close()
+    return None if rows == [("ok",)] else "; ".join(str(row[0]).splitlines()[0] for row in rows[:3])
+
+
+def _primary(e: sqlite3.Error) -> int | None:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF
+    text = str(e)  # Python 3.10: only the message tells
+    return _NOTADB if "not a database" in text else _CORRUPT if "malformed" in text else _FULL if "is full" in text else None
+
+
+@sqlalchemy.event.listens_for(sqlalchemy.engine.Engine, "handle_error")
+def _said_plainly(context) -> None:
+    """Replace SQLAlchemy's error (which Optuna wraps as "... e.g. exceeding max length") for a watched study file."""
+    error, engine = context.original_exception, context.engine
+    if not isinstance(error, sqlite3.Error) or engine is None or engine.url.database not in _watched:
+        return
+    path = Path(engine.url.database)
+    if _primary(error) == _FULL:
+        full = DiskFull(f"disk full: could not write the study database {path} ({error}); the study is as it was before this write")
+        full.errno = errno.ENOSPC
+        raise full
+    if _primary(error) in (_CORRUPT, _NOTADB):
+        raise damaged(path, str(error).splitlines()[0], kept="this write was not made")
