@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
+from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.load import Run, check_rows
 from ablate.table.seed_luck import seed_luck
@@ -31,9 +32,7 @@ COLUMNS = {
     "kv": "model.kv_heads",
     "steps": "train.max_steps",
 }
-LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
 TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
-LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
 
 
 @dataclass
@@ -193,7 +192,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95, "target_mde": target_mde or None},
         "skipped_runs": [{"run": run, "reason": why} for run, why in ev.skipped.items()],
-        "notes": _skipped(ev.skipped) + list(ev.notes),
+        "notes": skipped_runs(ev.skipped) + list(ev.notes),
         "training_hours": _training_hours(runs),
         "controls": _controls(table),
     }
@@ -201,7 +200,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
     if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
         reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
-    summary["notes"] += _edges(table.lines)
+    summary["notes"] += edges(table.lines)
     tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed")}
     if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
@@ -221,42 +220,15 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
             f"Controls (base-... rows, the base trained otherwise): {against}. Each is compared with the base's runs of its "
             "own seeds and tested apart from the other rows (a Holm correction of their own), with no verdict against the paper."
         )
-    if capped := _capped(table):
+    if stopped := capped(table.rows):
         summary["notes"].append(
             f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
-            f"still move: {'; '.join(capped)}."
+            f"still move: {'; '.join(stopped)}."
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}
         summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
     return summary
-
-
-def _skipped(skipped: dict[str, str]) -> list[str]:
-    """The run files the loader left out, each with why, so a missing seed is never silent."""
-    if not skipped:
-        return []
-    runs = f"{len(skipped)} W&B run" + ("" if len(skipped) == 1 else "s")
-    return [f"Left out {runs}: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) + "."]
-
-
-def _and(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def _edges(lines: list[dict]) -> list[str]:
-    """Seed intervals cut at the score's range, and rows whose seeds all scored the same (no interval)."""
-    out = []
-    cut = [f"{ln['row']} {_and([LABELS[m] for m in LABELS if ln[m]['clipped']])}" for ln in lines if any(ln[m]["clipped"] for m in LABELS)]
-    if cut:
-        out.append(
-            f"Seed intervals cut at the metric's range (BLEU 0-100, PPL >= 1) where the t interval reached past it: {', '.join(cut)}; "
-            "cutting loses no coverage, but scores this near a bound are skewed, so read them as rough."
-        )
-    flat = [f"{ln['row']} {LABELS[m]} {ln[m]['mean']:.2f}" for ln in lines for m in LABELS if ln[m]["n"] > 1 and ln[m]["sd"] == 0.0]
-    if flat:
-        out.append(f"No spread over seeds (every run the same score, so no interval): {', '.join(flat)}.")
-    return out
 
 
 def _controls(table: Table) -> dict:
@@ -283,25 +255,6 @@ def _training_length(table: Table, metric: str) -> dict | None:
     rows = {row.name: [(r.steps, getattr(r, metric)) for r in row.runs] for row in table.rows if row.name not in table.controls}
     found = training_length(rows)
     return None if found is None else asdict(found)
-
-
-def _capped(table: Table) -> list[str]:
-    """Rows whose runs had the convergence rule on and ran into a limit first, e.g. "D-drop0.2 (2 of 3 runs, by
-    max_steps; val/ppl still 2.9-3.6% better over the rule's window)": a study "to convergence" compares them off it,
-    whether the limit was a cap or a budget (a study "equal compute or converged" still learns which rows converged)."""
-    out = []
-    for row in table.rows:
-        capped = [r for r in row.runs if (r.config.get("train.converge_window") or 0) > 0 and r.stop_reason in LIMITS]
-        if not capped:
-            continue
-        gains = sorted(r.improving * 100 for r in capped if r.improving is not None)
-        still = ""
-        if gains:
-            low, high = f"{gains[0]:.1f}", f"{gains[-1]:.1f}"
-            still = f"; val/ppl still {low if low == high else f'{low}-{high}'}% better over the rule's window"
-        by = ", ".join(sorted({r.stop_reason for r in capped}))
-        out.append(f"{row.name} ({len(capped)} of {len(row.runs)} runs, by {by}{still})")
-    return out
 
 
 def _counts(lines: list[dict], metric: str) -> dict:

@@ -1,0 +1,54 @@
+"""The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, seed
+intervals cut at a score's range or with no spread at all, and rows stopped by a limit before their convergence rule
+was met (`ablate.table.compare` gathers them into the table's notes)."""
+
+from __future__ import annotations
+
+LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
+LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
+
+
+def skipped_runs(skipped: dict[str, str]) -> list[str]:
+    """The run files the loader left out, each with why, so a missing seed is never silent."""
+    if not skipped:
+        return []
+    runs = f"{len(skipped)} W&B run" + ("" if len(skipped) == 1 else "s")
+    return [f"Left out {runs}: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) + "."]
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def edges(lines: list[dict]) -> list[str]:
+    """Seed intervals cut at the score's range, and rows whose seeds all scored the same (no interval)."""
+    out = []
+    cut = [f"{ln['row']} {_and([LABELS[m] for m in LABELS if ln[m]['clipped']])}" for ln in lines if any(ln[m]["clipped"] for m in LABELS)]
+    if cut:
+        out.append(
+            f"Seed intervals cut at the metric's range (BLEU 0-100, PPL >= 1) where the t interval reached past it: {', '.join(cut)}; "
+            "cutting loses no coverage, but scores this near a bound are skewed, so read them as rough."
+        )
+    flat = [f"{ln['row']} {LABELS[m]} {ln[m]['mean']:.2f}" for ln in lines for m in LABELS if ln[m]["n"] > 1 and ln[m]["sd"] == 0.0]
+    if flat:
+        out.append(f"No spread over seeds (every run the same score, so no interval): {', '.join(flat)}.")
+    return out
+
+
+def capped(rows: list) -> list[str]:
+    """Rows whose runs had the convergence rule on and ran into a limit first, e.g. "D-drop0.2 (2 of 3 runs, by
+    max_steps; val/ppl still 2.9-3.6% better over the rule's window)": a study "to convergence" compares them off it,
+    whether the limit was a cap or a budget (a study "equal compute or converged" still learns which rows converged)."""
+    out = []
+    for row in rows:
+        capped = [r for r in row.runs if (r.config.get("train.converge_window") or 0) > 0 and r.stop_reason in LIMITS]
+        if not capped:
+            continue
+        gains = sorted(r.improving * 100 for r in capped if r.improving is not None)
+        still = ""
+        if gains:
+            low, high = f"{gains[0]:.1f}", f"{gains[-1]:.1f}"
+            still = f"; val/ppl still {low if low == high else f'{low}-{high}'}% better over the rule's window"
+        by = ", ".join(sorted({r.stop_reason for r in capped}))
+        out.append(f"{row.name} ({len(capped)} of {len(row.runs)} runs, by {by}{still})")
+    return out
