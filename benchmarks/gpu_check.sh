@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything issue 30 measures on one GPU, one command a part (each under 4 minutes on an H100/H200):
 #
-#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | all
+#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | all, or a list: sync,speed
 #
 #   speed  framework overhead (ablate's real step / a bare PyTorch loop, quickstart), and model-only throughput with
 #          MFU against nn.Transformer and MarianMT for base and big (bf16, fused Adam; big also compiled)
@@ -21,6 +21,17 @@ root=$PWD
 part=${1:-all}
 tiny=0
 [[ "${2:-}" == "--tiny" ]] && tiny=1
+[[ $part == all ]] && part=sync,speed,train,sweep
+IFS=, read -ra parts <<<"$part"  # a comma list runs those parts in order: several fit one device call
+for p in "${parts[@]}"; do
+  case $p in
+    speed | train | sweep | sync) ;;
+    *)
+      echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|all|PART,PART,... [--tiny]" >&2
+      exit 2
+      ;;
+  esac
+done
 out=$(mkdir -p "${OUT:-gpu-check-out}" && cd "${OUT:-gpu-check-out}" && pwd)
 work=$(mktemp -d /tmp/gpu-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -143,14 +154,6 @@ part_sync() {
   say "sync: $(tail -1 "$dir/pytest.log")"
 }
 
-case $part in
-  speed | train | sweep | sync) parts=("$part") ;;
-  all) parts=(sync speed train sweep) ;;
-  *)
-    echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|all [--tiny]" >&2
-    exit 2
-    ;;
-esac
 say "gpu check $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $(machine)"
 for p in "${parts[@]}"; do
   started=$(date +%s)
