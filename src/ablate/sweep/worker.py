@@ -193,4 +193,8 @@ if __name__ == "__main__":
     watch_parent(f"[worker {worker_index}]")  # the ablate sweep process that started it
     worker_sweep = load_sweep(path)
     worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
-    run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)
+    try:
+        run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)
+    except (ValueError, OSError) as worker_error:  # a damaged study, a full disk: worded where raised, said as `ablate` says them
+        say(int(worker_index), f"error: {redact(str(worker_error))}")
+        sys.exit(2)
