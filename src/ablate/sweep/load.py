@@ -10,10 +10,11 @@ from typing import Any
 from ablate import plugins
 from ablate.config import ConfigError
 from ablate.hints import did_you_mean
+from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
 from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
-from ablate.sweep.options import SEED_MAX, component_problem, is_number, is_seed
+from ablate.sweep.options import component_problem, is_number
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
 from ablate.yaml_file import read_yaml
@@ -50,64 +51,21 @@ def _with_plugin_paths(path: Path, overrides: dict) -> dict:
     return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}
 
 
-def _given(raw: dict, key: str, default: Any) -> Any:
-    """The key's value; `default` when it is absent or empty (`key:` alone in YAML)."""
-    return default if raw.get(key) is None else raw[key]
-
-
-def _fail(path: Path, msg: str) -> ConfigError:
-    return ConfigError(f"{path}: {msg}")
-
-
-def _check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
-    for key in got:
-        if key not in allowed:
-            raise _fail(path, f"unknown key '{key}' in {where}{did_you_mean(key, allowed)}; allowed: {sorted(allowed)}")
-
-
-def _mapping(path: Path, raw: dict, key: str, example: str) -> dict:
-    """The key's mapping ({} when absent or empty)."""
-    value = _given(raw, key, {})
-    if not isinstance(value, dict):
-        raise _fail(path, f"{key} must be a mapping, e.g. {example}; got {value!r}")
-    return value
-
-
-def _count(path: Path, key: str, value: Any) -> Any:
-    """n_trials, workers, gpus_per_trial: an integer >= 1 (0 or less would run an empty study, `true` is not 1)."""
-    if value is not None and (not is_number(value) or not isinstance(value, int) or value < 1):
-        raise _fail(path, f"{key}={value!r} must be an integer >= 1")
-    return value
-
-
-def _seconds(path: Path, key: str, value: Any) -> Any:
-    """timeout: a finite number of seconds > 0 (-1 would stop the study at once, .nan never)."""
-    if value is not None and (not is_number(value) or not math.isfinite(value) or value <= 0):
-        raise _fail(path, f"{key}={value!r} must be a number of seconds > 0 (leave it out for no time limit)")
-    return value
-
-
-def _text(path: Path, key: str, value: Any) -> Any:
-    if value is not None and not isinstance(value, str):
-        raise _fail(path, f"{key} must be a string, got {value!r}")
-    return value
-
-
 def _base(path: Path, raw: dict) -> list[str]:
     """The base experiment files, each an existing file named relative to the cwd (the project root, usually) or to
     the sweep file."""
-    base = _given(raw, "base", [])
+    base = fields.given(raw, "base", [])
     base = [base] if isinstance(base, str) else base
     if not isinstance(base, list) or not all(isinstance(b, str) for b in base):
-        raise _fail(path, f"base must be an experiment file or a list of them, got {raw['base']!r}")
+        raise fields.fail(path, f"base must be an experiment file or a list of them, got {raw['base']!r}")
     found = []
     for b in base:
         where = Path(b) if Path(b).exists() or not (path.parent / b).exists() else path.parent / b
         if where.is_dir():
-            raise _fail(path, f"base '{b}' is a directory ({where.resolve()}), not an experiment file")
+            raise fields.fail(path, f"base '{b}' is a directory ({where.resolve()}), not an experiment file")
         if not where.is_file():
             looked = " and in ".join(map(str, dict.fromkeys([Path.cwd(), path.parent.resolve()])))
-            raise _fail(path, f"base '{b}' is not a file (looked in {looked})")
+            raise fields.fail(path, f"base '{b}' is not a file (looked in {looked})")
         found.append(str(where))
     return found
 
@@ -117,20 +75,20 @@ def _objective(path: Path, raw: Any) -> Objective:
     if isinstance(raw, str):
         raw = {"metric": raw}
     if not isinstance(raw, dict):
-        raise _fail(path, f"objective must be a metric name or a mapping (metric or terms, direction), got {raw!r}")
-    _check_keys(path, "objective", raw, {"metric", "terms", "direction"})
+        raise fields.fail(path, f"objective must be a metric name or a mapping (metric or terms, direction), got {raw!r}")
+    fields.check_keys(path, "objective", raw, {"metric", "terms", "direction"})
     if "terms" in raw and "metric" in raw:
-        raise _fail(path, "objective has both 'metric' and 'terms'; give one")
+        raise fields.fail(path, "objective has both 'metric' and 'terms'; give one")
     terms = raw.get("terms") or {raw.get("metric", "val/bleu"): 1.0}
     if not isinstance(terms, dict) or not all(isinstance(w, (int, float)) for w in terms.values()):
-        raise _fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
+        raise fields.fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
     for metric, weight in terms.items():
         # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
         if not is_number(weight) or not math.isfinite(weight) or weight == 0:
-            raise _fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")
+            raise fields.fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")
     direction = raw.get("direction", "maximize")
     if direction not in ("maximize", "minimize"):
-        raise _fail(path, f"objective.direction='{direction}' is not one of ['maximize', 'minimize']")
+        raise fields.fail(path, f"objective.direction='{direction}' is not one of ['maximize', 'minimize']")
     return Objective({str(k): float(v) for k, v in terms.items()}, direction)
 
 
@@ -138,18 +96,18 @@ def _search(path: Path, raw: dict) -> dict[str, dict]:
     for key, spec in raw.items():
         where = f"search.'{key}'"
         if not isinstance(spec, dict) or spec.get("type") not in PARAM_TYPES:
-            raise _fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
-        _check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
+            raise fields.fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
+        fields.check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
         _check_bounds(path, where, spec)
         if spec["type"] == "categorical" and not spec.get("choices"):
-            raise _fail(path, f"{where} (categorical) needs a non-empty 'choices' list")
+            raise fields.fail(path, f"{where} (categorical) needs a non-empty 'choices' list")
         if spec["type"] != "categorical":
             if "low" not in spec or "high" not in spec or not spec["low"] < spec["high"]:
-                raise _fail(path, f"{where} ({spec['type']}) needs low < high, got low={spec.get('low')} high={spec.get('high')}")
+                raise fields.fail(path, f"{where} ({spec['type']}) needs low < high, got low={spec.get('low')} high={spec.get('high')}")
             if spec.get("log") and spec["low"] <= 0:
-                raise _fail(path, f"{where} has log: true, so low must be > 0 (got {spec['low']})")
+                raise fields.fail(path, f"{where} has log: true, so low must be > 0 (got {spec['low']})")
             if spec.get("log") and spec.get("step") and (spec["type"] == "float" or spec["step"] != 1):
-                raise _fail(path, f"{where}: Optuna cannot combine log: true with step: {spec['step']}; drop one of them")
+                raise fields.fail(path, f"{where}: Optuna cannot combine log: true with step: {spec['step']}; drop one of them")
     return raw
 
 
@@ -160,40 +118,25 @@ def _check_bounds(path: Path, where: str, spec: dict) -> None:
         if value is None:
             continue
         if not is_number(value) or not math.isfinite(value):
-            raise _fail(path, f"{where}.{key}={value!r} must be a finite number")
+            raise fields.fail(path, f"{where}.{key}={value!r} must be a finite number")
         if spec["type"] == "int" and not isinstance(value, int):
-            raise _fail(path, f"{where}.{key}={value!r} must be an integer (the parameter is int)")
+            raise fields.fail(path, f"{where}.{key}={value!r} must be an integer (the parameter is int)")
     if spec.get("step") is not None and spec["step"] <= 0:
-        raise _fail(path, f"{where}.step={spec['step']!r} must be > 0")
+        raise fields.fail(path, f"{where}.step={spec['step']!r} must be > 0")
     if "log" in spec and not isinstance(spec["log"], bool):
-        raise _fail(path, f"{where}.log={spec['log']!r} must be true or false")
-
-
-def _seeds(path: Path, where: str, raw: Any) -> list[int]:
-    """A list of distinct seeds; an empty list is an error (a grid with no seed would run no trial), an absent key is []."""
-    seeds = [] if raw is None else raw
-    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _fail(path, f"{where} must be a list of integers, got {raw!r}")
-    if raw == []:
-        raise _fail(path, f"{where}: [] lists no seed; give at least one, or leave {where} out")
-    for s in seeds:
-        if not is_seed(s):
-            raise _fail(path, f"{where} lists {s}: a seed must be from 0 to {SEED_MAX}")
-    if len(set(seeds)) != len(seeds):
-        raise _fail(path, f"{where} lists a seed twice: {seeds}")
-    return seeds
+        raise fields.fail(path, f"{where}.log={spec['log']!r} must be true or false")
 
 
 def _row_seeds(path: Path, raw: dict) -> dict[str, list[int]]:
     """`row_seeds: {base: [1, 2, 3, 4, 5]}`: rows run with seeds of their own instead of `seeds`."""
     given = raw.get("row_seeds") or {}
     if not isinstance(given, dict):
-        raise _fail(path, f"row_seeds must map variant names to seed lists, got {given!r}")
+        raise fields.fail(path, f"row_seeds must map variant names to seed lists, got {given!r}")
     rows = raw.get("variants") or {}
     for row in given:
         if row not in rows:
-            raise _fail(path, f"row_seeds names '{row}', which is not a variant{did_you_mean(str(row), set(map(str, rows)))}")
-    return {str(row): _seeds(path, f"row_seeds.'{row}'", seeds) for row, seeds in given.items()}
+            raise fields.fail(path, f"row_seeds names '{row}', which is not a variant{did_you_mean(str(row), set(map(str, rows)))}")
+    return {str(row): fields.seeds(path, f"row_seeds.'{row}'", seeds) for row, seeds in given.items()}
 
 
 def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
@@ -201,9 +144,9 @@ def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
     if isinstance(raw, str):
         raw = {"name": raw}
     if not isinstance(raw, dict):
-        raise _fail(path, f"{kind} must be a name or a mapping with a name and settings, e.g. {{name: {default}}}; got {raw!r}")
+        raise fields.fail(path, f"{kind} must be a name or a mapping with a name and settings, e.g. {{name: {default}}}; got {raw!r}")
     if raw.get("name") not in names:
-        raise _fail(path, f"{kind}.name='{raw.get('name')}' is not one of {sorted(names)}")
+        raise fields.fail(path, f"{kind}.name='{raw.get('name')}' is not one of {sorted(names)}")
     return dict(raw)
 
 
@@ -212,40 +155,40 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     raw = read_yaml(path, "sweep file")
     if not isinstance(raw, dict):
-        raise _fail(path, "must be a mapping (name, base, objective, variants or search, ...)")
-    _check_keys(path, "the sweep file", raw, TOP_KEYS)
-    variants = _mapping(path, raw, "variants", "{base: {}, A-h1: {model.heads: 1}}")
-    search = _mapping(path, raw, "search", "{train.lr_scale: {type: float, low: 0.5, high: 2}}")
+        raise fields.fail(path, "must be a mapping (name, base, objective, variants or search, ...)")
+    fields.check_keys(path, "the sweep file", raw, TOP_KEYS)
+    variants = fields.mapping(path, raw, "variants", "{base: {}, A-h1: {model.heads: 1}}")
+    search = fields.mapping(path, raw, "search", "{train.lr_scale: {type: float, low: 0.5, high: 2}}")
     if bool(variants) == bool(search):
-        raise _fail(path, "give exactly one of 'variants' (named rows of overrides) or 'search' (an Optuna space)")
-    name = _given(raw, "name", path.stem)
+        raise fields.fail(path, "give exactly one of 'variants' (named rows of overrides) or 'search' (an Optuna space)")
+    name = fields.given(raw, "name", path.stem)
     if not isinstance(name, (str, int)) or isinstance(name, bool):
-        raise _fail(path, f"name must be a string, got {name!r}")
+        raise fields.fail(path, f"name must be a string, got {name!r}")
     name = str(name)
     sweep = Sweep(
         name=name,
         path=path,
         base=_base(path, raw),
         objective=_objective(path, raw.get("objective")),
-        overrides=_with_plugin_paths(path, dict(_mapping(path, raw, "overrides", "{train.max_steps: 1000}"))),
+        overrides=_with_plugin_paths(path, dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}"))),
         variants=dict(variants),
         search=_search(path, dict(search)),
-        seeds=_seeds(path, "seeds", raw.get("seeds")),
+        seeds=fields.seeds(path, "seeds", raw.get("seeds")),
         row_seeds=_row_seeds(path, raw),
-        n_trials=_count(path, "n_trials", raw.get("n_trials")),
-        timeout=_seconds(path, "timeout", raw.get("timeout")),
+        n_trials=fields.count(path, "n_trials", raw.get("n_trials")),
+        timeout=fields.seconds(path, "timeout", raw.get("timeout")),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
-        storage=_text(path, "storage", raw.get("storage")),
-        out_dir=Path(_text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
-        workers=_count(path, "workers", _given(raw, "workers", 1)),
-        gpus_per_trial=_count(path, "gpus_per_trial", _given(raw, "gpus_per_trial", 1)),
-        trials_per_gpu=parse_trials_per_gpu(_given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
+        storage=fields.text(path, "storage", raw.get("storage")),
+        out_dir=Path(fields.text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
+        workers=fields.count(path, "workers", fields.given(raw, "workers", 1)),
+        gpus_per_trial=fields.count(path, "gpus_per_trial", fields.given(raw, "gpus_per_trial", 1)),
+        trials_per_gpu=parse_trials_per_gpu(fields.given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
     )
     try:
         sweep.basis = parse_basis(raw.get("basis"), set(map(str, sweep.variants)))
     except ValueError as e:
-        raise _fail(path, str(e)) from None
+        raise fields.fail(path, str(e)) from None
     _validate_trials(sweep)
     return sweep
 
@@ -254,38 +197,38 @@ def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
     for row, overrides in sweep.variants.items():
         if not isinstance(row, str):
-            raise _fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
+            raise fields.fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
         if not isinstance(overrides, dict):
-            raise _fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
+            raise fields.fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
         try:
             sweep.config_for(overrides)
         except ConfigError as e:
-            raise _fail(path, f"variant '{row}': {e}") from None
+            raise fields.fail(path, f"variant '{row}': {e}") from None
     for key, spec in sweep.search.items():
         probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
         try:
             sweep.config_for(_search_override(key, spec, probe))
         except ConfigError as e:
-            raise _fail(path, f"search.'{key}': {e}") from None
+            raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
     problem = plan_for(sweep).check()
     if problem:
-        raise _fail(path, problem)
+        raise fields.fail(path, problem)
     problem = component_problem("sampler", sweep.sampler, lambda spec: make_sampler(spec, sweep.search)) or component_problem(
         "pruner", sweep.pruner, make_pruner
     )
     if problem:
-        raise _fail(path, problem)
+        raise fields.fail(path, problem)
     train = sweep.config_for({}).train
     if "val/bleu" in sweep.objective.terms and not (train.val_bleu or train.eval_record):
-        raise _fail(
+        raise fields.fail(
             path,
             "the objective uses val/bleu but train.val_bleu and train.eval_record are both false (no BLEU is computed); "
             "set one of them true or use val/loss (direction: minimize)",
         )
     problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial)
     if problem:
-        raise _fail(path, problem)
+        raise fields.fail(path, problem)
 
 
 def _search_override(key: str, spec: dict, value: Any) -> dict:
@@ -301,7 +244,7 @@ def _check_basis(sweep: Sweep) -> None:
     base = sweep.config_for({})
     problem = sweep.basis.base_problem(base)
     if problem:
-        raise _fail(
+        raise fields.fail(
             sweep.path, f"the base experiment is off the study's basis ({sweep.basis.describe()}): {problem}; change the base or the basis"
         )
     checked = {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
@@ -312,4 +255,4 @@ def _check_basis(sweep: Sweep) -> None:
         problem = sweep.basis.row_problem(sweep.config_for(overrides), base)
         if problem:
             hint = "list the row under basis.except" if where.startswith("variant") else "search another key"
-            raise _fail(sweep.path, f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or {hint}")
+            raise fields.fail(sweep.path, f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or {hint}")

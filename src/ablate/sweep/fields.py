@@ -1,0 +1,70 @@
+"""The type and range checks of a sweep file's values, each error naming the file and the key (`ablate.sweep.load`
+reads the file and applies them)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ablate.config import ConfigError
+from ablate.hints import did_you_mean
+from ablate.sweep.options import SEED_MAX, is_number, is_seed
+
+
+def given(raw: dict, key: str, default: Any) -> Any:
+    """The key's value; `default` when it is absent or empty (`key:` alone in YAML)."""
+    return default if raw.get(key) is None else raw[key]
+
+
+def fail(path: Path, msg: str) -> ConfigError:
+    return ConfigError(f"{path}: {msg}")
+
+
+def check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
+    for key in got:
+        if key not in allowed:
+            raise fail(path, f"unknown key '{key}' in {where}{did_you_mean(key, allowed)}; allowed: {sorted(allowed)}")
+
+
+def mapping(path: Path, raw: dict, key: str, example: str) -> dict:
+    """The key's mapping ({} when absent or empty)."""
+    value = given(raw, key, {})
+    if not isinstance(value, dict):
+        raise fail(path, f"{key} must be a mapping, e.g. {example}; got {value!r}")
+    return value
+
+
+def count(path: Path, key: str, value: Any) -> Any:
+    """n_trials, workers, gpus_per_trial: an integer >= 1 (0 or less would run an empty study, `true` is not 1)."""
+    if value is not None and (not is_number(value) or not isinstance(value, int) or value < 1):
+        raise fail(path, f"{key}={value!r} must be an integer >= 1")
+    return value
+
+
+def seconds(path: Path, key: str, value: Any) -> Any:
+    """timeout: a finite number of seconds > 0 (-1 would stop the study at once, .nan never)."""
+    if value is not None and (not is_number(value) or not math.isfinite(value) or value <= 0):
+        raise fail(path, f"{key}={value!r} must be a number of seconds > 0 (leave it out for no time limit)")
+    return value
+
+
+def text(path: Path, key: str, value: Any) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise fail(path, f"{key} must be a string, got {value!r}")
+    return value
+
+
+def seeds(path: Path, where: str, raw: Any) -> list[int]:
+    """A list of distinct seeds; an empty list is an error (a grid with no seed would run no trial), an absent key is []."""
+    seeds = [] if raw is None else raw
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise fail(path, f"{where} must be a list of integers, got {raw!r}")
+    if raw == []:
+        raise fail(path, f"{where}: [] lists no seed; give at least one, or leave {where} out")
+    for s in seeds:
+        if not is_seed(s):
+            raise fail(path, f"{where} lists {s}: a seed must be from 0 to {SEED_MAX}")
+    if len(set(seeds)) != len(seeds):
+        raise fail(path, f"{where} lists a seed twice: {seeds}")
+    return seeds
