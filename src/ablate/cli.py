@@ -51,7 +51,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
-    train(cfg, resume=resume, force=args.force, aside=args.move_aside)
+    train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
     return 0
 
 
@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto-resume", action="store_true", help="resume when out_dir holds checkpoints, else start (for requeued jobs)")
     p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")
     p.add_argument(
+        "--accept-data-change",
+        action="store_true",
+        help="with --resume: go on although corpus files differ from the run's fingerprint (still with the run's own tokenizer)",
+    )
+    p.add_argument(
         "--move-aside", action="store_true", help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run"
     )
     p.set_defaults(func=cmd_train)
@@ -145,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="a finished sweep in the paper's Table 3 layout, beside the paper's figures")
     p.add_argument("study", help="a sweep's out_dir (or its sweep file), or any folder of runs")
     p.add_argument("--wandb", action="store_true", help="read W&B offline run files under STUDY instead of run directories")
-    p.add_argument("--out", help="where to write NAME.{md,tex,csv,json,png} (default: STUDY)")
+    p.add_argument(
+        "--out",
+        help="folder for NAME.{md,tex,csv,json,png} (default: ./tables/STUDY_NAME/, so a study's own folder, which may be "
+        "committed evidence, is never written unless named here)",
+    )
+    p.add_argument("--force", action="store_true", help="replace output files that hold other content (default: refuse, writing nothing)")
     p.add_argument("--name", default="table3", help="file name stem (default: table3)")
     p.add_argument("--title", help="table title")
     p.add_argument(

@@ -4,6 +4,7 @@ vocabulary of about 37000 tokens").
 Special ids are fixed (pad=0, unk=1, bos=2, eos=3; ablate.tokens), so the model, the batches and decoding agree without asking.
 `load_or_train_tokenizer` trains once per (corpus bytes, settings) and caches the model under
 `cache_dir()/tokenizers/{key}/spm.model`; any change of corpus or settings gives a new key, so nothing stale is reused.
+A resumed run does not ask this cache: it encodes with its own tokenizer, from its checkpoint (ablate.run.rundir).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ SEED = 1  # SentencePiece's sampling/shuffling seed; fixed so the same corpus al
 TRAIN_THREADS = min(4, os.cpu_count() or 1)  # small: sweep workers share the machine
 FORMAT = 1  # bump when the way training sentences are read changes, to invalidate cached tokenizers
 
+SETTINGS_KEYS = ("data.vocab_size", "data.character_coverage", "data.tokenizer_sample")  # the config keys tokenizer_settings reads
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 

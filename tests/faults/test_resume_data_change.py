@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import ablate, snapshot, write_experiment
+from lightning.pytorch.callbacks import Callback
 
 pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds per resume
 
@@ -57,7 +58,16 @@ def steps(run_dir: Path) -> int:
     return json.loads((run_dir / "summary.json").read_text())["steps"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 5: a resume after a corpus edit re-encodes the data with a new tokenizer, silently")
+class TokenizerProbe(Callback):
+    """The bytes of the tokenizer the run's data module encodes with, as training starts."""
+
+    def __init__(self):
+        self.used: list[bytes] = []
+
+    def on_fit_start(self, trainer, module):
+        self.used.append(trainer.datamodule.tokenizer.path.read_bytes())
+
+
 @pytest.mark.parametrize(("edited", "flag"), [("train.de", "--resume"), ("valid.en", "--auto-resume")])
 def test_a_resume_after_a_corpus_edit_is_refused_naming_the_file_and_touching_nothing(run, edited, flag):
     config, run_dir, corpus = run
@@ -73,10 +83,7 @@ def test_a_resume_after_a_corpus_edit_is_refused_naming_the_file_and_touching_no
     assert str(corpus / untouched) not in errors[-1], errors[-1]  # only what changed is named
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 5: there is no way to resume on a changed corpus with the run's own tokenizer")
 def test_accept_data_change_resumes_with_the_runs_own_tokenizer_and_records_the_new_files(run):
-    from lightning.pytorch.callbacks import Callback
-
     from ablate.config import load_config
     from ablate.run.train import train
     from ablate.tokenizer import load_or_train_tokenizer
@@ -88,15 +95,10 @@ def test_accept_data_change_resumes_with_the_runs_own_tokenizer_and_records_the_
     cfg = load_config([str(config)])
     assert sha256(load_or_train_tokenizer(cfg.data, corpus / "train.en", corpus / "train.de").path.read_bytes()) != sha256(run_tokenizer)
 
-    used = []
-
-    class Probe(Callback):
-        def on_fit_start(self, trainer, module):
-            used.append(trainer.datamodule.tokenizer.path.read_bytes())
-
-    summary = train(cfg, callbacks=[Probe()], resume=True, accept_data_change=True)
+    probe = TokenizerProbe()
+    summary = train(cfg, callbacks=[probe], resume=True, accept_data_change=True)
     assert summary["steps"] == 20
-    assert used and sha256(used[0]) == sha256(run_tokenizer), "the resumed run encoded its data with another tokenizer"
+    assert probe.used and sha256(probe.used[0]) == sha256(run_tokenizer), "the resumed run encoded its data with another tokenizer"
     record = json.loads((run_dir / "fingerprint.json").read_text())
     earlier = json.loads((run_dir / "fingerprint.before-resume-1.json").read_text())
     now = sha256((corpus / "train.en").read_bytes())
@@ -104,7 +106,6 @@ def test_accept_data_change_resumes_with_the_runs_own_tokenizer_and_records_the_
     assert record["tokenizer"]["sha256"] == earlier["tokenizer"]["sha256"] == sha256(run_tokenizer)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 5: a run records no fingerprint of its corpus and tokenizer")
 def test_a_run_records_its_fingerprint_and_resumes_normally_on_the_same_files(run):
     config, run_dir, corpus = run
     record = json.loads((run_dir / "fingerprint.json").read_text())
@@ -124,7 +125,6 @@ def test_a_run_records_its_fingerprint_and_resumes_normally_on_the_same_files(ru
     assert not list(run_dir.glob("fingerprint.before-*"))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 5: a run directory from before fingerprints resumes without a word")
 def test_a_run_dir_without_a_fingerprint_resumes_with_a_note(run):
     config, run_dir, corpus = run
     (run_dir / "fingerprint.json").unlink(missing_ok=True)
@@ -133,3 +133,25 @@ def test_a_run_dir_without_a_fingerprint_resumes_with_a_note(run):
     notes = [line for line in proc.stderr.splitlines() if "no fingerprint" in line]
     assert len(notes) == 1 and str(run_dir) in notes[0], proc.stderr[-3000:]
     assert steps(run_dir) == 20
+
+
+def test_a_forced_change_of_tokenizer_settings_keeps_the_runs_tokenizer_and_says_so(run, caplog):
+    """data.character_coverage changed with --force gives the tokenizer cache a new key, as a corpus edit does: the
+    resumed run still encodes with its own tokenizer, and says the setting applies to a new run only."""
+    from ablate.config import load_config
+    from ablate.run import train as train_module
+    from ablate.tokenizer import load_or_train_tokenizer
+
+    config, run_dir, corpus = run
+    run_tokenizer = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["tokenizer_model"]
+    cfg = load_config([str(config)], ["data.character_coverage=0.98"])
+    assert sha256(load_or_train_tokenizer(cfg.data, corpus / "train.en", corpus / "train.de").path.read_bytes()) != sha256(run_tokenizer)
+    probe = TokenizerProbe()
+    train_module.log.addHandler(caplog.handler)
+    try:
+        assert train_module.train(cfg, callbacks=[probe], resume=True, force=True)["steps"] == 20
+    finally:
+        train_module.log.removeHandler(caplog.handler)
+    assert probe.used and sha256(probe.used[0]) == sha256(run_tokenizer), "the resumed run encoded its data with another tokenizer"
+    assert "the resumed run keeps its tokenizer: data.character_coverage apply to a new run only" in caplog.text
+    assert not list(run_dir.glob("fingerprint.before-*"))  # the corpus did not change: the start's record stands

@@ -2,7 +2,8 @@
 
 The run directory (`out_dir`) receives config.yaml (the fully resolved config), checkpoints
 (best by val/bleu, the last K, last.ckpt, with train.final_average avg.ckpt), metrics.csv, W&B offline files,
-summary.json (scores, speed, FLOPs, why training stopped and the comparison basis) and eval/valid.json.
+summary.json (scores, speed, FLOPs, why training stopped and the comparison basis), eval/valid.json and
+fingerprint.json (the corpus files and tokenizer it trains on, which a resume checks).
 """
 
 from __future__ import annotations
@@ -34,15 +35,21 @@ from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.progress import ProgressBar, ProgressFile
 from ablate.run.quiet import quiet_dependencies
 from ablate.run.rundir import (
+    FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
+    checkpoint_tokenizer,
+    data_changes,
     git_sha,
     lock_run_dir,
     prepare_out_dir,
+    record_fingerprint,
     resume_checkpoint,
+    run_tokenizer,
     shape_changes,
 )  # fmt: skip
 from ablate.run.stopping import StopRules, comparison_basis
+from ablate.tokenizer import SETTINGS_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -132,52 +139,43 @@ def build_trainer(
     return trainer, TrainerParts(speed, stop, preemption, extra, wandb_logger)
 
 
-def train(cfg: ExperimentConfig, callbacks: list = (), resume: bool = False, force: bool = False, aside: bool = False) -> dict:
+def train(
+    cfg: ExperimentConfig,
+    callbacks: list = (),
+    resume: bool = False,
+    force: bool = False,
+    aside: bool = False,
+    accept_data_change: bool = False,
+) -> dict:
     """Train, validate and checkpoint one model; returns the run summary (also written to summary.json).
 
     With `resume`, training continues from the run's last good checkpoint in out_dir: model, optimizer,
     schedule, RNG states and the position in the epoch's batch order, so it continues as if never stopped.
     A config that differs from the run's saved one is refused (listing the keys) unless `force`; one that changes
-    the shapes of the model's parameters always. With `aside`, an earlier run's files in out_dir are moved to a
-    sibling folder instead of refusing the out_dir.
+    the shapes of the model's parameters always. Corpus files that differ from the run's fingerprint are refused
+    (naming them) unless `accept_data_change`; either way a resume encodes with the run's own tokenizer. With
+    `aside`, an earlier run's files in out_dir are moved to a sibling folder instead of refusing the out_dir.
     """
     out = prepare_out_dir(cfg, resume, aside)
     lock = lock_run_dir(out)
     try:
-        return _train(cfg, out, callbacks, resume, force)
+        return _train(cfg, out, callbacks, resume, force, accept_data_change)
     finally:
         if lock is not None:
             os.close(lock)
 
 
-def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool) -> dict:
-    ckpt_path, attempt = None, 0
+def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool, accept_data_change: bool) -> dict:
+    ckpt_path, attempt, tokenizer, fingerprint = None, 0, None, "start"
     if resume:
-        changes = changes_from_saved_config(out, cfg)
-        listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
-        if changes and not force:
-            raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
-        reshaped = shape_changes(out, cfg, changes) if changes else []
-        if reshaped:
-            raise ValueError(
-                f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
-                f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
-                "(another out_dir) for that config"
-            )
-        for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
-            stale.unlink()
-        ckpt_path = resume_checkpoint(out)
-        attempt = 1 + sum(1 for _ in out.glob("resume-*"))
-        if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
-            write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
-            write_file(out / "config.yaml", to_yaml(cfg))
-        log.warning("resuming %s from %s", out, ckpt_path)
+        ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, out, force, accept_data_change)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     torch.set_float32_matmul_precision(matmul_precision(cfg.train))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     dm = TranslationDataModule(cfg)
+    dm.tokenizer = tokenizer  # a resume's: the run's own; otherwise None, the tokenizer cache's for this corpus
     dm.prepare_data()
     dm.setup("fit")
     vocab = dm.tokenizer.vocab_size
@@ -186,6 +184,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
         write_file(out / "config.yaml", to_yaml(cfg))
+    if fingerprint:
+        record_fingerprint(out, cfg.data, module.tokenizer_proto, fingerprint)
     trainer, parts = build_trainer(cfg, out, vocab, module, attempt, callbacks)
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -228,6 +228,47 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             import wandb
 
             wandb.finish()
+
+
+def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:
+    """Check that the run in `out` can continue with `cfg` and its corpus files as they are now, refusing before any file
+    changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
+    changes = changes_from_saved_config(out, cfg)
+    listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
+    if changes and not force:
+        raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
+    reshaped = shape_changes(out, cfg, changes) if changes else []
+    if reshaped:
+        raise ValueError(
+            f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
+            f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
+            "(another out_dir) for that config"
+        )
+    ckpt_path = resume_checkpoint(out)
+    proto = checkpoint_tokenizer(ckpt_path)
+    # Distinct from --force: a config change is visible in the command, a corpus edited in place is not.
+    data_changed = data_changes(out, cfg.data, proto, ckpt_path)
+    if data_changed and not accept_data_change:
+        raise ValueError(
+            f"--resume: the run's data changed since it started (as {out / FINGERPRINT} records it): {'; '.join(data_changed)}. "
+            "Its checkpoints learned from the files as they were; restore them, start a new run (another out_dir), or pass "
+            "--accept-data-change to go on over the files as they are now with the run's own tokenizer; nothing was changed"
+        )
+    for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
+        stale.unlink()
+    attempt = 1 + sum(1 for _ in out.glob("resume-*"))
+    if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
+        write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
+        write_file(out / "config.yaml", to_yaml(cfg))
+    if kept := [k for k in changes if k in SETTINGS_KEYS]:
+        log.warning("the resumed run keeps its tokenizer: %s apply to a new run only", ", ".join(kept))
+    if data_changed is None:
+        log.warning("%s has no fingerprint of its corpus and tokenizer to check (it predates them); recording them as they are now", out)
+    # Recorded anew (after the data is read) when none was or a change was accepted; else the start's record stands.
+    fingerprint = f"resume-{attempt}" if data_changed is None or data_changed else None
+    tokenizer = run_tokenizer(out, proto, ckpt_path) if proto is not None else None
+    log.warning("resuming %s from %s", out, ckpt_path)
+    return ckpt_path, attempt, tokenizer, fingerprint
 
 
 def matmul_precision(t) -> str:

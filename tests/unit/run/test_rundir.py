@@ -1,26 +1,37 @@
 """A run directory's services, on run dirs built by hand: refusing or moving an earlier run, the lock, the disk-space
-check, comparing with the saved config, choosing the checkpoint to resume and spotting shape-changing keys."""
+check, comparing with the saved config, choosing the checkpoint to resume, spotting shape-changing keys, and the
+fingerprint of the corpus files and tokenizer a resume is checked against."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from helpers import tiny_sections
 
 from ablate.config import flatten, load_config, to_dict, to_yaml
 from ablate.run import rundir
 from ablate.run.rundir import (
+    FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
+    checkpoint_tokenizer,
+    corpus_fingerprint,
+    data_changes,
     earlier_run,
     lock_run_dir,
     move_aside,
     prepare_out_dir,
+    record_fingerprint,
     resume_checkpoint,
     run_dir_in_use,
+    run_tokenizer,
     shape_changes,
 )
 
@@ -80,6 +91,21 @@ def test_move_aside_moves_the_earlier_run_whole_into_numbered_siblings(tmp_path)
         assert aside == tmp_path / f"run.earlier-{k}"
         assert (aside / "config.yaml").read_text() == f"run {k}" and (aside / "checkpoints" / "last.ckpt").is_file()
         assert earlier_run(out) == [] and (out / "trial.yaml").is_file()  # the sweep's file stays
+
+
+def test_earlier_run_counts_the_fingerprint_the_run_tokenizer_and_what_a_resume_kept(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("fingerprint.json", "tokenizer.model", "config.before-resume-1.yaml", "fingerprint.before-resume-2.json"):
+        (out / name).write_text("x")
+    assert {p.name for p in earlier_run(out)} == {
+        "fingerprint.json",
+        "tokenizer.model",
+        "config.before-resume-1.yaml",
+        "fingerprint.before-resume-2.json",
+    }
+    move_aside(out)
+    assert list(out.iterdir()) == []
 
 
 def test_prepare_out_dir_creates_the_folder_and_refuses_an_earlier_run_untouched(tmp_path):
@@ -287,3 +313,130 @@ def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_p
     cfg = config(out, {"dropout": 0.3}, train={"max_steps": 5})
     changes = changes_from_saved_config(out, cfg)
     assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]
+
+
+# --- the corpus files and tokenizer a resume is checked against ---------------------------------------------------
+
+
+@pytest.fixture
+def data(tmp_path):
+    """(data config, run dir) over a write_corpus() corpus, the run's fingerprint recorded with tokenizer bytes b"tok"."""
+    cfg = load_config(**tiny_sections(tmp_path), out_dir=str(tmp_path / "run"))
+    out = tmp_path / "run"
+    out.mkdir()
+    record_fingerprint(out, cfg.data, b"tok", "start")
+    return cfg.data, out
+
+
+def edit(path, old: str, new: str) -> None:
+    """Replace `old` by `new` in one line, a second later by the file's clock, as an edit by hand is."""
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def test_corpus_fingerprint_holds_each_file_the_run_reads_with_its_size_and_hash(data, tmp_path):
+    data_cfg, out = data
+    record = json.loads((out / FINGERPRINT).read_text())
+    assert record["recorded"] == "start" and record["tokenizer"] == {"sha256": hashlib.sha256(b"tok").hexdigest()}
+    assert list(record["corpus"]) == ["train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de"]
+    for name, entry in record["corpus"].items():
+        raw = (tmp_path / "corpus" / name).read_bytes()
+        assert entry == {"path": str(tmp_path / "corpus" / name), "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+    data_cfg.test_prefix = None  # a split the run does not read is not fingerprinted
+    assert list(corpus_fingerprint(data_cfg)) == ["train.en", "train.de", "valid.en", "valid.de"]
+
+
+def test_unchanged_or_touched_files_are_no_change(data, tmp_path):
+    data_cfg, out = data
+    assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") == []
+    edit(tmp_path / "corpus" / "train.en", "\n", "\n")  # rewritten, same bytes, a new mtime
+    assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") == []
+
+
+def test_an_edited_file_is_named_with_its_sizes_and_hashes_and_only_it(data, tmp_path):
+    data_cfg, out = data
+    path = tmp_path / "corpus" / "train.de"
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    line = path.read_text().splitlines()[3]
+    edit(path, line, line.replace("x", "y"))  # one line, the same size
+    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+    after = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert change == f"{path} (train.de): same size, sha256 {before[:12]} -> {after[:12]}"
+    size = path.stat().st_size
+    edit(path, line.replace("x", "y"), line + " extra")
+    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+    assert change.startswith(f"{path} (train.de): size {size} -> {size + 6} bytes, sha256 {before[:12]} -> ")
+
+
+def test_files_moved_with_the_same_bytes_are_no_change_but_other_bytes_name_the_old_path(data, tmp_path):
+    data_cfg, out = data
+    shutil.copytree(tmp_path / "corpus", tmp_path / "moved")
+    data_cfg.train_prefix, data_cfg.valid_prefix, data_cfg.test_prefix = (str(tmp_path / "moved" / s) for s in ("train", "valid", "test"))
+    assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") == []
+    edit(tmp_path / "moved" / "valid.en", "a", "the")
+    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+    assert change.startswith(f"{tmp_path / 'moved' / 'valid.en'} (valid.en, was {tmp_path / 'corpus' / 'valid.en'}): size ")
+
+
+def test_a_split_read_or_dropped_since_the_start_is_a_change(data, tmp_path):
+    data_cfg, out = data
+    data_cfg.test_prefix = None
+    assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") == [
+        f"{tmp_path / 'corpus' / 'test.de'} (test.de) was read when the run started but is not now",
+        f"{tmp_path / 'corpus' / 'test.en'} (test.en) was read when the run started but is not now",
+    ]
+
+
+def test_a_checkpoint_tokenizer_other_than_the_run_started_with_is_a_change(data):
+    data_cfg, out = data
+    [change] = data_changes(out, data_cfg, b"other", out / "checkpoints" / "last.ckpt")
+    have, had = hashlib.sha256(b"other").hexdigest()[:12], hashlib.sha256(b"tok").hexdigest()[:12]
+    assert change == f"the tokenizer in {out / 'checkpoints' / 'last.ckpt'} (sha256 {have}) is not the one the run started with ({had})"
+    assert data_changes(out, data_cfg, None, out / "last.ckpt") == []  # a checkpoint holding none: only the files
+
+
+def test_no_fingerprint_is_none_and_a_damaged_one_is_a_change_naming_it(data):
+    data_cfg, out = data
+    (out / FINGERPRINT).write_text('{"corpus": {}')
+    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+    assert change.startswith(f"{out / FINGERPRINT} is unreadable (JSONDecodeError")
+    (out / FINGERPRINT).write_text('{"corpus": {}}')
+    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+    assert change.startswith(f"{out / FINGERPRINT} is unreadable (KeyError")
+    (out / FINGERPRINT).unlink()
+    assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") is None
+
+
+def test_a_new_record_keeps_the_one_it_replaces_and_other_ranks_write_none(data, monkeypatch):
+    data_cfg, out = data
+    first = (out / FINGERPRINT).read_bytes()
+    record_fingerprint(out, data_cfg, b"tok2", "resume-1")
+    assert (out / "fingerprint.before-resume-1.json").read_bytes() == first
+    assert json.loads((out / FINGERPRINT).read_text())["recorded"] == "resume-1"
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    record_fingerprint(out, data_cfg, b"tok3", "resume-2")
+    assert not (out / "fingerprint.before-resume-2.json").exists()
+    assert json.loads((out / FINGERPRINT).read_text())["tokenizer"]["sha256"] == hashlib.sha256(b"tok2").hexdigest()
+
+
+def test_the_run_tokenizer_is_the_checkpoints_bytes_and_damaged_bytes_change_nothing(data):
+    from ablate.tokenizer import load_or_train_tokenizer
+
+    data_cfg, out = data
+    trained = load_or_train_tokenizer(data_cfg, data_cfg.train_prefix + ".en", data_cfg.train_prefix + ".de")
+    proto = trained.path.read_bytes()
+    ckpt = checkpoint(out, "last.ckpt", 5)
+    torch.save({**torch.load(ckpt, weights_only=True), "tokenizer_model": proto}, ckpt)
+    assert checkpoint_tokenizer(ckpt) == proto
+    tok = run_tokenizer(out, proto, ckpt)
+    assert tok.path == out / "tokenizer.model" and tok.path.read_bytes() == proto
+    assert tok.encode(["the red dog"]) == trained.encode(["the red dog"])
+    with pytest.raises(ValueError, match=f"--resume: {ckpt}: field tokenizer_model is damaged \\(not a usable SentencePiece model"):
+        run_tokenizer(out, b"not a model", ckpt)
+    assert (out / "tokenizer.model").read_bytes() == proto and [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    torch.save({**torch.load(ckpt, weights_only=True), "tokenizer_model": "text"}, ckpt)
+    with pytest.raises(ValueError, match="field tokenizer_model is damaged \\(str, not a SentencePiece model's bytes\\)"):
+        checkpoint_tokenizer(ckpt)
