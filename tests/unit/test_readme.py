@@ -195,13 +195,25 @@ def test_readme_and_docs_samples_are_what_ablate_prints(capsys, monkeypatch):
         assert code == (2 if any(": error: " in line for line in printed) else 0)
 
 
-def test_readme_parameter_count_is_what_ablate_params_prints(capsys, monkeypatch):
+@pytest.mark.parametrize(
+    ("page", "claim", "argv"),
+    [
+        ("README.md", r"`ablate params` prints (\d[\d,]*\d) parameters", ["params", "experiments/quickstart.yaml"]),
+        (
+            "docs/configuration.md",
+            r"data.vocab_size=41000` prints (\d[\d,]*\d)",
+            ["params", "experiments/base.yaml", "data.vocab_size=41000"],
+        ),
+    ],
+    ids=["quickstart", "base"],
+)
+def test_parameter_counts_are_what_ablate_params_prints(page, claim, argv, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    claim = re.search(r"`ablate params` prints ([\d,]+) parameters", README.read_text()).group(1)
-    code, lines = run(["params", "experiments/quickstart.yaml"], capsys)
+    said = re.search(claim, (ROOT / page).read_text()).group(1)
+    code, lines = run(argv, capsys)
     assert code == 0
     [total] = [row for row in cells(lines) if isinstance(row, list) and row[:1] == ["total"]]
-    assert total[1] == claim
+    assert total[1] == said
 
 
 # The examples work.
