@@ -55,7 +55,8 @@ class TranslationDataModule(L.LightningDataModule):
         # Runs on one process per node before setup(): downloads and tokenizer training happen once, not per rank.
         for split in available_splits(self.data_cfg):
             resolve_split(self.data_cfg, split)
-        load_or_train_tokenizer(self.data_cfg, *resolve_split(self.data_cfg, "train"))
+        if self.tokenizer is None:  # a resumed run brings its own (ablate.run.rundir): train none it would not use
+            load_or_train_tokenizer(self.data_cfg, *resolve_split(self.data_cfg, "train"))
 
     def setup(self, stage: Optional[str] = None) -> None:
         if self.tokenizer is None:
