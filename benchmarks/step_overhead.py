@@ -1,6 +1,6 @@
 """Framework overhead: `ablate train`'s real training step against a bare PyTorch loop doing the same work.
 
-The ablate arm is the Trainer `ablate train` fits with (ablate.run.train.build_trainer: checkpoint, speed, stop-rule,
+The ablate arm is the Trainer `ablate train` fits with (ablate.run.trainer.build_trainer: checkpoint, speed, stop-rule,
 preemption and progress callbacks, CSV and W&B loggers and progress bar as the config says); validation and
 checkpoints are configured beyond the run, so none falls inside the timed window. The bare arm is a plain loop over
 the same DataLoader (same batches, same order, checked), on the same model (same seed and init, checked), with the
@@ -31,7 +31,7 @@ from ablate.config import load_config
 from ablate.data import TranslationDataModule
 from ablate.lit import TranslationModule
 from ablate.loss import translation_loss
-from ablate.run.train import build_trainer
+from ablate.run.trainer import build_trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import children_cpu_seconds, environment, to_device  # noqa: E402

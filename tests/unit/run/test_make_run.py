@@ -9,7 +9,7 @@ from ablate.lit import TranslationModule
 from ablate.metrics import SpeedCallback
 from ablate.run.callbacks import Preemption
 from ablate.run.stopping import StopRules
-from ablate.run.train import build_trainer
+from ablate.run.trainer import build_trainer
 
 
 def test_build_trainer_wires_speed_stop_preemption_then_the_callers_callbacks_and_the_csv_logger(tmp_path):

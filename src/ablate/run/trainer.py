@@ -1,0 +1,110 @@
+"""The Trainer `ablate train` fits with: checkpoints (best, the last K, last.ckpt), loggers (CSV, W&B where
+configured), the speed, stop-rule, preemption and progress callbacks, written atomically; one builder, so what
+benchmarks/step_overhead.py times is this very Trainer."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import WandbLogger
+
+from ablate.config import ExperimentConfig
+from ablate.flops import train_flops
+from ablate.lit import TranslationModule
+from ablate.metrics import SpeedCallback
+from ablate.run.callbacks import Preemption, SelfSignal
+from ablate.run.checkpoint_io import AtomicCheckpointIO
+from ablate.run.loggers import make_csv_logger, make_wandb_logger
+from ablate.run.progress import ProgressBar, ProgressFile
+from ablate.run.quiet import quiet_dependencies
+from ablate.run.rundir import git_sha
+from ablate.run.stopping import StopRules
+
+
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
+    t = cfg.train
+    monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
+    quiet_dependencies(out)
+    callbacks = [
+        ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="best",
+            monitor=monitor,
+            mode=mode,
+            save_top_k=1,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        ),
+        # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
+        ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="step={step}",
+            monitor="step",
+            mode="max",
+            save_top_k=t.keep_last,
+            save_last=True,
+            auto_insert_metric_name=False,
+            enable_version_counter=False,
+        ),
+        *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
+        *extra_callbacks,
+        # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
+        ProgressFile(out, may_stop_sooner=bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
+    ]
+    if cfg.logging.progress:
+        callbacks.append(ProgressBar())  # step/total, tokens/s, ETA, latest val loss/BLEU
+    every = t.val_every_steps
+    return L.Trainer(
+        max_steps=t.max_steps,
+        max_epochs=t.max_epochs or -1,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=t.strategy,
+        precision=t.precision,
+        accumulate_grad_batches=t.accumulate,
+        gradient_clip_val=t.clip_grad or None,
+        val_check_interval=every * t.accumulate if every else 1.0,
+        check_val_every_n_epoch=None if every else 1,
+        log_every_n_steps=t.log_every_steps,
+        logger=loggers,
+        callbacks=callbacks,
+        default_root_dir=out,
+        use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
+        enable_progress_bar=cfg.logging.progress,
+        num_sanity_val_steps=1,
+        deterministic=t.deterministic,
+        enable_model_summary=False,
+        plugins=[AtomicCheckpointIO()],
+    )
+
+
+@dataclass
+class TrainerParts:
+    """The pieces of `build_trainer`'s Trainer that `_train` reads after fitting (speed, stop reason, exit code, the
+    run's fixed facts) or must close (W&B)."""
+
+    speed: SpeedCallback
+    stop: StopRules
+    preemption: Preemption
+    extra: dict
+    wandb_logger: WandbLogger | None
+
+
+def build_trainer(
+    cfg: ExperimentConfig, out: Path, vocab: int, module: TranslationModule, attempt: int, callbacks: list
+) -> tuple[L.Trainer, TrainerParts]:
+    """The Trainer `ablate train` fits with: its loggers (CSV, W&B where configured), speed, stop-rule and preemption
+    callbacks, then `callbacks`. One function so benchmarks/step_overhead.py times this very Trainer."""
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    wandb_logger = make_wandb_logger(cfg, out, extra)
+    csv_logger = make_csv_logger(out, attempt)
+    loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])
+    preemption = Preemption(out)
+    stop = StopRules(cfg.train, speed.flops)  # before Preemption: a preemption save holds the step's FLOPs
+    trainer = make_trainer(cfg, out, loggers, [speed, stop, preemption, *callbacks])
+    return trainer, TrainerParts(speed, stop, preemption, extra, wandb_logger)
