@@ -1,4 +1,4 @@
-"""Plugins: the user's own code that registers variants (README "Adding a variant"), imported only when named.
+"""Plugins: the user's own code that registers variants (README "Adding a variant", docs/variants.md), imported only when named.
 
 A config names them in `plugins: [my_variants.py, my_pkg.variants]`: `.py` files (a path relative to the
 config file naming it, or on the command line to the current directory) or importable module names.

@@ -210,7 +210,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
     if tested_on["borrowed"]:  # the one-seed side is assumed to vary across seeds as the other does
         summary["notes"].append(
             f"One seed in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
-            "where the ablation widens the seed spread, their p and interval are too narrow (README: the paired test)."
+            "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
         )
     summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
     summary["training_length"] = {m: _training_length(table, m) for m in METRICS}
