@@ -4,20 +4,22 @@ seed intervals, paired tests against the base row and a verdict per row on the s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 from pathlib import Path
 
-from ablate.atomic import replacing, unwritable
-from ablate.table import page
+from ablate.atomic import unwritable
+from ablate.table import outputs, page, terminal
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
 from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
-from ablate.table.render import print_table, to_agreement_csv, to_csv, to_json, to_markdown
+from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
 from ablate.table.significance import collect
+
+# Where the files go without --out: beside the user's work, not in the study's folder, which may be committed evidence.
+DEFAULT_OUT = Path("tables")
 
 
 def table_cli(args: argparse.Namespace) -> int:
@@ -39,9 +41,9 @@ def table_cli(args: argparse.Namespace) -> int:
         left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
         raise ValueError(f"found no {kind} under {source}{left}")
     runs = select(runs, args.rows, args.seeds)
-    stem = Path(args.out or source) / args.name
+    stem = Path(args.out or DEFAULT_OUT / source.resolve().name) / args.name
     if args.at_update is not None:
-        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title)
+        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title, args.force)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets)  # before a long test-split evaluation, as is the page's check
     evaluate = None
@@ -59,26 +61,24 @@ def table_cli(args: argparse.Namespace) -> int:
     if where:
         raise ValueError(f"the table holds a non-finite number ({where}): a run's scores or summary are broken")
     page_path, page_text = page.spliced(targets[".md"], to_markdown(table, title))
+    if page_path == targets[".md"].resolve():  # not a symlinked page: named as the user named it
+        page_path = targets[".md"]
     writers = {
         page_path: lambda p: p.write_text(page_text, encoding="utf-8"),
-        targets[".tex"]: lambda p: p.write_text(to_latex(table, title)),
+        targets[".tex"]: lambda p: p.write_text(to_latex(table, title), encoding="utf-8"),
         targets[".csv"]: lambda p: to_csv(table, p),
         targets["-agreement.csv"]: (lambda p: to_agreement_csv(table, p)) if table.compares_with_paper else None,
-        targets[".json"]: lambda p: p.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)),
+        targets[".json"]: lambda p: p.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False), encoding="utf-8"),
         targets[".png"]: lambda p: plot(table, p, title),
     }
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:  # all files written first, then all swapped in: a failure changes none
-        for path, write in writers.items():
-            if write:
-                write(stack.enter_context(replacing(path)))
-    print_table(table, title)
-    agreement = f", {stem.name}-agreement.csv" if table.compares_with_paper else ""
-    print(f"wrote {stem}.md, .tex, .csv{agreement}, .json and .png")
+    empty = [page_path] if page.awaiting(page_path) else []  # a page's empty place for the table: nothing to lose
+    done = outputs.write(outputs.render({p: w for p, w in writers.items() if w}), args.force, empty)
+    print("\n".join(terminal.lines(table, title, terminal.terminal_width(), page_path.name)))
+    _print_done(done)
     return 0
 
 
-def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None) -> int:
+def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None, force: bool) -> int:
     """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json."""
     from ablate.table.equal_updates import at_update, to_markdown
 
@@ -87,14 +87,17 @@ def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str 
         raise ValueError(f"{reason}; choose another --out or --name")
     result = at_update(runs, update, metric)
     text = to_markdown(result, title)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(targets[0]) as md:  # nested, each written in its own block: a full disk names the file it hit
-        md.write_text(text, encoding="utf-8")
-        with replacing(targets[1]) as js:
-            js.write_text(json.dumps(result, indent=2, allow_nan=False))
+    files = {targets[0]: text.encode("utf-8"), targets[1]: json.dumps(result, indent=2, allow_nan=False).encode("utf-8")}
+    done = outputs.write(files, force)
     print(text, end="")
-    print(f"wrote {targets[0]} and {targets[1].name}")
+    _print_done(done)
     return 0
+
+
+def _print_done(done: dict[Path, str]) -> None:
+    """A line per file: wrote, replaced or unchanged, and its path (whole, to copy, whatever the width)."""
+    for path, state in done.items():
+        print(f"{state:<9} {path}")
 
 
 SUFFIXES = (".md", ".tex", ".csv", "-agreement.csv", ".json", ".png")

@@ -37,6 +37,18 @@ def spliced(path: Path, table: str) -> tuple[Path, str]:
     return path, _splice(_read(path), table, path)
 
 
+def awaiting(path: Path) -> bool:
+    """Whether the page at `path` holds no table yet: missing, blank, or its markers with only blank lines between
+    them (a place made for the table), so writing it loses nothing."""
+    text = _read(path)
+    if text is None:  # none, or blank: nothing there either
+        return True
+    lines = [line.strip() for line in re.split(r"(?<=\n)", text)]
+    if lines.count(BEGIN) != 1 or lines.count(END) != 1 or lines.index(END) < lines.index(BEGIN):
+        return False
+    return not any(lines[lines.index(BEGIN) + 1 : lines.index(END)])
+
+
 def _read(path: Path) -> str | None:
     """The page's text (a byte-order mark dropped), or None where there is none yet or it is blank."""
     if not path.exists():

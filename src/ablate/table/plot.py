@@ -19,7 +19,7 @@ def panels(table: Table) -> list[tuple[str, list[dict]]]:
     return [(g, [ln["bleu"] | {"row": ln["row"]} for ln in table.lines if ln["group"] == g]) for g in groups]
 
 
-def _interval(m: dict) -> tuple[float, float] | None:
+def verdict_interval(m: dict) -> tuple[float, float] | None:
     """The paired test's 95% interval (seed and sentence noise: what the verdict reads), else the Welch interval over
     seeds (runs without per-sentence records), else none (one seed and no test)."""
     if m["test_low"] is not None:
@@ -51,7 +51,7 @@ def figure(table: Table, title: str):
     for ax, (g, lines) in zip(axes[0], shown):
         xs = [x - 0.2 for x in range(len(lines))]
         ours = [math.nan if m["delta"] is None else m["delta"] for m in lines]
-        spans = [_interval(m) for m in lines]
+        spans = [verdict_interval(m) for m in lines]
         bars = ax.bar(xs, ours, width=0.4, label="ours (95% CI)", color="tab:blue")
         for x, d, span, bar, m in zip(xs, ours, spans, bars, lines):
             if span is None:  # one seed or no spread, no test: a point estimate, not an exact value
@@ -85,7 +85,7 @@ def figure(table: Table, title: str):
         f"*: p Holm <= {alpha}; hatched: "
         + (
             "one seed or no spread"
-            if any(ln["seeds"] > 1 and _interval(ln["bleu"]) is None for ln in table.lines if ln["row"] != "base")
+            if any(ln["seeds"] > 1 and verdict_interval(ln["bleu"]) is None for ln in table.lines if ln["row"] != "base")
             else "one seed"
         )
         + " and no test, no interval."

@@ -1,10 +1,9 @@
-"""`ablate table`'s renderings of a compared study: Markdown, CSV, JSON and the terminal (LaTeX: ablate.table.latex),
-all from one walk over the rows, each followed by the lines of ablate.table.notes."""
+"""`ablate table`'s renderings of a compared study: Markdown, CSV and JSON (LaTeX: ablate.table.latex; the terminal's
+narrower view: ablate.table.terminal), all from one walk over the rows, each followed by the lines of ablate.table.notes."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +15,11 @@ from ablate.table.significance import METRICS
 TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
 
 
-def _num(v, spec: str = ".2f") -> str:
+def number(v, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _p(p) -> str:
+def p_cell(p) -> str:
     return "-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -38,9 +37,9 @@ def _metric_cells(m: dict, is_base: bool, control: bool) -> dict[str, str]:
     return cells | {
         "Δ": with_interval(m["delta"], m["delta_low"], m["delta_high"], "+.2f"),
         "paired CI": _paired_interval(m),
-        "p": _p(m["p"]),
-        "p Holm": _p(m["p_holm"]),
-        "MDE": _num(m["mde"]),
+        "p": p_cell(m["p"]),
+        "p Holm": p_cell(m["p_holm"]),
+        "MDE": number(m["mde"]),
         "verdict": m["verdict"] or ("control" if control else "-"),  # a control has no verdict (`controls`)
     }
 
@@ -51,7 +50,7 @@ def _cells(line: dict) -> dict[str, str]:
     # "seeds", not the paper's "N": that is Table 3's column for the number of layers (COLUMNS).
     out = {
         "row": line["row"],
-        **{c: line[c] if isinstance(line[c], str) else _num(line[c], "g") for c in COLUMNS},
+        **{c: line[c] if isinstance(line[c], str) else number(line[c], "g") for c in COLUMNS},
         "seeds": str(line["seeds"]),
     }
     metric = {name: _metric_cells(line[name], base, line["control"]) for name in METRICS}
@@ -60,12 +59,12 @@ def _cells(line: dict) -> dict[str, str]:
     lb = line["long_bleu"]
     out |= {
         "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.3g}",  # 0.606, 213: B's drops show
-        "tok/s": _num(line["tokens_per_s"], ".0f"),
-        "step ms": _num(line["step_ms"], ".0f"),
-        "updates": _num(line["updates"], ",.0f"),
-        "epochs": _num(line["epochs"], ".1f"),
-        "PFLOP": _num(None if line["flops"] is None else line["flops"] / 1e15, ".2f"),
-        "wall min": _num(None if line["wall_seconds"] is None else line["wall_seconds"] / 60, ".1f"),
+        "tok/s": number(line["tokens_per_s"], ".0f"),
+        "step ms": number(line["step_ms"], ".0f"),
+        "updates": number(line["updates"], ",.0f"),
+        "epochs": number(line["epochs"], ".1f"),
+        "PFLOP": number(None if line["flops"] is None else line["flops"] / 1e15, ".2f"),
+        "wall min": number(None if line["wall_seconds"] is None else line["wall_seconds"] / 60, ".1f"),
         "stopped": line["stopped"] or "-",
         "long BLEU": with_interval(lb["mean"], lb["low"], lb["high"]),
     }
@@ -73,8 +72,8 @@ def _cells(line: dict) -> dict[str, str]:
         for key in ("Δ", "paired CI", "p", "p Holm", "MDE"):
             out[f"Δ{NAMES[name]} [95% CI]" if key == "Δ" else f"{key} {NAMES[name]}"] = metric[name][key]
     for name in METRICS:
-        out[f"paper {NAMES[name]}"] = _num(line[name]["paper"], ".2f" if name == "ppl" else ".1f")
-        out[f"paper Δ{NAMES[name]}"] = "" if base else _num(line[name]["paper_delta"], "+.2f" if name == "ppl" else "+.1f")
+        out[f"paper {NAMES[name]}"] = number(line[name]["paper"], ".2f" if name == "ppl" else ".1f")
+        out[f"paper Δ{NAMES[name]}"] = "" if base else number(line[name]["paper_delta"], "+.2f" if name == "ppl" else "+.1f")
     for name in METRICS:
         out[f"verdict {NAMES[name]}"] = metric[name]["verdict"]
     return out
@@ -182,18 +181,3 @@ def to_agreement_csv(table: Table, path: Path) -> None:
         for r in rows:
             m = sp[names[r[1]]]
             writer.writerow(r + ([m["rho"], m["low"], m["high"], m["rows"]] if r[0] == "all" else ["", "", "", ""]))
-
-
-def print_table(table: Table, title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    rt = RichTable(*header(table), title=title)
-    for new_group, _, cells in walk(table):
-        if new_group:
-            rt.add_section()
-        rt.add_row(*cells)
-    console = Console(width=None if sys.stdout.isatty() else 260)  # logs and pipes get every column
-    console.print(rt)
-    for text in notes(table) + (agreement_lines(table.summary) if table.compares_with_paper else []):
-        console.print(text, markup=False)

@@ -123,6 +123,11 @@ def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
     assert md in printed and "# val/ppl after update 1,000, against the base" in md
     assert "| A-h32 | 3 | 8.23 | 0.15 | +1.13 [" in md and "| +0.09 | agree |" in md and "| base-2x | 1 | 7.20 | - |" in md
     assert json.loads((tmp_path / "out" / "t-at-1000.json").read_text())["update"] == 1000
+    args = ["table", str(root), "--at-update", "1000", "--out", str(tmp_path / "out"), "--name", "t", "--title", "other"]
+    assert main(args) == 2  # another title: the page would change, and is not replaced without --force
+    assert "t-at-1000.md already there with other content and would be replaced" in capsys.readouterr().err
+    assert (tmp_path / "out" / "t-at-1000.md").read_text() == md
+    assert main([*args, "--force"]) == 0 and (tmp_path / "out" / "t-at-1000.md").read_text().startswith("# other")
 
 
 def test_bad_requests_say_what_is_wrong(tmp_path, capsys):

@@ -162,9 +162,10 @@ def test_split_test_evaluates_a_run_without_a_record_from_its_selected_checkpoin
         return write_eval_file(run_dir, split, dataset="multi30k", checkpoint="avg.ckpt", indices=range(25), **f)
 
     monkeypatch.setattr(evaluation, "evaluate_run", fake_evaluate_run)
+    monkeypatch.chdir(tmp_path)
     assert main(["table", str(tmp_path), "--split", "test", "--boot", "100"]) == 0
     assert calls == [(run, "test", "avg.ckpt")] and (run / "eval" / "test.json").exists()
-    report = json.loads((tmp_path / "table3.json").read_text())
+    report = json.loads((tmp_path / "tables" / tmp_path.name / "table3.json").read_text())  # the default --out
     assert report["checkpoints"] == ["avg.ckpt", "best.ckpt"] and report["rows"][1]["bleu"]["delta"] == 0.0
 
 

@@ -1,5 +1,6 @@
 """The Markdown page `ablate table` writes into: only the part between its markers is the table's; a page without
-markers that ablate did not write is never overwritten; broken markers are an error naming the lines."""
+markers that ablate did not write is never overwritten; broken markers are an error naming the lines; an empty place
+between the markers is filled, a table already there replaced only with --force."""
 
 from __future__ import annotations
 
@@ -73,11 +74,37 @@ def test_ablate_table_renders_into_a_written_page_and_refuses_an_unmarked_one(tm
         f"{END}\n\nMore below.\n"
     )
     assert "| A-h1 |" in text
+    # Filling the empty place replaced nothing; a table that is there is replaced only when asked, the text kept.
+    assert main(["table", str(root), "--out", str(out), "--name", "study", "--title", "Heads"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {out / 'study.md'}, " in err and "already there with other content and would be replaced" in err
+    assert (out / "study.md").read_text() == text
+    assert main(["table", str(root), "--out", str(out), "--name", "study", "--title", "Heads", "--force"]) == 0
+    text = (out / "study.md").read_text()
+    assert text.startswith(f"# Our reading\n\nHeads matter.\n\n{BEGIN}\n# Heads\n") and text.endswith(f"{END}\n\nMore below.\n")
 
     (out / "notes.md").write_text("mine\n")
     assert main(["table", str(root), "--out", str(out), "--name", "notes"]) == 2
     assert "notes.md exists and has no" in capsys.readouterr().err
     assert (out / "notes.md").read_text() == "mine\n" and not (out / "notes.csv").exists()  # refused before writing anything
+
+
+@pytest.mark.parametrize(
+    ("text", "awaiting"),
+    [
+        (None, True),
+        ("\n \n", True),
+        (f"# Mine\n{BEGIN}\n\n{END}\nmore\n", True),
+        (f"# Mine\n{BEGIN}\n# a table\n{END}\n", False),
+        ("# Mine\n", False),
+        (f"{END}\n{BEGIN}\n", False),
+    ],
+)
+def test_a_page_awaits_a_table_only_where_writing_it_loses_nothing(tmp_path, text, awaiting):
+    path = tmp_path / "t.md"
+    if text is not None:
+        path.write_text(text)
+    assert page.awaiting(path) is awaiting
 
 
 def test_a_table_holding_a_marker_line_is_refused_so_the_next_render_still_finds_its_place(tmp_path):

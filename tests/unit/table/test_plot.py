@@ -7,7 +7,7 @@ from table_study import references, system, write_run
 
 from ablate.table.compare import make_table
 from ablate.table.load import runs_from_dirs
-from ablate.table.plot import CONTROLS, _interval, figure
+from ablate.table.plot import CONTROLS, figure, verdict_interval
 from ablate.table.significance import collect
 
 
@@ -19,9 +19,9 @@ def _error_bars(ax) -> int:
 
 def test_the_bar_shows_the_paired_test_interval_else_welch_else_none():
     m = {"test_low": -1.0, "test_high": 2.0, "delta_low": -0.5, "delta_high": 1.5}
-    assert _interval(m) == (-1.0, 2.0)
-    assert _interval(m | {"test_low": None, "test_high": None}) == (-0.5, 1.5)
-    assert _interval(dict.fromkeys(m)) is None
+    assert verdict_interval(m) == (-1.0, 2.0)
+    assert verdict_interval(m | {"test_low": None, "test_high": None}) == (-0.5, 1.5)
+    assert verdict_interval(dict.fromkeys(m)) is None
 
 
 @pytest.mark.filterwarnings("error")

@@ -1,9 +1,11 @@
-"""`ablate table`'s files are replaced together or not at all: a bad argument, an output it cannot write or a
-failure while rendering leaves every earlier file as it was, and no temporary behind."""
+"""`ablate table`'s files are replaced together or not at all: a bad argument, an output it cannot write, a
+failure while rendering or a file with other content (unless --force) leaves every earlier file as it was, and no
+temporary behind; by default they go under ./tables/STUDY_NAME/, never into the study's own folder."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from table_study import references, system, write_run
@@ -84,3 +86,37 @@ def test_a_bar_in_a_row_name_stays_in_its_cell(tmp_path):
     head = next(line for line in md if line.startswith("| row |"))
     line = next(line for line in md if line.startswith("| X"))
     assert line.startswith("| X\\|Y |") and line.replace("\\|", "").count("|") == head.count("|")
+
+
+def test_by_default_the_files_go_under_tables_not_into_the_study(tmp_path, monkeypatch, capsys):
+    root = write_runs(tmp_path / "study")
+    monkeypatch.chdir(tmp_path)
+    assert main(["table", str(root)]) == 0
+    names = {"table3.md", "table3.tex", "table3.csv", "table3-agreement.csv", "table3.json", "table3.png"}
+    assert {p.name for p in (tmp_path / "tables" / "study").iterdir()} == names
+    assert not any(p.name.startswith("table3") for p in root.iterdir())  # the study's folder (evidence) is not written
+    assert f"wrote     {Path('tables', 'study', 'table3.md')}" in capsys.readouterr().out
+
+
+def test_a_file_with_other_content_is_replaced_only_with_force_and_an_identical_one_is_left(tmp_path, capsys):
+    root, out = write_runs(tmp_path / "study"), tmp_path / "out"
+    assert main(["table", str(root), "--out", str(out)]) == 0
+    capsys.readouterr()
+    before = {p.name: (p.read_bytes(), p.stat().st_ino) for p in out.iterdir()}
+    assert main(["table", str(root), "--out", str(out)]) == 0  # the same table: nothing to replace, nothing touched
+    assert capsys.readouterr().out.count("unchanged ") == 6
+    assert {p.name: (p.read_bytes(), p.stat().st_ino) for p in out.iterdir()} == before
+
+    (out / "table3.csv").write_text("edited by hand\n")
+    assert main(["table", str(root), "--out", str(out), "--title", "another title"]) == 2
+    err = capsys.readouterr().err
+    differ = ", ".join(str(out / n) for n in ("table3.md", "table3.tex", "table3.csv", "table3.json", "table3.png"))
+    assert f"{differ} already there with other content and would be replaced; nothing was written: pass --force" in err
+    assert "table3-agreement.csv" not in err  # the same as the new one: not a change
+    assert (out / "table3.csv").read_text() == "edited by hand\n" and (out / "table3.md").read_bytes() == before["table3.md"][0]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # no temporary left
+
+    assert main(["table", str(root), "--out", str(out), "--title", "another title", "--force"]) == 0
+    printed = capsys.readouterr().out
+    assert f"replaced  {out / 'table3.csv'}" in printed and f"unchanged {out / 'table3-agreement.csv'}" in printed
+    assert "# another title" in (out / "table3.md").read_text() and (out / "table3.csv").read_text().startswith("row,")

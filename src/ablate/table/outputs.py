@@ -1,0 +1,52 @@
+"""`ablate table`'s files: each rendered in full before any is touched, then compared with what is there. A file
+with other content is replaced only when asked (`--force`), since a table's folder may hold committed evidence; a
+file with the same content is left as it is; the new and changed ones are replaced together or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from ablate.atomic import replacing
+
+WRITTEN, REPLACED, UNCHANGED = "wrote", "replaced", "unchanged"
+
+
+def render(writers: dict[Path, Callable[[Path], None]]) -> dict[Path, bytes]:
+    """Each target's bytes, from its writer run on a scratch file (a failing writer leaves every target untouched)."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="ablate-table-") as scratch:
+        for i, (target, write) in enumerate(writers.items()):
+            path = Path(scratch) / f"{i}-{target.name}"
+            write(path)
+            out[target] = path.read_bytes()
+    return out
+
+
+def states(files: dict[Path, bytes], empty: Collection[Path] = ()) -> dict[Path, str]:
+    """What writing `files` would do to each: WRITTEN (new, or in `empty`: a page whose table is still to come),
+    REPLACED (other content there) or UNCHANGED."""
+    return {
+        p: UNCHANGED if p.exists() and p.read_bytes() == data else WRITTEN if not p.exists() or p in empty else REPLACED
+        for p, data in files.items()
+    }
+
+
+def write(files: dict[Path, bytes], force: bool, empty: Collection[Path] = ()) -> dict[Path, str]:
+    """Write the new and changed files, all renamed into place together (`ablate.atomic.replacing`); without `force`
+    refuse, writing nothing, if any would replace other content. Returns `states`."""
+    state = states(files, empty)
+    if (changed := [str(p) for p, s in state.items() if s == REPLACED]) and not force:
+        raise ValueError(
+            f"{', '.join(changed)} already there with other content and would be replaced; nothing was written: "
+            f"pass --force to replace {'them' if len(changed) > 1 else 'it'}, or choose another --out or --name"
+        )
+    todo = [p for p, s in state.items() if s != UNCHANGED]
+    for p in todo:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:  # all written first, then all renamed: a failure changes none
+        for p in todo:
+            stack.enter_context(replacing(p)).write_bytes(files[p])
+    return state
