@@ -12,8 +12,6 @@ import re
 import warnings
 from pathlib import Path
 
-from lightning.fabric.utilities.warnings import PossibleUserWarning
-
 # torch >= 2.10 deprecates LeafSpec, which Lightning's _pytree helper still builds on every fit; nothing to act on here.
 LEAFSPEC = "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec) and treespec.is_leaf()` instead."
 LEAFSPEC_MODULE = r"lightning\.pytorch\.utilities\._pytree\Z"
@@ -107,5 +105,7 @@ def quiet_dependencies(out: str | Path) -> None:
     warnings.filterwarnings(
         "ignore", message=re.escape(CHECKPOINT_DIR.format(ckpt_dir)) + r"\Z", category=UserWarning, module=CHECKPOINT_MODULE
     )
+    from lightning.fabric.utilities.warnings import PossibleUserWarning  # here: a sweep process loads no Lightning
+
     warnings.filterwarnings("ignore", message=re.escape(NOT_RESUMABLE), category=PossibleUserWarning, module=NOT_RESUMABLE_MODULE)
     warnings.filterwarnings("ignore", message=FEW_WORKERS, category=PossibleUserWarning, module=FEW_WORKERS_MODULE)

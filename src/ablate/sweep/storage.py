@@ -130,6 +130,10 @@ def open_study(
     """Create or load a study; a storage that cannot be read is reported (and left untouched)."""
     import sqlalchemy.exc
 
+    from ablate.run.quiet import quiet_libraries
+
+    quiet_libraries()  # Optuna's "A new study created ..." lines: the sweep says what it opened in its own words
+
     if url.startswith("sqlite") and sqlite_dir is not None:
         sqlite_dir.mkdir(parents=True, exist_ok=True)
     try:
