@@ -11,8 +11,8 @@
 #          median from the second on), same sweep file, warm tokenizer cache: trials per hour and their ratio
 #   sync   the gpu-marked test: 20 training steps under torch.cuda.set_sync_debug_mode
 #
-# Logs go to $OUT (default gpu-check-out/), one folder a part, and after each part into $OUT/gpu-check.tar.gz (with
-# `all`, a run cut short still returns what finished), plus $OUT/summary.txt, the headline figures. --tiny rehearses
+# Logs, one folder a part, are packed after each part into $OUT/gpu-check.tar.gz (default OUT: gpu-check-out/; with
+# `all`, a run cut short still returns what finished), beside $OUT/summary.txt, the headline figures. --tiny rehearses
 # every part on a CPU at toy sizes (tests/integration/test_gpu_check.py runs it). On the GPU machine, from a
 # checkout prepared by ../shared/gpu/prepare.sh: bash .device/on-device.sh bash benchmarks/gpu_check.sh all
 set -uo pipefail
@@ -34,6 +34,8 @@ for p in "${parts[@]}"; do
 done
 out=$(mkdir -p "${OUT:-gpu-check-out}" && cd "${OUT:-gpu-check-out}" && pwd)
 work=$(mktemp -d /tmp/gpu-check.XXXXXX)
+logs=$work/logs  # every log lands here; $OUT gets two files only, the tarball and summary.txt (a device call returns 8)
+mkdir -p "$logs"
 trap 'rm -rf "$work"' EXIT
 export PYTHONUNBUFFERED=1 WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true
 export ABLATE_CACHE=${ABLATE_CACHE:-$work/cache}  # one tokenizer cache for every run of this check
@@ -41,10 +43,11 @@ if command -v ablate >/dev/null; then ablate=(ablate); else ablate=(python -m ab
 if ((tiny)); then device=cpu precision=fp32 lit_precision=32 n_pack=2; else device=cuda precision=bf16 lit_precision=bf16-mixed n_pack=${TRIALS_PER_GPU:-8}; fi
 PART_LIMIT=${PART_LIMIT:-235}  # seconds a part may take; a command left unfinished is cut, its log kept
 
-say() { echo "$*" | tee -a "$out/summary.txt"; }
+say() { echo "$*" | tee -a "$logs/summary.txt"; }
 
 pack() {  # the finished parts' folders and the summary, into one tarball
-  tar -czf "$out/gpu-check.tar.gz.tmp" -C "$out" --exclude='*.tar.gz*' . && mv "$out/gpu-check.tar.gz.tmp" "$out/gpu-check.tar.gz"
+  tar -czf "$out/gpu-check.tar.gz.tmp" -C "$logs" . && mv "$out/gpu-check.tar.gz.tmp" "$out/gpu-check.tar.gz"
+  cp "$logs/summary.txt" "$out/summary.txt"
 }
 
 deadline() { echo $(($(date +%s) + PART_LIMIT)); }
@@ -69,7 +72,7 @@ EOF
 }
 
 part_speed() {
-  local dir=$out/speed end
+  local dir=$logs/speed end
   end=$(deadline)
   mkdir -p "$dir"
   local steps=(--steps 20 --warmup 5 --rounds 3) osteps=(--steps 200 --warmup 50)
@@ -86,11 +89,11 @@ part_speed() {
   # compiled: the faster of compiled and eager is each model's figure (inductor's CPU build is too slow for --tiny)
   ((tiny)) || run_logged "$dir/big-compiled.log" "$end" python benchmarks/train_throughput.py --device "$device" --precision "$precision" \
     --fused --compile --config experiments/base.yaml experiments/big.yaml --set "${data[@]}" "${steps[@]}" --json "$dir/big-compiled.json"
-  python benchmarks/gpu_check_report.py speed "$dir" | tee -a "$out/summary.txt"
+  python benchmarks/gpu_check_report.py speed "$dir" | tee -a "$logs/summary.txt"
 }
 
 part_train() {
-  local dir=$out/train end smi=""
+  local dir=$logs/train end smi=""
   end=$(deadline)
   mkdir -p "$dir"
   if command -v nvidia-smi >/dev/null; then
@@ -108,7 +111,7 @@ part_train() {
   ((tiny)) && big=(experiments/quickstart.yaml train.max_steps=4 train.val_every_steps=100000 train.val_bleu=false data.max_tokens=512)
   run_logged "$dir/big.log" "$end" "${ablate[@]}" train "${big[@]}" logging.progress=false "out_dir=$work/big"
   cp "$work/big/summary.json" "$dir/big-summary.json" 2>/dev/null
-  python benchmarks/gpu_check_report.py train "$dir" | tee -a "$out/summary.txt"
+  python benchmarks/gpu_check_report.py train "$dir" | tee -a "$logs/summary.txt"
 }
 
 sweep_file() {  # sweep_file NAME SEEDS EXTRA: one sweep file, the same rows and overrides for both arms
@@ -127,7 +130,7 @@ EOF
 }
 
 part_sweep() {
-  local dir=$out/sweep end steps=150 tiny_overrides="" sequential="1, 2, 3"
+  local dir=$logs/sweep end steps=150 tiny_overrides="" sequential="1, 2, 3"
   end=$(deadline)
   ((tiny)) && steps=4 tiny_overrides=", train.val_max_sentences: 8, logging.wandb: false" sequential="1, 2"
   mkdir -p "$dir"
@@ -141,11 +144,11 @@ part_sweep() {
   ((tiny)) && packed+=(--workers "$n_pack")  # on a CPU trials_per_gpu is ignored: as many workers instead
   run_logged "$dir/packed.log" "$end" "${ablate[@]}" sweep "${packed[@]}"
   python benchmarks/gpu_check_report.py sweep "$dir" "$work/gpu-check-sequential/study.db" "$work/gpu-check-packed/study.db" \
-    | tee -a "$out/summary.txt"
+    | tee -a "$logs/summary.txt"
 }
 
 part_sync() {
-  local dir=$out/sync end
+  local dir=$logs/sync end
   end=$(deadline)
   mkdir -p "$dir"
   local marks=(-m gpu)
