@@ -24,6 +24,8 @@ class OfflineRun:
     run_id: str = ""
     name: str = ""
     group: str = ""
+    job_type: str = ""  # "sweep-summary" for a study's summary run (ablate.sweep.results), not a trial
+    started: float = 0.0  # Unix time the run (this attempt of it, when resumed) started
     tags: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
@@ -88,7 +90,8 @@ def read_run(path: str | Path) -> OfflineRun:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             r = record.run
-            run.run_id, run.name, run.group, run.tags = r.run_id, r.display_name, r.run_group, list(r.tags)
+            run.run_id, run.name, run.group, run.job_type, run.tags = r.run_id, r.display_name, r.run_group, r.job_type, list(r.tags)
+            run.started = r.start_time.seconds + r.start_time.nanos / 1e9
             run.config.update({_key(i): json.loads(i.value_json) for i in r.config.update})
         elif kind == "config":
             run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
@@ -104,3 +107,17 @@ def read_run(path: str | Path) -> OfflineRun:
 def find_runs(root: str | Path) -> list[Path]:
     """Every offline (or synced) run directory below `root`."""
     return sorted(p.parent for p in Path(root).rglob("run-*.wandb"))
+
+
+def latest_of_each(runs: list[OfflineRun]) -> tuple[list[OfflineRun], dict[Path, OfflineRun]]:
+    """One run per W&B run id, the one started last, and each earlier copy -> that one. A run resumed offline with
+    its id (a study's summary run each time the sweep ends) gets a new offline-run directory beside the earlier
+    ones, as W&B cannot append to a closed run file; `wandb sync` sends each to the one run id, and the last holds
+    its latest state. A run whose id is unknown (its file not yet closed) stands alone."""
+    latest: dict[str, OfflineRun] = {}
+    for run in runs:
+        key = run.run_id or str(run.path)
+        if key not in latest or (run.started, str(run.path)) > (latest[key].started, str(latest[key].path)):
+            latest[key] = run
+    kept = [r for r in runs if latest[r.run_id or str(r.path)] is r]
+    return kept, {r.path: latest[r.run_id] for r in runs if latest[r.run_id or str(r.path)] is not r}

@@ -75,13 +75,13 @@ def test_live_view_in_a_terminal_shows_each_running_trial_the_counts_and_the_bes
     text = screen_text(raw)
     assert rc == 0, text[-3000:]
     assert "\x1b[" in raw  # a terminal: the display redraws itself
-    assert re.search(r"#\s+row\s+state\s+step\s+epoch\s+tok/s\s+ETA\s+val/loss\s+val/bleu", text), text[-3000:]
-    # A running trial after its first validation: row, state, step/total, epoch, tokens/s, ETA, val loss and BLEU.
-    mid_run = re.compile(r"\d+\s+(base|A-h1|E-learned)\s+training\s+\d+/150\s+\d+\s+[\d,]+\s+(\d+m)?\d+s\s+\d+\.\d{3}\s+\d+\.\d{2}")
+    assert re.search(r"#\s+row\s+state\s+step\s+epochs\s+tok/s\s+ETA\s+val/loss\s+val/bleu", text), text[-3000:]
+    # A running trial after its first validation: row, state, step/total, epochs done, tokens/s, ETA, val loss and BLEU.
+    mid_run = re.compile(r"\d+\s+(base|A-h1|E-learned)\s+training\s+\d+/150\s+\d+\.\d\d\s+[\d,]+\s+(\d+m)?\d+s\s+\d+\.\d{3}\s+\d+\.\d{2}")
     assert mid_run.search(text), text[-5000:]
     assert all(re.search(rf"\d+\s+{row}\s+training\s+\d+/150", text) for row in ROWS), text[-5000:]
     assert re.search(r"^running 2, finished 0, pruned 0, failed 0, waiting 1$", text, re.M)
-    # Once a trial finished, how long the rest takes (the running trial at most the finished ones' mean).
+    # Once a trial finished, how long the rest takes (the running trial at its ETA, the waiting ones at the finished ones' mean).
     assert re.search(r"^running 1, finished 2, pruned 0, failed 0; about (\d+h\d\dm|\d+m\d\ds|\d+s) left at 1 at a time$", text, re.M)
     assert re.search(r"^running 0, finished 3, pruned 0, failed 0\nbest: (base|A-h1|E-learned) \(trial \d\) objective [\d.]+", text, re.M)
     assert "[worker 0] trial" in text and "[worker 1] trial" in text  # the workers' messages, shown above the view
@@ -102,7 +102,7 @@ def test_plain_output_when_not_a_terminal_then_status_of_the_finished_study(swee
     out = proc.stdout
     assert "\x1b" not in out + proc.stderr  # no escape code in a log, ever
     progress = re.compile(
-        r"^\[\d\d:\d\d:\d\d\] trial \d+ (base|A-h1|E-learned): training, step \d+/150, epoch \d+, [\d,]+ tok/s, "
+        r"^\[\d\d:\d\d:\d\d\] trial \d+ (base|A-h1|E-learned): training, step \d+/150, epochs \d+\.\d\d, [\d,]+ tok/s, "
         r"ETA (\d+m)?\d+s, val/loss \d+\.\d{3}, val/bleu \d+\.\d{2}$",
         re.M,
     )
@@ -124,7 +124,7 @@ def test_plain_output_when_not_a_terminal_then_status_of_the_finished_study(swee
     assert "\x1b" not in status.stdout
     for row in ROWS:
         assert re.search(
-            rf"^trial \d+ {row}: finished, step 150/150, epoch \d+, [\d,]+ tok/s, ETA -, val/loss \d+\.\d{{3}}, "
+            rf"^trial \d+ {row}: finished, step 150/150, epochs \d+\.\d\d, [\d,]+ tok/s, ETA -, val/loss \d+\.\d{{3}}, "
             rf"val/bleu \d+\.\d{{2}}, objective [\d.]+$",
             status.stdout,
             re.M,

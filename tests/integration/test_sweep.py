@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from optuna.trial import TrialState
 
 from ablate.sweep import load_sweep
 from ablate.sweep.worker import open_sweep_study
-from ablate.wandb_offline import find_runs, read_run
+from ablate.wandb_offline import find_runs, latest_of_each, read_run
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
@@ -79,21 +80,28 @@ def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_grou
         results = list(csv.DictReader(f))
     assert sorted(r["name"] for r in results if r["state"] == "COMPLETE") == ["A-h1", "C-ff32", "E-learned", "base"]
     assert "A-h1" in proc.stdout and "COMPLETE" in proc.stdout
+    said = " ".join(proc.stdout.split())  # the table's lines wrap at the console's width
+    assert re.search(r"BLEU: valid split, 10 of [\d,]+ sentences \(random, seed \d+\)\. PPL: valid split, all [\d,]+ sentences\.", said)
 
     runs = [read_run(p) for p in find_runs(tmp / "sweep")]
-    trial_runs = {r.name: r for r in runs if "summary" not in r.tags}
+    trial_runs = {r.name: r for r in runs if r.job_type == "sweep-trial"}
     assert set(trial_runs) == {"base", "A-h1", "E-learned", "C-ff32"}
     for name, run in trial_runs.items():
         assert run.group == "grid" and name in run.tags and name.split("-")[0] in run.tags
+        assert len(run.tags) == len(set(run.tags))  # row "base" is its own group: tagged once
         assert run.config["sweep.study"] == "grid" and run.config["sweep.row"] == name
         assert {"val/bleu", "val/ppl", "speed/tokens_per_s", "wall_seconds"} <= set(run.summary)
         assert run.summary["params"]["total"] > 0
     assert trial_runs["A-h1"].config["model.heads"] == 1 and trial_runs["E-learned"].config["model.positional"] == "learned"
-    summary_runs = [r for r in runs if "summary" in r.tags]
+    summary_runs = [r for r in runs if r.job_type == "sweep-summary"]
     assert len(summary_runs) == 1 and summary_runs[0].group == "grid"
     (logged,) = [row for row in summary_runs[0].history if row.get("trials/_type") == "table-file"]  # the study's W&B Table
     table = json.loads((summary_runs[0].files / logged["trials/path"]).read_text())
     assert sorted(r[table["columns"].index("name")] for r in table["data"]) == ["A-h1", "C-ff32", "E-learned", "base"]
+    run_sweep(path)  # the finished sweep run again: its one summary run is updated, no second one added
+    summaries = [r for r in map(read_run, find_runs(tmp / "sweep")) if r.job_type == "sweep-summary"]
+    assert len(summaries) == 2 and {r.run_id for r in summaries} == {summary_runs[0].run_id}  # an offline directory per update
+    assert len(latest_of_each(summaries)[0]) == 1
 
     # `ablate table` reads the same study from its run directories and from the W&B offline files alike.
     from ablate.cli import main

@@ -31,6 +31,7 @@ def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
     assert names == ["best.ckpt", "last.ckpt", "step=120.ckpt", "step=80.ckpt"]  # keep_last=2 bounds the periodic ones
     saved = json.loads((out / "summary.json").read_text())
     assert saved["steps"] == 120 and saved["params"]["total"] > 0
+    assert json.loads((out / "progress.json").read_text())["epochs"] == saved["epochs"]  # epochs counted one way
     assert saved["speed/tokens_per_s"] > 0 and saved["speed/step_ms"] > 0 and saved["speed/model_tflops"] > 0
     assert "speed/mfu" not in saved  # a CPU's peak is not in Lightning's table and the config gives none
     assert saved["bleu_signature"].startswith("nrefs:1|case:mixed")
@@ -43,7 +44,7 @@ def test_wandb_offline_files_hold_config_metrics_and_summary(trained_run):
     runs = find_runs(cfg.out_dir)
     assert len(runs) == 1 and runs[0].name.startswith("offline-run-")
     run = read_run(runs[0])
-    assert (run.group, run.name, sorted(run.tags)) == ("tests", "tiny", ["e2e", "unit"])
+    assert (run.group, run.name, run.job_type, sorted(run.tags)) == ("tests", "tiny", "train", ["e2e", "unit"])
     assert run.config["model.d_model"] == 32 and run.config["params/total"] == summary["params"]["total"]
     logged = {k for row in run.history for k in row}
     assert {"train/loss", "val/loss", "val/ppl", "val/bleu", "speed/tokens_per_s", "speed/step_ms"} <= logged

@@ -139,10 +139,11 @@ def test_ablate_table_wandb_says_which_runs_it_left_out_and_why(runs, tmp_path, 
 
 
 def test_finished_runs_without_scores_and_sweep_summary_runs_are_named_too(tmp_path, capsys):
+    """A sweep's summary run is told by its job type: a trial a user tagged "summary" is still a trial."""
     import wandb
 
-    for name, tags in (("failed", []), ("t-summary", ["summary"])):
-        wandb.init(project="t", dir=str(tmp_path / name), mode="offline", name=name, tags=tags).finish()
+    for name, job_type in (("failed", None), ("t-summary", "sweep-summary")):
+        wandb.init(project="t", dir=str(tmp_path / name), mode="offline", name=name, job_type=job_type).finish()
     wandb.teardown()
     found, skipped = runs_from_wandb(tmp_path)
     by_dir = {Path(path).relative_to(tmp_path).parts[0]: why for path, why in skipped.items()}
@@ -160,3 +161,18 @@ def test_finished_runs_without_scores_and_sweep_summary_runs_are_named_too(tmp_p
 def test_a_summary_without_a_table_is_unchanged(tmp_path):
     summary = {"eval/valid": BASE, "last": {}}
     assert read_records(summary, tmp_path / "no-files", "w") == summary
+
+
+def test_a_trial_tagged_summary_is_read_and_of_a_run_resumed_under_its_id_only_the_latest(tmp_path):
+    import wandb
+
+    for bleu in (10.0, 12.5):  # the same W&B run id twice: an offline-run directory each
+        run = wandb.init(project="t", dir=str(tmp_path), mode="offline", name="base", id="trial-7", resume="allow",
+                         tags=["summary"], job_type="sweep-trial", config={"sweep": {"row": "base"}})  # fmt: skip
+        run.summary.update({"last": {"val/bleu": bleu, "val/ppl": 9.0}})
+        run.finish()
+    wandb.teardown()
+    found, skipped = runs_from_wandb(tmp_path)
+    assert [(r.row, r.bleu) for r in found] == [("base", 12.5)]
+    ((earlier, why),) = skipped.items()
+    assert earlier != found[0].source and why == f"an earlier copy of W&B run trial-7; its latest, {found[0].source}, is read"

@@ -82,6 +82,8 @@ def make_csv_logger(out: Path, attempt: int) -> CSVLogger:
 
 
 def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLogger | None:
+    """The run's W&B logger: tags each once (W&B keeps a repeated one), job type "sweep-trial" for a trial of a study
+    and "train" otherwise (a study's summary run is "sweep-summary", ablate.sweep.results)."""
     lc = cfg.logging
     if not lc.wandb or lc.mode == "disabled":
         return None
@@ -93,7 +95,8 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
             entity=lc.entity,
             group=lc.group,
             name=lc.name or out.name,
-            tags=list(lc.tags),
+            tags=list(dict.fromkeys(lc.tags)),
+            job_type="sweep-trial" if cfg.sweep.study else "train",
             save_dir=str(out),
             mode=mode,
             config={**flatten(to_dict(cfg)), **extra},

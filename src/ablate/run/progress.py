@@ -1,6 +1,9 @@
 """What a training run shows while it trains: its progress file (RUN_DIR/progress.json, format in
 ablate.progress_file), which a sweep's live view and `ablate status` read from other processes, and the terminal
-progress bar of `ablate train` with the same fields."""
+progress bar of `ablate train` with the same fields.
+
+Epochs are shown one way everywhere: epochs completed, a partial one as its fraction (`epochs_done`: 0.97, then 1.00
+once one whole epoch is trained), as summary.json's `epochs` records them; never Lightning's 0-based epoch index."""
 
 from __future__ import annotations
 
@@ -20,9 +23,18 @@ WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much re
 VAL_METRICS = ("val/loss", "val/bleu")
 
 
+def epochs_done(trainer: L.Trainer) -> float | None:
+    """Optimizer steps over the steps of an epoch, ceil(batches / accumulate) (Lightning steps on an epoch's last
+    partial window), to 2 decimals as summary.json has them; None where the epoch's length is unknown (an endless loader)."""
+    n = getattr(trainer, "num_training_batches", None)
+    if not n or math.isinf(n):
+        return None
+    return round(trainer.global_step / math.ceil(n / max(1, trainer.accumulate_grad_batches)), 2)
+
+
 class ProgressFile(L.Callback):
-    """Keeps `state` (the fields of ablate.progress_file) current and writes it to RUN_DIR/progress.json from global
-    rank 0."""
+    """Keeps `state` (the fields of ablate.progress_file, plus `epochs`: `epochs_done`) current and writes it to
+    RUN_DIR/progress.json from global rank 0."""
 
     def __init__(self, out: str | Path, every_s: float = 2.0, may_stop_sooner: bool = False):
         self.out = Path(out)
@@ -32,6 +44,7 @@ class ProgressFile(L.Callback):
             "step": 0,
             "max_steps": None,
             "epoch": 0,
+            "epochs": None,
             "max_epochs": None,
             "tokens_per_s": None,
             "eta_s": None,
@@ -62,6 +75,7 @@ class ProgressFile(L.Callback):
             max_epochs=trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None,
             step=trainer.global_step,
             epoch=trainer.current_epoch,
+            epochs=epochs_done(trainer),
             started=time.time(),
         )
         self._write(trainer, force=True)
@@ -77,7 +91,7 @@ class ProgressFile(L.Callback):
         self._window.append((self._train_s, self._tokens, trainer.global_step))
         while len(self._window) > 2 and self._train_s - self._window[1][0] >= WINDOW_S:
             self._window.popleft()
-        self.state.update(step=trainer.global_step, epoch=trainer.current_epoch, **self._pace())
+        self.state.update(step=trainer.global_step, epoch=trainer.current_epoch, epochs=epochs_done(trainer), **self._pace())
         self._write(trainer)
 
     def _pace(self) -> dict[str, float | None]:
@@ -116,7 +130,7 @@ class ProgressFile(L.Callback):
         self._write(trainer, force=True)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.state.update(phase="finished", step=trainer.global_step, eta_s=0.0)
+        self.state.update(phase="finished", step=trainer.global_step, epochs=epochs_done(trainer), eta_s=0.0)
         self._write(trainer, force=True)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
@@ -133,17 +147,16 @@ class ProgressFile(L.Callback):
 
 
 class ProgressBar(RichProgressBar):
-    """Lightning's rich bar, its metrics replaced by the run's progress: step/total, tokens/s, ETA of the whole run,
-    the training loss and the latest validation."""
+    """Lightning's rich bar, its metrics replaced by the run's progress: step/total, epochs done (of the bound), tokens/s,
+    ETA of the whole run, the training loss and the latest validation."""
 
     def __init__(self) -> None:
         super().__init__(leave=True)
 
     def _get_train_description(self, current_epoch: int) -> str:
-        # Lightning prints "Epoch 0/-2" for a run bounded by steps only (max_epochs=-1).
-        bound = self.trainer.max_epochs
-        description = f"Epoch {current_epoch}" + (f"/{bound - 1}" if bound and bound > 0 else "")
-        return f"{description:{len(self.validation_description)}}"  # as wide as "Validation": no flicker between them
+        # Not Lightning's "Epoch 0/9": its 0-based epoch index would be a second way of counting epochs beside
+        # `epochs` (0.97 after most of the first one); the bar's fields say how far the run is.
+        return f"{'Training':{len(self.validation_description)}}"  # as wide as "Validation": no flicker between them
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile)), None)
@@ -153,6 +166,7 @@ class ProgressBar(RichProgressBar):
         s = progress.state
         shown = {
             "step": f"{s['step']}/{s['max_steps'] or '?'}",
+            "epochs": "-" if s["epochs"] is None else f"{s['epochs']:.2f}" + (f"/{s['max_epochs']}" if s["max_epochs"] else ""),
             "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
             "ETA": format_eta(s["eta_s"], s["eta_upper"]),
         }

@@ -1,12 +1,13 @@
 """The picture of a sweep, read from its study and its trials' progress files (ablate.progress_file): one line per
-trial (row, state, step/total, epoch, tokens/s, ETA, latest validation loss/BLEU), the counts of running, finished,
-pruned and failed trials, about how long the rest will take, and the best row so far; rendered for rich (a
-terminal) or as plain lines (logs).
+trial (row, state, step/total, epochs done, tokens/s, ETA, latest validation loss/BLEU), the counts of running,
+finished, pruned and failed trials, about how long the rest will take (never less than a running trial's own ETA),
+and the best row so far; rendered for rich (a terminal) or as plain lines (logs).
 `ablate sweep` shows it live (ablate.sweep.live), `ablate status` once (ablate.sweep.status).
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +35,7 @@ class TrialView:
     state: str  # starting | training | validating | finished | pruned | failed | interrupted | continued
     step: int | None = None
     total: int | None = None
-    epoch: int | None = None
+    epochs: float | None = None  # epochs completed, a partial one as its fraction (ablate.run.progress.epochs_done)
     tokens_per_s: float | None = None
     eta_s: float | None = None
     eta_upper: bool = False  # the run may stop before eta_s (a stopping rule)
@@ -55,6 +56,8 @@ class Snapshot:
     best: TrialView | None = None
     taken: float = field(default_factory=time.time)
     left_s: float | None = None  # about how long the running and waiting trials will take (see `time_left`)
+    left_bound: bool = False  # left_s is an upper bound: every trial left may stop sooner than its ETA
+    left_capped: float | None = None  # the mean a running trial's "≤" ETA was cut to, when one was
 
     @property
     def running(self) -> list[TrialView]:
@@ -79,7 +82,7 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
     if p is not None and t.state == TrialState.RUNNING and t.datetime_start and p.get("updated", 0) < t.datetime_start.timestamp():
         p = None  # written by an earlier attempt of this run directory; this one has not reached training yet
     if p is not None:
-        v.step, v.total, v.epoch = p.get("step"), p.get("max_steps"), p.get("epoch")
+        v.step, v.total, v.epochs = p.get("step"), p.get("max_steps"), _num(p.get("epochs"))
         v.tokens_per_s, v.eta_s, v.val_step = _num(p.get("tokens_per_s")), _num(p.get("eta_s")), p.get("val_step")
         v.eta_upper = bool(p.get("eta_upper"))
         v.val_loss, v.val_bleu = _num(p.get("val/loss")), _num(p.get("val/bleu"))
@@ -131,7 +134,7 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     if done:
         pick = max if snap.direction == "maximize" else min
         snap.best = pick(done, key=lambda v: v.value)
-    snap.left_s = time_left(
+    snap.left_s, snap.left_bound, snap.left_capped = time_left(
         snap,
         [float(t.user_attrs["wall_seconds"]) for t in started if t.state == TrialState.COMPLETE and _num(t.user_attrs.get("wall_seconds"))],
     )
@@ -154,17 +157,33 @@ def _later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
     return later
 
 
-def time_left(snap: Snapshot, walls: list[float]) -> float | None:
-    """About how long the sweep's remaining trials take at the current parallelism: each waiting trial as long as the
-    finished ones took on average (`walls`, their training wall time over all attempts), each running one its own
-    ETA but at most that average (the ETA runs to max_steps; a stopping rule may end it sooner). None before any
-    trial finished, or with nothing left."""
-    running = snap.running
-    if not walls or not (running or snap.counts.get("waiting")):
-        return None
-    mean = sum(walls) / len(walls)
-    work = snap.counts.get("waiting", 0) * mean + sum(mean if v.eta_s is None else min(v.eta_s, mean) for v in running)
-    return work / max(1, len(running))
+def time_left(snap: Snapshot, walls: list[float]) -> tuple[float | None, bool, float | None]:
+    """When the last running or waiting trial ends, at the current parallelism (as many at a time as are running, at
+    least one): each running trial at its own ETA, each waiting one at the finished ones' mean training time (`walls`,
+    over all attempts), started as soon as a running one ends. So the study's remaining time is never shorter than a
+    running trial's ETA, except a "≤" ETA (a stopping rule may end that run sooner), counted at most the mean.
+
+    Returns (seconds, None when unknown or nothing is left; whether it is an upper bound, every trial left ending by
+    its "≤" ETA; the mean a "≤" ETA was cut to, or None)."""
+    running, waiting = snap.running, snap.counts.get("waiting", 0)
+    mean = sum(walls) / len(walls) if walls else None
+    if not (running or waiting) or (mean is None and (waiting or any(v.eta_s is None for v in running))):
+        return None, False, None
+    ends, bound, capped = [], not waiting, None
+    for v in running:
+        if v.eta_s is not None and not (v.eta_upper and mean is not None and v.eta_s > mean):
+            ends.append(v.eta_s)
+            bound = bound and v.eta_upper
+            continue
+        if v.eta_s is not None:  # a "≤" ETA beyond the mean: the run will likely stop sooner
+            capped = mean
+        ends.append(mean)
+        bound = False
+    heap = ends or [0.0]
+    heapq.heapify(heap)
+    for _ in range(waiting):
+        heapq.heapreplace(heap, heap[0] + mean)
+    return max(heap), bound, capped
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -181,8 +200,13 @@ def _step(v: TrialView) -> str:
 
 
 def counts_line(snap: Snapshot) -> str:
+    """The counts, then how long the rest takes: "about" an estimate, "at most" a bound (see `time_left`)."""
     shown = [f"{k} {snap.counts.get(k, 0)}" for k in COUNTED if k not in ("interrupted", "waiting") or snap.counts.get(k)]
-    left = f"; about {format_duration(snap.left_s)} left at {max(1, len(snap.running))} at a time" if snap.left_s is not None else ""
+    if snap.left_s is None:
+        return ", ".join(shown)
+    left = f"; {'at most' if snap.left_bound else 'about'} {format_duration(snap.left_s)} left at {max(1, len(snap.running))} at a time"
+    if snap.left_capped is not None:
+        left += f" (a ≤ ETA counted at the finished trials' mean, {format_duration(snap.left_capped)})"
     return ", ".join(shown) + left
 
 
@@ -207,7 +231,7 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
         "state",
         *(["gpu"] if gpus else []),
         "step",
-        "epoch",
+        "epochs",
         "tok/s",
         "ETA",
         "val/loss",
@@ -228,7 +252,7 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
             Text(v.state, style=style),
             *([v.gpu or "-"] if gpus else []),
             _step(v),
-            _f(v.epoch, "d"),
+            _f(v.epochs, ".2f"),
             _f(v.tokens_per_s, ",.0f"),
             format_eta(v.eta_s, v.eta_upper),
             _f(v.val_loss, ".3f"),
@@ -242,8 +266,8 @@ def render(snap: Snapshot, all_trials: bool = False) -> Group:
 
 def plain_trial(v: TrialView) -> str:
     parts = [f"trial {v.number} {v.name}: {v.state}", *([f"gpu {v.gpu}"] if v.gpu else []), f"step {_step(v)}"]
-    if v.epoch is not None:
-        parts.append(f"epoch {v.epoch}")
+    if v.epochs is not None:
+        parts.append(f"epochs {v.epochs:.2f}")
     parts += [
         f"{_f(v.tokens_per_s, ',.0f')} tok/s",
         f"ETA {format_eta(v.eta_s, v.eta_upper)}",

@@ -134,10 +134,12 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
 
 
 def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path):
+    """The trial's experiment config: the row's on the sweep's on the base, with the study's bookkeeping. Its W&B
+    tags are the experiment's own (and the sweep's or row's `logging.tags`), then the row's (row, Table 3 group,
+    seed), each once: row "base" is its own group."""
     extra = {
         "logging.group": sweep.name,
         "logging.name": spec.name,
-        "logging.tags": spec.tags,
         "logging.progress": False,
         "sweep.study": sweep.name,
         "sweep.row": spec.row,
@@ -147,7 +149,9 @@ def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir:
         extra["sweep.basis"] = sweep.basis.describe()
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
-    return sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)
+    cfg = sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)
+    cfg.logging.tags = list(dict.fromkeys([*cfg.logging.tags, *spec.tags]))
+    return cfg
 
 
 def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:

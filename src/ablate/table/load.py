@@ -145,17 +145,24 @@ def check_rows(runs: list[Run]) -> None:
 
 def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
     """Every finished W&B offline run under `root`, and the run files left out -> why: a run W&B has not closed yet
-    (its records reach the file only then), one that finished without final scores, a sweep's summary-table run."""
+    (its records reach the file only then), one that finished without final scores, a sweep's summary-table run (by
+    its job type: a tag is the user's to choose), an earlier offline copy of a run resumed under the same id."""
     from ablate.eval_wandb import read_records
-    from ablate.wandb_offline import find_runs, read_run
+    from ablate.sweep.results import SUMMARY_JOB_TYPE
+    from ablate.wandb_offline import find_runs, latest_of_each, read_run
 
-    runs, skipped = [], {}
-    for path in find_runs(root):
-        run = read_run(path)
+    runs, skipped, trials = [], {}, []
+    for run in map(read_run, find_runs(root)):
+        if run.job_type == SUMMARY_JOB_TYPE:
+            skipped[str(run.path)] = "a sweep's summary table, not a trial"
+        else:
+            trials.append(run)
+    found, earlier = latest_of_each(trials)
+    for path, later in earlier.items():
+        skipped[str(path)] = f"an earlier copy of W&B run {later.run_id}; its latest, {later.path}, is read"
+    for run in found:
         if run.exit_code is None:
             skipped[str(run.path)] = UNFINISHED
-        elif "summary" in run.tags:
-            skipped[str(run.path)] = "a sweep's summary table, not a trial"
         elif "val/bleu" not in run.summary and "last" not in run.summary:
             skipped[str(run.path)] = "finished without final scores (no val/bleu or last in its summary): failed or stopped before them"
         else:

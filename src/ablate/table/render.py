@@ -7,12 +7,55 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from ablate.eval_file import eval_path
+from ablate.sweep.results import scored_on as summary_scored_on
+from ablate.sweep.results import sentences
 from ablate.table.compare import COLUMNS, Table
+from ablate.table.load import Run
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, notes, with_interval
 from ablate.table.significance import METRICS
 
 # How long each row trained (means over its runs) and why it stopped: header -> line key.
 TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
+
+
+def scored_on(table: Table) -> dict[str, str]:
+    """Per metric, what its numbers are on: the split and sentences of the runs' evaluation records, or, for a run
+    without one, of its summary's last validation (val/ppl on the whole split, val/bleu often on a sample of it), with
+    the number of runs of each where they differ."""
+    s = table.summary
+    runs = [r for row in table.rows for r in row.runs]
+    records = ""
+    if s["runs_with_eval_records"]:
+        records = sentences(s["split"], s["subset"], s["sentences"]) + ", from each run's evaluation record"
+    out = {}
+    for metric, key in (("bleu", "val/bleu"), ("ppl", "val/ppl")):
+        count: dict[str, int] = {}
+        for run in runs:
+            if records and (s["runs_with_eval_records"] == s["runs"] or _has_record(run, s["split"])):
+                on = records
+            else:
+                on = (
+                    summary_scored_on(run.summary, run.run_dir)[key] or f"{s['split']} split, sentences not recorded"
+                ) + ", from each run's last validation"
+            count[on] = count.get(on, 0) + 1
+        out[metric] = next(iter(count)) if len(count) == 1 else "; ".join(f"{on} ({n} run{'s' * (n > 1)})" for on, n in count.items())
+    return out
+
+
+def scored_on_line(table: Table) -> str:
+    """ "Scored on: BLEU and PPL on the valid split, 200 of 1,014 sentences (random, seed 0), ..." """
+    on = scored_on(table)
+    if on["bleu"] == on["ppl"]:
+        return f"Scored on: BLEU and PPL on the {on['bleu']}."
+    return f"Scored on: BLEU on the {on['bleu']}. PPL on the {on['ppl']}."
+
+
+def _has_record(run: Run, split: str) -> bool:
+    """Whether `significance.collect` found the run's evaluation record (a file in its run directory, or its summary's)."""
+    nested = run.summary.get("eval")
+    in_summary = f"eval/{split}" in run.summary or (isinstance(nested, dict) and split in nested)
+    return in_summary or (run.run_dir is not None and eval_path(run.run_dir, split).exists())
 
 
 def number(v, spec: str = ".2f") -> str:
@@ -62,7 +105,7 @@ def _cells(line: dict) -> dict[str, str]:
         "tok/s": number(line["tokens_per_s"], ".0f"),
         "step ms": number(line["step_ms"], ".0f"),
         "updates": number(line["updates"], ",.0f"),
-        "epochs": number(line["epochs"], ".1f"),
+        "epochs": number(line["epochs"], ".2f"),  # as summary.json has them: 0.97, not 1.0
         "PFLOP": number(None if line["flops"] is None else line["flops"] / 1e15, ".2f"),
         "wall min": number(None if line["wall_seconds"] is None else line["wall_seconds"] / 60, ".1f"),
         "stopped": line["stopped"] or "-",
@@ -121,7 +164,7 @@ def to_markdown(table: Table, title: str) -> str:
     def line(cells: list[str]) -> str:  # a "|" in a cell (a row's name, say) would start a new column
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
-    out = [f"# {title}", "", line(head), "|" + "---|" * len(head)]
+    out = [f"# {title}", "", scored_on_line(table), "", line(head), "|" + "---|" * len(head)]
     for new_group, group, cells in walk(table):
         if new_group:
             out.append(line([f"**({group})**"] + [""] * (len(head) - 1)))
@@ -144,9 +187,11 @@ def flat(line: dict) -> dict:
 
 
 def to_csv(table: Table, path: Path) -> None:
-    s = table.summary
+    s, on = table.summary, scored_on(table)
     rows = [
-        flat(line) | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"], "bleu_signature": s["bleu_signature"]}
+        flat(line)
+        | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"], "bleu_signature": s["bleu_signature"]}
+        | {"bleu_on": on["bleu"], "ppl_on": on["ppl"]}
         for line in table.lines
     ]
     with open(path, "w", newline="") as f:
@@ -167,7 +212,7 @@ def to_json(table: Table, title: str) -> dict:
         }
         for ln in table.lines
     ]
-    return {"title": title, **table.summary, "rows": rows}
+    return {"title": title, **table.summary, "scored_on": scored_on(table), "rows": rows}
 
 
 def to_agreement_csv(table: Table, path: Path) -> None:

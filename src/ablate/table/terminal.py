@@ -14,7 +14,7 @@ from rich.cells import cell_len
 from ablate.table.compare import Table
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, scores_line, with_interval
 from ablate.table.plot import verdict_interval
-from ablate.table.render import number, p_cell
+from ablate.table.render import number, p_cell, scored_on_line
 from ablate.table.significance import METRICS
 
 PIPE_WIDTH = 120  # a pipe or a log has no width of its own: this one holds both metrics' verdict columns
@@ -161,7 +161,7 @@ def lines(table: Table, title: str, width: int, page: str) -> list[str]:
     base = table.lines[0]
     means = ", ".join(f"{NAMES[m]} {with_interval(base[m]['mean'], base[m]['low'], base[m]['high'])}" for m in METRICS)
     legend += f" The base row ({base['seeds']} seed{'' if base['seeds'] == 1 else 's'}, mean [95% CI]): {means}."
-    out = [*wrap(title), "", *body, "", *wrap(legend), *wrap(scores_line(table.summary))]
+    out = [*wrap(title), *wrap(scored_on_line(table)), "", *body, "", *wrap(legend), *wrap(scores_line(table.summary))]
     for note in table.summary["notes"]:  # caveats on particular rows: runs left out, untested rows, controls, limits
         out += wrap(note)
     if table.compares_with_paper:

@@ -10,7 +10,8 @@ import torch
 
 from ablate.progress_file import PROGRESS_FILE, format_duration, format_eta, read_progress
 from ablate.run import progress as progress_module
-from ablate.run.progress import ProgressBar, ProgressFile
+from ablate.run.progress import ProgressBar, ProgressFile, epochs_done
+from ablate.run.train import epochs_trained
 
 
 class Clock:
@@ -38,6 +39,8 @@ def trainer(**kw):
         is_global_zero=True,
         sanity_checking=False,
         callback_metrics={},
+        num_training_batches=100,
+        accumulate_grad_batches=1,
     )
     return SimpleNamespace(**{**base, **kw})
 
@@ -108,7 +111,15 @@ def test_the_bar_shows_step_tokens_per_second_eta_and_the_latest_validation_but_
     cb.state.update({"val/loss": 3.5, "val/bleu": 20.25})
     tr.callbacks, tr.progress_bar_metrics, tr.loggers = [cb], {"train/loss": 4.0}, []
     shown = ProgressBar().get_metrics(tr, None)
-    assert shown == {"step": "4/100", "tok/s": "1,234", "ETA": "1m36s", "train/loss": 4.0, "val/loss": 3.5, "val/bleu": 20.25}
+    assert shown == {
+        "step": "4/100",
+        "epochs": "0.04",
+        "tok/s": "1,234",
+        "ETA": "1m36s",
+        "train/loss": 4.0,
+        "val/loss": 3.5,
+        "val/bleu": 20.25,
+    }
 
 
 def test_format_duration():
@@ -126,3 +137,27 @@ def test_a_run_that_may_stop_sooner_marks_its_eta_as_a_bound(tmp_path, clock):
     assert ProgressBar().get_metrics(tr, None)["ETA"] == "≤1m36s"
     assert [format_eta(s, upper=True) for s in (None, 0.0, 96.0)] == ["-", "0s", "≤1m36s"]  # a finished run is no bound
     assert ProgressFile(tmp_path / "plain").state["eta_upper"] is False
+
+
+def test_epochs_are_shown_as_epochs_done_as_the_summary_counts_them(tmp_path, clock):
+    """One convention wherever ablate shows epochs: epochs completed, a partial one as its fraction (1.00 once the
+    first whole epoch is trained, as summary.json's `epochs`), never Lightning's 0-based index ("Epoch 0")."""
+    tr = trainer(num_training_batches=10, accumulate_grad_batches=4, estimated_stepping_batches=6, max_epochs=2)
+    cb = ProgressFile(tmp_path, every_s=0)
+    cb.on_train_start(tr, None)
+    assert read_progress(tmp_path)["epochs"] == 0.0
+    seen = []
+    for _ in range(4):  # an epoch is ceil(10 / 4) = 3 optimizer steps; Lightning's current_epoch stays 0 meanwhile
+        step(cb, tr, clock)
+        seen.append(read_progress(tmp_path)["epochs"])
+        assert seen[-1] == epochs_done(tr) == epochs_trained(tr, 4)  # what summary.json will record
+    assert seen == [0.33, 0.67, 1.0, 1.33]
+    tr.callbacks, tr.progress_bar_metrics, tr.loggers = [cb], {}, []
+    bar = ProgressBar()
+    assert bar.get_metrics(tr, None)["epochs"] == "1.33/2"
+    assert bar._get_train_description(tr.current_epoch).strip() == "Training"
+    cb.on_train_end(tr, None)
+    assert read_progress(tmp_path)["epochs"] == 1.33
+    assert epochs_done(trainer(num_training_batches=float("inf"))) is None  # an endless loader: no epoch length
+    tr.callbacks = [ProgressFile(tmp_path / "unknown")]
+    assert bar.get_metrics(tr, None)["epochs"] == "-"

@@ -21,7 +21,8 @@ def progress(run_dir, **fields):
         "phase": "training",
         "step": 120,
         "max_steps": 300,
-        "epoch": 1,
+        "epoch": 0,
+        "epochs": 0.4,
         "max_epochs": None,
         "tokens_per_s": 2031.4,
         "eta_s": 92.0,
@@ -68,7 +69,7 @@ def crafted(tmp_path) -> optuna.Study:
         value=25.61,
         **{"val/bleu": 25.61, "val/loss": 2.1, "speed/tokens_per_s": 2500.0},
     )
-    progress(tmp_path / "0", phase="finished", step=300, eta_s=0.0)
+    progress(tmp_path / "0", phase="finished", step=300, epochs=1.0, eta_s=0.0)
     add(study, TrialState.RUNNING, "E-learned", tmp_path / "1")
     progress(tmp_path / "1")
     add(study, TrialState.RUNNING, "attn-additive", tmp_path / "2")

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from ablate.sweep.live import PlainPrinter
-from ablate.sweep.picture import plain_lines, render, snapshot
+from ablate.sweep.picture import Snapshot, TrialView, counts_line, plain_lines, render, snapshot, time_left
 
 
 def test_the_picture_has_every_running_trial_with_its_progress_the_counts_and_the_best_row(tmp_path):
@@ -20,9 +20,9 @@ def test_the_picture_has_every_running_trial_with_its_progress_the_counts_and_th
     console.print(render(snap))
     text = console.export_text()
     line = next(x for x in text.splitlines() if "E-learned" in x)
-    assert re.search(r"E-learned\s+training\s+120/300\s+1\s+2,031\s+1m32s\s+3\.412\s+12\.80", line), text
+    assert re.search(r"E-learned\s+training\s+120/300\s+0\.40\s+2,031\s+1m32s\s+3\.412\s+12\.80", line), text
     line = next(x for x in text.splitlines() if "attn-additive" in x)
-    assert re.search(r"attn-additive\s+validating\s+150/300\s+1\s+1,500\s+1h01m\s+-\s+-", line), text
+    assert re.search(r"attn-additive\s+validating\s+150/300\s+0\.40\s+1,500\s+1h01m\s+-\s+-", line), text
     assert "A-h1" not in text and "A-h16" not in text  # finished trials are counted, not listed, while a sweep runs
     assert "running 2, finished 1, pruned 1, failed 1, waiting 1" in text  # the bookkeeping trial counts for nothing
     assert "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100" in text
@@ -30,7 +30,7 @@ def test_the_picture_has_every_running_trial_with_its_progress_the_counts_and_th
 
 def test_all_trials_lists_finished_ones_with_their_results_and_failures_with_their_reason(tmp_path):
     text = "\n".join(plain_lines(snapshot(crafted(tmp_path), now=NOW), all_trials=True))
-    assert "trial 0 base: finished, step 300/300, epoch 1, 2,500 tok/s, ETA -, val/loss 2.100, val/bleu 25.61, objective 25.61" in text
+    assert "trial 0 base: finished, step 300/300, epochs 1.00, 2,500 tok/s, ETA -, val/loss 2.100, val/bleu 25.61, objective 25.61" in text
     assert "trial 3 A-h1: pruned" in text and "val/loss 5.000" in text
     assert "trial 4 A-h16: failed" in text and "(FloatingPointError: train/loss is nan)" in text
     assert "trial 5" not in text  # bookkeeping
@@ -44,11 +44,11 @@ def test_plain_output_has_the_same_fields_and_no_escape_codes(tmp_path):
     assert "\x1b" not in text
     lines = text.splitlines()
     assert re.fullmatch(
-        r"\[\d\d:\d\d:\d\d\] trial 1 E-learned: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, "
+        r"\[\d\d:\d\d:\d\d\] trial 1 E-learned: training, step 120/300, epochs 0.40, 2,031 tok/s, ETA 1m32s, "
         r"val/loss 3\.412, val/bleu 12\.80",
         lines[0],
     ), lines
-    assert lines[1].endswith("trial 2 attn-additive: validating, step 150/300, epoch 1, 1,500 tok/s, ETA 1h01m, val/loss -, val/bleu -")
+    assert lines[1].endswith("trial 2 attn-additive: validating, step 150/300, epochs 0.40, 1,500 tok/s, ETA 1h01m, val/loss -, val/bleu -")
     assert lines[2].endswith(
         "quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; "
         "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100"
@@ -115,7 +115,7 @@ def test_an_interrupted_trial_whose_row_started_again_is_continued_and_the_study
     study.enqueue_trial({"row": "A-h1", "seed": 1})
     lines = plain_lines(snapshot(study, now=NOW), all_trials=True)
     assert lines[1] == "trial 1 base-s1: continued, step -, - tok/s, ETA -, val/loss -, val/bleu - (continued by trial 3)"
-    assert "trial 3 base-s1: training, step 120/300, epoch 1, 2,031 tok/s, ETA ≤1m32s," in lines[3]
+    assert "trial 3 base-s1: training, step 120/300, epochs 0.40, 2,031 tok/s, ETA ≤1m32s," in lines[3]
     assert lines[2].startswith("trial 2 A-h1-s1: interrupted") and lines[2].endswith("(interrupted, continues on the next run)")
     # Only A-h1-s1 still waits to continue; what is left: the waiting row at the finished trial's 600 s, plus the
     # running one's ETA, one trial at a time: (600 + 92) s.
@@ -139,5 +139,44 @@ def test_a_gpu_column_appears_only_once_a_trial_ran_on_a_gpu(tmp_path):
     assert re.search(r"#\s+row\s+state\s+gpu\s+step", text), text
     assert re.search(r"kv-mqa\s+training\s+1\s+120/300", text) and re.search(r"E-learned\s+training\s+-\s+120/300", text), text
     lines = plain_lines(snapshot(study, now=NOW))
-    assert "trial 7 kv-mqa: training, gpu 1, step 120/300, epoch 1, 2,031 tok/s" in lines[2]
+    assert "trial 7 kv-mqa: training, gpu 1, step 120/300, epochs 0.40, 2,031 tok/s" in lines[2]
     assert lines[0].startswith("trial 1 E-learned: training, step 120/300")  # no gpu recorded: none shown
+
+
+def _left(running: list[tuple[float | None, bool]], waiting: int, walls: list[float]) -> Snapshot:
+    """A snapshot of trials running with these (ETA, ETA is a bound) and `waiting` queued, after finished ones took `walls`."""
+    snap = Snapshot("s", "maximize", counts={"waiting": waiting})
+    snap.trials = [TrialView(i, f"r{i}", "training", eta_s=eta, eta_upper=upper) for i, (eta, upper) in enumerate(running)]
+    snap.left_s, snap.left_bound, snap.left_capped = time_left(snap, walls)
+    return snap
+
+
+def test_the_study_is_never_said_to_end_before_a_running_trial_s_own_eta():
+    """The reported case: "about 1m17s left" beside a trial's "ETA 6m44s". A trial whose ETA runs to max_steps keeps
+    it whole (the finished trials' mean no longer caps it), and waiting trials start as running ones end, rather than
+    the work being spread evenly over the workers."""
+    snap = _left([(30.0, False), (404.0, False)], waiting=2, walls=[100.0])  # the old estimate: (2*100 + 30 + 100) / 2 = 165 s
+    assert snap.left_s == 404.0  # the waiting two run after the 30 s one, ending at 130 and 230 s
+    assert counts_line(snap).endswith("waiting 2; about 6m44s left at 2 at a time")
+    snap = _left([(30.0, False), (60.0, False)], waiting=3, walls=[100.0])
+    assert snap.left_s == 230.0  # one worker 30 -> 130 -> 230, the other 60 -> 160: each waiting trial where one frees first
+
+
+def test_a_bound_eta_beyond_the_mean_is_cut_to_it_and_the_line_says_so():
+    """A "≤" ETA (a stopping rule may end the run sooner) past the finished trials' mean counts at that mean, named
+    after the estimate; with only "≤" ETAs left and nothing waiting, the study's time is a bound too: "at most"."""
+    snap = _left([(404.0, True), (50.0, False)], waiting=0, walls=[166.0])
+    assert (snap.left_s, snap.left_bound, snap.left_capped) == (166.0, False, 166.0)
+    assert counts_line(snap).endswith("; about 2m46s left at 2 at a time (a ≤ ETA counted at the finished trials' mean, 2m46s)")
+    snap = _left([(120.0, True), (90.0, True)], waiting=0, walls=[166.0])
+    assert (snap.left_s, snap.left_bound) == (120.0, True) and "; at most 2m00s left at 2 at a time" in counts_line(snap)
+    assert _left([(120.0, True)], waiting=1, walls=[166.0]).left_bound is False  # a waiting trial's time is an estimate
+
+
+def test_what_is_left_is_unknown_only_where_nothing_says():
+    assert _left([(92.0, False)], waiting=0, walls=[]).left_s == 92.0  # no trial finished yet, but none waits either
+    assert _left([(92.0, False)], waiting=1, walls=[]).left_s is None  # how long would the waiting one take?
+    assert _left([(None, False)], waiting=0, walls=[]).left_s is None  # a trial still starting: no ETA yet
+    assert _left([(None, False)], waiting=0, walls=[60.0]).left_s == 60.0  # ... counted at the mean once there is one
+    assert _left([], waiting=2, walls=[60.0]).left_s == 120.0  # between trials: one at a time
+    assert _left([], waiting=0, walls=[60.0]).left_s is None  # nothing left

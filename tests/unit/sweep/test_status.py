@@ -19,7 +19,7 @@ def study_dir(tmp_path, monkeypatch):
     out.mkdir()
     study = optuna.create_study(study_name="demo", storage=f"sqlite:///{out / 'study.db'}", direction="maximize")
     add(study, TrialState.COMPLETE, "base-s1", out / "trials/0000-base-s1", value=27.5, **{"val/bleu": 27.5, "val/loss": 1.9})
-    progress(out / "trials/0000-base-s1", phase="finished", step=300, eta_s=0.0)
+    progress(out / "trials/0000-base-s1", phase="finished", step=300, epochs=1.0, eta_s=0.0)
     add(study, TrialState.RUNNING, "A-h1-s1", out / "trials/0001-A-h1-s1")
     progress(out / "trials/0001-A-h1-s1")
     add(study, TrialState.FAIL, "E-learned-s1", out / "trials/0002-E-learned-s1", fail_reason="exit code 1: RuntimeError: boom")
@@ -29,10 +29,15 @@ def study_dir(tmp_path, monkeypatch):
 def expect_picture(text: str) -> None:
     assert "\x1b" not in text  # not a terminal: plain lines
     assert "study 'demo' at sqlite:///" in text
-    assert "trial 0 base-s1: finished, step 300/300, epoch 1, 2,031 tok/s, ETA -, val/loss 1.900, val/bleu 27.50, objective 27.5" in text
-    assert "trial 1 A-h1-s1: training, step 120/300, epoch 1, 2,031 tok/s, ETA 1m32s, val/loss 3.412, val/bleu 12.80" in text
+    assert (
+        "trial 0 base-s1: finished, step 300/300, epochs 1.00, 2,031 tok/s, ETA -, val/loss 1.900, val/bleu 27.50, objective 27.5" in text
+    )
+    assert "trial 1 A-h1-s1: training, step 120/300, epochs 0.40, 2,031 tok/s, ETA 1m32s, val/loss 3.412, val/bleu 12.80" in text
     assert "trial 2 E-learned-s1: failed" in text and "RuntimeError: boom" in text
-    assert "demo: running 1, finished 1, pruned 0, failed 1; best: base-s1 (trial 0) objective 27.5" in text
+    # Nothing waits, so what is left is the running trial's ETA, though no finished trial recorded its time.
+    assert (
+        "demo: running 1, finished 1, pruned 0, failed 1; about 1m32s left at 1 at a time; best: base-s1 (trial 0) objective 27.5" in text
+    )
 
 
 def test_status_of_a_sweep_out_dir_its_file_and_its_url_print_the_same_picture(study_dir, capsys):
@@ -52,7 +57,7 @@ def test_status_shows_the_gpu_a_trial_runs_on(study_dir, capsys):
     progress(out / "trials/0003-B-dk16-s1")
     assert main(["status", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "trial 3 B-dk16-s1: training, gpu GPU-8f3a, step 120/300, epoch 1, 2,031 tok/s" in text
+    assert "trial 3 B-dk16-s1: training, gpu GPU-8f3a, step 120/300, epochs 0.40, 2,031 tok/s" in text
     assert "trial 1 A-h1-s1: training, step 120/300" in text  # recorded on no GPU: none shown
 
 

@@ -74,3 +74,17 @@ def test_a_signal_while_claiming_starts_no_trial_and_leaves_the_row_for_the_next
     (claimed,) = study.get_trials()
     assert claimed.state == optuna.trial.TrialState.FAIL and is_bookkeeping(claimed), claimed.user_attrs
     assert plan_for(sweep).queue(study) == 1  # the next run queues the row again
+
+
+def test_a_trial_s_wandb_tags_are_the_experiment_s_then_the_row_s_each_once(tmp_path):
+    """Row "base" is its own Table 3 group: its tags were ['base', 'base'], and the experiment's own were dropped."""
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"seeds: [1]\nout_dir: {tmp_path}/out\n"))
+    (tmp_path / "base.yaml").write_text("model: {d_model: 64, heads: 4, d_ff: 128}\nlogging: {tags: [paper, base]}\n")
+    handle = worker.open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan = plan_for(sweep)
+    plan.queue(handle.study)
+    trial = plan.take(handle)
+    spec = plan.claim(handle, trial)
+    assert spec.tags == ["base", "base", "seed1"]  # what the plan names a trial by: row, group, seed
+    cfg = worker._trial_config(sweep, trial, spec, tmp_path / "out" / "trials" / "0000-base-s1")
+    assert cfg.logging.tags == ["paper", "base", "seed1"]

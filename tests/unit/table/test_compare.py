@@ -111,7 +111,7 @@ def test_how_long_each_row_trained_and_why_it_stopped(tmp_path, capsys):
     md = (tmp_path / "out" / "table3.md").read_text()
     head = header_line(md)
     assert all(f"| {h} |" in head for h in ("updates", "epochs", "PFLOP", "wall min", "stopped"))
-    assert "| 5,500 | 55.0 | 5.50 | 55.0 | converged 1, max_steps 1 |" in md  # A-h1: means over its 2 runs
+    assert "| 5,500 | 55.00 | 5.50 | 55.0 | converged 1, max_steps 1 |" in md  # A-h1: means over its 2 runs; epochs as summaries have them
     assert "Training time: 3.8 h summed over 6 runs." in md  # (3000 + 4000 + 5000 + 6000 + 2000 + 2500) * 0.6 s
     # Runs that recorded none of it (written before these fields existed) show no such columns.
     assert main(["table", str(write_runs(tmp_path / "old")), "--out", str(tmp_path / "old-out")]) == 0

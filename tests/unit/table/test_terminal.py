@@ -92,3 +92,53 @@ def test_piped_the_command_prints_a_table_that_fits_and_the_paths_of_its_files(t
     names = ["table3.md", "table3.tex", "table3.csv", "table3-agreement.csv", "table3.json", "table3.png"]
     assert out[-6:] == [f"wrote     {Path('tables', 'table3-small', n)}" for n in names]
     assert all((tmp_path / "tables" / "table3-small" / n).is_file() for n in names)
+
+
+def test_every_rendering_says_what_its_scores_are_on(tmp_path):
+    """The reported case: `ablate table` said PPL 31.44 (a 200-sentence sample) where the sweep's table said 33.65 (the
+    whole split) for the same run, with nothing saying why. Each rendering names the split and sentences, per metric
+    where they differ: a run without an evaluation record keeps its summary's, val/ppl on the whole split."""
+    from types import SimpleNamespace
+
+    from table_study import markdown_rows, references, system, write_run
+
+    from ablate.config import load_config
+    from ablate.run.evaluation import scored_on as recorded_on
+    from ablate.table.render import scored_on_line, to_csv, to_json, to_markdown
+
+    cfg = load_config(train={"val_max_sentences": 200})
+    summary = recorded_on(cfg, SimpleNamespace(raw=lambda split: ([], ["ref"] * 1014))) | {"last": {"val/bleu": 20.0, "val/ppl": 9.0}}
+    refs = references(40)
+    for row, rate in (("base", 0.5), ("A-h1", 0.6)):
+        for seed in (1, 2):
+            record = system(refs, rate, seed) | {"references": refs, "subset": "random 40 of 1014 (seed 0)"}
+            write_run(tmp_path, row, seed, summary=summary | {"epochs": 0.97}, records={"valid": record})
+
+    def rendered() -> tuple[str, list[str]]:
+        runs = runs_from_dirs(tmp_path)
+        table = make_table(runs, collect(runs, "valid"), n_boot=20, seed=0)
+        to_csv(table, tmp_path / "t.csv")
+        csv_on = (tmp_path / "t.csv").read_text().splitlines()[1]
+        md = to_markdown(table, "t")
+        assert scored_on_line(table) in md and to_json(table, "t")["scored_on"]["bleu"] in csv_on
+        assert markdown_rows(md)["base"]["epochs"] == "0.97"  # as summary.json has it, not rounded to 1.0
+        return scored_on_line(table), terminal.lines(table, "t", 400, "t.md")
+
+    line, shown = rendered()
+    assert line == "Scored on: BLEU and PPL on the valid split, 40 of 1,014 sentences (random, seed 0), from each run's evaluation record."
+    assert shown[1] == line  # right under the title
+    (tmp_path / "trials" / "A-h1-s2" / "eval" / "valid.json").unlink()
+    line, _ = rendered()
+    record, last = "from each run's evaluation record (3 runs)", "from each run's last validation (1 run)"
+    assert line == (
+        f"Scored on: BLEU on the valid split, 40 of 1,014 sentences (random, seed 0), {record}; valid split, 200 of 1,014 "
+        f"sentences (random, seed 0), {last}. PPL on the valid split, 40 of 1,014 sentences (random, seed 0), {record}; "
+        f"valid split, all 1,014 sentences, {last}."
+    )
+    for path in (tmp_path / "trials").glob("*/eval/valid.json"):
+        path.unlink()
+    line, _ = rendered()
+    assert line == (
+        "Scored on: BLEU on the valid split, 200 of 1,014 sentences (random, seed 0), from each run's last validation. "
+        "PPL on the valid split, all 1,014 sentences, from each run's last validation."
+    )
