@@ -162,7 +162,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
         console.print(f"[yellow]worker exit codes: {codes}[/]")
     rows = summarize(sweep, study)
     print_summary(rows, console)
-    log_wandb_table(sweep, rows)
+    log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
     console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
     none_finished = report_failures(study)
     if Stop.requested:
