@@ -22,6 +22,8 @@ def read_json(path: str | os.PathLike, what: str, error: type[Exception] = Value
         return json.loads(text, object_pairs_hook=_unique(path, what, error))
     except json.JSONDecodeError as e:
         raise error(f"{path}: not a readable {what} (invalid JSON: {e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:  # json recurses once per nesting level
+        raise error(f"{path}: not a readable {what} (nested too deeply)") from None
 
 
 def _unique(path: Path, what: str, error: type[Exception]):

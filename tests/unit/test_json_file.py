@@ -18,6 +18,7 @@ def test_reads_json_and_refuses_a_key_given_twice_naming_the_file_and_key(tmp_pa
     [
         ('{"steps": 10,\n "last": ', r"invalid JSON: Expecting value at line 2 column 10"),
         (b"\xff\xfe{}", "UnicodeDecodeError"),
+        ("[" * 100_000 + "]" * 100_000, r"nested too deeply"),
     ],
 )
 def test_broken_file_is_the_callers_error_naming_the_file_and_place(tmp_path, text, message):

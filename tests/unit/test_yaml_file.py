@@ -59,3 +59,30 @@ def test_tags_that_build_python_objects_are_refused(tmp_path):
     message = r"evil.yaml: not valid \(safe\) YAML at line 1: could not determine a constructor for the tag .*python/object"
     with pytest.raises(ConfigError, match=message):
         read_yaml(write(tmp_path, "model: !!python/object/apply:os.system ['echo pwned']\n", "evil.yaml"))
+
+
+def test_an_alias_bomb_is_refused_before_anything_expands_it(tmp_path):
+    levels = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]  # 9**9 values once expanded
+    with pytest.raises(ConfigError, match=r"bomb.yaml: its aliases \(\*name\) expand to more than 100,000 values \(at line 6\)"):
+        read_yaml(write(tmp_path, "\n".join(levels) + "\n", "bomb.yaml"))
+
+
+@pytest.mark.parametrize(
+    "text", ["deep: " + "[" * 5000 + "]" * 5000, "deep: " + "{a: " * 5000 + "1" + "}" * 5000, "deep: " + "[" * 80 + "]" * 80]
+)
+def test_nesting_deeper_than_any_config_is_refused_naming_the_file(tmp_path, text):
+    with pytest.raises(ConfigError, match=r"deep.yaml: nested (too deeply to read|more than 64 levels deep at line 1)"):
+        read_yaml(write(tmp_path, text, "deep.yaml"))
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"loop.yaml: the value anchored at line 1 holds an alias of itself"):
+        read_yaml(write(tmp_path, "a: &a\n  - *a\n", "loop.yaml"))
+
+
+def test_invalid_utf8_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "bytes.yaml"
+    path.write_bytes(b"model:\n  heads: 4\n  norm: pr\xe9\n")
+    with pytest.raises(ConfigError, match=r"bytes.yaml: not UTF-8 text at line 3, column 11 \(bytes b'\\xe9\\n'\)"):
+        read_yaml(path)
