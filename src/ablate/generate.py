@@ -16,8 +16,12 @@ from ablate.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
-    """GNMT's ((5 + |Y|) / 6)^alpha (Wu et al. 2016), the paper's length penalty."""
-    return ((5.0 + length) / 6.0) ** alpha
+    """GNMT's ((5 + |Y|) / 6)^alpha (Wu et al. 2016), the paper's length penalty; infinite past the float range (a
+    huge alpha), as a tensor's power would be, rather than Python's OverflowError."""
+    try:
+        return ((5.0 + length) / 6.0) ** alpha
+    except OverflowError:
+        return float("inf")
 
 
 def max_lengths(src: Tensor, a: float, b: int, cap: int | None = None) -> Tensor:

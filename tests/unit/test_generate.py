@@ -70,6 +70,12 @@ def test_length_penalty_is_gnmt():
     assert math.isclose(length_penalty(7, 0.6), 2.0**0.6)
 
 
+def test_a_huge_length_penalty_is_infinite_and_beam_search_still_ends(tiny):
+    assert length_penalty(7, 1e308) == math.inf  # Python's float power raises OverflowError; a tensor's gives inf
+    model, src = tiny
+    assert len(beam_search(model, src, beam=3, alpha=1e308, max_len_a=0.0, max_len_b=5)) == src.size(0)
+
+
 @pytest.fixture
 def tiny():
     model = build_transformer(tiny_model(), VOCAB).eval()

@@ -26,6 +26,11 @@ def _at_least(problems: list[str], key: str, value: Any, low: float) -> None:
         problems.append(f"{key}={value} must be >= {low}")
 
 
+def _in_range(problems: list[str], key: str, value: Any, low: float, high: float) -> None:
+    if value is not None and not low <= value <= high:
+        problems.append(f"{key}={value} must be from {low:g} to {high:g}")
+
+
 def _non_finite(section: Any, prefix: str = "") -> list[str]:
     """Every float field (or float in a list field), in any section, that is inf or nan."""
     problems = []
@@ -71,8 +76,46 @@ def _model_problems(p: list[str], m: ModelConfig) -> None:
         v = getattr(m, key)
         if not 0.0 <= v < 1.0:
             p.append(f"model.{key}={v} must be in [0, 1)")
-    if m.init_std is not None and m.init_std <= 0:
-        p.append(f"model.init_std={m.init_std} must be > 0")
+    if m.init_std is not None and not 0 < m.init_std <= FLOAT32_MAX:
+        p.append(f"model.init_std={m.init_std} must be > 0 and at most {FLOAT32_MAX:g} (a float32)")
+
+
+MAX_PARALLEL = 1024  # devices, threads, loader workers: more than any machine ablate runs on has
+FLOAT32_MAX = 3.4e38  # the largest float32: a setting past it cannot reach the optimizer or the weights
+MAX_OUTPUT = 10_000  # decoding steps of one sentence: far past any MT sentence, and still a bounded loop
+MAX_WEIGHTS = 10**11  # 400 GB of fp32 weights: no machine ablate trains on holds them, and building them would hang
+
+
+def weights_estimate(m: ModelConfig, vocab_size: int) -> int:
+    """An upper estimate of the values a model built from `m` allocates (weights and position tables; biases and norms
+    left out), computed without building it, so a size no machine holds is refused before anything allocates."""
+    d_k, d_v = m.head_dims
+    h, g = m.heads, m.kv_heads or m.heads
+    attention = m.d_model * (h * d_k + g * (d_k + d_v)) + h * d_v * m.d_model
+    ff = 2 * m.d_model * m.d_ff
+    layers = m.enc_layers * (attention + ff) + m.dec_layers * (2 * attention + ff)
+    positions = 2 * m.max_positions * m.d_model + (m.enc_layers + m.dec_layers) * (2 * m.max_positions + 1) * max(d_k, h)
+    return layers + 3 * vocab_size * m.d_model + positions
+
+
+def _size_problems(p: list[str], m: ModelConfig, d: DataConfig, t: TrainConfig) -> None:
+    """The sizes no machine holds: the model's weights, a beam wider than the vocabulary, an output limit past
+    MAX_OUTPUT tokens for the longest training source."""
+    if t.beam_size > d.vocab_size:
+        p.append(f"train.beam_size={t.beam_size} must be at most data.vocab_size={d.vocab_size} (a beam holds distinct hypotheses)")
+    if t.max_len_a * d.max_len + t.max_len_b > MAX_OUTPUT:
+        p.append(
+            f"train.max_len_a={t.max_len_a:g} and train.max_len_b={t.max_len_b} allow outputs of "
+            f"{t.max_len_a * d.max_len + t.max_len_b:.3g} tokens for data.max_len={d.max_len}; at most {MAX_OUTPUT:,}"
+        )
+    from ablate.model.transformer import SIZE_KEYS
+
+    n = weights_estimate(m, d.vocab_size)
+    if n > MAX_WEIGHTS:
+        sizes = ", ".join(f"model.{k}={getattr(m, k)}" for k in SIZE_KEYS if getattr(m, k) is not None)
+        p.append(
+            f"the model would hold about {n:.2g} weights ({sizes}, data.vocab_size={d.vocab_size}); at most {MAX_WEIGHTS:.0e} can be built"
+        )
 
 
 def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
@@ -98,8 +141,12 @@ def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
         p.append(f"data.max_tokens={d.max_tokens} must be >= data.max_len + 2 = {d.max_len + 2} so every pair fits a batch")
     if not 0.0 < d.character_coverage <= 1.0:
         p.append(f"data.character_coverage={d.character_coverage} must be in (0, 1]")
-    _at_least(p, "data.num_workers", d.num_workers, 0)
+    _in_range(p, "data.num_workers", d.num_workers, 0, MAX_PARALLEL)
     _at_least(p, "data.pad_multiple", d.pad_multiple, 1)
+    if d.pad_multiple > d.max_len >= 1:
+        p.append(
+            f"data.pad_multiple={d.pad_multiple} must be at most data.max_len={d.max_len}: a larger multiple pads every batch past its longest pair"
+        )
 
 
 def _train_problems(p: list[str], t: TrainConfig) -> None:
@@ -119,6 +166,14 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
         _at_least(p, f"train.{key}", getattr(t, key), 0)
     if t.lr_scale == 0:
         p.append("train.lr_scale=0 would never update the model; must be > 0")
+    if t.eps <= 0:
+        p.append(f"train.eps={t.eps} must be > 0 (Adam divides by sqrt(v) + eps, and v is 0 for a weight without gradient)")
+    for key in ("lr_scale", "weight_decay", "eps"):  # they become float32 values of the optimizer
+        _in_range(p, f"train.{key}", getattr(t, key), -FLOAT32_MAX, FLOAT32_MAX)
+    for key in ("devices", "num_threads"):
+        _in_range(p, f"train.{key}", getattr(t, key), 0, MAX_PARALLEL)
+    if t.max_len_a < 0 or t.max_len_b < 0:
+        p.append(f"train.max_len_a={t.max_len_a} and train.max_len_b={t.max_len_b} must be >= 0 (output limit a * source length + b)")
     if t.peak_tflops is not None and t.peak_tflops <= 0:
         p.append(f"train.peak_tflops={t.peak_tflops} must be > 0 (the device's peak TFLOP/s), or null to look it up")
     if not 0.0 <= t.label_smoothing < 1.0:
@@ -131,6 +186,7 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
 
 
 EARLY_STOP_METRICS = ("val/loss", "val/ppl", "val/bleu")
+SEED_MAX = 2**32 - 1  # numpy's bound, which Lightning's seed_everything and Optuna's samplers enforce by raising
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's values
 
 
@@ -169,9 +225,14 @@ def validate(cfg: ExperimentConfig) -> None:
     """Check every cross-field rule; raise one ConfigError listing all problems."""
     p = _non_finite(cfg)
     _model_problems(p, cfg.model)
+    if not p:  # the size is only meaningful for dimensions that are themselves valid
+        _size_problems(p, cfg.model, cfg.data, cfg.train)
     _data_problems(p, cfg.data, cfg.model)
     _train_problems(p, cfg.train)
     _stopping_problems(p, cfg.train, cfg.data)
     _choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
+    if not 0 <= cfg.seed <= SEED_MAX:
+        p.append(f"seed={cfg.seed} must be from 0 to {SEED_MAX} (numpy's range of seeds)")
+    _at_least(p, "sweep.trial", cfg.sweep.trial, 0)
     if p:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(p))

@@ -7,6 +7,7 @@ Padding is ablate.tokens.PAD_ID. Masks are bool, True = may attend.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ablate.config import ModelConfig
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+SIZE_KEYS = ("enc_layers", "dec_layers", "d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions")  # a model's size
 Cache = list[dict]  # one {"self": {...}, "cross": {...}} per decoder layer
 
 
@@ -207,7 +209,18 @@ def count_parameters(model: Transformer) -> dict[str, int]:
 
 
 def build_transformer(cfg: ModelConfig, vocab_size: int) -> Transformer:
-    """Wire a Transformer from the `model` config section and the (shared) vocabulary size."""
+    """Wire a Transformer from the `model` config section and the (shared) vocabulary size; weights this machine cannot
+    allocate are a ValueError naming the sizes (the config validator refuses sizes no machine holds before this)."""
+    try:
+        return _wire(cfg, vocab_size)
+    except (MemoryError, RuntimeError) as e:
+        if isinstance(e, RuntimeError) and not re.search(r"allocate|overflow", str(e)):
+            raise
+        sizes = ", ".join(f"model.{k}={getattr(cfg, k)}" for k in SIZE_KEYS if getattr(cfg, k) is not None)
+        raise ValueError(f"not enough memory on this machine for the model's weights ({sizes}, vocabulary {vocab_size:,})") from None
+
+
+def _wire(cfg: ModelConfig, vocab_size: int) -> Transformer:
     heads = cfg.heads
     d_k, d_v = cfg.head_dims
     kv_heads = cfg.kv_heads or heads

@@ -35,10 +35,13 @@ def mapping(path: Path, raw: dict, key: str, example: str) -> dict:
     return value
 
 
-def count(path: Path, key: str, value: Any) -> Any:
-    """n_trials, workers, gpus_per_trial: an integer >= 1 (0 or less would run an empty study, `true` is not 1)."""
+def count(path: Path, key: str, value: Any, most: int | None = None) -> Any:
+    """n_trials, workers, gpus_per_trial: an integer >= 1 (0 or less would run an empty study, `true` is not 1), and
+    at most `most` where given (workers: each is a process)."""
     if value is not None and (not is_number(value) or not isinstance(value, int) or value < 1):
         raise fail(path, f"{key}={value!r} must be an integer >= 1")
+    if value is not None and most is not None and value > most:
+        raise fail(path, f"{key}={value!r} must be at most {most}")
     return value
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ablate import plugins
 from ablate.config import ConfigError
+from ablate.config.validation import MAX_PARALLEL
 from ablate.hints import did_you_mean
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
@@ -181,7 +182,7 @@ def load_sweep(path: str | Path) -> Sweep:
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
         storage=fields.text(path, "storage", raw.get("storage")),
         out_dir=Path(fields.text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
-        workers=fields.count(path, "workers", fields.given(raw, "workers", 1)),
+        workers=fields.count(path, "workers", fields.given(raw, "workers", 1), MAX_PARALLEL),
         gpus_per_trial=fields.count(path, "gpus_per_trial", fields.given(raw, "gpus_per_trial", 1)),
         trials_per_gpu=parse_trials_per_gpu(fields.given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
     )

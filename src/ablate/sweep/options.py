@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ablate.config.validation import SEED_MAX
 from ablate.hints import did_you_mean
 
-SEED_MAX = 2**32 - 1  # numpy's bound, which Lightning's seed_everything and Optuna's samplers enforce by raising
 # Settings with a least value above 0, where Optuna does not check it: 1 for a count of steps, trials or candidates,
 # 2 for a reduction factor (1 would keep every trial in every rung).
 MINIMUM = {"interval_steps": 1, "n_min_trials": 1, "min_resource": 1, "reduction_factor": 2, "n_ei_candidates": 1, "popsize": 1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.config import ConfigError, load_config
-from ablate.model import POSITIONAL, compatible_positionals
+from ablate.model import POSITIONAL, compatible, compatible_positionals
 
 BOUNDED = sorted(n for n, c in POSITIONAL.items() if c.bounded_length)
 
@@ -24,6 +24,23 @@ BOUNDED = sorted(n for n, c in POSITIONAL.items() if c.bounded_length)
         (["train.precision=8"], r"train.precision='8'"),
         (["data.max_tokens=10"], r"data.max_tokens=10 must be >= data.max_len"),
         (["model.attention_window=0"], r"model.attention_window=0 must be >= 1"),
+        (["seed=-1"], r"seed=-1 must be from 0 to 4294967295"),
+        (["seed=4294967296"], r"seed=4294967296 must be from 0 to 4294967295"),
+        (["sweep.trial=-1"], r"sweep.trial=-1 must be >= 0"),
+        (["train.eps=0"], r"train.eps=0.0 must be > 0"),
+        (["train.lr_scale=1e308"], r"train.lr_scale=1e\+308 must be from -3.4e\+38 to 3.4e\+38"),
+        (["model.init_std=1e308"], r"model.init_std=1e\+308 must be > 0 and at most 3.4e\+38"),
+        (["train.devices=100000"], r"train.devices=100000 must be from 0 to 1024"),
+        (["data.num_workers=100000"], r"data.num_workers=100000 must be from 0 to 1024"),
+        (["data.pad_multiple=512"], r"data.pad_multiple=512 must be at most data.max_len=256"),
+        (["train.max_len_b=-1"], r"train.max_len_a=1.0 and train.max_len_b=-1 must be >= 0"),
+        (["train.max_len_b=1000000000000"], r"allow outputs of 1e\+12 tokens for data.max_len=256; at most 10,000"),
+        (["train.beam_size=10000"], r"train.beam_size=10000 must be at most data.vocab_size=8000"),
+        (
+            ["model.d_model=1000000000000"],
+            r"the model would hold about 7.2e\+25 weights \(.*model.d_model=1000000000000.*\); at most 1e\+11",
+        ),
+        (["model.enc_layers=1000000000000"], r"the model would hold about .* weights \(model.enc_layers=1000000000000"),
     ],
 )
 def test_impossible_combinations_fail_naming_the_key(overrides, message):
@@ -86,3 +103,17 @@ def test_non_finite_numbers_in_a_yaml_file_fail_too(tmp_path):
     with pytest.raises(ConfigError, match=r"train.label_smoothing=nan is not a finite number") as err:
         load_config([f])
     assert "train.eps=inf is not a finite number" in str(err.value)
+
+
+def test_the_weights_estimate_bounds_the_real_count_from_above():
+    """The validator's size bound (MAX_WEIGHTS) is checked on an estimate: at least the real count, never far above."""
+    from ablate.config import ModelConfig
+    from ablate.config.validation import weights_estimate
+    from ablate.model import build_transformer
+
+    structures = [{}, {"kv_heads": 2}, {"d_k": 100, "d_v": 30}, {"tie_embeddings": "none"}]
+    for settings in structures + [{"positional": name} for name in POSITIONAL if compatible("scaled_dot_product", name)]:
+        cfg = ModelConfig(**{"d_model": 64, "d_ff": 128, "heads": 4, "max_positions": 128, **settings})
+        model = build_transformer(cfg, 500)
+        real = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+        assert real <= weights_estimate(cfg, 500) < 4 * real, settings

@@ -263,3 +263,11 @@ def test_no_module_shadows_an_nn_module_method():
         for cls in vars(mod).values():
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.__module__ == mod.__name__:
                 assert not (set(vars(cls)) & base) - allowed, f"{cls.__name__} overrides {(set(vars(cls)) & base) - allowed}"
+
+
+@pytest.mark.parametrize("d_ff", [10**13, 2**62], ids=["no-memory", "size-overflow"])
+def test_weights_no_memory_holds_are_an_error_naming_the_sizes_not_torchs(d_ff):
+    with pytest.raises(
+        ValueError, match=rf"not enough memory on this machine for the model's weights \(.*model.d_ff={d_ff}.*vocabulary {VOCAB}\)"
+    ):
+        build_transformer(tiny_model(d_ff=d_ff), VOCAB)
