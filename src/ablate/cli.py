@@ -11,7 +11,9 @@ import sys
 
 from ablate import logs
 from ablate.config import ConfigError
+from ablate.config.validation import MAX_PARALLEL, SEED_MAX
 from ablate.datasets import DownloadError
+from ablate.flag_types import MAX_BOOT, Number
 
 
 def _split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
@@ -42,16 +44,23 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ablate.config import load_config
-    from ablate.run.train import train
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)
+    from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
+
     resume = args.resume
     if args.auto_resume:
         from pathlib import Path
 
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
-    train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
+    try:
+        train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
+    except FloatingPointError as e:  # the NaN guard (ablate.lit): the run diverged; its message names the step
+        raise ValueError(
+            f"training diverged (FloatingPointError: {e}); a smaller train.lr_scale, or model.init_std, train.eps or "
+            "train.weight_decay nearer their defaults, may train"
+        ) from None
     return 0
 
 
@@ -135,11 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=SWEEP_EXITS,
     )
     p.add_argument("file", help="a sweeps/*.yaml file")
-    p.add_argument("--workers", type=int, default=None, help="trials at once (default: all GPU slots, else the file's workers)")
+    p.add_argument(
+        "--workers",
+        type=Number(int, 1, MAX_PARALLEL),
+        default=None,
+        help="trials at once (default: all GPU slots, else the file's workers)",
+    )
     p.add_argument("--trials-per-gpu", default=None, help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)")
     p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
     p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
-    p.add_argument("--n-trials", type=int, default=None, help="override the file's n_trials")
+    p.add_argument("--n-trials", type=Number(int, 1), default=None, help="override the file's n_trials")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("status", help="what a sweep is doing or did: each trial's progress, the counts, the best row")
@@ -165,18 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="score on RUN/eval/SPLIT.json; with test, a run without one is evaluated from its selected checkpoint",
     )
     p.add_argument("--rows", nargs="+", metavar="ROW", help="only these rows (with base, which the others are compared to)")
-    p.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only the runs of these seeds (e.g. same-seed comparisons)")
-    p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling (default: 0)")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=Number(int, 0, SEED_MAX),
+        metavar="SEED",
+        help="only the runs of these seeds (e.g. same-seed comparisons)",
+    )
+    p.add_argument("--boot", type=Number(int, 1, MAX_BOOT), default=1000, help="bootstrap resamples for the paired tests (default: 1000)")
+    p.add_argument("--seed", type=Number(int, 0, SEED_MAX), default=0, help="seed of the bootstrap resampling (default: 0)")
     p.add_argument(
         "--target-mde",
-        type=float,
+        type=Number(float, 0),
         default=1.0,
         help="the ΔBLEU a study should detect: per row, how many seeds that takes at the noise measured (default: 1.0; 0: off)",
     )
     p.add_argument(
         "--at-update",
-        type=int,
+        type=Number(int, 1),
         metavar="N",
         help="instead: each row against the base after update N, from the validation curves the runs logged (NAME-at-N.md/.json)",
     )
@@ -205,9 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     decode = argparse.ArgumentParser(add_help=False)
     decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")
-    decode.add_argument("--beam", type=int, default=None, help="beam size (default: the run's train.beam_size; 1 = greedy)")
-    decode.add_argument("--alpha", type=float, default=None, help="length penalty (default: the run's)")
-    decode.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per decoding batch")
+    decode.add_argument("--beam", type=Number(int, 1), default=None, help="beam size (default: the run's train.beam_size; 1 = greedy)")
+    decode.add_argument("--alpha", type=Number(float, 0), default=None, help="length penalty (default: the run's)")
+    decode.add_argument("--batch-tokens", type=Number(int, 1), default=4000, help="source tokens per decoding batch")
     decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto")
     decode.add_argument(
         "--plugins",
@@ -229,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="reference file aligned with --src")
     p.add_argument(
         "--longer-than",
-        type=int,
+        type=Number(int, 0),
         default=0,
         metavar="N",
         help="only pairs whose source has more than N subword tokens (length extrapolation)",
@@ -245,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("average", help="average the weights of checkpoints (the paper averaged the last 5)")
     p.add_argument("checkpoints", nargs="*", help="checkpoint files; default: the last K of --run-dir")
     p.add_argument("--run-dir", help="a run's out_dir; averages its last --last checkpoints")
-    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--last", type=Number(int, 1), default=5, help="with --run-dir: how many of its last step checkpoints (default: 5)")
     p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never over an existing file)")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
     p.set_defaults(func=cmd_average)

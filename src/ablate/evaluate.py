@@ -130,6 +130,8 @@ def _load(args: argparse.Namespace):
     if problem:
         raise ConfigError(problem)
     model, cfg, tokenizer = model_from_checkpoint(args.checkpoint)
+    if args.beam is not None and args.beam > tokenizer.vocab_size:
+        raise ValueError(f"--beam={args.beam} must be at most the vocabulary size of {args.checkpoint} ({tokenizer.vocab_size})")
     return model.to(pick_device(args.device)), cfg, tokenizer
 
 

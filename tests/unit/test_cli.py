@@ -128,6 +128,27 @@ def test_bad_command_lines_are_usage_errors(argv, capsys):
 
 
 @pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["translate", "m.ckpt", "--beam", "0"], "argument --beam: 0 must be an integer >= 1"),
+        (["evaluate", "m.ckpt", "--alpha", "nan"], "argument --alpha: nan must be a number >= 0"),
+        (["evaluate", "m.ckpt", "--longer-than", "-1"], "argument --longer-than: -1 must be an integer >= 0"),
+        (["evaluate", "m.ckpt", "--batch-tokens", "1e308"], "argument --batch-tokens: '1e308' is not an integer"),
+        (["average", "a.ckpt", "-o", "b.ckpt", "--last", "0"], "argument --last: 0 must be an integer >= 1"),
+        (["sweep", "s.yaml", "--workers", "100000"], "argument --workers: 100000 must be an integer from 1 to 1024"),
+        (["table", "s", "--seed", "4294967296"], "argument --seed: 4294967296 must be an integer from 0 to 4294967295"),
+        (["table", "s", "--target-mde", "inf"], "argument --target-mde: inf must be a number >= 0"),
+        (["table", "s", "--boot", "1000000000000"], "argument --boot: 1000000000000 must be an integer from 1 to 1000000"),
+    ],
+    ids=lambda v: v[2] if isinstance(v, list) else None,
+)
+def test_numeric_flags_out_of_range_are_usage_errors_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     "error",
     [ConfigError("bad key"), ValueError("bad key"), FileNotFoundError("bad key"), CheckpointError("bad key")],
     ids=lambda e: type(e).__name__,
