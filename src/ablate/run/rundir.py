@@ -1,21 +1,18 @@
 """A run directory (`out_dir`) and the services it offers: created and proven writable before any work, held by
-one training process at a time, its saved config and data fingerprint compared with the present ones, and the
-checkpoint to resume from. A sweep continues a dead trial through these, so they know nothing of sweeps.
+one training process at a time, its saved config compared with the present one, and the checkpoint to resume from
+(its data fingerprint: ablate.run.fingerprint). A sweep continues a dead trial through these, so they know nothing
+of sweeps.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from ablate.atomic import replacing, write_file
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.yaml_file import read_yaml
 
@@ -146,7 +143,15 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
     if not (out / "config.yaml").exists():
         return diff({}, to_dict(cfg), ignore=("sweep.",))
-    return diff(with_defaults(read_yaml(out / "config.yaml") or {}), to_dict(cfg), ignore=("sweep.",))
+    return diff(saved_config(out), to_dict(cfg), ignore=("sweep.",))
+
+
+def saved_config(out: Path) -> dict:
+    """The run's config.yaml completed with today's defaults; a ValueError naming the file when it is not a mapping."""
+    saved = read_yaml(out / "config.yaml", "run config") or {}
+    if not isinstance(saved, dict):
+        raise ValueError(f"{out / 'config.yaml'}: the run's saved config is damaged (a {type(saved).__name__}, not a mapping of sections)")
+    return with_defaults(saved)
 
 
 def resume_checkpoint(out: Path) -> Path:
@@ -183,7 +188,7 @@ def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -
     from ablate.config import ModelConfig
     from ablate.model import build_transformer
 
-    saved = with_defaults(read_yaml(out / "config.yaml") or {})
+    saved = saved_config(out)
     vocab = cfg.data.vocab_size
 
     def shapes(model: dict) -> dict[str, tuple]:
@@ -202,91 +207,3 @@ def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -
         except (TypeError, ValueError):
             found.append(key)
     return found
-
-
-# -- the data a run trains on ----------------------------------------------------------------------------------------
-
-
-def corpus_fingerprint(data_cfg) -> dict[str, dict]:
-    """Each corpus file the run reads, by split and language ("train.en"): its path, size and sha256.
-
-    The whole file is hashed, not its size, mtime and ends: the edit to catch is one line in the middle, which keeps
-    the ends and can keep the size, and a copy or checkout changes the mtime of files that did not change. The train
-    files are hashed anyway for the tokenizer cache key (memoized per process, so counted once): Multi30k's 1.3 MB
-    take ~1.5 ms, WMT14's ~1.4 GB about 2 s at the ~600 MiB/s sha256 reads at (plus the disk, when not cached).
-    """
-    from ablate.data import available_splits  # torch and Lightning: not needed by a worker's other questions
-    from ablate.datasets import resolve_split
-    from ablate.tokenizer import file_hash
-
-    files = {}
-    for split in available_splits(data_cfg):
-        for lang, path in zip((data_cfg.src_lang, data_cfg.tgt_lang), resolve_split(data_cfg, split)):
-            files[f"{split}.{lang}"] = {"path": str(path), "size": path.stat().st_size, "sha256": file_hash(path)}
-    return files
-
-
-def record_fingerprint(out: Path, data_cfg, tokenizer: bytes, when: str) -> None:
-    """Write RUN/fingerprint.json: the corpus files as they are now and the run's tokenizer (`when`: "start" or
-    "resume-N"). A record it replaces is kept as fingerprint.before-{when}.json. DDP ranks other than 0 write nothing."""
-    if _other_rank():
-        return
-    record = {"recorded": when, "corpus": corpus_fingerprint(data_cfg), "tokenizer": {"sha256": hashlib.sha256(tokenizer).hexdigest()}}
-    if (out / FINGERPRINT).exists():
-        write_file(out / f"fingerprint.before-{when}.json", (out / FINGERPRINT).read_bytes())
-    write_file(out / FINGERPRINT, json.dumps(record, indent=2) + "\n")
-
-
-def data_changes(out: Path, data_cfg, tokenizer: bytes | None, source: Path) -> list[str] | None:
-    """How the corpus files differ from the run's fingerprint, and whether `tokenizer` (the bytes in the checkpoint
-    `source`, which the resume will encode with) is the one the run started with; [] when nothing changed, None
-    when the run recorded no fingerprint (it started before runs did)."""
-    path = out / FINGERPRINT
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text())
-        corpus, started_with = dict(record["corpus"]), record["tokenizer"]["sha256"]
-    except (ValueError, KeyError, TypeError) as e:  # ValueError: also bad JSON and bad UTF-8
-        return [f"{path} is unreadable ({type(e).__name__}: {e}), so the corpus cannot be checked against it"]
-    now, changes = corpus_fingerprint(data_cfg), []
-    for name in sorted(set(corpus) | set(now), key=lambda n: (n not in now, n)):
-        before, after = corpus.get(name), now.get(name)
-        if before is None:
-            changes.append(f"{after['path']} ({name}) is read now but was not when the run started")
-        elif after is None:
-            changes.append(f"{before.get('path')} ({name}) was read when the run started but is not now")
-        elif (before.get("size"), before.get("sha256")) != (after["size"], after["sha256"]):
-            size = f"size {before.get('size')} -> {after['size']} bytes" if before.get("size") != after["size"] else "same size"
-            moved = f", was {before.get('path')}" if before.get("path") != after["path"] else ""
-            changes.append(f"{after['path']} ({name}{moved}): {size}, sha256 {str(before.get('sha256'))[:12]} -> {after['sha256'][:12]}")
-    if tokenizer is not None and (have := hashlib.sha256(tokenizer).hexdigest()) != started_with:
-        changes.append(f"the tokenizer in {source} (sha256 {have[:12]}) is not the one the run started with ({str(started_with)[:12]})")
-    return changes
-
-
-def checkpoint_tokenizer(path: Path) -> bytes | None:
-    """The SentencePiece model's bytes inside a checkpoint `ablate train` wrote (None: one from before they held it)."""
-    from ablate.checkpoint import load_checkpoint
-
-    proto = load_checkpoint(path, mmap=True).get("tokenizer_model")
-    if proto is not None and not (isinstance(proto, bytes) and proto):
-        raise ValueError(f"--resume: {path}: field tokenizer_model is damaged ({type(proto).__name__}, not a SentencePiece model's bytes)")
-    return proto
-
-
-def run_tokenizer(out: Path, proto: bytes, source: Path):
-    """The run's own tokenizer as RUN/tokenizer.model (rewritten only if it differs from `proto`), which a resumed run
-    encodes its data with: never one the tokenizer cache trains afresh for the corpus as it is now."""
-    from ablate.tokenizer import Tokenizer
-
-    path = out / RUN_TOKENIZER
-    try:
-        if not path.is_file() or path.read_bytes() != proto:
-            with replacing(path) as tmp:  # loaded before it replaces anything: damaged bytes leave the run as it was
-                tmp.write_bytes(proto)
-                Tokenizer(tmp)
-        return Tokenizer(path)
-    except (RuntimeError, ValueError) as e:  # sentencepiece: "could not parse ModelProto"; wrong special ids
-        why = re.sub(rf"{re.escape(str(out))}/\S*", "its bytes", str(e).splitlines()[0])[:200]
-        raise ValueError(f"--resume: {source}: field tokenizer_model is damaged (not a usable SentencePiece model: {why})") from None

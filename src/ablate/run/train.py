@@ -24,17 +24,14 @@ from ablate.eval_file import FINAL
 from ablate.eval_wandb import log_record
 from ablate.lit import TranslationModule
 from ablate.run.evaluation import scored_on, select_weights, write_record
+from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
-    checkpoint_tokenizer,
-    data_changes,
     lock_run_dir,
     prepare_out_dir,
-    record_fingerprint,
     resume_checkpoint,
-    run_tokenizer,
     shape_changes,
 )  # fmt: skip
 from ablate.run.stopping import comparison_basis
@@ -141,7 +138,9 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
     changes = changes_from_saved_config(out, cfg)
     listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
     if changes and not force:
-        raise ValueError(f"--resume: the config differs from the run's saved one in {listed}; use --force to resume anyway")
+        raise ValueError(
+            f"--resume: the config differs from the run's saved one in {listed} ({out / 'config.yaml'}); use --force to resume anyway"
+        )
     reshaped = shape_changes(out, cfg, changes) if changes else []
     if reshaped:
         raise ValueError(

@@ -17,21 +17,17 @@ from helpers import tiny_sections
 
 from ablate.config import flatten, load_config, to_dict, to_yaml
 from ablate.run import rundir
+from ablate.run.fingerprint import checkpoint_tokenizer, corpus_fingerprint, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
-    checkpoint_tokenizer,
-    corpus_fingerprint,
-    data_changes,
     earlier_run,
     lock_run_dir,
     move_aside,
     prepare_out_dir,
-    record_fingerprint,
     resume_checkpoint,
     run_dir_in_use,
-    run_tokenizer,
     shape_changes,
 )
 
@@ -226,6 +222,15 @@ def test_without_a_saved_config_the_run_differs(tmp_path):
     assert changes["model.d_model"] == (None, 16) and "out_dir" in changes
 
 
+@pytest.mark.parametrize("text, kind", [("just text\n", "str"), ("- 1\n- 2\n", "list")])
+def test_a_saved_config_that_is_not_a_mapping_is_named(tmp_path, text, kind):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(text)
+    with pytest.raises(ValueError, match=rf"run/config.yaml: the run's saved config is damaged \(a {kind}, not a mapping of sections\)"):
+        changes_from_saved_config(out, config(out))
+
+
 def test_without_a_saved_config_every_key_differs(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -400,12 +405,21 @@ def test_a_checkpoint_tokenizer_other_than_the_run_started_with_is_a_change(data
 
 def test_no_fingerprint_is_none_and_a_damaged_one_is_a_change_naming_it(data):
     data_cfg, out = data
-    (out / FINGERPRINT).write_text('{"corpus": {}')
-    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
-    assert change.startswith(f"{out / FINGERPRINT} is unreadable (JSONDecodeError")
-    (out / FINGERPRINT).write_text('{"corpus": {}}')
-    [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
-    assert change.startswith(f"{out / FINGERPRINT} is unreadable (KeyError")
+    record = json.loads((out / FINGERPRINT).read_text())
+    entry = record["corpus"]["train.en"]
+    for text, why in [
+        ('{"corpus": {}', "not a readable data fingerprint (invalid JSON: Expecting ',' delimiter at line 1 column 14)"),
+        ("[1, 2]", "not a readable data fingerprint (a list, not a mapping)"),
+        ("[" * 100_000 + "]" * 100_000, "not a readable data fingerprint (nested too deeply)"),
+        ('{"recorded": "start", "recorded": "x"}', "not a valid data fingerprint: duplicate key 'recorded'"),
+        (json.dumps({**record, "tokenizer": {"sha256": True}}), "field tokenizer.sha256 is damaged or missing"),
+        (json.dumps({**record, "corpus": [entry]}), "field corpus is damaged or missing"),
+        (json.dumps({**record, "corpus": {"train.en": {**entry, "size": "12"}}}), "field corpus.train.en is damaged ({'path': "),
+        (json.dumps({**record, "corpus": {"train.en": {**entry, "size": -1}}}), "field corpus.train.en is damaged"),
+    ]:
+        (out / FINGERPRINT).write_text(text)
+        [change] = data_changes(out, data_cfg, b"tok", out / "last.ckpt")
+        assert change.startswith(f"{out / FINGERPRINT}: {why}") and change.endswith("so the corpus cannot be checked against it"), change
     (out / FINGERPRINT).unlink()
     assert data_changes(out, data_cfg, b"tok", out / "last.ckpt") is None
 
