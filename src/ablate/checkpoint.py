@@ -76,7 +76,8 @@ def _field(hp: dict, name: str, kind: type, source: str | os.PathLike):
 
 
 def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:
-    """The SentencePiece model stored inside the checkpoint, written once to a content-addressed cache file."""
+    """The SentencePiece model stored inside the checkpoint, written once to a content-addressed cache file (written
+    again when its bytes no longer match its name)."""
     proto = ckpt.get("tokenizer_model")
     if proto is None or (isinstance(proto, bytes) and not proto):
         raise CheckpointError(f"{source}: holds no tokenizer (was it written by `ablate train`?)")
@@ -84,7 +85,7 @@ def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokeniz
         raise CheckpointError(f"{source}: field tokenizer_model is damaged (a {type(proto).__name__}, not a SentencePiece model's bytes)")
     digest = hashlib.sha256(proto).hexdigest()[:16]
     path = cache_dir() / "tokenizers" / "from-checkpoints" / f"{digest}.model"
-    if not path.exists():
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:  # absent, or damaged since
         path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path) as tmp:
             tmp.write_bytes(proto)

@@ -149,13 +149,31 @@ def train_tokenizer(sentences: Sequence[str], out_dir: Path, *, vocab_size: int,
     return out_dir / "spm.model"
 
 
+def _cached(entry: Path) -> Tokenizer | None:
+    """A cache entry's tokenizer; None when it is damaged (its bytes differ from the sha256 its settings.json records,
+    or SentencePiece cannot load it): the entry is then removed, with a warning naming the file, to be trained again."""
+    model = entry / "spm.model"
+    try:
+        recorded = json.loads((entry / "settings.json").read_text(encoding="utf-8")).get("spm_sha256")
+    except (OSError, ValueError, AttributeError):  # missing, not JSON, not a mapping: the model's own load decides
+        recorded = None
+    try:
+        if recorded is not None and hashlib.sha256(model.read_bytes()).hexdigest() != recorded:
+            raise ValueError(f"its sha256 is not the {recorded[:12]}... its settings.json records")
+        return Tokenizer(model)
+    except (RuntimeError, ValueError, OSError) as e:  # sentencepiece: "could not parse ModelProto"
+        log.warning("damaged tokenizer cache entry %s (%s); training it again", model, str(e).splitlines()[0][:200])
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+
+
 def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Path) -> Tokenizer:
     """The cached tokenizer for these training files and `data_cfg`'s settings, training it on first use."""
     settings = tokenizer_settings(data_cfg, train_src, train_tgt)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     final = cache_dir(data_cfg) / "tokenizers" / key
-    if (final / "spm.model").is_file():
-        return Tokenizer(final / "spm.model")
+    if (final / "spm.model").is_file() and (cached := _cached(final)) is not None:
+        return cached
     final.parent.mkdir(parents=True, exist_ok=True)
     # Train into a private temp dir and rename it into place: renaming a directory is atomic, so a racing sweep
     # worker sees either no tokenizer or a complete one, never a half-written spm.model.
@@ -173,7 +191,8 @@ def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Pa
             character_coverage=data_cfg.character_coverage,
             sample=data_cfg.tokenizer_sample,
         )
-        (tmp / "settings.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        digest = hashlib.sha256((tmp / "spm.model").read_bytes()).hexdigest()
+        (tmp / "settings.json").write_text(json.dumps({**settings, "spm_sha256": digest}, indent=2, sort_keys=True) + "\n")
         try:
             os.rename(tmp, final)
         except OSError:

@@ -161,6 +161,15 @@ def test_model_from_checkpoint_rebuilds_weights_config_and_tokenizer(tmp_path, s
     assert again.path == tok.path  # content-addressed: written once
 
 
+@pytest.mark.parametrize("damage", [b"", b"\x00garbage", "half"], ids=["empty", "garbage", "half"])
+def test_a_damaged_cached_copy_of_a_checkpoints_tokenizer_is_written_again(tmp_path, spm_bytes, damage):
+    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
+    cached = tokenizer_from_checkpoint(saved).path
+    cached.write_bytes(spm_bytes[: len(spm_bytes) // 2] if damage == "half" else damage)
+    again = tokenizer_from_checkpoint(saved)  # not "field tokenizer_model is damaged": the checkpoint is sound
+    assert again.path == cached and cached.read_bytes() == spm_bytes and again.decode(again.encode(["the dog"])) == ["the dog"]
+
+
 def test_model_from_checkpoint_refuses_weights_that_do_not_fit_the_config(tmp_path, spm_bytes):
     saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
     saved["hyper_parameters"]["config"]["model"]["d_ff"] = 48

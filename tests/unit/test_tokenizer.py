@@ -51,6 +51,29 @@ def test_tokenizer_cache_reuse_and_retrain(tmp_path, train_files, train_calls):
     assert not [p for p in (tmp_path / "cache" / "tokenizers").iterdir() if p.name.startswith(".")], "temp dirs left"
 
 
+@pytest.mark.parametrize("damage", ["truncated", "replaced", "settings-lost"])
+def test_a_damaged_cache_entry_is_trained_again_with_a_warning_naming_it(tmp_path, train_files, train_calls, caplog, damage):
+    cfg = data_cfg(tmp_path)
+    original = load_or_train_tokenizer(cfg, *train_files)
+    good, data = original.path, original.path.read_bytes()
+    sentences = train_files[0].read_text().splitlines()[:50]
+    if damage == "truncated":
+        good.write_bytes(data[: len(data) // 2])
+    elif damage == "replaced":  # other bytes that SentencePiece loads: only the sha256 settings.json records tells
+        good.write_bytes(load_or_train_tokenizer(data_cfg(tmp_path, vocab_size=60), *train_files).path.read_bytes())
+    else:  # no digest to compare with, a model that loads: kept (an entry from before digests were recorded)
+        (good.parent / "settings.json").unlink()
+    calls, damaged = len(train_calls), good.read_bytes()
+    again = load_or_train_tokenizer(cfg, *train_files)
+    assert again.path == good and again.vocab_size == 64
+    if damage == "settings-lost":
+        assert len(train_calls) == calls and "damaged" not in caplog.text
+        return
+    assert len(train_calls) == calls + 1 and f"damaged tokenizer cache entry {good}" in caplog.text
+    # Trained again: the same pieces (the model's bytes also record the folder it was trained in), not the damaged ones
+    assert good.read_bytes() != damaged and again.encode(sentences) == original.encode(sentences)
+
+
 def test_tokenizer_special_ids_round_trip_and_determinism(tmp_path, train_files):
     tok = load_or_train_tokenizer(data_cfg(tmp_path), *train_files)
     assert [tok._sp.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
