@@ -25,12 +25,39 @@ from ablate.atomic import write_file
 PROGRESS_FILE = "progress.json"
 
 
+NUMBERS = (
+    "step",
+    "max_steps",
+    "epoch",
+    "epochs",
+    "max_epochs",
+    "tokens_per_s",
+    "eta_s",
+    "val/loss",
+    "val/bleu",
+    "val_step",
+    "started",
+    "updated",
+)
+
+
 def read_progress(run_dir: str | Path) -> dict | None:
-    """A run's progress.json, or None when it has none yet (or it cannot be read)."""
+    """A run's progress.json, or None when it has none yet or it cannot be read: not JSON, not a mapping, or a field
+    above not a number (or null), `phase` not a string. Its readers show a run's progress and skip what they cannot
+    read (a file may be mid-replace on another file system), so damage hides the progress, never the study."""
     try:
-        return json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
+        state = json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
+    except (OSError, ValueError, RecursionError):
         return None
+    if not isinstance(state, dict) or not isinstance(state.get("phase", ""), str):
+        return None
+    if not all(_number_or_none(state.get(key)) for key in NUMBERS):
+        return None
+    return state
+
+
+def _number_or_none(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def write_progress(run_dir: str | Path, state: dict) -> None:

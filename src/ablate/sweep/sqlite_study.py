@@ -39,9 +39,15 @@ def damaged(path: Path, reason: str, kept: str = "nothing was written to it") ->
 
 def check_database(path: Path) -> None:
     """Raise DamagedStudy when `path` is not a sound SQLite database (SQLite's quick_check, a few ms for a study's
-    size), reading only. A missing or empty file is a new study; a file that is busy or cannot be opened at all is left
-    to the open that follows, which says so."""
-    if not path.is_file() or path.stat().st_size == 0:
+    size), reading only. A missing or empty file is a new study, unless the sweep's trials/ folder beside it holds runs
+    (the file was cut, and starting over would run its rows again over them); a file that is busy or cannot be opened
+    at all is left to the open that follows, which says so."""
+    if not path.is_file():
+        return
+    if path.stat().st_size == 0:
+        trials = path.parent / "trials"
+        if trials.is_dir() and any(trials.iterdir()):
+            raise damaged(path, f"the file is empty, but {trials} holds the runs of the study it recorded")
         return
     try:
         try:

@@ -161,3 +161,21 @@ def test_epochs_are_shown_as_epochs_done_as_the_summary_counts_them(tmp_path, cl
     assert epochs_done(trainer(num_training_batches=float("inf"))) is None  # an endless loader: no epoch length
     tr.callbacks = [ProgressFile(tmp_path / "unknown")]
     assert bar.get_metrics(tr, None)["epochs"] == "-"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[1, 2]",
+        "null",
+        "[" * 100_000 + "]" * 100_000,
+        '{"phase": 3}',
+        '{"phase": "training", "step": "ten"}',
+        '{"val/loss": true}',
+    ],
+    ids=["not-json", "list", "null", "deep", "phase-number", "step-text", "loss-bool"],
+)
+def test_a_progress_file_that_cannot_be_read_is_none_as_documented(tmp_path, text):
+    (tmp_path / PROGRESS_FILE).write_text(text)
+    assert read_progress(tmp_path) is None

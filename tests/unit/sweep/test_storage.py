@@ -69,3 +69,19 @@ def test_a_new_server_database_whose_tables_another_process_is_creating_is_opene
     with pytest.raises(sqlalchemy.exc.OperationalError):
         _created_once(opening([down, "storage"]))
     assert len(calls) == 1
+
+
+def test_an_empty_study_db_is_a_new_study_unless_the_trials_beside_it_hold_runs(tmp_path):
+    """A cut study.db (0 bytes) beside its sweep's trial folders lost the study's records: starting over would run its
+    rows again over runs that finished; with no trials it is a new study, as SQLite makes it."""
+    from ablate.sweep.sqlite_study import DamagedStudy, check_database
+
+    db = tmp_path / "study.db"
+    db.write_bytes(b"")
+    check_database(db)
+    (tmp_path / "trials" / "0000-base").mkdir(parents=True)
+    with pytest.raises(DamagedStudy, match=rf"damaged study database: {db} \(the file is empty, but {tmp_path / 'trials'} holds the runs"):
+        check_database(db)
+    with pytest.raises(ValueError, match="damaged study database"):
+        make_storage(f"sqlite:///{db}")
+    assert db.read_bytes() == b""  # nothing written into it
