@@ -199,9 +199,13 @@ def test_a_target_below_what_the_sentences_allow_says_so_and_a_bad_target_is_ref
     assert f"A-h4 more than 100 (its {N_SENTENCES} sentences alone allow {floor:.2f})" in md
     assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "off"), "--target-mde", "0"]) == 0  # 0: no plan
     assert "Seeds for an MDE" not in (tmp_path / "off" / "table3.md").read_text()
+    capsys.readouterr()
     for bad in ("nan", "-1", "inf"):
-        assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / bad), "--target-mde", bad]) == 2
-        assert "--target-mde: expected a finite" in capsys.readouterr().err and not (tmp_path / bad).exists()
+        with pytest.raises(SystemExit) as exit_:  # a usage error from the flag's type, before anything is read
+            main(["table", str(tmp_path / "study"), "--out", str(tmp_path / bad), "--target-mde", bad])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"--target-mde: {bad} must be a number >= 0" in err, err
+        assert not (tmp_path / bad).exists()
 
 
 def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(study):
