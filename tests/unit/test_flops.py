@@ -167,6 +167,7 @@ def test_a_run_on_a_known_gpu_writes_mfu_to_its_summary(tmp_path, gpu, monkeypat
     from helpers import tiny_experiment
 
     import ablate.metrics
+    from ablate.run.summary_fields import check_summary
     from ablate.run.train import train
 
     gpu("NVIDIA H200")
@@ -181,6 +182,7 @@ def test_a_run_on_a_known_gpu_writes_mfu_to_its_summary(tmp_path, gpu, monkeypat
     summary = json.loads(json.dumps(train(cfg)))
     assert asked == [("cpu", "32-true", None)]
     written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    check_summary(written, "the run's summary.json")  # what a run writes is what readers check it against
     assert written["speed/mfu"] == summary["speed/mfu"] > 0
     assert written["speed/mfu"] == pytest.approx(written["speed/model_tflops"] * 1e12 / 66.9e12, rel=1e-3)  # fp32, TF32 off
     logged = (tmp_path / "run").rglob("metrics*.csv")

@@ -149,6 +149,23 @@ def with_defaults(saved: dict) -> dict:
         return saved
 
 
+def check_saved_types(saved: dict, source: str) -> None:
+    """ConfigError naming `source` and the key when a saved run config gives a key the schema still has a value of
+    another kind (a section replaced by a scalar, a list for a number). Keys since removed are an old run's and pass."""
+
+    def known(data: dict, schema: dict, prefix: str) -> dict:
+        out = {}
+        for k, v in data.items():
+            if k not in schema:
+                continue
+            if isinstance(schema[k], dict) and not isinstance(v, dict):
+                raise ConfigError(f"{source}: bad value for '{prefix}{k}': a section of keys, got {v!r:.60}")
+            out[k] = known(v, schema[k], f"{prefix}{k}.") if isinstance(v, dict) and isinstance(schema[k], dict) else v
+        return out
+
+    merge(OmegaConf.structured(ExperimentConfig), known(saved, to_dict(ExperimentConfig()), ""), source)
+
+
 def diff(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """Flattened keys whose values differ, key -> (before, after), leaving out keys that start with an `ignore` prefix."""
     a, b = flatten(before), flatten(after)

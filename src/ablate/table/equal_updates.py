@@ -11,6 +11,7 @@ what a row has learned by N updates, not where it ends, and holds no per-sentenc
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -37,24 +38,49 @@ def curve(run_dir: Path, metric: str, last_update: float | None = None) -> dict[
 
 
 def _read(path: Path, metric: str) -> dict[int, float]:
-    """One attempt's metrics.csv; a value or step that is not a finite number is an error naming the file and line."""
+    """One attempt's metrics.csv, as Lightning's CSV logger writes it: a header of names, then rows of as many cells,
+    each empty or a number, and a line end at the end. Anything else (a file cut short, a cell that is not a number,
+    a first row of numbers where the header was) is an error naming the file and line: read leniently, a damaged
+    curve would pass for a run that logged no validation at that update."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a metrics file (invalid UTF-8 at byte {e.start})") from None
+    if not text.endswith("\n"):
+        raise ValueError(f"{path}: cut short (empty, or no line end after its last row); restore it or rerun the run")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader)
+    if any(_is_number(name) for name in header):
+        raise ValueError(f"{path}, line 1: numbers where the header of column names should be")
+    if metric in header and "step" not in header:
+        raise ValueError(f"{path}: no 'step' column, so its {metric} values have no update to stand at")
     out: dict[int, float] = {}
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        if metric in (reader.fieldnames or []) and "step" not in reader.fieldnames:
-            raise ValueError(f"{path}: no 'step' column, so its {metric} values have no update to stand at")
-        for record in reader:
-            raw = record.get(metric)
-            if raw in (None, ""):
-                continue
-            try:
-                value, step = float(raw), int(float(record["step"]))
-            except (TypeError, ValueError):
-                raise ValueError(f"{path}, line {reader.line_num}: {metric}={raw!r} at step {record['step']!r} is not a number") from None
-            if not math.isfinite(value):
-                raise ValueError(f"{path}, line {reader.line_num}: {metric}={raw} is not finite")
-            out[step + 1] = value
+    for cells in reader:
+        where = f"{path}, line {reader.line_num}"
+        if len(cells) != len(header):
+            raise ValueError(f"{where}: {len(cells)} cells under a header of {len(header)}")
+        record = dict(zip(header, cells))
+        for name, raw in record.items():
+            if raw and not _is_number(raw):
+                raise ValueError(f"{where}: {name}={raw!r} is not a number")
+        raw = record.get(metric)
+        if not raw:
+            continue
+        value, step = float(raw), float(record["step"] or "nan")
+        if not (math.isfinite(value) and math.isfinite(step) and step >= 0):
+            raise ValueError(f"{where}: {metric}={raw} at step {record['step']!r} is not a finite number at an update")
+        out[int(step) + 1] = value
     return out
+
+
+def _is_number(text: str) -> bool:
+    """A cell Lightning could have written: a float's text, where inf and nan are spelled out (a number in digits
+    too large for a float, 1e999, was never written by a float)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) or text.strip().lower().lstrip("+-") in ("inf", "infinity", "nan")
 
 
 def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:

@@ -7,8 +7,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.config import ExperimentConfig, ModelConfig, flatten, to_dict
+from ablate.config import ConfigError, ExperimentConfig, ModelConfig, check_saved_types, flatten, to_dict
 from ablate.json_file import read_json
+from ablate.run.summary_fields import check_summary
 from ablate.yaml_file import read_yaml
 
 # A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
@@ -57,11 +58,8 @@ def _effective(config: dict) -> dict:
 
 
 def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -> Run:
-    if not isinstance(summary, dict):
-        raise ValueError(f"{source}: a run's summary is a JSON object, not {type(summary).__name__}")
-    last = summary.get("last", {})
-    if not isinstance(last, dict):
-        raise ValueError(f"{source}: summary key 'last' should be an object of metrics, got {type(last).__name__}")
+    check_summary(summary, source)
+    last = summary.get("last") or {}
     params = summary.get("params")
     params = params.get("total") if isinstance(params, dict) else params
     if params is None:
@@ -111,14 +109,26 @@ def runs_from_dirs(root: Path) -> list[Run]:
                 f"{summary_path.parent}: a finished run (summary.json) without its config.yaml, so its row and "
                 "configuration are unknown; restore config.yaml, or move the run out of the study"
             )
-        config = read_yaml(config_path, "run config")
-        if not isinstance(config, dict):
-            raise ValueError(f"{config_path}: a run's config is a mapping of sections, not {type(config).__name__}")
-        config = flatten(config)
+        config = flatten(_saved_config(config_path))
         row = config.get("sweep.row") or summary_path.parent.name
         summary = read_json(summary_path, "run summary")
         runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
     return runs
+
+
+def _saved_config(path: Path) -> dict:
+    """A run's config.yaml as ablate wrote it: a whole mapping (one cut short would lose the row's name and seed, the
+    last keys written, and tabulate under the folder's name) whose keys hold values of their schema's kinds."""
+    config = read_yaml(path, "run config")
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: a run's config is a mapping of sections, not {type(config).__name__}")
+    if not path.read_bytes().endswith(b"\n") or "out_dir" not in config:
+        raise ValueError(f"{path}: cut short (ablate writes every section, then out_dir, and a line end); restore it")
+    try:
+        check_saved_types(config, str(path))
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    return config
 
 
 def check_rows(runs: list[Run]) -> None:

@@ -52,11 +52,36 @@ def test_the_final_weights_evaluation_and_anything_past_the_runs_end_are_not_on_
     assert curve(tmp_path, "val/ppl", last_update=500) == {250: 9.0, 500: 8.0}
 
 
-@pytest.mark.parametrize(("value", "says"), [("abc", "'abc' at step '499' is not a number"), ("nan", "val/ppl=nan is not finite")])
-def test_a_broken_value_names_its_file_and_line(tmp_path, value, says):
-    (tmp_path / "metrics.csv").write_text(HEADER + f"0,249,4,3,9.0\n0,499,4,3,{value}\n")
-    with pytest.raises(ValueError, match=rf"metrics.csv, line 3: .*{says}"):
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (HEADER + "0,249,4,3,9.0\n0,499,4,3,abc\n", r", line 3: val/ppl='abc' is not a number"),
+        (HEADER + "0,249,4,3,9.0\n0,499,4,3,nan\n", r", line 3: val/ppl=nan at step '499' is not a finite number"),
+        (HEADER + "0,249,abc,3,9.0\n", r", line 2: train/loss='abc' is not a number"),  # a column not compared too
+        (HEADER + "0,249,1e999,3,9.0\n", r", line 2: train/loss='1e999' is not a number"),  # no float writes that
+        (HEADER + "0,249,4,3,9.0\n0,499,4", r": cut short"),
+        ("", r": cut short"),
+        (HEADER + "0,249,4,3,9.0,1,2\n", r", line 2: 7 cells under a header of 5"),
+        ("0,249,4,3,9.0\n0,499,4,3,8.0\n", r", line 1: numbers where the header"),
+    ],
+    ids=["value-text", "value-nan", "other-column-text", "other-column-overflow", "cut", "empty", "ragged", "no-header"],
+)
+def test_a_damaged_metrics_file_names_its_file_and_line(tmp_path, text, says):
+    """Read leniently, each of these passed for a run that logged no validation at the update compared."""
+    (tmp_path / "metrics.csv").write_text(text)
+    with pytest.raises(ValueError, match=rf"metrics.csv{says}"):
         curve(tmp_path, "val/ppl")
+
+
+def test_a_metrics_file_that_is_not_utf8_names_its_file(tmp_path):
+    (tmp_path / "metrics.csv").write_bytes(HEADER.encode() + b"0,249,4,3,9.\xff\n")
+    with pytest.raises(ValueError, match=r"metrics.csv: not a metrics file \(invalid UTF-8 at byte 51\)"):
+        curve(tmp_path, "val/ppl")
+
+
+def test_inf_as_lightning_spells_it_is_a_number(tmp_path):
+    (tmp_path / "metrics.csv").write_text(HEADER + "0,249,inf,3,9.0\n")
+    assert curve(tmp_path, "val/ppl") == {250: 9.0}
 
 
 def test_rows_are_tested_against_the_base_by_welch_with_holm_and_a_verdict(tmp_path):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 from test_compare import ROWS, write_runs
 
 from ablate.cli import main
@@ -24,6 +26,18 @@ def edit_summary(path, **fields):
     path.write_text(json.dumps(summary))
 
 
+def _edit_config(run: Path, **keys) -> None:
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    for k, v in keys.items():
+        config[k] = {**config[k], **v} if isinstance(v, dict) else v
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _cut_config(run: Path, before: str) -> None:
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(text[: text.index(f"\n{before}") + 1])
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [
@@ -32,10 +46,16 @@ def edit_summary(path, **fields):
         (lambda d: (d / "config.yaml").write_text("- 1\n- 2\n"), r"config.yaml: a run's config is a mapping of sections, not list"),
         (lambda d: (d / "config.yaml").write_text((d / "config.yaml").read_text() + "seed: 9\n"), r"config.yaml: duplicate key 'seed'"),
         (lambda d: (d / "config.yaml").unlink(), r"A-h1-s1: a finished run \(summary.json\) without its config.yaml"),
+        (lambda d: _edit_config(d, data="text"), r"config.yaml: bad value for 'data': a section of keys, got 'text'"),
+        (lambda d: _edit_config(d, out_dir=[1]), r"config.yaml: bad value for 'out_dir'"),
+        (lambda d: _edit_config(d, model={"enc_layers": [1, 2]}), r"config.yaml: bad value for 'model.enc_layers'"),
+        # cut at a line end: the row's name (sweep.row) and out_dir, written last, are lost
+        (lambda d: _cut_config(d, "sweep:"), r"config.yaml: cut short"),
+        (lambda d: (d / "config.yaml").write_bytes((d / "config.yaml").read_bytes()[:-3]), r"config.yaml: cut short"),
         (lambda d: (d / "summary.json").write_text("[1, 2]"), r"A-h1-s1: a run's summary is a JSON object, not list"),
         (
             lambda d: (d / "summary.json").write_text('{"last": [1]}'),
-            r"A-h1-s1: summary key 'last' should be an object of metrics, got list",
+            r"A-h1-s1: summary key 'last' should be an object, got \[1\]",
         ),
         (
             lambda d: (d / "summary.json").write_text('{"steps": 1,\n"last": '),
@@ -47,20 +67,20 @@ def edit_summary(path, **fields):
         ),
         (
             lambda d: edit_summary(d / "summary.json", steps="abc"),
-            r"A-h1-s1: summary key 'steps' should be a finite number >= 0, got 'abc'",
+            r"A-h1-s1: summary key 'steps' should be a finite number, got 'abc'",
         ),
         (
             lambda d: edit_summary(d / "summary.json", wall_seconds=math.nan),
-            r"summary key 'wall_seconds' should be a finite number >= 0, got nan",
+            r"summary key 'wall_seconds' should be a finite number, got nan",
         ),
         (lambda d: edit_summary(d / "summary.json", wall_seconds=-1e9), r"summary key 'wall_seconds' should be a finite number >= 0"),
         (
             lambda d: edit_summary(d / "summary.json", params={"total": "big"}),
-            r"summary key 'params' should be a finite number >= 0, got 'big'",
+            r"summary key 'params.total' should be a finite number, got 'big'",
         ),
         (
             lambda d: edit_summary(d / "summary.json", last={"val/bleu": math.inf}),
-            r"summary key 'val/bleu' should be a finite number >= 0, got inf",
+            r"summary key 'last.val/bleu' should be a finite number, got inf",
         ),
         (lambda d: edit_summary(d / "summary.json", stop_reason=3), r"summary key 'stop_reason' should be a string, got 3"),
         (
@@ -74,6 +94,11 @@ def edit_summary(path, **fields):
         "yaml-list",
         "yaml-duplicate-key",
         "no-config",
+        "config-section-scalar",
+        "config-out-dir-list",
+        "config-layers-list",
+        "config-cut-at-a-line",
+        "config-cut-mid-line",
         "summary-list",
         "last-list",
         "json-truncated",

@@ -1,0 +1,96 @@
+"""What a run's summary.json holds, field by field, so a reader refuses a damaged one naming the field instead of
+tabulating a list where a number was or failing deep inside a statistic. Fields not listed here (a user's, or one
+added by a later ablate) pass as they are: the check is of the fields readers rely on."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NUMBER, TEXT, FLAG, LIST, MAPPING = "a finite number", "a string", "true or false", "a list", "an object"
+COUNTS = "an object of counts or a finite number"  # params: by part since ablate counted them so, a total before
+
+# dotted path -> kind; "prefix*" covers every key under a prefix (the metrics in `last`, the speed figures).
+FIELDS = {
+    "out_dir": TEXT,
+    "steps": NUMBER,
+    "epochs": NUMBER,
+    "stop_reason": TEXT,
+    "flops": NUMBER,
+    "wall_seconds": NUMBER,
+    "convergence": MAPPING,
+    "convergence.window": NUMBER,
+    "convergence.tol": NUMBER,
+    "convergence.validations": NUMBER,
+    "convergence.improvement": NUMBER,
+    "convergence.converged": FLAG,
+    "basis": TEXT,
+    "matmul_precision": TEXT,
+    "params": COUNTS,
+    "params.*": NUMBER,
+    "params/total": NUMBER,
+    "git_sha": TEXT,
+    "vocab_size": NUMBER,
+    "last": MAPPING,
+    "last.*": NUMBER,
+    "best": MAPPING,
+    "best.metric": TEXT,
+    "best.value": NUMBER,
+    "best.checkpoint": TEXT,
+    "bleu_signature": TEXT,
+    "speed/*": NUMBER,
+    "sweep": MAPPING,
+    "sweep.study": TEXT,
+    "sweep.row": TEXT,
+    "sweep.trial": NUMBER,
+    "selected": TEXT,
+    "averaged_from": LIST,
+    "val/split": TEXT,
+    "val/sentences": NUMBER,
+    "val/bleu": NUMBER,
+    "val/ppl": NUMBER,
+    "val/loss": NUMBER,
+    "val_long/bleu": NUMBER,
+    "data": MAPPING,
+    "eval_record": TEXT,
+}
+
+
+def check_summary(summary: Any, source: str) -> None:
+    """ValueError naming `source` and the field when `summary` is not an object or a listed field holds another kind
+    of value (null stands for "not measured" and passes; a number must be finite, true/false is not a number)."""
+    if not isinstance(summary, dict):
+        raise ValueError(f"{source}: a run's summary is a JSON object, not {type(summary).__name__}")
+    _check(summary, "", source)
+
+
+def _check(node: dict, prefix: str, source: str) -> None:
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        kind = kind_of(path)
+        if kind is not None and value is not None and not _is(kind, value):
+            raise ValueError(f"{source}: summary key '{path}' should be {kind}, got {_shown(value)}")
+        if isinstance(value, dict) and kind in (MAPPING, COUNTS):
+            _check(value, f"{path}.", source)
+
+
+def kind_of(path: str) -> str | None:
+    if path in FIELDS:
+        return FIELDS[path]
+    for pattern, kind in FIELDS.items():
+        if pattern.endswith("*") and path.startswith(pattern[:-1]) and "." not in path[len(pattern) - 1 :]:
+            return kind
+    return None
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind == COUNTS:
+        return isinstance(value, dict) or _is(NUMBER, value)
+    if kind == NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, {TEXT: str, FLAG: bool, LIST: list, MAPPING: dict}[kind])
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
