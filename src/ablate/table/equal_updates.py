@@ -145,10 +145,10 @@ def _check_logged(rows: list, curves: dict, update: int, metric: str) -> None:
     if not logged:
         run = rows[0].runs[0].run_dir
         columns = _columns(run / "metrics.csv")
-        raise ValueError(f"no run logged {metric}; {run}/metrics.csv has the columns {columns}")
+        raise ValueError(f"--metric {metric}: no run logged {metric}; {run}/metrics.csv has the columns {columns}")
     near = sorted(logged, key=lambda u: abs(u - update))[:2]
     raise ValueError(
-        f"no run logged {metric} after update {update:,}; the nearest logged updates are {', '.join(f'{u:,}' for u in sorted(near))}"
+        f"--at-update {update}: no run logged {metric} after update {update:,}; the nearest logged updates are {', '.join(f'{u:,}' for u in sorted(near))}"
     )
 
 
