@@ -159,7 +159,9 @@ def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
     runs = runs_from_dirs(study(tmp_path))
     with pytest.raises(ValueError, match="at least 1, got 0"):
         at_update(runs, 0)
-    with pytest.raises(ValueError, match="--at-update 1100: no run logged val/ppl after update 1,100; the nearest logged updates are 500, 1,000"):
+    with pytest.raises(
+        ValueError, match="--at-update 1100: no run logged val/ppl after update 1,100; the nearest logged updates are 500, 1,000"
+    ):
         at_update(runs, 1100)
     with pytest.raises(ValueError, match=r"--metric val/bleu: no run logged val/bleu; .*metrics.csv has the columns \['epoch', 'step'"):
         at_update(runs, 1000, "val/bleu")
