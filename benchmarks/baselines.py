@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from ablate.model.positional import sinusoids
-from ablate.tokens import BOS_ID as BOS
-from ablate.tokens import EOS_ID as EOS
-from ablate.tokens import PAD_ID
+from ablate.model.tokens import BOS_ID as BOS
+from ablate.model.tokens import EOS_ID as EOS
+from ablate.model.tokens import PAD_ID
 
 
 @torch.no_grad()

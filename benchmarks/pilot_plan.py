@@ -31,7 +31,7 @@ from pathlib import Path
 
 from scipy import stats as st
 
-from ablate.paper import BASE_VARIANTS, row_group
+from ablate.config.paper import BASE_VARIANTS, row_group
 from ablate.table import stats
 from ablate.table.load import check_rows, runs_from_dirs
 from ablate.table.significance import collect

@@ -4,7 +4,7 @@ The ablate arm is the Trainer `ablate train` fits with (ablate.run.trainer.build
 preemption and progress callbacks, CSV and W&B loggers and progress bar as the config says); validation and
 checkpoints are configured beyond the run, so none falls inside the timed window. The bare arm is a plain loop over
 the same DataLoader (same batches, same order, checked), on the same model (same seed and init, checked), with the
-same loss (ablate.loss.translation_loss over target tokens), the optimizer and LR schedule from the module's own
+same loss (ablate.model.loss.translation_loss over target tokens), the optimizer and LR schedule from the module's own
 configure_optimizers(), the same gradient clipping (train.clip_grad), autocast (train.precision) and compile setting
 (train.compile). A step is timed from one batch start to the next (in the ablate arm, consecutive
 on_train_batch_start calls, so Lightning's loop between steps counts), with no device synchronisation in either arm.
@@ -28,10 +28,10 @@ import lightning as L
 import torch
 
 from ablate.config import load_config
-from ablate.data import TranslationDataModule
-from ablate.lit import TranslationModule
-from ablate.loss import translation_loss
+from ablate.data.module import TranslationDataModule
+from ablate.model.loss import translation_loss
 from ablate.run.trainer import build_trainer
+from ablate.training.module import TranslationModule
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import children_cpu_seconds, environment, to_device  # noqa: E402

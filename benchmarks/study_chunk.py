@@ -46,7 +46,7 @@ from pathlib import Path
 import optuna
 
 import ablate
-from ablate.archive_db import DATABASE
+from ablate.archive.study_db import DATABASE
 from ablate.sweep import load_sweep
 from ablate.sweep.ledger import row_of
 from ablate.sweep.storage import storage_url

@@ -4,7 +4,7 @@ Baselines (benchmarks/baselines.py): torch.nn.Transformer, and Hugging Face Mari
 when `transformers` is installed (`pip install -e '.[bench]'`). All models train in one process on one list of
 token-bucketed batches, starting from the same weights (checked: equal logits), with the same optimizer (Adam
 0.9/0.98/1e-9, constant lr; --fused: fused kernels on CUDA), precision (fp32, or bf16 autocast with --precision bf16)
-and compile setting (--compile: torch.compile each model). ablate trains exactly as `ablate train` does (ablate.loss);
+and compile setting (--compile: torch.compile each model). ablate trains exactly as `ablate train` does (ablate.model.loss);
 the baselines use `F.cross_entropy` with the same label smoothing. Before the first round each model trains once on
 every batch shape the rounds use (on CUDA or with --compile, where kernels are tuned or compiled per shape). Models
 take turns round by round, so machine noise hits all alike; we report medians over rounds, and ratios paired within a
@@ -31,13 +31,13 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from ablate.batching import make_loader
 from ablate.config import load_config
-from ablate.data import TranslationDataModule
-from ablate.flops import peak_flops, train_flops
-from ablate.loss import translation_loss
+from ablate.data.batching import make_loader
+from ablate.data.module import TranslationDataModule
 from ablate.model import build_transformer, count_parameters
-from ablate.tokens import PAD_ID
+from ablate.model.loss import translation_loss
+from ablate.model.tokens import PAD_ID
+from ablate.training.flops import peak_flops, train_flops
 
 sys.path.insert(0, str(Path(__file__).parent))
 from baselines import MarianBaseline, TorchTransformer, check_same_function  # noqa: E402
@@ -196,7 +196,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16 = autocast (Lightning's bf16-mixed)")
     p.add_argument("--compile", action="store_true", help="torch.compile every model (run with and without: compare the faster)")
     p.add_argument("--fused", action="store_true", help="fused Adam for every model (CUDA; ignored on CPU)")
-    p.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: ablate.flops' table of GPUs)")
+    p.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: ablate.training.flops' table of GPUs)")
     p.add_argument("--json", metavar="OUT", help="also write the results to this JSON file")
     p.add_argument("--memory-child", nargs=2, metavar=("MODEL", "BATCHES"), help=argparse.SUPPRESS)
     return p.parse_args()
@@ -255,7 +255,7 @@ def main() -> None:
     seconds = measure(models, opts, timed, args.rounds, t.label_smoothing, device)
     del models, opts
 
-    flops = sum(train_flops(m, vocab_size, b) for b in timed)  # model FLOPs of one pass (ablate.flops)
+    flops = sum(train_flops(m, vocab_size, b) for b in timed)  # model FLOPs of one pass (ablate.training.flops)
     peak = peak_flops(device, "bf16-mixed" if args.precision == "bf16" else "32", args.peak_tflops)
     results = {}
     for name, secs in seconds.items():

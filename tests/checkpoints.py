@@ -15,7 +15,7 @@ def tiny_checkpoint(folder: Path, data: dict | None = None, **model) -> dict:
     """A checkpoint dict (torch.save it) of an untrained model over a 64-token vocabulary trained on a write_corpus()
     corpus in `folder`; `model` overrides tiny_model's settings (positional="learned", max_positions=...), `data`
     the saved data section's (max_len=...)."""
-    from ablate.tokenizer import load_or_train_tokenizer
+    from ablate.data.tokenizer import load_or_train_tokenizer
 
     corpus = write_corpus(Path(folder) / "corpus", n_valid=1, n_test=1)
     tok = DataConfig(dataset="files", vocab_size=64, cache_dir=str(Path(folder) / "tok"))

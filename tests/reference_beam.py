@@ -1,7 +1,7 @@
-"""The pre-change greedy and beam search of `ablate.generate` (git 33d9dc2), frozen as an oracle for the new ones.
+"""The pre-change greedy and beam search of `ablate.evaluation.search` (git 33d9dc2), frozen as an oracle for the new ones.
 
 Kept verbatim below this docstring: it syncs with the host every step (nonzero, per-sentence Python bookkeeping,
-boolean indexing), which issue 30 removed from `ablate.generate`, so tests can check that the device-resident search
+boolean indexing), which issue 30 removed from `ablate.evaluation.search`, so tests can check that the device-resident search
 returns the same hypotheses. Do not "fix" it. Sec. 6.1: beam 4, length penalty 0.6, max len = src + 50.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
 from ablate.model.transformer import Transformer, reorder_cache
-from ablate.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:

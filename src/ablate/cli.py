@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ablate import logs
 from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL, SEED_MAX
-from ablate.datasets import DownloadError
-from ablate.flag_types import MAX_BOOT, Number
+from ablate.data.datasets import DownloadError
+from ablate.messages import logs
+from ablate.messages.flag_types import MAX_BOOT, Number
 
 
 def _split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
@@ -56,7 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
     try:
         train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
-    except FloatingPointError as e:  # the NaN guard (ablate.lit): the run diverged; its message names the step
+    except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
         raise ValueError(
             f"training diverged (FloatingPointError: {e}); a smaller train.lr_scale, or model.init_std, train.eps or "
             "train.weight_decay nearer their defaults, may train"
@@ -65,19 +65,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from ablate.evaluate import translate_cli
+    from ablate.evaluation.commands import translate_cli
 
     return translate_cli(args)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ablate.evaluate import evaluate_cli
+    from ablate.evaluation.commands import evaluate_cli
 
     return evaluate_cli(args)
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from ablate.checkpoint import average_cli
+    from ablate.training.checkpoint import average_cli
 
     return average_cli(args)
 
@@ -101,7 +101,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    from ablate.archive import archive_cli
+    from ablate.archive.study import archive_cli
 
     return archive_cli(args)
 

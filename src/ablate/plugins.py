@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from ablate.errors import ConfigError
+from ablate.messages.errors import ConfigError
 from ablate.registry import NameTaken, Registry, restoring
 
 ENTRY_POINT_GROUP = "ablate.plugins"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-from ablate.hints import did_you_mean
+from ablate.messages.hints import did_you_mean
 
 T = TypeVar("T")
 

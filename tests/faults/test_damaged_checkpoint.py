@@ -102,7 +102,7 @@ def test_average_names_the_checkpoint_and_the_damaged_field(tmp_path, capfd, goo
 
 
 def test_the_table_evaluation_loader_names_the_checkpoint_and_the_field(tmp_path, monkeypatch, good):
-    from ablate.checkpoint import CheckpointError, model_from_checkpoint
+    from ablate.training.checkpoint import CheckpointError, model_from_checkpoint
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     path, field = write_damaged(tmp_path, good, "tokenizer-garbage")

@@ -45,7 +45,7 @@ def test_results_json_keeps_its_rows_when_the_disk_fills_while_a_sweep_adds_one(
 
 
 def test_any_file_written_through_replacing_is_left_whole_and_named(tmp_path, monkeypatch):
-    from ablate.atomic import replacing
+    from ablate.files.atomic import replacing
 
     target = tmp_path / "test.json"
     target.write_text('{"bleu": 27.3}')
@@ -57,7 +57,7 @@ def test_any_file_written_through_replacing_is_left_whole_and_named(tmp_path, mo
 
 
 def test_an_averaged_checkpoint_on_a_full_disk_leaves_the_old_one(tmp_path, monkeypatch):
-    from ablate.checkpoint import save_atomic
+    from ablate.training.checkpoint import save_atomic
 
     path = tmp_path / "averaged.ckpt"
     save_atomic({"state_dict": {"w": torch.ones(3)}, "hyper_parameters": {}}, path)
@@ -71,7 +71,7 @@ def test_an_averaged_checkpoint_on_a_full_disk_leaves_the_old_one(tmp_path, monk
 
 
 def test_progress_json_leaves_no_temporary_on_a_full_disk(tmp_path, monkeypatch):
-    from ablate.progress_file import read_progress, write_progress
+    from ablate.run.progress_file import read_progress, write_progress
 
     write_progress(tmp_path, {"phase": "training", "step": 10})
     FullDisk(tmp_path, room=5).install(monkeypatch)
@@ -123,7 +123,7 @@ def test_hparams_yaml_keeps_its_contents_on_a_full_disk(tmp_path, monkeypatch):
 
 
 def test_an_appended_file_is_cut_back_to_its_last_complete_line(tmp_path, monkeypatch):
-    from ablate.atomic import append
+    from ablate.files.atomic import append
 
     path = tmp_path / "log.csv"
     path.write_text("step,loss\n0,5.0\n")

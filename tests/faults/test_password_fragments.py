@@ -68,7 +68,7 @@ def driver_messages(url: str) -> list[str]:
 
 @pytest.mark.parametrize("written", [pytest.param(p, id=i) for p, i in passwords()])
 def test_redact_masks_every_fragment_of_a_seen_password_in_any_driver_text(written):
-    from ablate.redact import redact, remember
+    from ablate.messages.redact import redact, remember
 
     url = url_with(written)
     remember(url)  # as make_storage does before the driver sees the URL

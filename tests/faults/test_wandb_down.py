@@ -11,7 +11,7 @@ import pytest
 from helpers import tiny_experiment
 
 from ablate.config import to_yaml
-from ablate.wandb_offline import find_runs, read_run
+from ablate.files.wandb_offline import find_runs, read_run
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from helpers import tiny_experiment
 
-from ablate.eval_file import read_eval_file
-from ablate.flops import train_flops
+from ablate.evaluation.records import read_eval_file
+from ablate.evaluation.sentence_scores import fixed_subset
 from ablate.run import resume_checkpoint
 from ablate.run.train import train
-from ablate.sentence_scores import fixed_subset
+from ablate.training.flops import train_flops
 
 pytestmark = pytest.mark.slow  # real training runs: seconds each
 
@@ -128,8 +128,8 @@ def test_final_average_on_a_random_subset_is_what_the_run_reports(tmp_path):
 
     import wandb
 
-    from ablate.eval_wandb import read_records
-    from ablate.wandb_offline import find_runs, read_run
+    from ablate.evaluation.wandb_records import read_records
+    from ablate.files.wandb_offline import find_runs, read_run
 
     wandb.teardown()  # finish() returns before W&B's service has written the run's file
     run = read_run(find_runs(tmp_path / "run")[0])

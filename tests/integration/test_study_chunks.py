@@ -200,7 +200,7 @@ def test_pilot_plan_on_the_cpu_study_matches_ablate_tables_seed_plan(tmp_path):
 def test_the_gpu_study_keeps_the_papers_ratios_at_dk_8_or_more_with_its_pilot_at_l_and_2l(monkeypatch):
     from collections import Counter
 
-    from ablate.paper import TABLE3
+    from ablate.config.paper import TABLE3
     from ablate.sweep import load_sweep
 
     monkeypatch.chdir(ROOT)

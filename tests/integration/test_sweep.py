@@ -23,9 +23,9 @@ import yaml
 from helpers import sweep_writer, trial_states
 from optuna.trial import TrialState
 
+from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
 from ablate.sweep import load_sweep
 from ablate.sweep.worker import open_sweep_study
-from ablate.wandb_offline import find_runs, latest_of_each, read_run
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 

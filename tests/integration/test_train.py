@@ -11,10 +11,10 @@ import pytest
 import torch
 from helpers import TRANSLATE, tiny_experiment
 
-from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 from ablate.cli import main
 from ablate.config import load_config
-from ablate.wandb_offline import find_runs, read_run
+from ablate.files.wandb_offline import find_runs, read_run
+from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
@@ -82,7 +82,7 @@ def test_evaluate_cli_split_and_any_gzipped_test_set(trained_run, tmp_path, caps
 def test_evaluate_save_eval_writes_the_record_the_table_tests_with(trained_run, tmp_path, capsys):
     """`ablate evaluate CKPT --split test --save-eval` leaves RUN/eval/test.json: the same BLEU as printed, and
     per-sentence NLLs for `ablate table --split test`."""
-    from ablate.eval_file import read_eval_file
+    from ablate.evaluation.records import read_eval_file
 
     cfg, _, _ = trained_run
     assert main(["evaluate", f"{cfg.out_dir}/checkpoints/best.ckpt", "--split", "test", "--save-eval"]) == 0

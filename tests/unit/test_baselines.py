@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ablate.config import load_config
-from ablate.generate import beam_search, greedy_decode
+from ablate.evaluation.search import beam_search, greedy_decode
 from ablate.model import build_transformer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))

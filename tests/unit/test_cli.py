@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from ablate import cli
-from ablate.checkpoint import CheckpointError
 from ablate.config import ConfigError, load_config
 from ablate.model import build_transformer, count_parameters
+from ablate.training.checkpoint import CheckpointError
 
 TINY = {"model": {"enc_layers": 1, "dec_layers": 2, "d_model": 16, "d_ff": 32, "heads": 2}, "data": {"vocab_size": 64}}
 

@@ -15,9 +15,9 @@ from user_plugin import plugin_source
 
 from ablate import plugins
 from ablate.config import ConfigError, diff, from_dict, load_config, to_dict, to_yaml, with_defaults
+from ablate.files.yaml_file import read_yaml
 from ablate.model import ATTENTION, SCALING, build_transformer
 from ablate.registry import restoring
-from ablate.yaml_file import read_yaml
 
 VARIANTS = plugin_source("ut")
 NAMES = {"model.attention": "ut_cosine", "model.positional": "ut_distance", "model.attention_scaling": "ut_half"}

@@ -7,7 +7,7 @@ Load order: schema defaults -> each YAML file -> CLI dotlist overrides -> `valid
 from ablate.config.load import check_saved_types, diff, flatten, from_dict, load_config, merge, to_dict, to_yaml, with_defaults
 from ablate.config.schema import DataConfig, ExperimentConfig, LoggingConfig, ModelConfig, SweepConfig, TrainConfig
 from ablate.config.validation import validate
-from ablate.errors import ConfigError
+from ablate.messages.errors import ConfigError
 
 __all__ = [
     "ConfigError", "DataConfig", "ExperimentConfig", "LoggingConfig", "ModelConfig", "SweepConfig", "TrainConfig",

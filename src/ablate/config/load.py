@@ -21,9 +21,9 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 from ablate import plugins
 from ablate.config.schema import ExperimentConfig
 from ablate.config.validation import validate
-from ablate.errors import ConfigError
-from ablate.hints import did_you_mean
-from ablate.yaml_file import read_yaml
+from ablate.files.yaml_file import read_yaml
+from ablate.messages.errors import ConfigError
+from ablate.messages.hints import did_you_mean
 
 
 def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
@@ -51,7 +51,7 @@ def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
 
 
 def _read_yaml(path: Path) -> dict:
-    """A config file's sections; ablate.yaml_file refuses unsafe tags and duplicate keys."""
+    """A config file's sections; ablate.files.yaml_file refuses unsafe tags and duplicate keys."""
     data = read_yaml(path, "config file")
     if data is None:
         return {}

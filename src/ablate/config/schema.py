@@ -40,7 +40,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "multi30k"  # a named dataset (see ablate.datasets) or "files" with explicit paths below
+    dataset: str = "multi30k"  # a named dataset (see ablate.data.datasets) or "files" with explicit paths below
     dir: str | None = None  # where the named dataset's files are; else $ABLATE_DATA_DIR, the cache, a download
     src_lang: str = "en"
     tgt_lang: str = "de"
@@ -68,7 +68,7 @@ class TrainConfig:
     # More reasons to stop (whichever comes first; summary.json's stop_reason says which did). Budgets count the
     # whole run: a resumed run continues from the FLOPs and wall time its checkpoint recorded.
     max_time: str | None = None  # wall-clock budget of training (validation included): seconds or "[DD:]HH:MM:SS"; None = off
-    max_flops: float | None = None  # model-FLOPs budget (ablate.flops, all devices), to compare rows at equal compute; None = off
+    max_flops: float | None = None  # model-FLOPs budget (ablate.training.flops, all devices), to compare rows at equal compute; None = off
     early_stop_metric: str | None = None  # val/loss | val/ppl | val/bleu: stop once it stops improving; None = off
     patience: int = 5  # early stopping: validations in a row without an improvement
     min_delta: float = 0.0  # early stopping, relative: an improvement must beat the best so far by more than min_delta * |best|
@@ -106,7 +106,7 @@ class TrainConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b (paper: source + 50)
     max_len_b: int = 50
     log_every_steps: int = 50
-    peak_tflops: float | None = None  # the device's peak for speed/mfu; None = ablate.flops' table of GPUs, then Lightning's
+    peak_tflops: float | None = None  # the device's peak for speed/mfu; None = ablate.training.flops' table of GPUs, then Lightning's
     compile: bool = False  # torch.compile the model
     deterministic: bool = False
     eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off

@@ -11,8 +11,8 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from ablate.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-from ablate.errors import ConfigError
-from ablate.hints import did_you_mean
+from ablate.messages.errors import ConfigError
+from ablate.messages.hints import did_you_mean
 
 
 def _choice(problems: list[str], key: str, value: Any, allowed: Iterable[str]) -> None:
@@ -119,7 +119,7 @@ def _size_problems(p: list[str], m: ModelConfig, d: DataConfig, t: TrainConfig) 
 
 
 def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
-    from ablate.datasets import DATASETS
+    from ablate.data.datasets import DATASETS
     from ablate.model import POSITIONAL, max_length
 
     _choice(p, "data.dataset", d.dataset, ["files", *DATASETS])

@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer (Sec. 3, Fig. 1) and `build_transformer`, the only place config names become modules.
 
 Shapes: B batch, S source length, T target length, D d_model, H heads, G kv_heads, V vocabulary.
-Padding is ablate.tokens.PAD_ID. Masks are bool, True = may attend.
+Padding is ablate.model.tokens.PAD_ID. Masks are bool, True = may attend.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from ablate.model.attention import ATTENTION, MultiHeadAttention
 from ablate.model.dropout import Dropout
 from ablate.model.positional import POSITIONAL, NoPosition
 from ablate.model.scaling import SCALING
+from ablate.model.tokens import PAD_ID
 from ablate.registry import lookup
-from ablate.tokens import PAD_ID
 
 if TYPE_CHECKING:
     from ablate.config import ModelConfig
@@ -149,7 +149,7 @@ class Transformer(nn.Module):
         `keep` (B, T) is True (or at the flat indices `keep` (N,) into B*T): training scores real targets only, so padding
         skips the output layer and softmax.
         With `project=False`, the final hidden states (D wide) instead of logits, for a loss that applies the
-        output layer itself (ablate.loss.linear_smoothed_nll).
+        output layer itself (ablate.model.loss.linear_smoothed_nll).
 
         With a cache, the T new positions attend to every cached earlier one (no padding is
         allowed inside a cached target); without, a causal mask plus target padding is used.

@@ -1,4 +1,4 @@
-"""The trainer's checkpoint writer; beside the run, not in ablate.checkpoint, which must not import Lightning."""
+"""The trainer's checkpoint writer; beside the run, not in ablate.training.checkpoint, which must not import Lightning."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from ablate.checkpoint import save_atomic
+from ablate.training.checkpoint import save_atomic
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -1,5 +1,5 @@
 """The end of a run: the weights it reports, the final ones or the average of its last K checkpoints (the paper's
-selection, Sec. 6.1), and its evaluation record RUN_DIR/eval/valid.json (`ablate.eval_file`): each scored
+selection, Sec. 6.1), and its evaluation record RUN_DIR/eval/valid.json (`ablate.evaluation.records`): each scored
 validation sentence's hypothesis, reference and teacher-forced NLL, so `ablate table` compares rows sentence by
 sentence on the same sentences.
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
 from ablate.config import ExperimentConfig
-from ablate.data import TranslationDataModule
-from ablate.eval_file import AVERAGED, FINAL, describe_subset, write_eval_file
-from ablate.lit import TranslationModule
-from ablate.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
+from ablate.data.module import TranslationDataModule
+from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, write_eval_file
+from ablate.evaluation.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
+from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
+from ablate.training.module import TranslationModule
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from ablate.atomic import replacing, write_file
-from ablate.json_file import read_json
+from ablate.files.atomic import replacing, write_file
+from ablate.files.json_file import read_json
 from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER, _other_rank
 
 
@@ -22,9 +22,9 @@ def corpus_fingerprint(data_cfg) -> dict[str, dict]:
     files are hashed anyway for the tokenizer cache key (memoized per process, so counted once): Multi30k's 1.3 MB
     take ~1.5 ms, WMT14's ~1.4 GB about 2 s at the ~600 MiB/s sha256 reads at (plus the disk, when not cached).
     """
-    from ablate.data import available_splits  # torch and Lightning: not needed by a worker's other questions
-    from ablate.datasets import resolve_split
-    from ablate.tokenizer import file_hash
+    from ablate.data.datasets import resolve_split
+    from ablate.data.module import available_splits  # torch and Lightning: not needed by a worker's other questions
+    from ablate.data.tokenizer import file_hash
 
     files = {}
     for split in available_splits(data_cfg):
@@ -94,7 +94,7 @@ def _fingerprint_fields(record, path: Path) -> tuple[dict, str]:
 
 def checkpoint_tokenizer(path: Path) -> bytes | None:
     """The SentencePiece model's bytes inside a checkpoint `ablate train` wrote (None: one from before they held it)."""
-    from ablate.checkpoint import load_checkpoint
+    from ablate.training.checkpoint import load_checkpoint
 
     proto = load_checkpoint(path, mmap=True).get("tokenizer_model")
     if proto is not None and not (isinstance(proto, bytes) and proto):
@@ -105,7 +105,7 @@ def checkpoint_tokenizer(path: Path) -> bytes | None:
 def run_tokenizer(out: Path, proto: bytes, source: Path):
     """The run's own tokenizer as RUN/tokenizer.model (rewritten only if it differs from `proto`), which a resumed run
     encodes its data with: never one the tokenizer cache trains afresh for the corpus as it is now."""
-    from ablate.tokenizer import Tokenizer
+    from ablate.data.tokenizer import Tokenizer
 
     path = out / RUN_TOKENIZER
     try:

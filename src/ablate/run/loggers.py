@@ -14,9 +14,9 @@ from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-from ablate.atomic import append, replacing, write_file
 from ablate.config import ExperimentConfig, flatten, to_dict
-from ablate.redact import redact
+from ablate.files.atomic import append, replacing, write_file
+from ablate.messages.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class _RunDirWriter(ExperimentWriter):
         self.metrics_keys, self.metrics = keys, []
 
     def log_hparams(self, params: dict) -> None:
-        """Lightning's hparams.yaml, replaced whole (ablate.atomic)."""
+        """Lightning's hparams.yaml, replaced whole (ablate.files.atomic)."""
         self.hparams.update(params)
         path = Path(self.log_dir) / self.NAME_HPARAMS_FILE
         with replacing(path) as tmp:

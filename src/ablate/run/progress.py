@@ -1,5 +1,5 @@
 """What a training run shows while it trains: its progress file (RUN_DIR/progress.json, format in
-ablate.progress_file), which a sweep's live view and `ablate status` read from other processes, and the terminal
+ablate.run.progress_file), which a sweep's live view and `ablate status` read from other processes, and the terminal
 progress bar of `ablate train` with the same fields.
 
 Epochs are shown one way everywhere: epochs completed, a partial one as its fraction (`epochs_done`: 0.97, then 1.00
@@ -17,7 +17,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
 
-from ablate.progress_file import format_eta, write_progress
+from ablate.run.progress_file import format_eta, write_progress
 
 WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much recent training time
 VAL_METRICS = ("val/loss", "val/bleu")
@@ -33,7 +33,7 @@ def epochs_done(trainer: L.Trainer) -> float | None:
 
 
 class ProgressFile(L.Callback):
-    """Keeps `state` (the fields of ablate.progress_file, plus `epochs`: `epochs_done`) current and writes it to
+    """Keeps `state` (the fields of ablate.run.progress_file, plus `epochs`: `epochs_done`) current and writes it to
     RUN_DIR/progress.json from global rank 0."""
 
     def __init__(self, out: str | Path, every_s: float = 2.0, may_stop_sooner: bool = False):

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
-from ablate.yaml_file import read_yaml
+from ablate.files.yaml_file import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def resume_checkpoint(out: Path) -> Path:
     saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
     mid-save, truncated). Ordered by the global_step inside each file, not by mtime: file timestamps come from a
     coarse clock, and two saves a few milliseconds apart can carry the same one."""
-    from ablate.checkpoint import CheckpointError, load_checkpoint  # torch: not needed by a worker's other questions
+    from ablate.training.checkpoint import CheckpointError, load_checkpoint  # torch: not needed by a worker's other questions
 
     candidates, problems = [], []
     for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:

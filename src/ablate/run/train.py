@@ -17,12 +17,12 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.atomic import write_file
 from ablate.config import ExperimentConfig, to_dict, to_yaml
-from ablate.data import TranslationDataModule, available_splits
-from ablate.eval_file import FINAL
-from ablate.eval_wandb import log_record
-from ablate.lit import TranslationModule
+from ablate.data.module import TranslationDataModule, available_splits
+from ablate.data.tokenizer import SETTINGS_KEYS
+from ablate.evaluation.records import FINAL
+from ablate.evaluation.wandb_records import log_record
+from ablate.files.atomic import write_file
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (
@@ -36,7 +36,7 @@ from ablate.run.rundir import (
 )  # fmt: skip
 from ablate.run.stopping import comparison_basis
 from ablate.run.trainer import build_trainer
-from ablate.tokenizer import SETTINGS_KEYS
+from ablate.training.module import TranslationModule
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def matmul_precision(t) -> str:
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
     """Length extrapolation: BLEU of the selected weights on validation pairs longer than any the run trained on."""
-    from ablate.evaluate import longer_than, score, translate
+    from ablate.evaluation.commands import longer_than, score, translate
 
     n = cfg.train.eval_longer_than
     srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)

@@ -13,9 +13,6 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
 from ablate.config import ExperimentConfig
-from ablate.flops import train_flops
-from ablate.lit import TranslationModule
-from ablate.metrics import SpeedCallback
 from ablate.run.callbacks import Preemption, SelfSignal
 from ablate.run.checkpoint_io import AtomicCheckpointIO
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
@@ -23,6 +20,9 @@ from ablate.run.progress import ProgressBar, ProgressFile
 from ablate.run.quiet import quiet_dependencies
 from ablate.run.rundir import git_sha
 from ablate.run.stopping import StopRules
+from ablate.training.flops import train_flops
+from ablate.training.metrics import SpeedCallback
+from ablate.training.module import TranslationModule
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:

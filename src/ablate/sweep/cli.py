@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
-from ablate.redact import redact
+from ablate.messages.redact import redact
 from ablate.sweep import probe
 from ablate.sweep.devices import Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.journal import journal_path

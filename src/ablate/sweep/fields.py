@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import ConfigError
-from ablate.hints import did_you_mean
+from ablate.messages.hints import did_you_mean
 from ablate.sweep.options import SEED_MAX, is_number, is_seed
 
 

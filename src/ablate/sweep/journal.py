@@ -13,7 +13,7 @@ whose locks SQLite cannot trust (NFS). Two things it lacks are added here:
 - A checked writer: Optuna appends onto a damaged last line (gluing its operation to it, so every later read fails)
   and leaves half a line where a full disk cut its write short. Here an append, holding the journal's lock so that
   no other is in progress, refuses a last line that is not a whole operation, and a failed one cuts the file back
-  to where it ended (a full disk: ablate.atomic.DiskFull).
+  to where it ended (a full disk: ablate.files.atomic.DiskFull).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.storages.journal._file import get_lock_file  # not re-exported; the lock Optuna's own append takes
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.atomic import append
+from ablate.files.atomic import append
 
 SCHEME = "journal:"
 
@@ -110,7 +110,7 @@ class _CheckedBackend(JournalFileBackend):
             raise
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        """Optuna's append, under its lock, onto a whole last line only, and all or nothing (ablate.atomic.append)."""
+        """Optuna's append, under its lock, onto a whole last line only, and all or nothing (ablate.files.atomic.append)."""
         text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
         with get_lock_file(self._lock):
             check_last_line(Path(self._file_path))

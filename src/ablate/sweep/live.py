@@ -15,7 +15,7 @@ import optuna
 from rich.console import Console
 from rich.text import Text
 
-from ablate.redact import redact
+from ablate.messages.redact import redact
 from ablate.sweep.picture import RUNNING, Snapshot, plain_summary, plain_trial, render, snapshot
 from ablate.sweep.storage import make_storage
 

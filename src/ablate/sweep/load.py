@@ -10,7 +10,8 @@ from typing import Any
 from ablate import plugins
 from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL
-from ablate.hints import did_you_mean
+from ablate.files.yaml_file import read_yaml
+from ablate.messages.hints import did_you_mean
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
@@ -18,7 +19,6 @@ from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
 from ablate.sweep.options import component_problem, is_number
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
-from ablate.yaml_file import read_yaml
 
 TOP_KEYS = {
     "name",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ablate.config.validation import SEED_MAX
-from ablate.hints import did_you_mean
+from ablate.messages.hints import did_you_mean
 
 # Settings with a least value above 0, where Optuna does not check it: 1 for a count of steps, trials or candidates,
 # 2 for a reduction factor (1 would keep every trial in every rung).

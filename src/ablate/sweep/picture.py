@@ -1,4 +1,4 @@
-"""The picture of a sweep, read from its study and its trials' progress files (ablate.progress_file): one line per
+"""The picture of a sweep, read from its study and its trials' progress files (ablate.run.progress_file): one line per
 trial (row, state, step/total, epochs done, tokens/s, ETA, latest validation loss/BLEU), the counts of running,
 finished, pruned and failed trials, about how long the rest will take (never less than a running trial's own ETA),
 and the best row so far; rendered for rich (a terminal) or as plain lines (logs).
@@ -18,7 +18,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ablate.progress_file import format_duration, format_eta, read_progress
+from ablate.run.progress_file import format_duration, format_eta, read_progress
 from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
 
 STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)

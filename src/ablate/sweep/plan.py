@@ -17,7 +17,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.paper import row_group
+from ablate.config.paper import row_group
 from ablate.sweep.components import make_sampler
 from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of, was_interrupted
 from ablate.sweep.spec import Sweep, diff_from_base

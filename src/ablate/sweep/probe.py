@@ -178,8 +178,8 @@ def measure_here(config: str, steps: int) -> dict:
     import torch
 
     from ablate.config import load_config
-    from ablate.data import TranslationDataModule
-    from ablate.lit import TranslationModule
+    from ablate.data.module import TranslationDataModule
+    from ablate.training.module import TranslationModule
 
     gpus = []
     for i in range(torch.cuda.device_count()):

@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 from rich.table import Table
 
-from ablate.atomic import write_file
+from ablate.files.atomic import write_file
 from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
 from ablate.sweep.spec import Sweep, safe_name
 from ablate.sweep.storage import storage_url
@@ -48,12 +48,12 @@ COLUMNS = [
 ]
 SUMMARY_JOB_TYPE = "sweep-summary"  # how `ablate table --wandb` tells the study's summary run from its trials
 _FROM_ATTRS = ("val/bleu", "val/ppl", "params", "speed/tokens_per_s", "speed/step_ms", "wall_seconds", "out_dir", "fail_reason")
-_SAMPLE = re.compile(r"random (\d+) of (\d+)(?: \(seed (\S+)\))?")  # ablate.eval_file.describe_subset's words
+_SAMPLE = re.compile(r"random (\d+) of (\d+)(?: \(seed (\S+)\))?")  # ablate.evaluation.records.describe_subset's words
 
 
 def sentences(split: str, subset: str, total: int | None = None) -> str:
     """ "valid split, all 1,014 sentences" or "valid split, 200 of 1,014 sentences (random, seed 0)", from a
-    `subset` as ablate.eval_file.describe_subset words it ("all", "random 200 of 1014 (seed 0)")."""
+    `subset` as ablate.evaluation.records.describe_subset words it ("all", "random 200 of 1014 (seed 0)")."""
     if subset == "all" and total:
         return f"{split} split, all {total:,} sentences"
     if m := _SAMPLE.fullmatch(subset):
@@ -240,7 +240,7 @@ def summary_run_id(sweep: Sweep, url: str) -> str:
 def log_wandb_table(sweep: Sweep, rows: list[dict], url: str | None = None) -> None:
     """The study's summary as a W&B Table in its one summary run, in the study's group (offline unless configured).
     Offline, each update is a new offline-run directory of the same run id (W&B cannot append to a closed run file):
-    `wandb sync` sends each to that one run, and readers take the latest (ablate.wandb_offline.latest_of_each).
+    `wandb sync` sends each to that one run, and readers take the latest (ablate.files.wandb_offline.latest_of_each).
     `url`: the study's storage (default: the sweep file's, or SQLite in its out_dir)."""
     cfg = sweep.config_for({})
     if not cfg.logging.wandb or cfg.logging.mode == "disabled":

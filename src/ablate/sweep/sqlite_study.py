@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sqlalchemy
 
-from ablate.atomic import DiskFull
+from ablate.files.atomic import DiskFull
 
 # SQLite's primary result codes (sqlite3 names them from Python 3.11 only).
 _READONLY, _CORRUPT, _FULL, _NOTADB = 8, 11, 13, 26

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 from rich.console import Console
 
-from ablate.redact import redact
+from ablate.messages.redact import redact
 from ablate.sweep.journal import journal_path
 from ablate.sweep.picture import plain_lines, render, snapshot
 from ablate.sweep.storage import driver_reason, make_storage, storage_url

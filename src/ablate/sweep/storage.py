@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial
 
-from ablate.redact import redact, remember
+from ablate.messages.redact import redact, remember
 from ablate.sweep import sqlite_study
 from ablate.sweep.journal import JournalStudyStorage, journal_path
 
@@ -153,7 +153,7 @@ def open_study(
 
 
 def driver_reason(e: Exception) -> str:
-    """The first line of a database driver's error, secrets masked (ablate.redact): what to print of it."""
+    """The first line of a database driver's error, secrets masked (ablate.messages.redact): what to print of it."""
     return redact((str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0])
 
 

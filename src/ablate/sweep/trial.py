@@ -23,8 +23,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ablate import logs
-from ablate.redact import redact
+from ablate.messages import logs
+from ablate.messages.redact import redact
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.sweep.ledger import fail, tell
 from ablate.sweep.parent_watch import watch_parent, watched_env

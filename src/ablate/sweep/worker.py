@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
-from ablate.redact import redact
+from ablate.messages.redact import redact
 from ablate.run import changes_from_saved_config, resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner

@@ -13,9 +13,9 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 from scipy import stats as st
 
-from ablate.eval_file import sentence_bleu_stats
+from ablate.evaluation.records import sentence_bleu_stats
 
-_BLEU = BLEU()  # the metric ablate.metrics reports: 13a tokenisation, exp smoothing
+_BLEU = BLEU()  # the metric ablate.training.metrics reports: 13a tokenisation, exp smoothing
 
 
 @dataclass(frozen=True)

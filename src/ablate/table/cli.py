@@ -9,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from ablate.atomic import unwritable
+from ablate.files.atomic import unwritable
 from ablate.table import outputs, page, terminal
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
@@ -118,7 +118,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _check_writable(targets: dict[str, Path]) -> None:
-    """Every output can be written (`ablate.atomic.unwritable`), and the page is one the table can go into."""
+    """Every output can be written (`ablate.files.atomic.unwritable`), and the page is one the table can go into."""
     if reason := next(filter(None, map(unwritable, targets.values())), None):
         raise ValueError(f"{reason}; choose another --out or --name")
     page.check(targets[".md"])

@@ -1,13 +1,13 @@
 """Rows of a study compared with its base row and with the paper's Table 3: mean and 95% interval over seeds, Δ
 against base with a Welch interval, the paired test of `significance`, a verdict per row against the paper's sign,
-verdict counts, rank correlation with the paper, and the base row's seed noise (Table 3, `ablate.paper`)."""
+verdict counts, rank correlation with the paper, and the base row's seed noise (Table 3, `ablate.config.paper`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 
-from ablate.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
+from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
 from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of

@@ -9,7 +9,7 @@ apart from the ablations:
   borrow from it;
 - it has no verdict against the paper and stays out of the agreement counts and the seed-luck correlation.
 
-A control is known by its name, as its group is (`ablate.paper.row_group`), not by the basis its runs record: a
+A control is known by its name, as its group is (`ablate.config.paper.row_group`), not by the basis its runs record: a
 Table 3 row the sweep excepts from the basis (`big`, trained for its own 300K steps) is still an ablation.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ablate.paper import BASE_VARIANTS
+from ablate.config.paper import BASE_VARIANTS
 
 
 def find_controls(rows: list, base) -> dict[str, object]:

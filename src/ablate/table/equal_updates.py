@@ -15,7 +15,7 @@ import io
 import math
 from pathlib import Path
 
-from ablate.paper import BASE_VARIANTS, TABLE3
+from ablate.config.paper import BASE_VARIANTS, TABLE3
 from ablate.table import stats
 from ablate.table.compare import build_rows
 from ablate.table.load import Run

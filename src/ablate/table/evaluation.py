@@ -1,17 +1,17 @@
 """Scoring a run's selected checkpoint on a split it saved no evaluation record for (`ablate table --split test`):
-beam-search translations (`ablate.evaluate.translate`) and each reference's teacher-forced NLL, written as
-RUN_DIR/eval/{split}.json (`ablate.eval_file`). The checkpoint is the one chosen on validation, never by test."""
+beam-search translations (`ablate.evaluation.commands.translate`) and each reference's teacher-forced NLL, written as
+RUN_DIR/eval/{split}.json (`ablate.evaluation.records`). The checkpoint is the one chosen on validation, never by test."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ablate.eval_file import AVERAGED, FINAL, EvalFile, read_eval_file
-from ablate.sentence_scores import sentence_nll, split_nll
+from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
+from ablate.evaluation.sentence_scores import sentence_nll, split_nll
 from ablate.table.load import Run
 
-# The per-sentence NLL helpers live in ablate.sentence_scores (training writes records too); re-exported here.
+# The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
 __all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
 
 UNRECORDED = ("avg.ckpt", "best.ckpt")  # a run that recorded no selection (older runs): the average, else the best
@@ -61,10 +61,10 @@ def wanted_checkpoint(run_dir: Path) -> str:
 
 def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
     """Translate and score the run's selected checkpoint on all of `split`; write and return RUN_DIR/eval/{split}.json."""
-    from ablate.checkpoint import model_from_checkpoint
-    from ablate.corpus import read_parallel
-    from ablate.datasets import resolve_split
-    from ablate.evaluate import pick_device, save_record, translate
+    from ablate.data.corpus import read_parallel
+    from ablate.data.datasets import resolve_split
+    from ablate.evaluation.commands import pick_device, save_record, translate
+    from ablate.training.checkpoint import model_from_checkpoint
 
     ckpt = selected_checkpoint(run_dir)
     if ckpt is None:

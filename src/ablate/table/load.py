@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.config import ConfigError, ExperimentConfig, ModelConfig, check_saved_types, flatten, to_dict
-from ablate.json_file import read_json
+from ablate.files.json_file import read_json
+from ablate.files.yaml_file import read_yaml
 from ablate.run.summary_fields import check_summary
-from ablate.yaml_file import read_yaml
 
 # A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
 # bookkeeping, which may differ), less the keys that say where and how a run ran or what it kept, and with a key
@@ -157,9 +157,9 @@ def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
     """Every finished W&B offline run under `root`, and the run files left out -> why: a run W&B has not closed yet
     (its records reach the file only then), one that finished without final scores, a sweep's summary-table run (by
     its job type: a tag is the user's to choose), an earlier offline copy of a run resumed under the same id."""
-    from ablate.eval_wandb import read_records
+    from ablate.evaluation.wandb_records import read_records
+    from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
     from ablate.sweep.results import SUMMARY_JOB_TYPE
-    from ablate.wandb_offline import find_runs, latest_of_each, read_run
 
     runs, skipped, trials = [], {}, []
     for run in map(read_run, find_runs(root)):

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from ablate.atomic import replacing
+from ablate.files.atomic import replacing
 
 WRITTEN, REPLACED, UNCHANGED = "wrote", "replaced", "unchanged"
 
@@ -35,7 +35,7 @@ def states(files: dict[Path, bytes], empty: Collection[Path] = ()) -> dict[Path,
 
 
 def write(files: dict[Path, bytes], force: bool, empty: Collection[Path] = ()) -> dict[Path, str]:
-    """Write the new and changed files, all renamed into place together (`ablate.atomic.replacing`); without `force`
+    """Write the new and changed files, all renamed into place together (`ablate.files.atomic.replacing`); without `force`
     refuse, writing nothing, if any would replace other content. Returns `states`."""
     state = states(files, empty)
     if (changed := [str(p) for p, s in state.items() if s == REPLACED]) and not force:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ablate.atomic import replacing
+from ablate.files.atomic import replacing
 
 BEGIN = "<!-- ablate table: begin -->"
 END = "<!-- ablate table: end -->"

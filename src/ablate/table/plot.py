@@ -7,7 +7,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from ablate.paper import BASE_VARIANTS
+from ablate.config.paper import BASE_VARIANTS
 from ablate.table.compare import Table
 
 CONTROLS = "controls: vs the base's\nruns of their seeds"  # `ablate.table.controls`: the base-... rows

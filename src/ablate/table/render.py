@@ -7,7 +7,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from ablate.eval_file import eval_path
+from ablate.evaluation.records import eval_path
 from ablate.sweep.results import scored_on as summary_scored_on
 from ablate.sweep.results import sentences
 from ablate.table.compare import COLUMNS, Table

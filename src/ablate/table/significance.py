@@ -1,5 +1,5 @@
 """Paired significance of each row against the base row on the same sentences, from the runs' evaluation records
-(`ablate.eval_file`): read and align them, score every run on the sentences all share, bootstrap each row against
+(`ablate.evaluation.records`): read and align them, score every run on the sentences all share, bootstrap each row against
 base (seed noise included), one Holm correction over the rows of a metric, and each row's minimum detectable effect.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ablate.eval_file import EvalFile, EvalFileError, eval_path, parse_eval, read_eval_file
+from ablate.evaluation.records import EvalFile, EvalFileError, eval_path, parse_eval, read_eval_file
 from ablate.table import stats
 from ablate.table.load import Run
 

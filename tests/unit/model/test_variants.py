@@ -46,7 +46,7 @@ def test_unbounded_encodings_take_sequences_past_max_positions(name):
 
 
 def test_learned_positions_cap_decoding_at_max_positions():
-    from ablate.generate import beam_search
+    from ablate.evaluation.search import beam_search
 
     assert POSITIONAL["learned"].bounded_length
     cfg = tiny_model(positional="learned", max_positions=5)

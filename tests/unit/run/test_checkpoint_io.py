@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ablate.checkpoint import load_checkpoint
 from ablate.run.checkpoint_io import AtomicCheckpointIO
+from ablate.training.checkpoint import load_checkpoint
 
 
 def test_atomic_checkpoint_io_creates_the_folder_and_saves_atomically(tmp_path):

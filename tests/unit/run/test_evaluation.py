@@ -14,13 +14,13 @@ import torch
 from helpers import tiny_experiment
 
 from ablate.config import to_dict
-from ablate.data import TranslationDataModule
-from ablate.eval_file import read_eval_file
-from ablate.lit import TranslationModule
-from ablate.loss import translation_loss
+from ablate.data.module import TranslationDataModule
+from ablate.evaluation.records import read_eval_file
+from ablate.evaluation.sentence_scores import fixed_subset
+from ablate.model.loss import translation_loss
 from ablate.run.evaluation import scored_on, select_weights, val_subset, write_record
 from ablate.run.rundir import resume_checkpoint
-from ablate.sentence_scores import fixed_subset
+from ablate.training.module import TranslationModule
 
 
 @pytest.fixture(scope="module")

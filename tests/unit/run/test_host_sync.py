@@ -136,16 +136,16 @@ def test_training_steps_read_no_device_value_between_log_steps(tmp_path):
 @pytest.mark.slow
 def test_the_recorder_sees_a_read_in_the_step(tmp_path, monkeypatch):
     """The detector is not blind: a loss read every step (what the loop had before) is caught and located."""
-    import ablate.lit
+    import ablate.training.module
 
-    step = ablate.lit.TranslationModule.training_step
+    step = ablate.training.module.TranslationModule.training_step
 
     def reading_step(self, batch, batch_idx):
         loss = step(self, batch, batch_idx)
         float(loss)
         return loss
 
-    monkeypatch.setattr(ablate.lit.TranslationModule, "training_step", reading_step)
+    monkeypatch.setattr(ablate.training.module.TranslationModule, "training_step", reading_step)
     events: list = []
     _run(tmp_path, lambda: _ReadRecorder(events))
     found = _unexplained(events)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from helpers import tiny_experiment
 
+from ablate.files.wandb_offline import find_runs, read_run
 from ablate.run.loggers import make_wandb_logger
-from ablate.wandb_offline import find_runs, read_run
 
 
 def test_a_runs_tags_are_kept_once_and_a_sweep_trial_says_so_by_its_job_type(tmp_path):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import lightning as L
 from helpers import tiny_experiment
 
-from ablate.lit import TranslationModule
-from ablate.metrics import SpeedCallback
 from ablate.run.callbacks import Preemption
 from ablate.run.stopping import StopRules
 from ablate.run.trainer import build_trainer
+from ablate.training.metrics import SpeedCallback
+from ablate.training.module import TranslationModule
 
 
 def test_build_trainer_wires_speed_stop_preemption_then_the_callers_callbacks_and_the_csv_logger(tmp_path):

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ablate.progress_file import PROGRESS_FILE, format_duration, format_eta, read_progress
 from ablate.run import progress as progress_module
 from ablate.run.progress import ProgressBar, ProgressFile, epochs_done
+from ablate.run.progress_file import PROGRESS_FILE, format_duration, format_eta, read_progress
 from ablate.run.train import epochs_trained
 
 

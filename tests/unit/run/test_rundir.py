@@ -437,7 +437,7 @@ def test_a_new_record_keeps_the_one_it_replaces_and_other_ranks_write_none(data,
 
 
 def test_the_run_tokenizer_is_the_checkpoints_bytes_and_damaged_bytes_change_nothing(data):
-    from ablate.tokenizer import load_or_train_tokenizer
+    from ablate.data.tokenizer import load_or_train_tokenizer
 
     data_cfg, out = data
     trained = load_or_train_tokenizer(data_cfg, data_cfg.train_prefix + ".en", data_cfg.train_prefix + ".de")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.progress_file import PROGRESS_FILE
+from ablate.run.progress_file import PROGRESS_FILE
 from ablate.sweep.ledger import BOOKKEEPING
 
 NOW = time.time()

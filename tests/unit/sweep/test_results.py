@@ -15,13 +15,13 @@ from rich.console import Console
 from sweep_files import write
 
 from ablate.config import load_config
-from ablate.eval_file import describe_subset, write_eval_file
+from ablate.evaluation.records import describe_subset, write_eval_file
+from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
 from ablate.run.evaluation import scored_on as recorded_on
 from ablate.sweep.load import load_sweep
 from ablate.sweep.results import COLUMNS, log_wandb_table, objective_on, print_summary, scored_on, summarize, summary_run_id
 from ablate.sweep.trial import metric_value
 from ablate.table.load import runs_from_wandb
-from ablate.wandb_offline import find_runs, latest_of_each, read_run
 
 SWEEP = "name: demo\nbase: base.yaml\nobjective: {metric: val/bleu, direction: maximize}\nvariants: {base: {}, A-h1: {model.heads: 1}}\n"
 VALID = 1014  # sentences in the crafted validation split

@@ -7,7 +7,7 @@ from sweep_files import ROOT, VARIANTS, write
 
 from ablate.cli import main
 from ablate.config import ConfigError
-from ablate.paper import row_group
+from ablate.config.paper import row_group
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import diff_from_base, nest, safe_name

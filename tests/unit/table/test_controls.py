@@ -12,7 +12,7 @@ from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.paper import TABLE3
+from ablate.config.paper import TABLE3
 from ablate.table.compare import make_table
 from ablate.table.load import runs_from_dirs
 from ablate.table.stats import holm

@@ -12,7 +12,7 @@ from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.paper import TABLE3
+from ablate.config.paper import TABLE3
 
 OVERRIDES = {p.name: p.overrides for p in TABLE3}
 

@@ -14,8 +14,8 @@ from scipy import stats as st
 from table_study import markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.eval_file import text_free
-from ablate.paper import TABLE3
+from ablate.config.paper import TABLE3
+from ablate.evaluation.records import text_free
 from ablate.table.stats import holm
 
 OVERRIDES = {p.name: p.overrides for p in TABLE3}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ablate.config.paper import PAPER_VOCAB, TABLE3
 from ablate.model import build_transformer, count_parameters
-from ablate.paper import PAPER_VOCAB, TABLE3
 from ablate.sweep import load_sweep
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,0 +1,224 @@
+"""`ablate archive STUDY DEST`: what a study found, without checkpoints or corpus text, small enough to commit.
+
+A sweep's out_dir holds the Optuna study (SQLite) and one run directory per trial: configs, summary, metrics,
+evaluation records, checkpoints and W&B files. The archive keeps what `ablate table` reads and what a rerun of the
+sweep needs to skip finished rows: the study database, and of each finished trial every file but its checkpoints and
+W&B files, with its evaluation records made text-free (`ablate.evaluation.records.text_free`: per-sentence BLEU statistics
+and NLL, no sentence of the corpus). So a study longer than one machine's lease goes on elsewhere: copy the archive
+into the sweep's out_dir and run the sweep again; `ablate table DEST` tabulates it as it stands.
+
+Archiving never removes anything, and checks before it writes anything. A file DEST already holds is replaced by
+the study's newer one only when both have a database and the study's holds every trial DEST's has finished (so an
+empty, older or other study archived over an archive by mistake, or a copy another machine continued from the same
+archive, is refused); otherwise only new files are added, and a different one is refused. A study without a database
+over an archive with one is refused. A link in a run is archived as what it links to; a finished run without its
+config.yaml is archived as it is, and reported (its database marks it finished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_trials
+from ablate.evaluation.records import EvalFileError, text_free
+from ablate.files.atomic import DiskFull, replacing, unwritable
+from ablate.files.json_file import read_json
+
+SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
+
+
+@dataclass
+class ArchiveReport:
+    trials: list[str] = field(default_factory=list)  # run directories archived, relative to the study
+    unfinished: list[str] = field(default_factory=list)  # trial directories with no summary.json: left out
+    evaluated: list[str] = field(default_factory=list)  # runs scored on the asked split first
+    no_config: list[str] = field(default_factory=list)  # archived runs with a summary.json but no config.yaml
+    database: bool = False
+
+
+def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None = None, split: str = "test") -> ArchiveReport:
+    """Copy `study`'s evidence into `dest` (see the module docstring); `evaluate(run_dir)` writes a finished run's
+    eval/{split}.json first where it has none (its checkpoints are not archived, so later is too late)."""
+    study, dest = study.resolve(), dest.resolve()
+    if not study.is_dir():
+        raise FileNotFoundError(f"no such study directory: {study}")
+    if dest == study or study in dest.parents:
+        raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
+    source_db = study / DATABASE
+    has_db = source_db.is_file()
+    if has_db:  # a corrupt, empty or locked database is refused before anything is copied
+        check_not_older(source_db, finished_trials(source_db), dest / DATABASE)
+    elif (dest / DATABASE).exists():
+        raise ValueError(
+            f"{dest / DATABASE} exists but the study {study} has no {DATABASE}: not archiving a study without its "
+            "database over an archive with one (nothing shows the study is newer, and the archive's database would "
+            "not match its trials); archive the folder that holds the study's database, or into a new folder"
+        )
+    _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
+    report = ArchiveReport(database=has_db)
+    # The database is copied first (a busy one fails before anything is written) and swapped in last, so every trial
+    # it marks finished had its summary when the runs were walked after it.
+    with database_copy(source_db, dest / DATABASE) if has_db else contextlib.nullcontext():
+        _archive_runs(study, dest, report, evaluate, split)
+    return report
+
+
+def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str) -> None:
+    runs = _finished_runs(study, report)
+    record = Path("eval") / f"{split}.json"
+    to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
+    # A refusal comes before scoring, which can take minutes a run; a record the archive holds that scoring would
+    # write anew is refused with the rest.
+    _contents(study, dest, runs, report, scoring=[dest / r.relative_to(study) / record for r in to_score])
+    for run in to_score:
+        evaluate(run)
+        report.evaluated.append(str(run.relative_to(study)))
+    for target, data in _contents(study, dest, runs, report).items():  # again, with the records scoring added
+        _write_atomic(target, data)
+
+
+def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport, scoring: list[Path] = ()) -> dict[Path, bytes]:
+    """Archive file -> what it is to hold, once every file is checked writable and none the archive holds would
+    change without a database that shows the study newer (`scoring`: archive files that scoring is yet to make)."""
+    files: dict[Path, tuple[Path, bool]] = {}  # archive file -> the study's file, and whether it is a record
+    for run in runs:
+        files.update(_run_files(run, dest / run.relative_to(study)))
+    _check_writable([*files, *scoring])
+    verified = report.database and (dest / DATABASE).is_file()  # the study's database holds every trial the archive's does
+    contents = {target: _content(source, record) for target, (source, record) in files.items()}  # records checked first
+    changed = [str(t.relative_to(dest)) for t, data in contents.items() if not verified and t.exists() and t.read_bytes() != data]
+    changed += [str(t.relative_to(dest)) for t in scoring if not verified and t.exists()]
+    if changed:
+        raise ValueError(
+            f"{dest} already holds {len(changed)} files that the study {study} has different ({', '.join(changed[:5])}"
+            + (" ..." if len(changed) > 5 else "")
+            + "): not replacing them, as only a study whose database holds every finished trial of the archive's may "
+            + f"(the {'archive' if report.database else 'study'} has no {DATABASE}); archive into a new folder instead"
+        )
+    return contents
+
+
+def _finished_runs(study: Path, report: ArchiveReport) -> list[Path]:
+    """Every run directory with a summary.json (outside checkpoints and W&B files), recording in `report` the runs
+    and the sweep's trial directories that have not finished."""
+    runs = sorted(here for here, names in _walk(study) if "summary.json" in names and here != study)
+    for run in runs:
+        if not (run / "config.yaml").is_file():  # damaged: kept as it is (the database marks it finished), reported
+            report.no_config.append(str(run.relative_to(study)))
+        report.trials.append(str(run.relative_to(study)))
+    trials = study / "trials"
+    if trials.is_dir():
+        report.unfinished = sorted(p.name for p in trials.iterdir() if p.is_dir() and not (p / "summary.json").exists())
+    return runs
+
+
+def _run_files(run: Path, to: Path) -> dict[Path, tuple[Path, bool]]:
+    """A run's files to archive under `to`, as archive file -> (run file, an evaluation record?): all but
+    checkpoints, W&B files and transient files. A link is archived as the file it links to (a regular file in the
+    archive), a broken one is refused: its evidence is missing."""
+    files = {}
+    for here, names in _walk(run):
+        rel = here.relative_to(run)
+        for name in names:
+            path = here / name
+            if _transient(name):
+                continue
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"{path}: a link to {os.readlink(path)}, which does not exist: the run's evidence is missing; "
+                    "restore it (or remove the link) and archive again"
+                )
+            if path.is_file():
+                files[to / rel / name] = (path, rel.parts[:1] == ("eval",) and path.suffix == ".json")
+    return files
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, list[str]]]:
+    """(folder, its file names) of `root` and every folder under it but checkpoints and W&B files, following links
+    to folders (none is silently left out), except one to a folder it is in (no end to follow)."""
+    for top, dirs, names in os.walk(root, onerror=_unreadable, followlinks=True):
+        here = Path(top)
+        rel = here.relative_to(root)
+        if os.path.realpath(here) in {os.path.realpath(root.joinpath(*rel.parts[:i])) for i in range(len(rel.parts))}:
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        yield here, sorted(names)
+
+
+def _unreadable(e: OSError) -> None:
+    raise ValueError(f"{e.filename}: cannot read it ({e.strerror or e}), so its evidence cannot be archived") from None
+
+
+def _content(path: Path, record: bool) -> bytes:
+    """What the archive keeps of a run's file: its bytes, or an evaluation record's text-free form."""
+    if not record:
+        return path.read_bytes()
+    data = read_json(path, "evaluation file", EvalFileError)
+    try:
+        stripped = text_free(data)
+    except EvalFileError as e:
+        raise EvalFileError(f"{path}: {e}") from None
+    return json.dumps(stripped, ensure_ascii=False).encode()
+
+
+def _transient(name: str) -> bool:
+    """Lock files, atomic writes' temporaries and checkpoints outside checkpoints/: never evidence."""
+    return name.startswith(".") or name.endswith((".lock", ".tmp", ".ckpt"))
+
+
+def _check_writable(files: list[Path]) -> None:
+    """Refuse, before anything is written, a file the archive cannot write (`ablate.files.atomic.unwritable`)."""
+    if reason := next(filter(None, map(unwritable, files)), None):
+        raise ValueError(f"{reason}, so the archive cannot be written there; move it away or archive elsewhere")
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(target) as tmp:
+            tmp.write_bytes(data)
+    except DiskFull:
+        raise
+    except OSError as e:
+        raise ValueError(f"{e.filename or target}: cannot write the archive ({e.strerror or e})") from None
+
+
+def archive_cli(args) -> int:
+    study = Path(args.study)
+    if study.is_file():  # a sweep file: archive its out_dir
+        from ablate.sweep import load_sweep
+
+        study = load_sweep(study).out_dir
+    evaluate = None
+    if args.split:
+        from ablate.table.evaluation import evaluate_run, selected_checkpoint, wanted_checkpoint
+
+        def evaluate(run: Path) -> None:
+            if selected_checkpoint(run) is None:
+                raise FileNotFoundError(f"{run}: no eval/{args.split}.json and no {wanted_checkpoint(run)} to make one from")
+            print(f"evaluating {selected_checkpoint(run)} on the {args.split} split ...")
+            evaluate_run(run, args.split, args.device)
+
+    report = archive(study, Path(args.dest), evaluate, args.split or "test")
+    print(
+        f"archived {len(report.trials)} finished runs of {study} into {args.dest}"
+        + (f" (scored {len(report.evaluated)} on {args.split} first)" if report.evaluated else "")
+        + (", with the study database" if report.database else ", no study database (not SQLite in the study's folder)")
+    )
+    if report.unfinished:
+        print(
+            f"left out {len(report.unfinished)} unfinished trials (a rerun of the sweep trains them again): {', '.join(report.unfinished)}"
+        )
+    if report.no_config:
+        print(
+            f"warning: {len(report.no_config)} finished runs have no config.yaml, archived as they are: {', '.join(report.no_config)}; "
+            "`ablate table` refuses the study until they have one, and the study database marks them finished (a rerun will not train them "
+            "again): restore each one's config.yaml and archive again"
+        )
+    return 0

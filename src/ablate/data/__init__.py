@@ -1,0 +1,2 @@
+"""The data pipeline: corpus files, named datasets, the joint BPE tokenizer, token-bucketed batches, and the
+LightningDataModule that joins them (`ablate.data.module`)."""

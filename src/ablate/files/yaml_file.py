@@ -1,0 +1,108 @@
+"""The one YAML reader for config and sweep files: safe loading, and every problem as a ConfigError naming the file.
+
+Besides invalid YAML, unsafe tags and duplicate keys, it refuses what loads cheaply but blows up whoever walks the
+result (OmegaConf copies every value): aliases that expand to more than MAX_VALUES values ("billion laughs"), an
+alias inside its own anchor, and nesting deeper than MAX_DEPTH, which no config or sweep file needs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ablate.messages.errors import ConfigError
+
+MAX_VALUES = 100_000  # values in the document with every alias expanded; a whole Table 3 sweep file holds a few hundred
+MAX_DEPTH = 64  # nested mappings and lists; configs hold 3 levels, sweep files 5
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader (no tags that construct Python objects) that refuses a key given twice in one mapping;
+    plain PyYAML keeps the last one silently, so a sweep's second `params:` would drop the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may be given beside keys it overrides
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                earlier = first_line.get(key)
+            except TypeError:  # an unhashable key; SafeLoader's own error names it below
+                continue
+            if earlier is not None:
+                lines = f"lines {earlier} and {line}" if earlier != line else f"line {line} (twice)"
+                raise ConfigError(f"{self.name}: duplicate key '{key}' at {lines}")
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
+    """The parsed contents of the YAML file at `path` (None when empty).
+
+    Raises ConfigError for a missing file ("WHAT not found: PATH"), invalid YAML (file and line) and a key
+    repeated in any mapping (the key and both lines)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    loader = _UniqueKeyLoader(_utf8(data, path))
+    loader.name = str(path)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, path)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        detail = "; ".join(part for part in (getattr(e, "context", None), getattr(e, "problem", None)) if part) or str(e)
+        raise ConfigError(f"{path}: not valid (safe) YAML{where}: {detail}") from None
+    except RecursionError:  # the parser itself recurses once per level
+        raise ConfigError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
+    finally:
+        loader.dispose()
+
+
+def _utf8(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(f"{path}: not UTF-8 text at line {line}, column {column} (bytes {data[e.start : e.start + 4]!r})") from None
+
+
+def _check_size(root: yaml.Node, path: Path) -> None:
+    """Refuse a document whose aliases expand past MAX_VALUES values, that nests past MAX_DEPTH, or whose alias
+    stands inside its own anchor: each node's expanded size is counted once (aliases share their node)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        line = node.start_mark.line + 1
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{path}: nested more than {MAX_DEPTH} levels deep at line {line}; no config or sweep file needs that")
+        if id(node) in open_nodes:
+            raise ConfigError(f"{path}: the value anchored at line {line} holds an alias of itself (a loop no config can hold)")
+        open_nodes.add(id(node))
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else node.value
+        total = 1 + (sum(size(c, depth + 1) for c in children) if isinstance(node, yaml.CollectionNode) else 0)
+        open_nodes.discard(id(node))
+        if total > MAX_VALUES:
+            raise ConfigError(
+                f"{path}: its aliases (*name) expand to more than {MAX_VALUES:,} values (at line {line}); "
+                "refusing it, as walking it would take the memory of a YAML alias bomb"
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root, 0)

@@ -1,0 +1,169 @@
+"""Reading checkpoints safely, rebuilding a model from one, and averaging the last K (Sec. 6.1).
+
+Checkpoints are loaded with `torch.load(weights_only=True)`: a file crafted to run code when
+unpickled is refused, not executed. Writes go to a temp file and are renamed into place, so an
+interrupted write never replaces a good file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import pickle
+import re
+from pathlib import Path
+
+import torch
+
+from ablate import plugins
+from ablate.config import ConfigError, ExperimentConfig, from_dict
+from ablate.data.datasets import cache_dir
+from ablate.data.tokenizer import Tokenizer
+from ablate.files.atomic import replacing
+from ablate.model import Transformer, build_transformer
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or is not an ablate checkpoint; names the file."""
+
+
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
+    """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
+        raise CheckpointError(
+            f"{path}: holds Python objects that ablate will not unpickle (it reads only tensors and plain "
+            "data from a checkpoint, so that opening one can never run code); it was not written by "
+            "ablate, or was altered since"
+        ) from None
+    except Exception as e:  # truncated zip, not a torch file, ...
+        first = (str(e).splitlines() or ["the file is empty" if path.stat().st_size == 0 else "no message"])[0][:200]
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {first})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
+    return ckpt
+
+
+def save_atomic(obj: dict, path: str | os.PathLike) -> None:
+    with replacing(path) as tmp, open(tmp, "wb") as f:  # replacing syncs it, and names the file on a full disk
+        torch.save(obj, f)
+
+
+def saved_config(ckpt: dict, source: str | os.PathLike) -> dict:
+    """The saved config of a loaded checkpoint (hyper_parameters.config, a dict with a `model` section); a
+    CheckpointError naming `source` (the file) and the field when it is missing or damaged, before anything reads it."""
+    hp = ckpt.get("hyper_parameters")
+    if not isinstance(hp, dict):
+        raise CheckpointError(f"{source}: field hyper_parameters is damaged (a {type(hp).__name__}, not a mapping)")
+    config = _field(hp, "config", dict, source)
+    if not isinstance(config.get("model"), dict):
+        raise CheckpointError(f"{source}: field hyper_parameters.config.model is damaged or missing ({config.get('model')!r:.60})")
+    return config
+
+
+def _field(hp: dict, name: str, kind: type, source: str | os.PathLike):
+    if name not in hp:
+        raise CheckpointError(f"{source}: field hyper_parameters.{name} is missing")
+    value = hp[name]
+    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 1):
+        raise CheckpointError(f"{source}: field hyper_parameters.{name} is damaged ({value!r:.60}, a {type(value).__name__})")
+    return value
+
+
+def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokenizer:
+    """The SentencePiece model stored inside the checkpoint, written once to a content-addressed cache file (written
+    again when its bytes no longer match its name)."""
+    proto = ckpt.get("tokenizer_model")
+    if proto is None or (isinstance(proto, bytes) and not proto):
+        raise CheckpointError(f"{source}: holds no tokenizer (was it written by `ablate train`?)")
+    if not isinstance(proto, bytes):
+        raise CheckpointError(f"{source}: field tokenizer_model is damaged (a {type(proto).__name__}, not a SentencePiece model's bytes)")
+    digest = hashlib.sha256(proto).hexdigest()[:16]
+    path = cache_dir() / "tokenizers" / "from-checkpoints" / f"{digest}.model"
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest()[:16] != digest:  # absent, or damaged since
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(path) as tmp:
+            tmp.write_bytes(proto)
+    try:
+        return Tokenizer(path)
+    except (RuntimeError, ValueError, OSError) as e:  # sentencepiece: "could not parse ModelProto"; wrong special ids
+        path.unlink(missing_ok=True)  # never a cached tokenizer
+        why = str(e).replace(str(path), "its bytes").splitlines()[0][:200]
+        raise CheckpointError(f"{source}: field tokenizer_model is damaged (not a usable SentencePiece model: {why})") from None
+
+
+def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, ExperimentConfig, Tokenizer]:
+    """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`."""
+    ckpt = load_checkpoint(path)
+    config, vocab_size = saved_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
+    if problem := plugins.needed(f"checkpoint {path}", config):  # not damage: a variant from a plugin not imported
+        raise ConfigError(problem)
+    try:
+        cfg = from_dict(config)
+    except (ConfigError, ValueError, TypeError) as e:
+        raise CheckpointError(f"{path}: field hyper_parameters.config does not load: {str(e).removeprefix('saved config: ')}") from None
+    model = build_transformer(cfg.model, vocab_size)
+    if not isinstance(ckpt["state_dict"], dict):
+        raise CheckpointError(f"{path}: field state_dict is damaged (a {type(ckpt['state_dict']).__name__}, not a mapping)")
+    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: weights do not fit the saved config ({str(e).splitlines()[0]})") from None
+    return model.eval(), cfg, tokenizer_from_checkpoint(ckpt, str(path))
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
+    """Mean of the model weights of several checkpoints of one run; the rest is taken from the last."""
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    ckpts = [load_checkpoint(p) for p in paths]
+    models = [saved_config(c, p)["model"] for p, c in zip(paths, ckpts)]
+    keys = ckpts[-1]["state_dict"].keys()
+    for p, c, model in zip(paths, ckpts, models):
+        if c["state_dict"].keys() != keys or model != models[-1]:
+            raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
+    avg = {}
+    for k in keys:
+        tensors = [c["state_dict"][k] for c in ckpts]
+        avg[k] = torch.stack([t.double() for t in tensors]).mean(0).to(tensors[0].dtype) if tensors[0].is_floating_point() else tensors[-1]
+    out = {k: v for k, v in ckpts[-1].items() if k not in ("optimizer_states", "lr_schedulers", "callbacks", "loops")}
+    out["state_dict"] = avg
+    out["averaged_from"] = [str(p) for p in paths]
+    return out
+
+
+def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's periodic checkpoints (checkpoints/step=N.ckpt), oldest first."""
+    found = []
+    for p in (Path(run_dir) / "checkpoints").glob("step=*.ckpt"):
+        m = re.fullmatch(r"step=(\d+)\.ckpt", p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def average_cli(args: argparse.Namespace) -> int:
+    paths = list(args.checkpoints)
+    if args.run_dir:
+        paths += step_checkpoints(args.run_dir)[-args.last :]
+    if not paths:
+        raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
+    out = Path(args.output)
+    if out.resolve() in {Path(p).resolve() for p in paths}:
+        raise CheckpointError(f"--output {out} is one of the inputs; refusing to overwrite it")
+    if out.exists() and not args.force:
+        raise CheckpointError(
+            f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
+            "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
+        )
+    save_atomic(average_checkpoints(paths), out)
+    print(f"averaged {len(paths)} checkpoints -> {out}")
+    for p in paths:
+        print(f"  {p}")
+    return 0

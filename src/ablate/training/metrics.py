@@ -1,0 +1,140 @@
+"""Translation quality (sacreBLEU on detokenized text, with its signature) and training speed.
+
+`bleu`/`chrf` are plain functions; `SpeedCallback` measures real (non-pad) tokens per second,
+step time and peak memory, excluding validation, and keeps an end-of-run summary that also says how long
+validation took.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+
+from ablate.training.flops import peak_flops
+
+
+@dataclass
+class Score:
+    score: float
+    signature: str
+
+
+def bleu(hyps: list[str], refs: list[str]) -> Score:
+    """Corpus BLEU with sacreBLEU's default 13a tokenization, as reported in the field since Post (2018)."""
+    metric = BLEU()
+    return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
+
+
+def chrf(hyps: list[str], refs: list[str]) -> Score:
+    metric = CHRF()
+    return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
+
+
+def peak_memory_mb(device: torch.device | None = None) -> float:
+    """Peak GPU memory allocated by torch on CUDA; the process's peak RSS on CPU."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
+
+
+class SpeedCallback(L.Callback):
+    """Logs speed/src_tokens_per_s, speed/tgt_tokens_per_s, speed/tokens_per_s (target side, the field's
+    convention), speed/step_ms and speed/peak_mem_mb every `every` optimizer steps; with `flops` (batch -> model
+    FLOPs of its training step, see ablate.training.flops) also speed/model_tflops, and speed/mfu where the device's peak
+    is known (`peak_tflops`, or Lightning's table of GPUs). All per device.
+
+    Clock time spent in validation is excluded; the interval is wall time between batch ends, so no
+    extra host-device synchronisation is added to the training step. The summary counts validation apart:
+    speed/val_seconds and speed/validations cover every validation this trainer runs, in fit and in a
+    `trainer.validate()` after it (ablate.run.train's validation of the final weights), but not Lightning's sanity
+    check, which decodes nothing and is left out entirely.
+    """
+
+    def __init__(self, every: int = 50, flops: Callable[[dict], float] | None = None, peak_tflops: float | None = None):
+        self.every, self.flops, self.peak_tflops = every, flops, peak_tflops
+        self.peak: float | None = None  # FLOP/s, set at train start once the device is known
+        self.summary: dict[str, float] = {}
+        self._total = self._zero()
+        self._window = self._zero()
+        self._t: float | None = None
+        self._paused_at: float | None = None
+        self._val_start = 0.0
+        self._val = {"speed/val_seconds": 0.0, "speed/validations": 0}
+
+    @staticmethod
+    def _zero() -> dict:
+        return {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0, "flops": 0.0}
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.flops is not None:
+            self.peak = peak_flops(pl_module.device, str(trainer.precision), self.peak_tflops)
+
+    def _tick(self) -> float:
+        now = time.perf_counter()
+        dt = 0.0 if self._t is None else now - self._t
+        self._t = now
+        return dt
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._t is None:
+            self._t = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        dt = self._tick()
+        src, tgt = int(batch["src_tokens"]), int(batch["tgt_tokens"])
+        flops = 0.0 if self.flops is None else self.flops(batch)
+        for acc in (self._total, self._window):
+            acc["src"] += src
+            acc["tgt"] += tgt
+            acc["batches"] += 1
+            acc["seconds"] += dt
+            acc["flops"] += flops
+        if self._window["batches"] >= self.every * trainer.accumulate_grad_batches:
+            metrics = self._rates(self._window, trainer.accumulate_grad_batches, pl_module.device)
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+            self._window = self._zero()
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._val_start = time.perf_counter()
+        if self._t is not None:
+            self._paused_at = self._val_start
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        now = time.perf_counter()
+        if not trainer.sanity_checking:
+            self._val["speed/val_seconds"] += now - self._val_start
+            self._val["speed/validations"] += 1
+            if self.summary:  # a validation after fit ended: the summary is already written, keep it whole
+                self.summary.update(self._val)
+        if self._paused_at is not None:
+            self._t += now - self._paused_at  # validation is not training time
+            self._paused_at = None
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.summary = self._rates(self._total, trainer.accumulate_grad_batches, pl_module.device)
+        self.summary["speed/train_seconds"] = self._total["seconds"]
+        self.summary.update(self._val)
+
+    def _rates(self, acc: dict, accumulate: int, device: torch.device) -> dict[str, float]:
+        seconds = max(acc["seconds"], 1e-9)
+        rates = {
+            "speed/src_tokens_per_s": acc["src"] / seconds,
+            "speed/tgt_tokens_per_s": acc["tgt"] / seconds,
+            "speed/tokens_per_s": acc["tgt"] / seconds,
+            "speed/step_ms": 1000 * seconds / max(acc["batches"], 1) * accumulate,
+            "speed/peak_mem_mb": peak_memory_mb(device),
+        }
+        if self.flops is not None:
+            rates["speed/model_tflops"] = acc["flops"] / seconds / 1e12
+            if self.peak:
+                rates["speed/mfu"] = acc["flops"] / seconds / self.peak
+        return rates

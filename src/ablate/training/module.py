@@ -1,0 +1,182 @@
+"""`TranslationModule`: the thin Lightning shell around the Transformer (Sec. 5.3-5.4).
+
+Label-smoothed cross entropy, Adam(0.9, 0.98, 1e-9) with the inverse-sqrt warmup schedule,
+and validation reporting loss, perplexity and sacreBLEU of beam-search output.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+
+import lightning as L
+import numpy as np
+import torch
+
+from ablate.config import ExperimentConfig, from_dict, to_dict
+from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
+from ablate.model import build_transformer, count_parameters
+from ablate.model.loss import translation_loss
+from ablate.training.metrics import bleu
+
+log = logging.getLogger(__name__)
+
+
+def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
+    """lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), step counted from 1 (Eq. 3)."""
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+class TranslationModule(L.LightningModule):
+    def __init__(self, config: dict, vocab_size: int):
+        super().__init__()
+        self.save_hyperparameters()  # the resolved config and vocab size travel in every checkpoint
+        self.cfg: ExperimentConfig = from_dict(config)
+        self.model = build_transformer(self.cfg.model, vocab_size)
+        self.params = count_parameters(self.model)
+        self.tokenizer_proto: bytes | None = None  # set by train(); makes checkpoints self-contained
+        self.bleu_signature = ""
+        self._val_sums = torch.zeros(3)  # smoothed loss, nll, target tokens
+        self._hyps: dict[int, list[int]] = {}
+        self._bleu_rows: frozenset[int] | None = None  # the fixed sample of validation sentences val/bleu is on; None = all
+        self.decoded: tuple[int, dict[int, list[int]]] | None = None  # (global step, {index: ids}) of the last decoding validation
+        if self.cfg.train.compile:
+            self.model.compile()  # in place: state-dict keys stay those of the plain model
+
+    @classmethod
+    def from_config(cls, cfg: ExperimentConfig, vocab_size: int) -> TranslationModule:
+        return cls(to_dict(cfg), vocab_size)
+
+    def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Summed label-smoothed loss, summed NLL (for perplexity) and the number of target tokens."""
+        return translation_loss(self.model, batch, self.cfg.train.label_smoothing)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, nll, ntok = self._step(batch)
+        loss = loss / ntok
+        if self.cfg.train.debug_nan_step and self.global_step >= self.cfg.train.debug_nan_step:
+            loss = loss * float("nan")
+        if self._logging_step(batch_idx):
+            # Values are read on the host only here, every log_every_steps batches: a read waits for the device to
+            # finish the step, and one per step would keep the GPU idle while the host prepares the next (NaN weights
+            # persist, so a periodic check still catches them). Lightning's loggers write only at these steps too.
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"train/loss is {loss.item()} at step {self.global_step}; the last checkpoint is the last good one"
+                )
+            tokens = batch["tgt_tokens"]  # a Python int from the collate: no device read
+            self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
+            self.log("train/ppl", torch.exp(nll / ntok), batch_size=tokens)
+            self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
+        return loss
+
+    def _logging_step(self, batch_idx: int) -> bool:
+        """Whether Lightning writes this batch's metrics to the loggers (every log_every_steps optimizer steps)."""
+        connector = getattr(self._trainer, "_logger_connector", None) if self._trainer is not None else None
+        if connector is None:  # outside a Trainer (tests, benchmarks)
+            return batch_idx % self.cfg.train.log_every_steps == 0
+        return connector.should_update_logs
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, device=self.device)
+        self._hyps = {}
+        if self.cfg.train.val_max_sentences:
+            self._bleu_rows = bleu_rows(len(self.trainer.datamodule.raw("valid")[1]), self.cfg.train)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, nll, ntok = self._step(batch)
+        self._val_sums += torch.stack([loss.detach(), nll, ntok.to(loss.dtype)])
+        if self.cfg.train.val_bleu and not self.trainer.sanity_checking:
+            # TranslationDataModule picked the rows on the host; a batch from elsewhere is picked here (with reads).
+            found = batch.get("bleu") or host_rows(batch, self._bleu_rows)
+            if found["idx"]:
+                src = batch["src"].index_select(0, found["rows"].to(batch["src"].device))  # (B', S)
+                self._hyps.update(zip(found["idx"], decode_rows(self.model, src, self.cfg, found["width"])))
+
+    def on_validation_epoch_end(self) -> None:
+        loss, nll, ntok = self._val_sums.tolist()
+        ntok = max(ntok, 1.0)
+        metrics = {"val/loss": loss / ntok, "val/nll": nll / ntok, "val/ppl": math.exp(min(nll / ntok, 50.0))}
+        if self._hyps:
+            dm = self.trainer.datamodule
+            _, refs = dm.raw("valid")
+            order = sorted(self._hyps)
+            score = bleu(dm.tokenizer.decode([self._hyps[i] for i in order]), [refs[i] for i in order])
+            metrics["val/bleu"] = score.score
+            self.bleu_signature = score.signature
+            self.decoded = (self.global_step, self._hyps)
+        self.log_dict(metrics)
+
+    def configure_optimizers(self):
+        t = self.cfg.train
+        # Fused on CUDA: one kernel for the whole update instead of a launch per tensor group (same arithmetic).
+        fused = self.device.type == "cuda"
+        opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay, fused=fused or None)
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: noam_factor(step + 1, self.cfg.model.d_model, t.warmup, t.lr_scale))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Never let non-finite weights replace the last good checkpoint (the periodic loss check may not have run yet).
+        if not all(torch.isfinite(p).all() for p in self.parameters()):
+            raise FloatingPointError(
+                f"non-finite weights at step {self.global_step}: not saving them; the last checkpoint is the last good one"
+            )
+        if self.tokenizer_proto is not None:
+            checkpoint["tokenizer_model"] = self.tokenizer_proto
+        checkpoint["params"] = dict(self.params)
+        checkpoint["rng"] = rng_states()
+        if self.trainer.world_size > 1:
+            # Each rank draws its own dropout masks: keep every rank's generators, not just those of the rank that writes.
+            per_rank: list = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(per_rank, checkpoint["rng"])
+            checkpoint["rng_per_rank"] = per_rank
+        # Lightning's logging-step counter is one ahead in checkpoints taken at an epoch's end or on SIGTERM, compared
+        # with those taken by mid-epoch validation; pin it to the latter so a resumed run logs the steps it would have.
+        loops = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
+        if loops is not None and "_batches_that_stepped" in loops:
+            loops["_batches_that_stepped"] = max(checkpoint.get("global_step", 0) - 1, 0)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.tokenizer_proto = checkpoint.get("tokenizer_model")
+        # Applied right before the first resumed batch: restoring now would be undone by what runs in between
+        # (creating data iterators draws from torch's generator).
+        per_rank = checkpoint.get("rng_per_rank") or []
+        same_ranks = len(per_rank) == self.trainer.world_size
+        if per_rank and not same_ranks:
+            log.warning(
+                "the checkpoint was written by %d ranks and resumes on %d: dropout masks will differ from the uninterrupted run",
+                len(per_rank),
+                self.trainer.world_size,
+            )
+        self._pending_rng = per_rank[self.trainer.global_rank] if same_ranks else checkpoint.get("rng")
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        if getattr(self, "_pending_rng", None) is not None:
+            set_rng_states(self._pending_rng)
+            self._pending_rng = None
+
+
+def rng_states() -> dict:
+    """Every generator training draws from (dropout, shuffling helpers), in types torch.load(weights_only=True) accepts."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    states = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos, "has_gauss": has_gauss, "gauss": gauss},
+        "python": {"version": version, "internal": list(internal), "gauss": gauss_next},
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    n = states["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    p = states["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

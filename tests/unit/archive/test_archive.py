@@ -1,0 +1,314 @@
+"""`ablate archive`: a study's evidence without checkpoints, W&B files or corpus text, that tabulates exactly as the
+study does, never replaces a newer archive with an older study, and scores finished runs on test before their
+checkpoints are left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ablate.archive.study import archive
+from ablate.cli import main
+from ablate.evaluation.records import read_eval_file, write_eval_file
+from ablate.table.load import runs_from_dirs
+from ablate.table.significance import collect
+
+REFS = ["a dog runs on the beach .", "two men play chess in a park .", "the girl reads a red book .", "a cat sleeps ."]
+HYPS = {1: ["a dog runs on a beach .", "two men play chess .", "a girl reads a book .", "the cat sleeps ."], 2: REFS}
+
+
+def finished_run(study: Path, name: str, seed: int, splits=("valid",)) -> Path:
+    run = study / "trials" / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    (run / "wandb" / "offline-run-x").mkdir(parents=True)
+    (run / "wandb" / "offline-run-x" / "run-x.wandb").write_bytes(b"w&b")
+    (run / "config.yaml").write_text(f"sweep:\n  row: base\nseed: {seed}\nout_dir: {run}\n")  # as ablate writes it: out_dir last
+    (run / "summary.json").write_text(json.dumps({"last": {"val/bleu": 1.0}, "steps": 100}))
+    (run / "metrics.csv").write_text("step,val/ppl\n100,9.5\n")
+    (run / "train.log.lock").write_text("")
+    for split in splits:
+        write_eval_file(
+            run,
+            split,
+            dataset="multi30k",
+            checkpoint="avg.ckpt",
+            indices=range(len(REFS)),
+            hypotheses=HYPS[seed],
+            references=REFS,
+            nll=[3.0, 4.0, 5.0, 1.5],
+            tokens=[7, 8, 7, 4],
+        )
+    return run
+
+
+def study_db(study: Path, finished: int) -> None:
+    s = optuna.create_study(storage=f"sqlite:///{study / 'study.db'}", study_name="t")
+    for _ in range(finished):
+        s.tell(s.ask(), 1.0)
+
+
+@pytest.fixture
+def study(tmp_path) -> Path:
+    root = tmp_path / "study"
+    finished_run(root, "0000-base-s1", 1)
+    finished_run(root, "0001-base-s2", 2)
+    (root / "trials" / "0002-base-s3" / "checkpoints").mkdir(parents=True)  # still training: no summary
+    study_db(root, 2)
+    return root
+
+
+def test_archive_keeps_evidence_without_text_weights_or_wandb(study, tmp_path):
+    dest = tmp_path / "archive"
+    report = archive(study, dest)
+    assert report.trials == ["trials/0000-base-s1", "trials/0001-base-s2"] and report.unfinished == ["0002-base-s3"]
+    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert files == [
+        "study.db",
+        *(
+            f"trials/{t}/{f}"
+            for t in ("0000-base-s1", "0001-base-s2")
+            for f in ("config.yaml", "eval/valid.json", "metrics.csv", "summary.json")
+        ),
+    ]
+    text = "".join(p.read_text(errors="replace") for p in dest.rglob("*.json"))
+    assert not any(sentence in text for sentence in REFS + HYPS[1])  # no corpus text, no hypothesis
+    rec = read_eval_file(dest / "trials/0000-base-s1/eval/valid.json", "valid")
+    assert rec.hypotheses is None and rec.references is None and len(rec.bleu_stats) == 4
+    assert optuna.load_study(study_name="t", storage=f"sqlite:///{dest / 'study.db'}").trials[1].state.name == "COMPLETE"
+
+
+def test_archived_study_tabulates_as_the_study(study, tmp_path):
+    archive(study, tmp_path / "archive")
+    live, kept = runs_from_dirs(study), runs_from_dirs(tmp_path / "archive")
+    ev_live, ev_kept = collect(live, "valid"), collect(kept, "valid")
+    assert [r.bleu for r in kept] == [r.bleu for r in live] and [r.ppl for r in kept] == [r.ppl for r in live]
+    assert kept[1].bleu == pytest.approx(100.0) and 0 < kept[0].bleu < 99  # seed 2 copies the references
+    for a, b in zip(live, kept):
+        assert (ev_kept.per_run[b.source]["bleu"] == ev_live.per_run[a.source]["bleu"]).all()
+    assert ev_kept.bleu_signature == ev_live.bleu_signature and ev_kept.sentences == 4
+
+
+def test_archive_never_replaces_a_newer_archive_and_keeps_what_dest_has(study, tmp_path):
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    (dest / "trials" / "0009-extra").mkdir()
+    (dest / "trials" / "0009-extra" / "summary.json").write_text("{}")
+    older = tmp_path / "older"
+    finished_run(older, "0000-base-s1", 1)
+    study_db(older, 1)
+    before = (dest / "study.db").read_bytes()
+    with pytest.raises(ValueError, match=r"holds 2 finished trials the study's .* does not \(t trial 0, t trial 1\)"):
+        archive(older, dest)
+    assert (dest / "study.db").read_bytes() == before and (dest / "trials" / "0009-extra" / "summary.json").exists()
+    with pytest.raises(ValueError, match="inside the study"):
+        archive(study, study / "archive")
+
+
+def test_archive_refuses_a_copy_another_machine_continued_from_the_same_archive(study, tmp_path):
+    """Two machines restore one archive and each finishes a different trial: the first to archive back extends it (a
+    superset of its trials), the second would drop that trial from the database, so it is refused, naming it."""
+    import shutil
+
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    machines = {}
+    for name in ("a", "b"):
+        machines[name] = tmp_path / name
+        shutil.copytree(dest, machines[name])
+        s = optuna.load_study(study_name="t", storage=f"sqlite:///{machines[name] / 'study.db'}")
+        s.tell(s.ask(), 2.0)
+    archive(machines["a"], dest)
+    assert len(optuna.load_study(study_name="t", storage=f"sqlite:///{dest / 'study.db'}").trials) == 3
+    before = (dest / "study.db").read_bytes()
+    with pytest.raises(ValueError, match=r"holds 1 finished trials the study's .* does not \(t trial 2\).*another machine"):
+        archive(machines["b"], dest)
+    assert (dest / "study.db").read_bytes() == before
+
+
+def test_archive_scores_runs_without_a_test_record_first(study, tmp_path):
+    scored = []
+
+    def evaluate(run: Path) -> None:
+        scored.append(run.name)
+        finished_run(tmp_path / "scratch" / run.name, "x", 1, splits=("test",))
+        (run / "eval" / "test.json").write_bytes((tmp_path / "scratch" / run.name / "trials/x/eval/test.json").read_bytes())
+
+    (study / "trials/0001-base-s2/eval/test.json").write_bytes(
+        (study / "trials/0001-base-s2/eval/valid.json").read_bytes().replace(b'"valid"', b'"test"')
+    )
+    report = archive(study, tmp_path / "archive", evaluate, "test")
+    assert scored == ["0000-base-s1"] and report.evaluated == ["trials/0000-base-s1"]
+    assert read_eval_file(tmp_path / "archive/trials/0000-base-s1/eval/test.json", "test").bleu_stats is not None
+
+
+def test_archive_refuses_a_changed_file_before_scoring_anything(study, tmp_path):
+    """Scoring takes minutes a run: an archive that will be refused must not cost them first."""
+    (study / "study.db").unlink()
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    (study / "trials/0001-base-s2/summary.json").write_text('{"bogus": true}')
+    scored = []
+    with pytest.raises(ValueError, match=r"already holds 1 files .*summary.json\): not replacing"):
+        archive(study, dest, lambda run: scored.append(run.name), "test")
+    assert scored == []
+    # Nor when the study has no test record yet but the archive does: scoring would write it anew.
+    (study / "trials/0001-base-s2/summary.json").write_bytes((dest / "trials/0001-base-s2/summary.json").read_bytes())
+    (dest / "trials/0001-base-s2/eval/test.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"already holds 1 files .*\(trials/0001-base-s2/eval/test.json\): not replacing"):
+        archive(study, dest, lambda run: scored.append(run.name), "test")
+    assert scored == []
+
+
+def test_archive_refuses_a_malformed_record_naming_it(study, tmp_path, capsys):
+    (study / "trials/0001-base-s2/eval/valid.json").write_text('{"split": "valid"}')
+    assert main(["archive", str(study), str(tmp_path / "archive")]) == 2
+    err = capsys.readouterr().err
+    assert "0001-base-s2/eval/valid.json" in err and "missing key 'nll'" in err
+
+
+def test_archive_command_reports_what_it_kept(study, tmp_path, capsys):
+    assert main(["archive", str(study), str(tmp_path / "archive")]) == 0
+    out = capsys.readouterr().out
+    assert "archived 2 finished runs" in out and "with the study database" in out and "0002-base-s3" in out
+
+
+def test_archive_refuses_a_study_without_its_database_over_an_archive_with_one(study, tmp_path, capsys):
+    """Without a database nothing shows the study is newer than the archive: its files must not replace the archive's."""
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    bogus = tmp_path / "bogus"
+    (finished_run(bogus, "0000-base-s1", 1) / "summary.json").write_text('{"bogus": true}')
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert main(["archive", str(bogus), str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert f"{dest / 'study.db'} exists but the study {bogus} has no study.db" in err
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
+
+
+def test_archive_without_databases_adds_files_but_never_changes_one(study, tmp_path):
+    (study / "study.db").unlink()
+    dest = tmp_path / "archive"
+    archive(study, dest)
+    assert archive(study, dest).trials == ["trials/0000-base-s1", "trials/0001-base-s2"]  # the same again: fine
+    (study / "trials/0001-base-s2/notes.txt").write_text("new")
+    finished_run(study, "0003-base-s4", 1)
+    archive(study, dest)  # new files and trials are added
+    assert (dest / "trials/0001-base-s2/notes.txt").read_text() == "new" and (dest / "trials/0003-base-s4/summary.json").exists()
+    (study / "trials/0000-base-s1/summary.json").write_text('{"bogus": true}')
+    (study / "trials/0000-base-s1/more.txt").write_text("x")
+    before = (dest / "trials/0000-base-s1/summary.json").read_bytes()
+    with pytest.raises(ValueError, match=r"already holds 1 files .* \(trials/0000-base-s1/summary.json\): not replacing"):
+        archive(study, dest)
+    assert (dest / "trials/0000-base-s1/summary.json").read_bytes() == before
+    assert not (dest / "trials/0000-base-s1/more.txt").exists()  # refused before anything is written
+    study_db(study, 2)  # a database in the study alone shows nothing newer than the archive's files either
+    with pytest.raises(ValueError, match=r"summary.json\): not replacing .*\(the archive has no study.db\)"):
+        archive(study, dest)
+    assert (dest / "trials/0000-base-s1/summary.json").read_bytes() == before and not (dest / "study.db").exists()
+
+
+def test_archive_keeps_what_links_link_to_and_refuses_a_broken_link(study, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run0, run1 = study / "trials/0000-base-s1", study / "trials/0001-base-s2"
+    for path in (run0 / "summary.json", run0 / "eval/valid.json"):
+        (elsewhere / path.name).write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(elsewhere / path.name)
+    (run1 / "eval").rename(elsewhere / "eval")
+    (run1 / "eval").symlink_to(elsewhere / "eval", target_is_directory=True)
+    (elsewhere / "eval" / "loop").symlink_to(run1, target_is_directory=True)  # a link back up: no end to follow
+    dest = tmp_path / "archive"
+    assert archive(study, dest).trials == ["trials/0000-base-s1", "trials/0001-base-s2"]
+    for rel in ("0000-base-s1/summary.json", "0000-base-s1/eval/valid.json", "0001-base-s2/eval/valid.json"):
+        assert (dest / "trials" / rel).is_file() and not (dest / "trials" / rel).is_symlink()
+    assert read_eval_file(dest / "trials/0000-base-s1/eval/valid.json", "valid").hypotheses is None
+    assert runs_from_dirs(dest)[0].bleu == runs_from_dirs(study)[0].bleu
+    (run1 / "metrics.csv").unlink()
+    (run1 / "metrics.csv").symlink_to(elsewhere / "gone.csv")
+    with pytest.raises(FileNotFoundError, match=r"0001-base-s2/metrics.csv: a link to .*gone.csv, which does not exist"):
+        archive(study, tmp_path / "archive2")
+    assert not (tmp_path / "archive2").exists()
+
+
+def test_archive_keeps_and_reports_a_finished_run_without_its_config(study, tmp_path, capsys):
+    """The database marks it finished (a rerun will not train it again): its evidence is kept, and the user told."""
+    (study / "trials/0001-base-s2/config.yaml").unlink()
+    dest = tmp_path / "archive"
+    assert main(["archive", str(study), str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 finished runs have no config.yaml" in out and "trials/0001-base-s2" in out
+    assert (dest / "trials/0001-base-s2/summary.json").is_file() and (dest / "trials/0001-base-s2/eval/valid.json").is_file()
+    assert archive(study, tmp_path / "again").no_config == ["trials/0001-base-s2"]
+
+
+@pytest.mark.timeout(60, method="thread")  # SQLite's own retries ignore a signal: a regression must not hang the suite
+def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path, capsys, monkeypatch):
+    import sqlite3
+    import threading
+    import time
+
+    from ablate.archive import study_db as archive_db
+
+    monkeypatch.setattr(archive_db, "BUSY_SECONDS", 0.5)
+    lock = sqlite3.connect(study / "study.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # a worker writing
+    try:
+        assert main(["archive", str(study), str(tmp_path / "archive")]) == 2
+        err = capsys.readouterr().err
+        assert f"{study / 'study.db'}: the study database is busy" in err and "not a readable" not in err
+        assert not (tmp_path / "archive").exists()
+        failed = []  # the backup alone (a lock taken after the check): SQLite would retry it forever
+
+        def backup() -> None:
+            try:
+                with archive_db.database_copy(study / "study.db", tmp_path / "out" / "study.db"):
+                    failed.append("the block ran: the copy was taken")
+            except ValueError as e:
+                failed.append(str(e))
+
+        start, thread = time.monotonic(), threading.Thread(target=backup, daemon=True)
+        thread.start()
+        thread.join(timeout=20)
+        assert not thread.is_alive() and time.monotonic() - start < 20
+        assert "study.db: the study database is busy" in failed[0] and not (tmp_path / "out").exists()
+    finally:
+        lock.rollback()
+        lock.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"\x8f\x02not sqlite at all\x00" * 64], ids=["empty", "garbage"])
+def test_archive_refuses_a_damaged_database_before_copying_anything(study, tmp_path, capsys, content):
+    (study / "study.db").write_bytes(content)
+    dest = tmp_path / "archive"
+    assert main(["archive", str(study), str(dest)]) == 2
+    assert f"{study / 'study.db'}: not a readable Optuna study database" in capsys.readouterr().err
+    assert not dest.exists()
+
+
+def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path, capsys, monkeypatch):
+    import os
+
+    dest = tmp_path / "archive"
+    dest.write_text("a file")
+    assert main(["archive", str(study), str(dest)]) == 2
+    assert (
+        f"{dest} is a file, not a folder, so the archive cannot be written there" in capsys.readouterr().err
+        and dest.read_text() == "a file"
+    )
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anywhere: a read-only folder as an ordinary user sees it
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != read_only and real(path, mode, **kw))
+    try:
+        assert main(["archive", str(study), str(read_only / "archive")]) == 2
+        assert f"{read_only} is not writable (permission denied), so the archive" in capsys.readouterr().err
+    finally:
+        read_only.chmod(0o755)
+    assert list(read_only.iterdir()) == []

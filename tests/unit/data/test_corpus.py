@@ -1,0 +1,63 @@
+"""Reading parallel corpora: plain and gz, mismatched or missing files, bad bytes, empty lines, line ends."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+
+import pytest
+from text_corpora import corpus, write
+
+from ablate.data.module import read_parallel
+
+
+def test_gz_and_plain_read_alike(tmp_path):
+    src, tgt = corpus(20)
+    plain = read_parallel(write(tmp_path / "p.en", src), write(tmp_path / "p.de", tgt))[0]
+    # gzip is detected by magic bytes, not by suffix
+    zipped = read_parallel(write(tmp_path / "z.en.gz", src, gz=True), write(tmp_path / "z_de", tgt, gz=True))[0]
+    assert plain == zipped == list(zip(src, tgt))
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+    a, b = write(tmp_path / "a.en", ["x", "y", "z"]), write(tmp_path / "b.de", ["x", "y"])
+    with pytest.raises(ValueError, match=rf"{a}.* 3 lines.*{b}.* 2 lines"):
+        read_parallel(a, b)
+
+
+def test_missing_file_is_named(tmp_path):
+    a = write(tmp_path / "a.en", ["x"])
+    with pytest.raises(FileNotFoundError, match="nope.de"):
+        read_parallel(a, tmp_path / "nope.de")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    a = write(tmp_path / "a.en", ["ok", "ok", "ok"])
+    b = tmp_path / "b.de.gz"
+    b.write_bytes(gzip.compress(b"gut\ngut\nschlecht \xff\xfe\n"))
+    with pytest.raises(ValueError, match=rf"{b}:3: not valid UTF-8"):
+        read_parallel(a, b)
+
+
+def test_empty_lines_dropped_and_counted(tmp_path, caplog):
+    a = write(tmp_path / "a.en", ["one", "", "three", "   ", "five"])
+    b = write(tmp_path / "b.de", ["eins", "zwei", "", "vier", "fuenf"])
+    pairs, stats = read_parallel(a, b)
+    assert pairs == [("one", "eins"), ("five", "fuenf")]
+    assert (stats.lines, stats.kept, stats.empty) == (5, 2, 3)
+
+
+def test_control_characters_are_kept_and_reported_with_file_and_line(tmp_path, caplog):
+    a = write(tmp_path / "a.en", ["one", "t\x00wo", "three\tfour"])  # a tab is not a control character worth a word
+    b = write(tmp_path / "b.de", ["eins", "zwei", "dr\x07ei"])
+    with caplog.at_level(logging.WARNING, logger="ablate.data.corpus"):
+        pairs, _ = read_parallel(a, b)
+    assert pairs[1] == ("t\x00wo", "zwei")
+    assert f"{a}:2" in caplog.text and f"{b}:3" in caplog.text and f"{a}:3" not in caplog.text
+
+
+def test_crlf_and_unicode_line_separators(tmp_path):
+    # U+2028 inside a sentence must not split it (str.splitlines would)
+    a = write(tmp_path / "a.en", ["one\u2028half", "two"], newline="\r\n")
+    b = write(tmp_path / "b.de", ["eins", "zwei"], newline="\r\n")
+    assert read_parallel(a, b)[0] == [("one\u2028half", "eins"), ("two", "zwei")]

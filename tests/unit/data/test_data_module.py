@@ -1,0 +1,76 @@
+"""The DataModule: batches aligned with the raw text, and the shuffle Lightning advances each epoch."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+from text_corpora import corpus, data_cfg, write, write_corpus
+
+from ablate.config import ExperimentConfig
+from ablate.data.module import TranslationDataModule
+
+
+@pytest.fixture
+def datamodule(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder, "train", 300, seed=0)
+    src, tgt = corpus(30, seed=1)
+    write(folder / "valid.en", src[:10] + [""] + src[10:])  # an empty pair: idx must still align with raw()
+    write(folder / "valid.de", tgt[:10] + ["leer"] + tgt[10:])
+    prefixes = dict(train_prefix=str(folder / "train"), valid_prefix=str(folder / "valid"))
+    cfg = ExperimentConfig(seed=7, data=data_cfg(tmp_path, max_len=80, max_tokens=240, **prefixes))
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def test_datamodule_batches_and_raw_alignment(datamodule):
+    dm = datamodule
+    assert dm.tokenizer.vocab_size == 64
+    for batch in dm.train_dataloader():
+        b, s = batch["src"].shape
+        assert batch["tgt_in"].shape == batch["tgt_out"].shape and batch["idx"].shape == (b,)
+        assert b * max(s, batch["tgt_in"].shape[1]) <= 240
+    srcs, refs = dm.raw("valid")
+    assert len(srcs) == len(refs) == 30
+    seen = []
+    for batch in dm.val_dataloader():
+        for i, src_ids, tgt_ids in zip(batch["idx"].tolist(), batch["src"], batch["tgt_out"]):
+            assert dm.tokenizer.decode([src_ids])[0] == srcs[i]
+            assert dm.tokenizer.decode([tgt_ids])[0] == refs[i]
+            seen.append(i)
+    assert sorted(seen) == list(range(30))
+
+
+class _Recorder(L.LightningModule):
+    """Records the sentence indices of every training batch, per epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.seen: dict[int, list[list[int]]] = {}
+
+    def training_step(self, batch, batch_idx):
+        self.seen.setdefault(self.current_epoch, []).append(batch["idx"].tolist())
+        return self.w.sum() * batch["src"].float().mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore:.*LeafSpec:FutureWarning")  # Lightning-internal chatter
+def test_lightning_advances_the_shuffle_each_epoch(datamodule):
+    model = _Recorder()
+    trainer = L.Trainer(
+        max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, use_distributed_sampler=False, limit_val_batches=0,
+    )  # fmt: skip
+    trainer.fit(model, datamodule=datamodule)
+    expected = datamodule.train_dataloader().batch_sampler
+    for epoch in (0, 1):
+        expected.set_epoch(epoch)
+        assert model.seen[epoch] == [[int(datamodule.encoded("train").idx[j]) for j in b] for b in expected]
+    assert model.seen[0] != model.seen[1]

@@ -1,0 +1,97 @@
+"""The cached joint BPE tokenizer: reuse, retraining, special ids, bad settings."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from text_corpora import data_cfg, write_corpus
+
+import ablate.data.tokenizer as tokenizer_module
+from ablate.data.module import load_or_train_tokenizer
+from ablate.model.tokens import BOS_ID as BOS
+from ablate.model.tokens import EOS_ID as EOS
+from ablate.model.tokens import PAD_ID as PAD
+from ablate.model.tokens import UNK_ID as UNK
+
+
+@pytest.fixture
+def train_files(tmp_path):
+    return write_corpus(tmp_path, "train", 300)
+
+
+@pytest.fixture
+def train_calls(monkeypatch):
+    calls = []
+    real = tokenizer_module.train_tokenizer
+
+    def counting(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tokenizer_module, "train_tokenizer", counting)
+    return calls
+
+
+def test_tokenizer_cache_reuse_and_retrain(tmp_path, train_files, train_calls):
+    cfg = data_cfg(tmp_path)
+    first = load_or_train_tokenizer(cfg, *train_files)
+    mtime = first.path.stat().st_mtime_ns
+    again = load_or_train_tokenizer(cfg, *train_files)
+    assert again.path == first.path and again.path.stat().st_mtime_ns == mtime and len(train_calls) == 1
+    assert first.vocab_size == 64
+
+    other_vocab = load_or_train_tokenizer(data_cfg(tmp_path, vocab_size=60), *train_files)
+    assert other_vocab.path.parent != first.path.parent and other_vocab.vocab_size == 60 and len(train_calls) == 2
+
+    src, _ = train_files
+    src.write_bytes(src.read_bytes().replace(b"dog", b"dgo", 1))  # one corpus byte pair changes
+    changed = load_or_train_tokenizer(cfg, *train_files)
+    assert changed.path.parent not in (first.path.parent, other_vocab.path.parent) and len(train_calls) == 3
+    assert not [p for p in (tmp_path / "cache" / "tokenizers").iterdir() if p.name.startswith(".")], "temp dirs left"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "replaced", "settings-lost"])
+def test_a_damaged_cache_entry_is_trained_again_with_a_warning_naming_it(tmp_path, train_files, train_calls, caplog, damage):
+    cfg = data_cfg(tmp_path)
+    original = load_or_train_tokenizer(cfg, *train_files)
+    good, data = original.path, original.path.read_bytes()
+    sentences = train_files[0].read_text().splitlines()[:50]
+    if damage == "truncated":
+        good.write_bytes(data[: len(data) // 2])
+    elif damage == "replaced":  # other bytes that SentencePiece loads: only the sha256 settings.json records tells
+        good.write_bytes(load_or_train_tokenizer(data_cfg(tmp_path, vocab_size=60), *train_files).path.read_bytes())
+    else:  # no digest to compare with, a model that loads: kept (an entry from before digests were recorded)
+        (good.parent / "settings.json").unlink()
+    calls, damaged = len(train_calls), good.read_bytes()
+    again = load_or_train_tokenizer(cfg, *train_files)
+    assert again.path == good and again.vocab_size == 64
+    if damage == "settings-lost":
+        assert len(train_calls) == calls and "damaged" not in caplog.text
+        return
+    assert len(train_calls) == calls + 1 and f"damaged tokenizer cache entry {good}" in caplog.text
+    # Trained again: the same pieces (the model's bytes also record the folder it was trained in), not the damaged ones
+    assert good.read_bytes() != damaged and again.encode(sentences) == original.encode(sentences)
+
+
+def test_tokenizer_special_ids_round_trip_and_determinism(tmp_path, train_files):
+    tok = load_or_train_tokenizer(data_cfg(tmp_path), *train_files)
+    assert [tok._sp.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    texts = ["the dog runs in the park", "ein kind sitzt"]
+    ids = tok.encode(texts)
+    assert all(PAD not in seq and EOS not in seq for seq in ids)
+    assert tok.decode(ids) == texts
+    padded = [[BOS] + ids[0] + [EOS, 17, PAD], ids[1] + [PAD, PAD]]
+    assert tok.decode(padded) == texts, "decode stops at eos and skips bos/pad"
+    assert pickle.loads(pickle.dumps(tok)).encode(texts) == ids
+    twin = load_or_train_tokenizer(data_cfg(tmp_path / "other"), *train_files)
+    pieces = lambda t: [(t._sp.id_to_piece(i), t._sp.get_score(i)) for i in range(t.vocab_size)]  # noqa: E731
+    assert pieces(twin) == pieces(tok), "training is deterministic"  # (the file embeds its temp dir's name)
+
+
+def test_tokenizer_vocab_too_large_or_bad_sample(tmp_path, train_files):
+    with pytest.raises(ValueError, match=r"data.vocab_size=5000 is too large.*smaller data.vocab_size"):
+        load_or_train_tokenizer(data_cfg(tmp_path, vocab_size=5000), *train_files)
+    with pytest.raises(ValueError, match=r"data.tokenizer_sample=50"):
+        load_or_train_tokenizer(data_cfg(tmp_path, tokenizer_sample=50), *train_files)
+    assert not list((tmp_path / "cache" / "tokenizers").iterdir()), "a failed training leaves nothing behind"

@@ -1,0 +1,90 @@
+"""A file is replaced whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ablate.files.atomic import replacing, unwritable
+
+
+def test_the_target_is_replaced_when_the_block_ends(tmp_path):
+    target = tmp_path / "f.json"
+    target.write_text("old")
+    with replacing(target) as tmp:
+        tmp.write_text("new")
+        assert target.read_text() == "old" and tmp.parent == tmp_path  # a sibling: the rename stays on one file system
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "f.json"
+    target.write_text("old")
+    with pytest.raises(KeyboardInterrupt), replacing(target) as tmp:
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_the_replaced_file_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path):
+    old, new = tmp_path / "shared.md", tmp_path / "new.json"
+    old.write_text("old")
+    old.chmod(0o664)
+    with replacing(old) as tmp:
+        tmp.write_text("new")
+    with replacing(new) as tmp:
+        tmp.write_text("new")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(old.stat().st_mode) == 0o664 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+
+
+def test_unwritable_says_why_a_file_could_not_be_replaced(tmp_path, monkeypatch):
+
+    assert unwritable(tmp_path / "new" / "deeper" / "t.md") is None  # folders to be made: asked of the nearest one
+    (tmp_path / "dir.md").mkdir()
+    assert unwritable(tmp_path / "dir.md") == f"{tmp_path / 'dir.md'} is a folder, where a file is to be written"
+    (tmp_path / "afile").write_text("mine")
+    assert unwritable(tmp_path / "afile" / "sub" / "t.md") == f"{tmp_path / 'afile'} is a file, not a folder"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access  # root may write anywhere: the folder as an ordinary user would see it
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real(path, mode, **kw))
+    assert unwritable(locked / "t.md") == f"{locked} is not writable (permission denied)"
+
+
+def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    from ablate.files.atomic import write_file
+
+    events, real_fsync, real_replace = [], os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("rename", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "results.json"
+    write_file(target, "[]")
+    (_, synced), rename, folder = events
+    assert Path(synced).parent == tmp_path and Path(synced).name.startswith(".results.json.")
+    assert rename == ("rename", str(target)) and folder == ("fsync", str(tmp_path))
+    assert target.read_text() == "[]"
+
+
+def test_write_file_replaces_a_symlinks_target_and_writes_through_a_pipe(tmp_path):
+    from ablate.files.atomic import write_file
+
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    (tmp_path / "link.txt").symlink_to(real)
+    write_file(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and real.read_text() == "new"
+    write_file("/dev/null", "to nowhere")  # a device: written, not replaced (nothing is made in /dev)

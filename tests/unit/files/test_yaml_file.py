@@ -1,0 +1,88 @@
+"""The one YAML reader: safe loading, and every problem as a ConfigError naming the file (and line, and key)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ablate.files.yaml_file import read_yaml
+from ablate.messages.errors import ConfigError
+
+
+def write(tmp_path, text: str, name: str = "sweep.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_reads_nested_mappings_and_lists(tmp_path):
+    path = write(tmp_path, "base: experiments/base.yaml\nparams:\n  model.heads: {type: categorical, choices: [1, 4]}\n")
+    assert read_yaml(path) == {"base": "experiments/base.yaml", "params": {"model.heads": {"type": "categorical", "choices": [1, 4]}}}
+    assert read_yaml(write(tmp_path, "", "empty.yaml")) is None
+
+
+def test_duplicate_top_level_key_names_the_key_and_both_lines(tmp_path):
+    path = write(tmp_path, "base: a.yaml\nmetric: val/bleu\n\n# another\n\n\nbase: b.yaml\n")
+    with pytest.raises(ConfigError, match=r"sweep.yaml: duplicate key 'base' at lines 1 and 7"):
+        read_yaml(path)
+
+
+@pytest.mark.parametrize("text, key, lines", [
+    ("params:\n  model.heads:\n    type: int\n    low: 1\n    low: 2\n", "low", "lines 4 and 5"),
+    ("rows:\n  - name: a\n    name: b\n", "name", "lines 2 and 3"),
+    ("a: {x: 1, x: 2}\n", "x", "line 1 (twice)"),
+])  # fmt: skip
+def test_duplicate_keys_at_any_depth_are_refused(tmp_path, text, key, lines):
+    with pytest.raises(ConfigError, match=rf"sweep.yaml: duplicate key '{key}' at {re.escape(lines)}"):
+        read_yaml(write(tmp_path, text))
+
+
+def test_same_key_in_different_mappings_and_merge_keys_are_fine(tmp_path):
+    text = "a: {low: 1}\nb: {low: 2}\nbase: &base {x: 1, y: 2}\nrow:\n  <<: *base\n  x: 3\n"
+    assert read_yaml(write(tmp_path, text))["row"] == {"x": 3, "y": 2}
+
+
+def test_missing_file_names_what_and_where(tmp_path):
+    with pytest.raises(ConfigError, match=r"^sweep file not found: .*nope.yaml$"):
+        read_yaml(tmp_path / "nope.yaml", "sweep file")
+    with pytest.raises(ConfigError, match=r"^config file not found"):
+        read_yaml(tmp_path / "nope.yaml")
+
+
+def test_invalid_yaml_names_file_and_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"bad.yaml: not valid \(safe\) YAML at line 3: while parsing a flow sequence; expected"):
+        read_yaml(write(tmp_path, "a: 1\nb: [1, 2\nc: 3\n", "bad.yaml"))
+
+
+def test_tags_that_build_python_objects_are_refused(tmp_path):
+    message = r"evil.yaml: not valid \(safe\) YAML at line 1: could not determine a constructor for the tag .*python/object"
+    with pytest.raises(ConfigError, match=message):
+        read_yaml(write(tmp_path, "model: !!python/object/apply:os.system ['echo pwned']\n", "evil.yaml"))
+
+
+def test_an_alias_bomb_is_refused_before_anything_expands_it(tmp_path):
+    levels = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]  # 9**9 values once expanded
+    with pytest.raises(ConfigError, match=r"bomb.yaml: its aliases \(\*name\) expand to more than 100,000 values \(at line 6\)"):
+        read_yaml(write(tmp_path, "\n".join(levels) + "\n", "bomb.yaml"))
+
+
+@pytest.mark.parametrize(
+    "text", ["deep: " + "[" * 5000 + "]" * 5000, "deep: " + "{a: " * 5000 + "1" + "}" * 5000, "deep: " + "[" * 80 + "]" * 80]
+)
+def test_nesting_deeper_than_any_config_is_refused_naming_the_file(tmp_path, text):
+    with pytest.raises(ConfigError, match=r"deep.yaml: nested (too deeply to read|more than 64 levels deep at line 1)"):
+        read_yaml(write(tmp_path, text, "deep.yaml"))
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"loop.yaml: the value anchored at line 1 holds an alias of itself"):
+        read_yaml(write(tmp_path, "a: &a\n  - *a\n", "loop.yaml"))
+
+
+def test_invalid_utf8_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "bytes.yaml"
+    path.write_bytes(b"model:\n  heads: 4\n  norm: pr\xe9\n")
+    with pytest.raises(ConfigError, match=r"bytes.yaml: not UTF-8 text at line 3, column 11 \(bytes b'\\xe9\\n'\)"):
+        read_yaml(path)

@@ -1,0 +1,70 @@
+"""Crafted studies for `ablate table` tests: run directories (config.yaml, summary.json, eval/SPLIT.json) whose
+systems copy the reference in a chosen share of sentences, so every statistic has a known direction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ablate.config import load_config, to_yaml
+from ablate.evaluation.records import write_eval_file
+from ablate.sweep.spec import nest
+
+VOCAB = [f"w{i}" for i in range(400)]
+SMALL = {"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3}
+
+
+def sentence(rng: np.random.Generator) -> str:
+    return " ".join(rng.choice(VOCAB, size=int(rng.integers(5, 20))))
+
+
+def references(n: int, seed: int = 123) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [sentence(rng) for _ in range(n)]
+
+
+def system(refs: list[str], copy_rate: float, seed: int) -> dict:
+    """One seed's eval record fields: the reference in about `copy_rate` of sentences (low NLL there), random words
+    elsewhere (high NLL)."""
+    rng = np.random.default_rng(seed)
+    copied = rng.random(len(refs)) < copy_rate
+    tokens = [len(r.split()) + 1 for r in refs]
+    return {
+        "hypotheses": [r if c else sentence(rng) for r, c in zip(refs, copied)],
+        "nll": [t * (1.0 if c else 3.0) * float(rng.uniform(0.9, 1.1)) for t, c in zip(tokens, copied)],
+        "tokens": tokens,
+    }
+
+
+def write_run(
+    root: Path, row: str, seed: int, overrides: dict | None = None, summary: dict | None = None, records: dict[str, dict] | None = None
+) -> Path:
+    """One finished run: config.yaml, summary.json and, per split in `records`, eval/SPLIT.json from `system` fields
+    plus "references" (and optionally "indices")."""
+    cfg = load_config(**nest({**SMALL, **(overrides or {}), "seed": seed, "sweep.study": "t", "sweep.row": row}))
+    out = root / "trials" / f"{row}-s{seed}"
+    out.mkdir(parents=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    summary = summary or {"last": {"val/bleu": 20.0, "val/ppl": 9.0}}
+    (out / "summary.json").write_text(json.dumps({"params": {"total": 1_000_000}, **summary}))
+    for split, fields in (records or {}).items():
+        fields = {"indices": range(len(fields["references"])), **fields}
+        write_eval_file(out, split, dataset="multi30k", checkpoint="best.ckpt", **fields)
+    return out
+
+
+def markdown_rows(md: str) -> dict[str, dict[str, str]]:
+    """The first Markdown table as {row name: {header: cell}} (group separator rows left out)."""
+    lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    head = [h.strip() for h in lines[0].strip("|").split("|")]
+    rows = {}
+    for ln in lines[2:]:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        if len(cells) != len(head) or cells[0].startswith("**"):
+            if cells[0] == "group":  # the agreement table starts
+                break
+            continue
+        rows[cells[0]] = dict(zip(head, cells))
+    return rows

@@ -1,0 +1,262 @@
+"""Reading checkpoints safely, atomic saves, rebuilding a model from a checkpoint, weight averaging and the order of
+a run's step checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+import torch
+from helpers import tiny_model, write_corpus
+
+from ablate.config import DataConfig, ExperimentConfig, to_dict
+from ablate.data.tokenizer import load_or_train_tokenizer
+from ablate.model import build_transformer
+from ablate.training.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    average_cli,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_atomic,
+    step_checkpoints,
+    tokenizer_from_checkpoint,
+)
+
+
+def ckpt(weight: torch.Tensor, step: int = 1, model: dict | None = None, **extra) -> dict:
+    """A minimal ablate-shaped checkpoint: weights, hyper-parameters with a config, training state."""
+    return {
+        "state_dict": {"model.w": weight, "model.count": torch.tensor(step)},
+        "hyper_parameters": {"config": {"model": model or {"d_model": 16}}, "vocab_size": 8},
+        "global_step": step,
+        "optimizer_states": [{"state": {}}],
+        "lr_schedulers": [{}],
+        "loops": {},
+        "callbacks": {},
+        **extra,
+    }
+
+
+def write(path, obj) -> os.PathLike:
+    torch.save(obj, path)
+    return path
+
+
+def leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+# --- load_checkpoint ----------------------------------------------------------------------------------------------
+
+
+def test_load_checkpoint_reads_an_ablate_checkpoint_eagerly_or_mmapped(tmp_path):
+    path = write(tmp_path / "a.ckpt", ckpt(torch.arange(6.0), step=3))
+    for mmap in (False, True):
+        loaded = load_checkpoint(path, mmap=mmap)
+        assert loaded["global_step"] == 3 and torch.equal(loaded["state_dict"]["model.w"], torch.arange(6.0))
+
+
+def test_load_checkpoint_refuses_a_missing_file_naming_it(tmp_path):
+    with pytest.raises(CheckpointError, match=f"checkpoint not found: {tmp_path / 'gone.ckpt'}"):
+        load_checkpoint(tmp_path / "gone.ckpt")
+    with pytest.raises(CheckpointError, match="not found"):  # a folder is not a checkpoint file
+        load_checkpoint(tmp_path)
+    assert issubclass(CheckpointError, ValueError)  # so the CLI reports it as a user error
+
+
+def test_load_checkpoint_refuses_a_truncated_file_naming_it(tmp_path):
+    good = write(tmp_path / "good.ckpt", ckpt(torch.randn(200)))
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=f"{cut}: not a readable checkpoint"):
+        load_checkpoint(cut)
+    with pytest.raises(CheckpointError, match=f"{cut}: not a readable checkpoint"):
+        load_checkpoint(cut, mmap=True)
+
+
+@pytest.mark.parametrize("mmap", [True, False], ids=["mmap", "eager"])
+def test_load_checkpoint_refuses_an_empty_file_naming_it(tmp_path, mmap):
+    (tmp_path / "empty.ckpt").write_bytes(b"")  # e.g. a save cut off by a full disk before its first byte
+    with pytest.raises(CheckpointError, match="empty.ckpt: not a readable checkpoint"):
+        load_checkpoint(tmp_path / "empty.ckpt", mmap=mmap)
+
+
+@pytest.mark.parametrize(
+    "content", [{"weights": torch.ones(2)}, [1, 2, 3], {"state_dict": {}}], ids=["no-state-dict", "not-a-dict", "no-hyper-parameters"]
+)
+def test_load_checkpoint_refuses_a_torch_file_that_is_not_an_ablate_checkpoint(tmp_path, content):
+    path = write(tmp_path / "other.ckpt", content)
+    with pytest.raises(CheckpointError, match=f"{path}: not an ablate checkpoint"):
+        load_checkpoint(path)
+
+
+def test_load_checkpoint_refuses_text_and_pickled_objects_without_running_them(tmp_path):
+    text = tmp_path / "notes.ckpt"
+    text.write_text("hello")
+    with pytest.raises(CheckpointError, match="notes.ckpt: not a readable checkpoint"):
+        load_checkpoint(text)
+    obj = write(tmp_path / "obj.ckpt", {"state_dict": {}, "hyper_parameters": argparse.Namespace(a=1)})
+    with pytest.raises(CheckpointError, match="obj.ckpt: holds Python objects that ablate will not unpickle"):
+        load_checkpoint(obj)
+
+
+# --- save_atomic --------------------------------------------------------------------------------------------------
+
+
+def test_save_atomic_writes_the_object_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "last.ckpt"
+    save_atomic(ckpt(torch.ones(3), step=1), path)
+    save_atomic(ckpt(torch.zeros(3), step=2), path)  # replaces the earlier file
+    assert load_checkpoint(path)["global_step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+
+
+class FailsMidway:
+    """Pickling it raises, after torch.save has opened and begun the file."""
+
+    def __reduce__(self):
+        raise RuntimeError("disk full")
+
+
+def test_save_atomic_failing_midway_keeps_the_old_file_and_removes_its_temp(tmp_path):
+    path = write(tmp_path / "last.ckpt", ckpt(torch.ones(3), step=1))
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_atomic({"state_dict": {"w": torch.ones(1000)}, "bad": FailsMidway()}, path)
+    assert path.read_bytes() == before and leftovers(tmp_path) == []
+
+
+# --- model and tokenizer from a checkpoint ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spm_bytes(tmp_path, monkeypatch) -> bytes:
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    corpus = write_corpus(tmp_path / "corpus", n_valid=1, n_test=1)
+    data = DataConfig(dataset="files", vocab_size=64, cache_dir=str(tmp_path / "tok"))
+    return load_or_train_tokenizer(data, corpus / "train.en", corpus / "train.de").path.read_bytes()
+
+
+def trained_checkpoint(model_cfg, vocab: int, spm: bytes | None) -> tuple[dict, torch.nn.Module]:
+    model = build_transformer(model_cfg, vocab)
+    cfg = to_dict(ExperimentConfig(model=model_cfg))
+    out = {"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "hyper_parameters": {"config": cfg, "vocab_size": vocab}}
+    if spm is not None:
+        out["tokenizer_model"] = spm
+    return out, model
+
+
+def test_model_from_checkpoint_rebuilds_weights_config_and_tokenizer(tmp_path, spm_bytes):
+    saved, model = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
+    path = write(tmp_path / "m.ckpt", saved)
+    rebuilt, cfg, tok = model_from_checkpoint(path)
+    assert cfg.model == tiny_model(enc_layers=1, dec_layers=1) and not rebuilt.training
+    assert rebuilt.state_dict().keys() == model.state_dict().keys()
+    assert all(torch.equal(rebuilt.state_dict()[k], v) for k, v in model.state_dict().items())
+    assert tok.vocab_size == 64 and tok.decode(tok.encode(["the dog"])) == ["the dog"]
+    assert tok.path.is_relative_to(tmp_path / "cache")  # the cache, not wherever the tokenizer was trained
+    again = tokenizer_from_checkpoint(saved)
+    assert again.path == tok.path  # content-addressed: written once
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00garbage", "half"], ids=["empty", "garbage", "half"])
+def test_a_damaged_cached_copy_of_a_checkpoints_tokenizer_is_written_again(tmp_path, spm_bytes, damage):
+    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
+    cached = tokenizer_from_checkpoint(saved).path
+    cached.write_bytes(spm_bytes[: len(spm_bytes) // 2] if damage == "half" else damage)
+    again = tokenizer_from_checkpoint(saved)  # not "field tokenizer_model is damaged": the checkpoint is sound
+    assert again.path == cached and cached.read_bytes() == spm_bytes and again.decode(again.encode(["the dog"])) == ["the dog"]
+
+
+def test_model_from_checkpoint_refuses_weights_that_do_not_fit_the_config(tmp_path, spm_bytes):
+    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
+    saved["hyper_parameters"]["config"]["model"]["d_ff"] = 48
+    path = write(tmp_path / "m.ckpt", saved)
+    with pytest.raises(CheckpointError, match=f"{path}: weights do not fit the saved config"):
+        model_from_checkpoint(path)
+
+
+def test_a_checkpoint_without_a_tokenizer_is_refused_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, None)
+    path = write(tmp_path / "m.ckpt", saved)
+    with pytest.raises(CheckpointError, match=f"{path}: holds no tokenizer"):
+        model_from_checkpoint(path)
+
+
+# --- averaging ----------------------------------------------------------------------------------------------------
+
+
+def test_average_checkpoints_means_float_weights_and_keeps_the_rest_of_the_last(tmp_path):
+    paths = [write(tmp_path / f"step={s}.ckpt", ckpt(torch.tensor([1.0, 2.0]) * s, step=s, note=s)) for s in (1, 2, 6)]
+    avg = average_checkpoints(paths)
+    torch.testing.assert_close(avg["state_dict"]["model.w"], torch.tensor([3.0, 6.0]))
+    assert torch.equal(avg["state_dict"]["model.count"], torch.tensor(6))  # integer tensors: the last one's
+    assert avg["global_step"] == 6 and avg["note"] == 6
+    assert avg["averaged_from"] == [str(p) for p in paths]
+    assert not {"optimizer_states", "lr_schedulers", "callbacks", "loops"} & set(avg)  # weights only
+
+
+def test_average_checkpoints_keeps_the_dtype_and_averages_in_double(tmp_path):
+    big = torch.tensor([60000.0, 1.0], dtype=torch.float16)
+    paths = [write(tmp_path / f"{i}.ckpt", ckpt(big, step=i)) for i in range(2)]  # fp16 sum would overflow
+    out = average_checkpoints(paths)["state_dict"]["model.w"]
+    assert out.dtype == torch.float16 and torch.equal(out, big)
+
+
+def test_average_checkpoints_refuses_different_models_and_no_input(tmp_path):
+    a = write(tmp_path / "a.ckpt", ckpt(torch.ones(2), step=1))
+    b = write(tmp_path / "b.ckpt", ckpt(torch.ones(2), step=2, model={"d_model": 32}))
+    with pytest.raises(CheckpointError, match=f"{a}: a different model from {b}"):
+        average_checkpoints([a, b])
+    c = ckpt(torch.ones(2), step=3)
+    c["state_dict"]["model.extra"] = torch.ones(1)
+    c = write(tmp_path / "c.ckpt", c)
+    with pytest.raises(CheckpointError, match="a different model"):
+        average_checkpoints([c, a])
+    with pytest.raises(CheckpointError, match="no checkpoints to average"):
+        average_checkpoints([])
+
+
+# --- step checkpoints and `ablate average` -------------------------------------------------------------------------
+
+
+def test_step_checkpoints_are_ordered_by_step_number_not_name(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for name in (
+        "step=10.ckpt",
+        "step=9.ckpt",
+        "step=100.ckpt",
+        "last.ckpt",
+        "best.ckpt",
+        "step=x.ckpt",
+        "step=5.ckpt.tmp",
+        ".step=7.ckpt.abc.tmp",
+    ):
+        (folder / name).write_bytes(b"")
+    assert [p.name for p in step_checkpoints(tmp_path)] == ["step=9.ckpt", "step=10.ckpt", "step=100.ckpt"]
+    assert step_checkpoints(tmp_path / "nowhere") == []
+
+
+def average_args(**kw) -> argparse.Namespace:
+    return argparse.Namespace(**{"checkpoints": [], "run_dir": None, "last": 5, "force": False, **kw})
+
+
+def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_path, capsys):
+    (tmp_path / "checkpoints").mkdir()
+    for s in (1, 2, 9, 10, 11):  # by name, the last two would be step=2 and step=9
+        write(tmp_path / "checkpoints" / f"step={s}.ckpt", ckpt(torch.full((2,), float(s)), step=s))
+    out = tmp_path / "avg.ckpt"
+    assert average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(out))) == 0
+    torch.testing.assert_close(load_checkpoint(out)["state_dict"]["model.w"], torch.full((2,), 10.5))
+    assert "averaged 2 checkpoints" in capsys.readouterr().out
+    with pytest.raises(CheckpointError, match="already exists"):
+        average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(out)))
+    assert average_cli(average_args(run_dir=str(tmp_path), last=3, output=str(out), force=True)) == 0
+    torch.testing.assert_close(load_checkpoint(out)["state_dict"]["model.w"], torch.full((2,), 10.0))
+    one = tmp_path / "checkpoints" / "step=11.ckpt"
+    with pytest.raises(CheckpointError, match="is one of the inputs"):
+        average_cli(average_args(checkpoints=[str(one)], output=str(one), force=True))
