@@ -158,7 +158,7 @@ TINY_TRAIN = {
 }
 
 
-def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | None = None, **train):
+def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | None = None, plugins=(), **train):
     """A seconds-long experiment (tiny_experiment's model on write_corpus data) as the file TMP/NAME.yaml, training
     into out_dir (default TMP/NAME): what a test that drives `ablate` in a subprocess passes it. Returns the path."""
     from pathlib import Path
@@ -168,7 +168,7 @@ def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | 
     tmp_path = Path(tmp_path)
     cfg = tiny_sections(tmp_path)
     cfg["data"].update(data or {})
-    cfg.update({"train": {**TINY_TRAIN, **train}, "out_dir": str(out_dir or tmp_path / name)})
+    cfg.update({"train": {**TINY_TRAIN, **train}, "out_dir": str(out_dir or tmp_path / name), "plugins": [str(p) for p in plugins]})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

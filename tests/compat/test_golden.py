@@ -39,7 +39,7 @@ def ablate_command() -> list[str]:
 
 def run_ablate(cwd: Path, *args: str, stdin: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "ABLATE_CACHE": str(cwd / "home-cache")}
-    for key in ("ABLATE_DEBUG_SIGNAL", "ABLATE_SWEEP_STORAGE"):  # nothing from the caller's shell may redirect the run
+    for key in ("ABLATE_SWEEP_STORAGE",):  # nothing from the caller's shell may redirect the run
         env.pop(key, None)
     return subprocess.run([*ablate_command(), *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
 

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fault_injection import fault_plugin
 from helpers import ablate, run_cli, write_experiment
 
 from ablate.cli import main
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.slow  # every test needs the trained run below (about 1
 @pytest.fixture(scope="module")
 def preempted_run(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("preempted")
-    path = write_experiment(tmp, max_steps=30)
-    proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "14:TERM"})
+    path = write_experiment(tmp, max_steps=30, plugins=[fault_plugin(tmp, signal_at="14:TERM")])
+    proc = ablate("train", str(path))
     assert proc.returncode == 75, proc.stderr[-3000:]
     names = sorted(p.name for p in (tmp / "run" / "checkpoints").glob("*.ckpt"))
     assert names == ["best.ckpt", "last.ckpt", "step=10.ckpt", "step=5.ckpt"], names

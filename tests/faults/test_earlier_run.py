@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from fault_injection import fault_plugin
 from helpers import ablate, snapshot, write_experiment
 
 pytestmark = pytest.mark.slow  # two short training runs per case
@@ -22,7 +23,8 @@ TRAIN = {"log_every_steps": 1, "keep_last": 2}  # the NaN check runs every step
 def test_a_new_run_refuses_an_out_dir_holding_an_earlier_run_without_checkpoints(tmp_path, earlier):
     run_dir = tmp_path / "run"
     if earlier == "nan-before-first-save":
-        first = ablate("train", str(write_experiment(tmp_path, **TRAIN, debug_nan_step=3)))  # NaN at step 3; the first save is at 5
+        nan = fault_plugin(tmp_path, nan_from=3)  # NaN at step 3; the first save is at 5
+        first = ablate("train", str(write_experiment(tmp_path, **TRAIN, plugins=[nan])))
         assert first.returncode != 0 and "train/loss is nan at step 3" in first.stderr, first.stderr[-2000:]
         assert not list(run_dir.rglob("*.ckpt"))
     else:

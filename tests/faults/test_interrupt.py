@@ -3,7 +3,7 @@
 Today SIGINT reaches Lightning as KeyboardInterrupt: `ablate train` exits 1 having saved nothing since the last
 periodic checkpoint and prints no resume hint; `ablate sweep` ends with a KeyboardInterrupt traceback (exit -2).
 Desired: save last.ckpt after the current step (as for SIGTERM), print how to resume, exit 130 (128 + SIGINT, not
-the preemption code 75); a second Ctrl-C aborts at once. Signals are real: ABLATE_DEBUG_SIGNAL makes the training
+the preemption code 75); a second Ctrl-C aborts at once. Signals are real: a test plugin (fault_injection) makes the training
 process send itself SIGINT at a given optimizer step; the sweep gets SIGINT on its whole process group, as a
 terminal sends it.
 """
@@ -20,6 +20,7 @@ import optuna
 import pytest
 import torch
 import yaml
+from fault_injection import fault_plugin
 from helpers import ablate, write_experiment
 from optuna.trial import TrialState
 
@@ -33,8 +34,8 @@ def global_step(ckpt: Path) -> int:
 
 
 def test_ctrl_c_during_train_saves_after_the_step_prints_the_resume_command_and_exits_130(tmp_path):
-    path = write_experiment(tmp_path, max_steps=40)
-    proc = ablate("train", str(path), env={"ABLATE_DEBUG_SIGNAL": "12:INT"}, popen=True)  # SIGINT as optimizer step 12 starts
+    path = write_experiment(tmp_path, max_steps=40, plugins=[fault_plugin(tmp_path, signal_at="12:INT")])
+    proc = ablate("train", str(path), popen=True)  # SIGINT as optimizer step 12 starts
     out, err = proc.communicate(timeout=300)
     ckpts = tmp_path / "run" / "checkpoints"
     saved = global_step(ckpts / "last.ckpt") if (ckpts / "last.ckpt").exists() else None

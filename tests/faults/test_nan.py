@@ -1,4 +1,4 @@
-"""A loss that turns NaN (forced by train.debug_nan_step) stops the run, naming the step, and the last checkpoint
+"""A loss that turns NaN (forced by a test plugin, fault_injection) stops the run, naming the step, and the last checkpoint
 on disk is the last good one: finite weights from before the NaN. Empty corpora are a clear error."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from fault_injection import fault_plugin
 from helpers import tiny_experiment
 
 from ablate.config import to_yaml
@@ -30,11 +31,11 @@ def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, log
             "max_steps": 40,
             "val_every_steps": 3,
             "log_every_steps": log_every,
-            "debug_nan_step": 10,
             "val_bleu": False,
             "keep_last": 10,
         },
     )
+    cfg.plugins = [str(fault_plugin(tmp_path, nan_from=10))]  # named, not imported here: the run imports it
     path = tmp_path / "run.yaml"
     path.write_text(to_yaml(cfg))
     proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", str(path)], capture_output=True, text=True, timeout=300)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fault_injection import fault_plugin
 from helpers import tiny_experiment
 
 from ablate.config import to_yaml
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: sec
 STEPS, VAL_EVERY = 150, 10
 
 
-def write_config(tmp_path: Path, out: str, **train) -> Path:
+def write_config(tmp_path: Path, out: str, plugins=(), **train) -> Path:
     cfg = tiny_experiment(
         tmp_path,
         model={"dropout": 0.2},  # dropout: the RNG state matters for the losses to match
@@ -40,6 +41,7 @@ def write_config(tmp_path: Path, out: str, **train) -> Path:
         logging={"wandb": False, "progress": False},
     )
     cfg.out_dir = str(tmp_path / out)
+    cfg.plugins = [str(p) for p in plugins]  # named, not imported here: the run in its subprocess imports them
     path = tmp_path / f"{out}.yaml"
     path.write_text(to_yaml(cfg))
     return path
@@ -183,13 +185,13 @@ def test_sigusr1_inside_a_slurm_job_requeues_it(tmp_path):
 
 
 def losses_after_self_signal(tmp_path: Path, out: str, spec: str, **train) -> tuple[dict[int, float], dict[int, float], int]:
-    """Run to the end; run again with a real signal raised at a given batch (ABLATE_DEBUG_SIGNAL), which must save
-    and exit with PREEMPTED_EXIT; resume. Returns (uninterrupted losses, resumed losses, saved global_step)."""
+    """Run to the end; run again with a real signal raised at a given batch (tests/fault_injection.py), which must
+    save and exit with PREEMPTED_EXIT; resume. Returns (uninterrupted losses, resumed losses, saved global_step)."""
     full = ablate("train", str(write_config(tmp_path, f"{out}-full", **train)))
     log = full.communicate(timeout=600)[0].decode()
     assert full.returncode == 0, log[-3000:]
-    path = write_config(tmp_path, out, **train)
-    proc = ablate("train", str(path), env={**os.environ, "ABLATE_DEBUG_SIGNAL": spec})
+    path = write_config(tmp_path, out, plugins=[fault_plugin(tmp_path / f"{out}-faults", signal_at=spec)], **train)
+    proc = ablate("train", str(path))
     log = proc.communicate(timeout=600)[0].decode()
     assert proc.returncode == 75, log[-3000:]
     assert re.search(r"continue with: ablate train \S+\.yaml --resume", log), log[-2000:]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fault_injection import fault_plugin
 from helpers import ablate, snapshot, write_experiment
 from lightning.pytorch.callbacks import Callback
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds
 @pytest.fixture(scope="module")
 def preempted(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("data-change")
-    proc = ablate("train", str(write_experiment(tmp, max_steps=20)), env={"ABLATE_DEBUG_SIGNAL": "7:TERM"})
+    proc = ablate("train", str(write_experiment(tmp, max_steps=20, plugins=[fault_plugin(tmp, signal_at="7:TERM")])))
     assert proc.returncode == 75, proc.stderr[-3000:]
     shutil.copytree(tmp / "run", tmp / "pristine")
     shutil.copytree(tmp / "corpus", tmp / "pristine-corpus")

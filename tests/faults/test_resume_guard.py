@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fault_injection import fault_plugin
 from helpers import ablate, snapshot, write_experiment
 
 pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds per attempt
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow  # one trained run (about 10 s) plus a few seconds
 @pytest.fixture(scope="module")
 def preempted(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("guard")
-    proc = ablate("train", str(write_experiment(tmp, max_steps=20)), env={"ABLATE_DEBUG_SIGNAL": "7:TERM"})
+    proc = ablate("train", str(write_experiment(tmp, max_steps=20, plugins=[fault_plugin(tmp, signal_at="7:TERM")])))
     assert proc.returncode == 75, proc.stderr[-3000:]
     shutil.copytree(tmp / "run", tmp / "pristine")
     return tmp
@@ -60,8 +61,10 @@ def test_a_forced_resume_that_changes_a_model_setting_averages_only_its_own_chec
     """Dropout changed on a forced resume (no shape changes, so allowed): the step checkpoints from before it hold
     another model config, which average_checkpoints refuses to mix, so the end-of-run average takes only those
     written since, and the run finishes instead of failing after all its training."""
-    config = write_experiment(tmp_path, max_steps=20, val_every_steps=4, final_average=3)
-    first = ablate("train", str(config), env={"ABLATE_DEBUG_SIGNAL": "13:TERM"})
+    config = write_experiment(
+        tmp_path, max_steps=20, val_every_steps=4, final_average=3, plugins=[fault_plugin(tmp_path, signal_at="13:TERM")]
+    )
+    first = ablate("train", str(config))
     assert first.returncode == 75, first.stderr[-3000:]
     proc = ablate("train", str(config), "model.dropout=0.3", "--resume", "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]

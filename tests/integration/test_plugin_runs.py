@@ -37,7 +37,7 @@ def ablate(cwd: Path, *args: str, stdin: str | None = None, timeout: float = 300
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "ablate.cli"]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
            "ABLATE_CACHE": str(cwd / "home-cache")}  # fmt: skip
-    for key in ("ABLATE_DEBUG_SIGNAL", "ABLATE_SWEEP_STORAGE"):  # nothing from the caller's shell may redirect the run
+    for key in ("ABLATE_SWEEP_STORAGE",):  # nothing from the caller's shell may redirect the run
         env.pop(key, None)
     return subprocess.run([*cmd, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from fault_injection import fault_plugin
 from helpers import sweep_writer, trial_states
 from optuna.trial import TrialState
 
@@ -169,7 +170,11 @@ def test_failing_trial_is_marked_with_its_reason_and_the_sweep_goes_on(sweep_env
     path = write(
         name="faults",
         overrides={"logging.wandb": False, "train.log_every_steps": 2},
-        variants={"base": {}, "nan": {"train.debug_nan_step": 4}, "no-data": {"data.train_prefix": str(tmp / "nowhere" / "train")}},
+        variants={
+            "base": {},
+            "nan": {"plugins": [str(fault_plugin(tmp / "faults", nan_from=4, when={"sweep.row": "nan"}))]},
+            "no-data": {"data.train_prefix": str(tmp / "nowhere" / "train")},
+        },
     )
     run_sweep(path, "--workers", "1")
     by_row = {t.user_attrs["row"]: t for t in trials(path)}

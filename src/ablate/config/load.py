@@ -9,6 +9,7 @@ OmegaConf rejects unknown keys and wrong types; `_friendly` turns its errors int
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, fields, is_dataclass
@@ -24,6 +25,8 @@ from ablate.config.validation import validate
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.errors import ConfigError
 from ablate.messages.hints import did_you_mean
+
+log = logging.getLogger(__name__)
 
 
 def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
@@ -60,11 +63,27 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
+# Keys ablate no longer has -> why: dropped from files and saved configs, so a run that recorded one still loads.
+RETIRED = {"train.debug_nan_step": "a test aid; tests inject faults through a plugin of their own"}
+
+
+def without_retired(data: dict, source: str) -> dict:
+    """`data` less the RETIRED keys; one set to anything but its old default (0) is named in a warning."""
+    for dotted, why in RETIRED.items():
+        section, key = dotted.split(".")
+        if isinstance(data.get(section), dict) and key in data[section]:
+            value = data[section][key]
+            data = {**data, section: {k: v for k, v in data[section].items() if k != key}}
+            if value not in (0, None):
+                log.warning("%s: %s=%r is ignored: the key is retired (%s)", source, dotted, value, why)
+    return data
+
+
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
     """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
     try:
         if isinstance(update, dict):
-            return OmegaConf.merge(base, OmegaConf.create(update))
+            return OmegaConf.merge(base, OmegaConf.create(without_retired(update, source)))
         for item in update:
             if "=" not in item:
                 raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
@@ -143,6 +162,7 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 def with_defaults(saved: dict) -> dict:
     """A saved config completed with the schema's defaults for keys added since it was written, so an old run's
     config compares equal to the same config loaded today (unvalidated: it is only compared, never trained on)."""
+    saved = without_retired(saved, "saved config")
     try:
         return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(ExperimentConfig), saved))
     except OmegaConfBaseException:  # a key since removed or retyped: compare what was saved as it is

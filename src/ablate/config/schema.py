@@ -110,7 +110,6 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
     deterministic: bool = False
     eval_longer_than: int = 0  # after training, BLEU on validation pairs whose source has more tokens (length extrapolation); 0 = off
-    debug_nan_step: int = 0  # testing aid: from this step on the loss is NaN, to exercise the NaN guard; 0 = off
 
     @property
     def stopping_rules(self) -> dict[str, bool]:

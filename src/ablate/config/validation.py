@@ -160,7 +160,6 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
         "val_max_sentences",
         "num_threads",
         "length_penalty",
-        "debug_nan_step",
         "eval_longer_than",
     ):
         _at_least(p, f"train.{key}", getattr(t, key), 0)

@@ -1,5 +1,6 @@
-"""Callbacks that make a run survive its machine: preemption signals (save at a step boundary, exit 75) and, for
-tests, a fault injector that sends the process a real signal at a chosen step."""
+"""Callbacks that make a run survive its machine (preemption signals: save at a step boundary, exit 75), and the
+registry of a researcher's own: a plugin that registers a Lightning callback in CALLBACKS has it in every run that
+imports the plugin (docs/variants.md)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from pathlib import Path
 
 import lightning as L
 
+from ablate.registry import Registry
 from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
 
 log = logging.getLogger(__name__)
+
+# name -> Lightning callback class, built with no arguments for every run: `@register(CALLBACKS, "my-callback")`.
+CALLBACKS = Registry(L.Callback)
 
 
 def _mid_accumulation(trainer: L.Trainer) -> bool:
@@ -94,34 +99,6 @@ class Preemption(L.Callback):
         for signum, previous in self._previous.items():  # after fit a signal acts as it did before
             if signal.getsignal(signum) == self._note:
                 signal.signal(signum, previous)
-
-
-class SelfSignal(L.Callback):
-    """Fault injection for tests: ABLATE_DEBUG_SIGNAL="STEP[@val]:SIGNAME[:RANK]" makes the process of global rank
-    RANK (default 0) send itself a real SIGNAME as the first batch of optimizer step STEP (0-based) starts (with
-    gradient accumulation, the start of that step's window), or with @val, as the validation after STEP steps does."""
-
-    def __init__(self, spec: str):
-        when, name, *rank = spec.split(":")
-        step, _, phase = when.partition("@")
-        self.step, self.validation = int(step), phase == "val"
-        self.signum, self.rank = signal.Signals[f"SIG{name.removeprefix('SIG')}"], int(rank[0]) if rank else 0
-        self.fired = False
-
-    def _fire(self, trainer: L.Trainer) -> None:
-        if not self.fired and trainer.global_step == self.step and trainer.global_rank == self.rank:
-            self.fired = True
-            os.kill(os.getpid(), self.signum)
-
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
-        if not self.validation:
-            self._fire(trainer)
-
-    def on_validation_batch_start(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        if self.validation and not trainer.sanity_checking:
-            self._fire(trainer)
 
 
 def resume_command() -> str:

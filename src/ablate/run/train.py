@@ -103,7 +103,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
             # resumed after its last step with nothing left to train: validate the final weights, which the summary
             # reports, and save them as last.ckpt, which `ablate table --split test` scores when they are selected.
             trainer.validate(module, datamodule=dm, verbose=False)
-            trainer.save_checkpoint(out / "checkpoints" / "last.ckpt")
+            trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)  # full state, as every last.ckpt
         selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
         summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
         summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so

@@ -4,7 +4,6 @@ benchmarks/step_overhead.py times is this very Trainer."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
 from ablate.config import ExperimentConfig
-from ablate.run.callbacks import Preemption, SelfSignal
+from ablate.run.callbacks import CALLBACKS, Preemption
 from ablate.run.checkpoint_io import AtomicCheckpointIO
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.progress import ProgressBar, ProgressFile
@@ -50,7 +49,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
             auto_insert_metric_name=False,
             enable_version_counter=False,
         ),
-        *([SelfSignal(spec)] if (spec := os.environ.get("ABLATE_DEBUG_SIGNAL")) else []),
+        *(callback() for callback in CALLBACKS.values()),  # the researcher's own, from plugins
         *extra_callbacks,
         # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
         ProgressFile(out, may_stop_sooner=bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),

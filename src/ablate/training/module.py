@@ -56,8 +56,6 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, nll, ntok = self._step(batch)
         loss = loss / ntok
-        if self.cfg.train.debug_nan_step and self.global_step >= self.cfg.train.debug_nan_step:
-            loss = loss * float("nan")
         if self._logging_step(batch_idx):
             # Values are read on the host only here, every log_every_steps batches: a read waits for the device to
             # finish the step, and one per step would keep the GPU idle while the host prepares the next (NaN weights

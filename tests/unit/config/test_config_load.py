@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,19 @@ def test_round_trip_through_dict_and_yaml():
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_experiment_file_loads(path):
     load_config([path])
+
+
+@pytest.mark.parametrize(("value", "warned"), [(0, False), (5, True)])
+def test_a_retired_key_in_a_file_or_a_saved_config_is_dropped_so_old_runs_still_load(tmp_path, caplog, value, warned):
+    """train.debug_nan_step was a test aid (tests now inject faults through a plugin): a run that saved it loads."""
+    path = tmp_path / "old.yaml"
+    path.write_text(f"train:\n  debug_nan_step: {value}\n  max_steps: 9\n")
+    with caplog.at_level(logging.WARNING, logger="ablate.config.load"):
+        cfg = load_config([path])
+    assert cfg.train.max_steps == 9 and not hasattr(cfg.train, "debug_nan_step")
+    assert ("train.debug_nan_step=5 is ignored: the key is retired" in caplog.text) == warned, caplog.text
+    saved = to_dict(cfg)
+    saved["train"]["debug_nan_step"] = value
+    assert from_dict(saved) == cfg
+    with pytest.raises(ConfigError, match="unknown config key 'train.debug_nan_step'"):
+        load_config(overrides=["train.debug_nan_step=3"])  # never offered anew

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import lightning as L
+import pytest
 from helpers import tiny_experiment
 
-from ablate.run.callbacks import Preemption
+from ablate.registry import register, restoring
+from ablate.run.callbacks import CALLBACKS, Preemption
 from ablate.run.stopping import StopRules
 from ablate.run.trainer import build_trainer
 from ablate.training.metrics import SpeedCallback
@@ -26,3 +28,24 @@ def test_build_trainer_wires_speed_stop_preemption_then_the_callers_callbacks_an
     assert parts.extra["vocab_size"] == 64 and parts.extra["params/total"] == module.params["total"]
     assert parts.wandb_logger is None and [type(lg).__name__ for lg in trainer.loggers] == ["RunCSVLogger"]  # logging.wandb off
     assert trainer.max_steps == 7 and trainer.gradient_clip_val == 0.5
+
+
+def test_a_callback_a_plugin_registers_is_in_every_trainer_and_leaves_with_its_registration(tmp_path):
+    """A researcher's own callback (docs/variants.md): registered in CALLBACKS, built with no arguments per run."""
+    cfg = tiny_experiment(tmp_path, train={"max_steps": 7})
+    module = TranslationModule.from_config(cfg, 64)
+    (tmp_path / "run").mkdir()
+    with restoring(CALLBACKS):
+
+        @register(CALLBACKS, "count-steps")
+        class CountSteps(L.Callback):
+            pass
+
+        first, _ = build_trainer(cfg, tmp_path / "run", 64, module, 0, [])
+        second, _ = build_trainer(cfg, tmp_path / "run", 64, module, 0, [])
+        mine = [c for c in first.callbacks + second.callbacks if isinstance(c, CountSteps)]
+        assert len(mine) == 2 and mine[0] is not mine[1]  # one of its own per run
+    again, _ = build_trainer(cfg, tmp_path / "run", 64, module, 0, [])
+    assert not any(type(c).__name__ == "CountSteps" for c in again.callbacks)
+    with pytest.raises(TypeError, match="must subclass"):
+        register(CALLBACKS, "not-a-callback")(object)

@@ -139,17 +139,6 @@ def test_training_step_raises_on_a_non_finite_loss_at_check_steps_only(tmp_path,
     assert torch.isnan(module.training_step(make_batch(), 3))  # between checks: no host sync, no raise
 
 
-def test_debug_nan_step_makes_the_loss_nan_from_that_global_step_on(tmp_path, monkeypatch):
-    module = make_module(tmp_path, debug_nan_step=4)
-    monkeypatch.setattr(module, "log", lambda *a, **kw: None)
-    monkeypatch.setattr(module, "lr_schedulers", lambda: type("S", (), {"get_last_lr": lambda self: [1.0]})())
-    module.trainer = StubTrainer(global_step=3)
-    assert torch.isfinite(module.training_step(make_batch(), 0))
-    module.trainer = StubTrainer(global_step=4)
-    with pytest.raises(FloatingPointError, match="at step 4"):
-        module.training_step(make_batch(), 0)
-
-
 def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(tmp_path, monkeypatch):
     module = make_module(tmp_path, val_bleu=False)
     reported = {}
