@@ -27,7 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from ablate.config import load_config
+from ablate.experiment import load_config
 from ablate.model import ATTENTION, SCALING, build_transformer
 
 sys.path.insert(0, str(Path(__file__).parent))

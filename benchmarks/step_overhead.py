@@ -27,8 +27,8 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ablate.config import load_config
 from ablate.data.module import TranslationDataModule
+from ablate.experiment import load_config
 from ablate.model.loss import translation_loss
 from ablate.run.trainer import build_trainer
 from ablate.training.module import TranslationModule

@@ -31,9 +31,9 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from ablate.config import load_config
 from ablate.data.batching import make_loader
 from ablate.data.module import TranslationDataModule
+from ablate.experiment import load_config
 from ablate.model import build_transformer, count_parameters
 from ablate.model.loss import translation_loss
 from ablate.model.tokens import PAD_ID

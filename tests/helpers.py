@@ -87,7 +87,7 @@ def tiny_sections(tmp_path) -> dict:
 
 def tiny_experiment(tmp_path, **sections):
     """A whole ExperimentConfig for a seconds-long run on write_corpus() data."""
-    from ablate.config import load_config
+    from ablate.experiment import load_config
 
     base = tiny_sections(tmp_path)
     base.update(

@@ -26,7 +26,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ablate.config import load_config
+    from ablate.experiment import load_config
     from ablate.model import build_transformer, count_parameters
 
     files, overrides = _split_config_args(args.config)
@@ -43,7 +43,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ablate.config import load_config
+    from ablate.experiment import load_config
 
     files, overrides = _split_config_args(args.config)
     cfg = load_config(files, overrides)

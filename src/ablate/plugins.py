@@ -22,6 +22,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from ablate.config.load import is_plugin_file as is_file
+from ablate.config.load import resolve_plugin as resolve
 from ablate.messages.errors import ConfigError
 from ablate.registry import NameTaken, Registry, restoring
 
@@ -30,19 +32,6 @@ MODULE_PREFIX = "ablate_plugin_"  # a plugin file's module is ablate_plugin_<ste
 
 _imported: dict[str, ModuleType] = {}  # resolved spec (absolute path or module name) -> module; once per process
 _entry_points_loaded = False
-
-
-def is_file(spec: str) -> bool:
-    """Whether a plugin spec names a file (`x.py`, `dir/x`) rather than a module (`pkg.mod`)."""
-    return spec.endswith(".py") or "/" in spec or os.sep in spec
-
-
-def resolve(spec: str, base: str | os.PathLike | None = None) -> str:
-    """A file spec as an absolute path (relative to `base`, default the cwd); a module name as it is."""
-    spec = str(spec).strip()
-    if not is_file(spec):
-        return spec
-    return str((Path(base or Path.cwd()) / Path(spec).expanduser()).resolve())
 
 
 def module_name(path: Path) -> str:

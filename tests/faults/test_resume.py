@@ -265,7 +265,7 @@ def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path)
 def test_a_run_that_died_after_its_last_step_resumes_into_the_same_summary(tmp_path):
     """Killed between the final checkpoint and summary.json (a sweep then continues the trial): resuming has no step
     left to train, and still reports the final weights' validation metrics, the same as the first attempt's."""
-    from ablate.config import load_config
+    from ablate.experiment import load_config
     from ablate.run.train import train
 
     cfg = load_config([str(write_config(tmp_path, "done", max_steps=20))])

@@ -85,8 +85,8 @@ def test_a_resume_after_a_corpus_edit_is_refused_naming_the_file_and_touching_no
 
 
 def test_accept_data_change_resumes_with_the_runs_own_tokenizer_and_records_the_new_files(run):
-    from ablate.config import load_config
     from ablate.data.tokenizer import load_or_train_tokenizer
+    from ablate.experiment import load_config
     from ablate.run.train import train
 
     config, run_dir, corpus = run
@@ -139,8 +139,8 @@ def test_a_run_dir_without_a_fingerprint_resumes_with_a_note(run):
 def test_a_forced_change_of_tokenizer_settings_keeps_the_runs_tokenizer_and_says_so(run, caplog):
     """data.character_coverage changed with --force gives the tokenizer cache a new key, as a corpus edit does: the
     resumed run still encodes with its own tokenizer, and says the setting applies to a new run only."""
-    from ablate.config import load_config
     from ablate.data.tokenizer import load_or_train_tokenizer
+    from ablate.experiment import load_config
     from ablate.run import train as train_module
 
     config, run_dir, corpus = run

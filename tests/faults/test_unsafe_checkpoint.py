@@ -20,7 +20,7 @@ import torch
 import yaml
 from helpers import run_cli
 
-from ablate.config import load_config
+from ablate.experiment import load_config
 
 
 @pytest.fixture

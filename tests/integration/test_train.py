@@ -12,7 +12,7 @@ import torch
 from helpers import TRANSLATE, tiny_experiment
 
 from ablate.cli import main
-from ablate.config import load_config
+from ablate.experiment import load_config
 from ablate.files.wandb_offline import find_runs, read_run
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 

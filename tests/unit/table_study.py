@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ablate.config import load_config, to_yaml
+from ablate.config import to_yaml
 from ablate.evaluation.records import write_eval_file
+from ablate.experiment import load_config
 from ablate.sweep.spec import nest
 
 VOCAB = [f"w{i}" for i in range(400)]

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ablate.config import load_config
 from ablate.evaluation.search import beam_search, greedy_decode
+from ablate.experiment import load_config
 from ablate.model import build_transformer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))

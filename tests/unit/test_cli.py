@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from ablate import cli
-from ablate.config import ConfigError, load_config
+from ablate.config import ConfigError
+from ablate.experiment import load_config
 from ablate.model import build_transformer, count_parameters
 from ablate.training.checkpoint import CheckpointError
 

@@ -14,7 +14,8 @@ from helpers import VOCAB, random_batch, tiny_model
 from user_plugin import plugin_source
 
 from ablate import plugins
-from ablate.config import ConfigError, diff, from_dict, load_config, to_dict, to_yaml, with_defaults
+from ablate.config import ConfigError, diff, to_dict, to_yaml, with_defaults
+from ablate.experiment import from_dict, load_config
 from ablate.files.yaml_file import read_yaml
 from ablate.model import ATTENTION, SCALING, build_transformer
 from ablate.registry import restoring

@@ -266,7 +266,7 @@ def test_docs_relative_position_example_keeps_every_invariant():
 
 def test_readme_plugin_commands_import_the_file_it_says_to_save(tmp_path, monkeypatch):
     from ablate import plugins
-    from ablate.config import load_config
+    from ablate.experiment import load_config
 
     text = variant_section()
     name = re.search(r"Save this as `(\w+\.py)`", text).group(1)

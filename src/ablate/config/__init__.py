@@ -1,15 +1,13 @@
-"""The experiment config: one dataclass schema (`schema`), loading and saving (`load`), cross-field rules (`validation`).
-
-Load order: schema defaults -> each YAML file -> CLI dotlist overrides -> `validate()`; code gets a typed
-`ExperimentConfig`, never a raw DictConfig.
+"""The experiment config, the ground floor: one dataclass schema (`schema`), composing and saving (`load`), the
+schema's own rules (`validation`). It asks no registry and imports no plugin: `ablate.experiment.load_config` does,
+above the model and the data. Code gets a typed `ExperimentConfig`, never a raw DictConfig.
 """
 
-from ablate.config.load import check_saved_types, diff, flatten, from_dict, load_config, merge, to_dict, to_yaml, with_defaults
+from ablate.config.load import check_saved_types, compose, diff, flatten, merge, rebuild, to_dict, to_yaml, with_defaults
 from ablate.config.schema import DataConfig, ExperimentConfig, LoggingConfig, ModelConfig, SweepConfig, TrainConfig
-from ablate.config.validation import validate
 from ablate.messages.errors import ConfigError
 
 __all__ = [
     "ConfigError", "DataConfig", "ExperimentConfig", "LoggingConfig", "ModelConfig", "SweepConfig", "TrainConfig",
-    "check_saved_types", "diff", "flatten", "from_dict", "load_config", "merge", "to_dict", "to_yaml", "validate", "with_defaults",
+    "check_saved_types", "compose", "diff", "flatten", "merge", "rebuild", "to_dict", "to_yaml", "with_defaults",
 ]  # fmt: skip

@@ -1,5 +1,6 @@
-"""Loading a config: schema defaults -> each YAML file -> `sections` dicts -> CLI dotlist overrides -> import the
-`plugins` it names -> `validate()`; and the ways a config is saved (dict, YAML, flat dotted keys).
+"""Composing a config: schema defaults -> each YAML file -> `sections` dicts -> CLI dotlist overrides; and the ways a
+config is saved (dict, YAML, flat dotted keys). Nothing here imports a plugin or asks a registry: that is
+`ablate.experiment.load_config`, which every command uses, above the model and the data.
 
 A plugin path is resolved relative to the YAML file naming it (from `sections` or the command line: to the cwd)
 and kept absolute, so a saved config.yaml or a sweep's trial.yaml names the same files from anywhere.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ablate import plugins
 from ablate.config.schema import ExperimentConfig
-from ablate.config.validation import validate
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.errors import ConfigError
 from ablate.messages.hints import did_you_mean
@@ -100,7 +99,20 @@ def _plugin_paths(data: dict, path: Path) -> dict:
     named = [named] if isinstance(named, str) else named
     if not isinstance(named, list) or not all(isinstance(p, str) for p in named):
         raise ConfigError(f"{path}: plugins must be a list of .py files or module names, got {data['plugins']!r}")
-    return {**data, "plugins": [plugins.resolve(p, path.parent) for p in named]}
+    return {**data, "plugins": [resolve_plugin(p, path.parent) for p in named]}
+
+
+def is_plugin_file(spec: str) -> bool:
+    """Whether a plugin spec names a file (`x.py`, `dir/x`) rather than a module (`pkg.mod`)."""
+    return spec.endswith(".py") or "/" in spec or os.sep in spec
+
+
+def resolve_plugin(spec: str, base: str | os.PathLike | None = None) -> str:
+    """A file spec as an absolute path (relative to `base`, default the cwd); a module name as it is."""
+    spec = str(spec).strip()
+    if not is_plugin_file(spec):
+        return spec
+    return str((Path(base or Path.cwd()) / Path(spec).expanduser()).resolve())
 
 
 def _one_plugin_as_list(override: str) -> str:
@@ -109,35 +121,22 @@ def _one_plugin_as_list(override: str) -> str:
     return f"plugins=[{value}]" if key.strip() == "plugins" and not value.lstrip().startswith("[") else override
 
 
-def _validated(obj: ExperimentConfig, explain: Callable[[dict], str]) -> ExperimentConfig:
-    """validate(obj); when it names a variant no registry holds, `explain(config dict)` says how to register it."""
-    try:
-        validate(obj)
-    except ConfigError as e:
-        data = to_dict(obj)
-        raise ConfigError(f"{e}{explain(data)}" if plugins.unregistered(data["model"]) else str(e)) from None
-    return obj
-
-
-def load_config(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
-    """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugins imported; validated."""
+def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
+    """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugin files named absolutely
+    (those from `sections` or the command line relative to the cwd). Neither imported nor validated here."""
     cfg = OmegaConf.structured(ExperimentConfig)
     for path in files:
         cfg = merge(cfg, _plugin_paths(_read_yaml(Path(path)), Path(path)), str(path))
     if sections:
         cfg = merge(cfg, sections, "overrides")
     cfg = merge(cfg, [_one_plugin_as_list(o) for o in overrides], "command line")
-    cfg.plugins = plugins.load_plugins(cfg.plugins)  # paths still relative came from sections or the command line: the cwd
-    obj: ExperimentConfig = OmegaConf.to_object(cfg)
-    return _validated(obj, lambda data: plugins.hint(data["model"]))
+    cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
+    return OmegaConf.to_object(cfg)
 
 
-def from_dict(data: dict) -> ExperimentConfig:
-    """Rebuild a config saved in a checkpoint or run dir (validated like any other). Its `plugins` are only a record:
-    never imported here, so a saved file alone runs no code; the caller imports them (`--plugins`) first."""
-    cfg = merge(OmegaConf.structured(ExperimentConfig), data, "saved config")
-    obj = OmegaConf.to_object(cfg)
-    return _validated(obj, lambda saved: f"\n  ({plugins.needed('the saved config', saved)})")
+def rebuild(data: dict) -> ExperimentConfig:
+    """A config saved in a checkpoint or run dir, typed by the schema (not validated here)."""
+    return OmegaConf.to_object(merge(OmegaConf.structured(ExperimentConfig), data, "saved config"))
 
 
 def to_dict(cfg: ExperimentConfig) -> dict:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The model keys that set its size (named in an error when a model is too large to build).
+SIZE_KEYS = ("enc_layers", "dec_layers", "d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions")
+
 
 @dataclass
 class ModelConfig:

@@ -1,6 +1,7 @@
-"""`validate(cfg)`: every cross-field rule of the schema, collected into one ConfigError that lists all problems
-[torchtune `_validate.py`], so a run never starts on a bad config. Facts about model variants (which kernels take
-which positional encodings, the longest sequence a model accepts) come from the model package, never from names here.
+"""`problems(cfg)`: every rule of the schema itself (ranges, choices among fixed values, sizes no machine holds),
+as messages naming the key [torchtune `_validate.py`]. What the registries hold (kernel, scaling and positional names,
+which kernels take which positions, the longest sequence a model accepts, the named datasets) is checked beside
+them, in ablate.model.checks and ablate.data.datasets; ablate.experiment.validate joins all into one ConfigError.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from collections.abc import Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from ablate.config.schema import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
-from ablate.messages.errors import ConfigError
+from ablate.config.schema import SIZE_KEYS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.messages.hints import did_you_mean
 
 
@@ -47,22 +47,10 @@ def _non_finite(section: Any, prefix: str = "") -> list[str]:
 
 
 def _model_problems(p: list[str], m: ModelConfig) -> None:
-    from ablate.model import ATTENTION, POSITIONAL, SCALING, compatible, compatible_positionals
-    from ablate.model.transformer import ACTIVATIONS
-
-    _choice(p, "model.attention", m.attention, ATTENTION)
-    _choice(p, "model.attention_scaling", m.attention_scaling, SCALING)
-    _choice(p, "model.positional", m.positional, POSITIONAL)
-    _choice(p, "model.activation", m.activation, ACTIVATIONS)
     _choice(p, "model.norm", m.norm, ["post", "pre"])
     _choice(p, "model.tie_embeddings", m.tie_embeddings, ["none", "decoder", "all"])
     _at_least(p, "model.enc_layers", m.enc_layers, 0)
     _at_least(p, "model.dec_layers", m.dec_layers, 1)
-    if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
-        p.append(
-            f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
-            f"choose one of {compatible_positionals(m.attention)}"
-        )
     for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions", "attention_window"):
         _at_least(p, f"model.{key}", getattr(m, key), 1)
     if m.heads >= 1 and (m.d_k is None or m.d_v is None) and m.d_model % m.heads:
@@ -108,8 +96,6 @@ def _size_problems(p: list[str], m: ModelConfig, d: DataConfig, t: TrainConfig) 
             f"train.max_len_a={t.max_len_a:g} and train.max_len_b={t.max_len_b} allow outputs of "
             f"{t.max_len_a * d.max_len + t.max_len_b:.3g} tokens for data.max_len={d.max_len}; at most {MAX_OUTPUT:,}"
         )
-    from ablate.model.transformer import SIZE_KEYS
-
     n = weights_estimate(m, d.vocab_size)
     if n > MAX_WEIGHTS:
         sizes = ", ".join(f"model.{k}={getattr(m, k)}" for k in SIZE_KEYS if getattr(m, k) is not None)
@@ -118,11 +104,7 @@ def _size_problems(p: list[str], m: ModelConfig, d: DataConfig, t: TrainConfig) 
         )
 
 
-def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
-    from ablate.data.datasets import DATASETS
-    from ablate.model import POSITIONAL, max_length
-
-    _choice(p, "data.dataset", d.dataset, ["files", *DATASETS])
+def _data_problems(p: list[str], d: DataConfig) -> None:
     if d.dataset == "files" and not d.train_prefix:
         p.append("data.dataset='files' needs data.train_prefix (files PREFIX.{src_lang,tgt_lang}[.gz])")
     if d.src_lang == d.tgt_lang:
@@ -131,12 +113,6 @@ def _data_problems(p: list[str], d: DataConfig, m: ModelConfig) -> None:
     _at_least(p, "data.max_len", d.max_len, 1)
     if not 0.0 <= d.max_dropped_share <= 1.0:
         p.append(f"data.max_dropped_share={d.max_dropped_share} must be in [0, 1] (a share of the training pairs)")
-    longest = max_length(m) if m.positional in POSITIONAL else None
-    if longest is not None and d.max_len > longest:
-        p.append(
-            f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
-            f"the longest sequence model.positional='{m.positional}' accepts"
-        )
     if d.max_tokens < d.max_len + 2:
         p.append(f"data.max_tokens={d.max_tokens} must be >= data.max_len + 2 = {d.max_len + 2} so every pair fits a batch")
     if not 0.0 < d.character_coverage <= 1.0:
@@ -220,18 +196,17 @@ def _stopping_problems(p: list[str], t: TrainConfig, d: DataConfig) -> None:
         p += [f"train.{key}={getattr(t, key)} needs validation, but data.valid_prefix is not set" for key, on in needs.items() if on]
 
 
-def validate(cfg: ExperimentConfig) -> None:
-    """Check every cross-field rule; raise one ConfigError listing all problems."""
+def problems(cfg: ExperimentConfig) -> list[str]:
+    """Every rule of the schema `cfg` breaks, as messages naming the key."""
     p = _non_finite(cfg)
     _model_problems(p, cfg.model)
     if not p:  # the size is only meaningful for dimensions that are themselves valid
         _size_problems(p, cfg.model, cfg.data, cfg.train)
-    _data_problems(p, cfg.data, cfg.model)
+    _data_problems(p, cfg.data)
     _train_problems(p, cfg.train)
     _stopping_problems(p, cfg.train, cfg.data)
     _choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
     if not 0 <= cfg.seed <= SEED_MAX:
         p.append(f"seed={cfg.seed} must be from 0 to {SEED_MAX} (numpy's range of seeds)")
     _at_least(p, "sweep.trial", cfg.sweep.trial, 0)
-    if p:
-        raise ConfigError("invalid config:\n  - " + "\n  - ".join(p))
+    return p

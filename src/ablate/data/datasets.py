@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ablate.messages.hints import did_you_mean
+
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0  # per socket operation; a stalled server fails instead of hanging a sweep worker
 
@@ -253,3 +255,11 @@ DATASETS: dict[str, DatasetSpec] = {
         path_env="ABLATE_WMT14_PATH",
     ),
 }
+
+
+def dataset_problems(data_cfg) -> list[str]:
+    """data.dataset checked against the named datasets (or 'files', a user's own prefixes)."""
+    names = ["files", *DATASETS]
+    if data_cfg.dataset in names:
+        return []
+    return [f"data.dataset='{data_cfg.dataset}' is not one of {names}{did_you_mean(data_cfg.dataset, names)}"]

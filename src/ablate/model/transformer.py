@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+from ablate.config.schema import SIZE_KEYS, ModelConfig
 from ablate.model.attention import ATTENTION, MultiHeadAttention
 from ablate.model.dropout import Dropout
 from ablate.model.positional import POSITIONAL, NoPosition
@@ -20,11 +20,7 @@ from ablate.model.scaling import SCALING
 from ablate.model.tokens import PAD_ID
 from ablate.registry import lookup
 
-if TYPE_CHECKING:
-    from ablate.config import ModelConfig
-
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-SIZE_KEYS = ("enc_layers", "dec_layers", "d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions")  # a model's size
 Cache = list[dict]  # one {"self": {...}, "cross": {...}} per decoder layer
 
 

@@ -4,14 +4,10 @@ which attention kernels and positional encodings combine, and the longest sequen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ablate.config.schema import ModelConfig
 from ablate.model.attention import ATTENTION
 from ablate.model.positional import POSITIONAL, bias_free_positionals
 from ablate.registry import lookup
-
-if TYPE_CHECKING:
-    from ablate.config import ModelConfig
 
 
 def compatible(attention: str, positional: str) -> bool:

@@ -177,8 +177,8 @@ def measure_here(config: str, steps: int) -> dict:
     import lightning as L
     import torch
 
-    from ablate.config import load_config
     from ablate.data.module import TranslationDataModule
+    from ablate.experiment import load_config
     from ablate.training.module import TranslationModule
 
     gpus = []

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.config import ConfigError, ExperimentConfig, diff, load_config, to_dict
+from ablate.config import ConfigError, ExperimentConfig, diff, to_dict
+from ablate.experiment import load_config
 from ablate.sweep.basis import Basis
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

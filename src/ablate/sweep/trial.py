@@ -177,7 +177,7 @@ def _pruning_callback():
 
 
 def main(argv: list[str]) -> int:
-    from ablate.config import load_config
+    from ablate.experiment import load_config
     from ablate.run.train import train
 
     logs.to_stderr()

@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 from ablate import plugins
-from ablate.config import ConfigError, ExperimentConfig, from_dict
+from ablate.config import ConfigError, ExperimentConfig
 from ablate.data.datasets import cache_dir
 from ablate.data.tokenizer import Tokenizer
+from ablate.experiment import from_dict
 from ablate.files.atomic import replacing
 from ablate.model import Transformer, build_transformer
 

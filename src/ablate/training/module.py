@@ -14,8 +14,9 @@ import lightning as L
 import numpy as np
 import torch
 
-from ablate.config import ExperimentConfig, from_dict, to_dict
+from ablate.config import ExperimentConfig, to_dict
 from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
+from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
 from ablate.model.loss import translation_loss
 from ablate.training.metrics import bleu

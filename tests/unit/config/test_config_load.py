@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate.config import ConfigError, ExperimentConfig, from_dict, load_config, to_dict, to_yaml
+from ablate.config import ConfigError, ExperimentConfig, to_dict, to_yaml
+from ablate.experiment import from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
 

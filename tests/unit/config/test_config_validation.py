@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.config import ConfigError, load_config
+from ablate.config import ConfigError
+from ablate.experiment import load_config
 from ablate.model import POSITIONAL, compatible, compatible_positionals
 
 BOUNDED = sorted(n for n, c in POSITIONAL.items() if c.bounded_length)

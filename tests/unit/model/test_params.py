@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from ablate.cli import main
-from ablate.config import load_config
 from ablate.config.paper import PAPER_VOCAB, TABLE3
+from ablate.experiment import load_config
 from ablate.model import build_transformer, count_parameters
 
 

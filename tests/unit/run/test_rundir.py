@@ -15,7 +15,8 @@ import torch
 import yaml
 from helpers import tiny_sections
 
-from ablate.config import flatten, load_config, to_dict, to_yaml
+from ablate.config import flatten, to_dict, to_yaml
+from ablate.experiment import load_config
 from ablate.run import rundir
 from ablate.run.fingerprint import checkpoint_tokenizer, corpus_fingerprint, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (

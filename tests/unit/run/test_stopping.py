@@ -10,7 +10,8 @@ import pytest
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 
-from ablate.config import ConfigError, load_config
+from ablate.config import ConfigError
+from ablate.experiment import load_config
 from ablate.run import stopping
 from ablate.run.stopping import EarlyStopping, StopRules, comparison_basis, convergence_improvement
 

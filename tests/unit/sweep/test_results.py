@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 from rich.console import Console
 from sweep_files import write
 
-from ablate.config import load_config
 from ablate.evaluation.records import describe_subset, write_eval_file
+from ablate.experiment import load_config
 from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
 from ablate.run.evaluation import scored_on as recorded_on
 from ablate.sweep.load import load_sweep

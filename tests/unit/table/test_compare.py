@@ -14,7 +14,8 @@ from scipy import stats as st
 from table_study import write_run
 
 from ablate.cli import main
-from ablate.config import load_config, to_yaml
+from ablate.config import to_yaml
+from ablate.experiment import load_config
 from ablate.sweep.spec import nest
 from ablate.table.compare import make_table
 from ablate.table.load import runs_from_dirs

@@ -102,7 +102,7 @@ def test_every_rendering_says_what_its_scores_are_on(tmp_path):
 
     from table_study import markdown_rows, references, system, write_run
 
-    from ablate.config import load_config
+    from ablate.experiment import load_config
     from ablate.run.evaluation import scored_on as recorded_on
     from ablate.table.render import scored_on_line, to_csv, to_json, to_markdown
 

@@ -9,7 +9,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from ablate.config import ExperimentConfig, load_config
+from ablate.config import ExperimentConfig
+from ablate.experiment import load_config
 from ablate.model import build_transformer
 from ablate.model.loss import smoothed_nll
 from ablate.training import flops

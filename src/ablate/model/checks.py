@@ -1,0 +1,34 @@
+"""The model section checked against what the registries hold: variant names (with the one "did you mean" hint),
+which attention kernels take which positional encodings, and whether the longest training sequence fits the
+positions the chosen encoding accepts. Lives with the registries, so the config package below asks none of them."""
+
+from __future__ import annotations
+
+from ablate.config.schema import DataConfig, ModelConfig
+from ablate.messages.hints import did_you_mean
+from ablate.model.attention import ATTENTION
+from ablate.model.positional import POSITIONAL
+from ablate.model.scaling import SCALING
+from ablate.model.transformer import ACTIVATIONS
+from ablate.model.variants import compatible, compatible_positionals, max_length
+
+
+def model_problems(m: ModelConfig, d: DataConfig) -> list[str]:
+    """What `m` (and data.max_len, which the positions must cover) asks that the registered variants cannot do."""
+    p = []
+    for key, table in (("attention", ATTENTION), ("attention_scaling", SCALING), ("positional", POSITIONAL), ("activation", ACTIVATIONS)):
+        name = getattr(m, key)
+        if name not in table:
+            p.append(f"model.{key}='{name}' is not one of {list(table)}{did_you_mean(name, list(table))}")
+    if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
+        p.append(
+            f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
+            f"choose one of {compatible_positionals(m.attention)}"
+        )
+    longest = max_length(m) if m.positional in POSITIONAL else None
+    if longest is not None and d.max_len > longest:
+        p.append(
+            f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
+            f"the longest sequence model.positional='{m.positional}' accepts"
+        )
+    return p
