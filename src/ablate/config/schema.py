@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Lightning's precisions a run may train in: fp32, bf16 or fp16 autocast (mixed), fp64.
+PRECISIONS = ("32", "bf16-mixed", "16-mixed", "64")
 # The model keys that set its size (named in an error when a model is too large to build).
 SIZE_KEYS = ("enc_layers", "dec_layers", "d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions")
 
@@ -89,7 +91,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     clip_grad: float = 0.0  # max grad norm; 0 = off
     accumulate: int = 1  # gradient accumulation: effective batch = accumulate * max_tokens
-    precision: str = "32"  # 32 | bf16-mixed | 16-mixed
+    precision: str = "32"  # one of PRECISIONS (ablate.training.precision: what each means for matmuls and decoding)
     # torch.set_float32_matmul_precision for the fp32 matmuls left outside autocast: highest | high (TF32) | medium;
     # None = from precision ("high" under bf16-mixed/16-mixed, whose fp32 remainder is not the point; "highest" for 32)
     matmul_precision: str | None = None

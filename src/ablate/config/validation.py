@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from ablate.config.schema import SIZE_KEYS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+from ablate.config.schema import PRECISIONS, SIZE_KEYS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.messages.hints import did_you_mean
 
 
@@ -155,7 +155,7 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
         p.append(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
     if len(t.betas) != 2 or not all(0.0 <= b < 1.0 for b in t.betas):
         p.append(f"train.betas={list(t.betas)} must be two numbers in [0, 1)")
-    _choice(p, "train.precision", t.precision, ["32", "bf16-mixed", "16-mixed", "64"])
+    _choice(p, "train.precision", t.precision, PRECISIONS)
     if t.matmul_precision is not None:
         _choice(p, "train.matmul_precision", t.matmul_precision, list(MATMUL_PRECISIONS))
 

@@ -22,6 +22,7 @@ from ablate.model import Transformer, max_length
 from ablate.model.tokens import EOS_ID, PAD_ID
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
 from ablate.training.metrics import bleu, chrf
+from ablate.training.precision import decoding
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ def translate(
     with bar:
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
-            hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
+            with decoding(t, device):  # the arithmetic the model trained and validated in
+                hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
             for i, h in zip(rows, hyps):
                 outputs[i] = h
             bar.advance(task, len(rows))
@@ -165,7 +167,8 @@ def save_record(
     if checkpoint.parent.name != "checkpoints":
         raise ValueError(f"--save-eval: {checkpoint} is not in a run directory's checkpoints/ folder, so there is no run to save it in")
     device = next(model.parameters()).device
-    nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate"), device)
+    with decoding(cfg.train, device):
+        nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate"), device)
     return write_eval_file(
         checkpoint.parent.parent,
         split,

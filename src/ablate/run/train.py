@@ -37,6 +37,7 @@ from ablate.run.rundir import (
 from ablate.run.stopping import comparison_basis
 from ablate.run.trainer import build_trainer
 from ablate.training.module import TranslationModule
+from ablate.training.precision import set_matmul_precision
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, out, force, accept_data_change)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    torch.set_float32_matmul_precision(matmul_precision(cfg.train))
+    set_matmul_precision(cfg.train)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     dm = TranslationDataModule(cfg)
@@ -173,12 +174,6 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
     tokenizer = run_tokenizer(out, proto, ckpt_path) if proto is not None else None
     log.warning("resuming %s from %s", out, ckpt_path)
     return ckpt_path, attempt, tokenizer, fingerprint
-
-
-def matmul_precision(t) -> str:
-    """train.matmul_precision, else "high" (TF32) under mixed precision, whose fp32 remainder is not what the run
-    measures, and "highest" in fp32, which promises fp32 arithmetic."""
-    return t.matmul_precision or ("high" if "mixed" in t.precision else "highest")
 
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:

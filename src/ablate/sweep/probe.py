@@ -180,6 +180,7 @@ def measure_here(config: str, steps: int) -> dict:
     from ablate.data.module import TranslationDataModule
     from ablate.experiment import load_config
     from ablate.training.module import TranslationModule
+    from ablate.training.precision import set_matmul_precision
 
     gpus = []
     for i in range(torch.cuda.device_count()):
@@ -190,6 +191,7 @@ def measure_here(config: str, steps: int) -> dict:
     if t.num_threads:
         torch.set_num_threads(t.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    set_matmul_precision(t)  # as the trial will: TF32 matmuls under mixed precision
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")

@@ -17,6 +17,8 @@ import re
 
 import torch
 
+from ablate.training.precision import arithmetic
+
 log = logging.getLogger(__name__)
 
 
@@ -130,17 +132,6 @@ def card(name: str) -> str | None:
     return next((key for needs, avoid, key in _RULES if needs <= tokens and not avoid & tokens), None)
 
 
-def _kind(precision: str) -> str:
-    """bf16 | fp16 | tf32 | fp32 | fp64: the math Lightning's `trainer.precision` runs matmuls in."""
-    if "bf16" in precision:
-        return "bf16"
-    if "16" in precision:
-        return "fp16"
-    if "64" in precision:
-        return "fp64"
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
-
-
 def _warn_once(name: str, message: str) -> None:
     if name not in _warned:
         _warned.add(name)
@@ -156,7 +147,7 @@ def peak_flops(device: torch.device, precision: str, override_tflops: float | No
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device)
-    kind = _kind(precision)
+    kind = arithmetic(precision)
     key = card(name)
     if key is not None:
         peaks = PEAKS[key]

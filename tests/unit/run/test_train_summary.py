@@ -23,19 +23,3 @@ from ablate.run.train import epochs_trained
 def test_epochs_trained_counts_a_partial_epoch_as_its_fraction(batches, accumulate, steps, epoch, expected):
     trainer = SimpleNamespace(num_training_batches=batches, global_step=steps, current_epoch=epoch)
     assert epochs_trained(trainer, accumulate) == expected
-
-
-@pytest.mark.parametrize(
-    ("precision", "configured", "expected"),
-    [
-        ("32", None, "highest"),
-        ("bf16-mixed", None, "high"),
-        ("16-mixed", None, "high"),
-        ("32", "high", "high"),
-        ("bf16-mixed", "highest", "highest"),
-    ],
-)
-def test_matmul_precision_follows_train_precision_unless_configured(precision, configured, expected):
-    from ablate.run.train import matmul_precision
-
-    assert matmul_precision(SimpleNamespace(precision=precision, matmul_precision=configured)) == expected
