@@ -91,7 +91,7 @@ def test_no_source_file_is_over_300_lines():
 def test_the_graph_sees_imports_inside_functions():
     """The checks above are only as good as the import scan: a function-level import must be an edge."""
     assert "ablate.run.train" in GRAPH["ablate.sweep.trial"]  # `from ablate.run.train import train` inside main()
-    assert "ablate.sweep.cli" in GRAPH["ablate.cli"]  # inside cmd_sweep()
+    assert "ablate.sweep.cli" in GRAPH["ablate.sweep.flags"]  # inside run_sweep()
 
 
 def test_sweep_processes_start_without_torch_or_lightning():

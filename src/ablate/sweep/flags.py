@@ -1,0 +1,53 @@
+"""`ablate sweep` and `ablate status`: their flags; the commands themselves (sweep.cli, sweep.status) import Optuna."""
+
+from __future__ import annotations
+
+import argparse
+
+from ablate.config.validation import MAX_PARALLEL
+from ablate.messages.flag_types import Number
+
+SWEEP_EXITS = """exit codes:
+  0    the study ran and has results; rows that failed by themselves are named on stderr with their logs
+  1    every trial that ran failed: each row is named on stderr with its log (RUN_DIR/train.log)
+  2    a usage or sweep file error; nothing started
+  75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue
+  130  stopped by Ctrl-C, as for 75"""
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a sweep file (variants or an Optuna search) as one study",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SWEEP_EXITS,
+    )
+    p.add_argument("file", help="a sweeps/*.yaml file")
+    p.add_argument(
+        "--workers",
+        type=Number(int, 1, MAX_PARALLEL),
+        default=None,
+        help="trials at once (default: all GPU slots, else the file's workers)",
+    )
+    p.add_argument("--trials-per-gpu", default=None, help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)")
+    p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
+    p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
+    p.add_argument("--n-trials", type=Number(int, 1), default=None, help="override the file's n_trials")
+    p.set_defaults(func=run_sweep)
+
+    p = sub.add_parser("status", help="what a sweep is doing or did: each trial's progress, the counts, the best row")
+    p.add_argument("target", help="a sweep's out_dir, its sweep file, or a storage URL (sqlite:///, postgresql://, journal:///)")
+    p.add_argument("--study", help="the study's name, when the storage holds several")
+    p.set_defaults(func=run_status)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from ablate.sweep.cli import sweep_cli
+
+    return sweep_cli(args)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from ablate.sweep.status import status_cli
+
+    return status_cli(args)
