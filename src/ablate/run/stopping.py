@@ -1,6 +1,6 @@
 """When a run stops, besides max_steps / max_epochs: a model-FLOPs or wall-clock budget (rows compared at equal
 compute or time), early stopping on a validation metric, and the issue's convergence rule (val PPL improves by
-less than 2% over the last fifth of training); plus the comparison basis a run's summary records.
+less than 2% over the last fifth of training). The basis a run's summary records is ablate.run.basis's.
 
 Every rule's state (FLOPs, wall time, the validation history) travels in the checkpoint, so a resumed run counts
 on from where it stopped, and a run resumed after a rule fired stops again at once. A preempted or interrupted run
@@ -16,12 +16,11 @@ from collections.abc import Callable
 import lightning as L
 import torch
 
-from ablate.config import ExperimentConfig, TrainConfig
+from ablate.config import TrainConfig
 from ablate.run.callbacks import _mid_accumulation
 
 STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged", "pruned")
 MODES = {"val/loss": "min", "val/ppl": "min", "val/bleu": "max"}
-FRACTIONS = {0.5: "half", 0.25: "quarter", 0.2: "fifth", 0.1: "tenth"}
 REPORT_WINDOW = 0.2  # summary.json reports the convergence rule over the last fifth when train.converge_window is off
 
 
@@ -186,30 +185,3 @@ def stop_run(trainer: L.Trainer, reason: str) -> None:
         rules._stop(trainer, reason)
     else:
         trainer.should_stop = True
-
-
-def comparison_basis(cfg: ExperimentConfig, averaged: int | None = None) -> str:
-    """What a row's scores are comparable on, from the run's config: the stopping rules, then the weights scored.
-    E.g. "equal steps (max_steps 2000), last-5 average", "equal compute (max_flops 1e+15), final weights".
-    `averaged`: how many checkpoints the run did average, where fewer than train.final_average were there."""
-    t = cfg.train
-    limit = f"max_steps {t.max_steps}" + (f", max_epochs {t.max_epochs}" if t.max_epochs else "")
-    on = t.stopping_rules
-    rules = []
-    if on["compute"]:
-        rules.append(f"equal compute (max_flops {t.max_flops:.3g})")
-    if on["time"]:
-        rules.append(f"equal wall time (max_time {t.max_time_seconds:g} s)")
-    if on["converged"]:
-        part = FRACTIONS.get(t.converge_window, f"{t.converge_window:.0%}")
-        rules.append(f"to convergence (val/ppl < {t.converge_tol:.0%} better over the last {part} of validations)")
-    if on["early_stopping"]:
-        delta = f", min_delta {t.min_delta:g}" if t.min_delta else ""
-        rules.append(f"early stopping on {t.early_stop_metric} (patience {t.patience}{delta})")
-    if rules:
-        stop = " or ".join(rules) + f", at most {limit}"
-    else:
-        stop = f"equal {'epochs' if t.max_epochs else 'steps'} ({limit})"
-    k = t.final_average if averaged is None else averaged
-    chosen = f"last-{k} average" if k else "final weights"
-    return f"{stop}, {chosen}"

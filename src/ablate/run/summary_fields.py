@@ -5,12 +5,13 @@ added by a later ablate) pass as they are: the check is of the fields readers re
 from __future__ import annotations
 
 import math
+from fnmatch import fnmatchcase
 from typing import Any
 
 NUMBER, TEXT, FLAG, LIST, MAPPING = "a finite number", "a string", "true or false", "a list", "an object"
 COUNTS = "an object of counts or a finite number"  # params: by part since ablate counted them so, a total before
 
-# dotted path -> kind; "prefix*" covers every key under a prefix (the metrics in `last`, the speed figures).
+# dotted path -> kind; a "*" within a part stands for any text (the metrics in `last`, the speed figures, the splits).
 FIELDS = {
     "out_dir": TEXT,
     "steps": NUMBER,
@@ -52,6 +53,12 @@ FIELDS = {
     "val/loss": NUMBER,
     "val_long/bleu": NUMBER,
     "data": MAPPING,
+    "data.dropped": MAPPING,
+    "data.dropped.*": MAPPING,
+    "data.dropped.*.files": LIST,
+    "data.dropped.*.pairs": NUMBER,
+    "data.dropped.*.empty": NUMBER,
+    "data.dropped.*.too_long": NUMBER,
     "eval_record": TEXT,
 }
 
@@ -77,8 +84,10 @@ def _check(node: dict, prefix: str, source: str) -> None:
 def kind_of(path: str) -> str | None:
     if path in FIELDS:
         return FIELDS[path]
+    parts = path.split(".")
     for pattern, kind in FIELDS.items():
-        if pattern.endswith("*") and path.startswith(pattern[:-1]) and "." not in path[len(pattern) - 1 :]:
+        wild = pattern.split(".")
+        if "*" in pattern and len(wild) == len(parts) and all(fnmatchcase(p, w) for p, w in zip(parts, wild)):
             return kind
     return None
 

@@ -23,6 +23,7 @@ from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
+from ablate.run.basis import comparison_basis
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (
@@ -34,7 +35,6 @@ from ablate.run.rundir import (
     resume_checkpoint,
     shape_changes,
 )  # fmt: skip
-from ablate.run.stopping import comparison_basis
 from ablate.run.trainer import build_trainer
 from ablate.training.module import TranslationModule
 from ablate.training.precision import set_matmul_precision

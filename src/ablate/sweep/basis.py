@@ -9,8 +9,8 @@ which weights are scored (`final`, or `last-K`, the average of the last K checkp
 base experiment must do so. A row that stops on other terms than the base (its own cap, budget, rule or validation
 interval) or scores other weights would be compared on another footing without anyone seeing it, so loading the
 sweep file refuses it, naming the row and the key, unless the row is listed under `except` (a deliberate control,
-such as the base trained twice as long). Each run's summary
-records the basis it actually ran on (`ablate.run.stopping.comparison_basis`), and `ablate table` prints it.
+such as the base trained twice as long). The vocabulary is ablate.run.basis's, in which each run's summary records the
+basis it actually ran on, and `ablate table` prints it.
 """
 
 from __future__ import annotations
@@ -20,29 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.config import ExperimentConfig
+from ablate.run.basis import STOP_KEYS, STOPS, holds, weights
 
-# What ends a run: every row must set these as the base does, whatever the stop kind (a row with its own cap, budget,
-# rule or validation interval would stop on other terms; the convergence and early-stopping rules count validations).
-STOP_KEYS = (
-    "max_steps",
-    "max_epochs",
-    "max_flops",
-    "max_time_seconds",
-    "converge_window",
-    "converge_tol",
-    "early_stop_metric",
-    "patience",
-    "min_delta",
-    "val_every_steps",
-)
-STOPS = {  # stop kind -> what it needs of the base's train section
-    "steps": "no stopping rule or budget but max_steps",
-    "epochs": "train.max_epochs set, no other stopping rule or budget",
-    "compute": "train.max_flops set, no other stopping rule or budget",
-    "time": "train.max_time set, no other stopping rule or budget",
-    "converged": "train.converge_window > 0, no other stopping rule or budget",
-    "early_stopping": "train.early_stop_metric set, no other stopping rule or budget",
-}
 WEIGHTS = re.compile(r"final|last-([1-9][0-9]*)")
 KEYS = {"stop", "weights", "except"}
 
@@ -55,7 +34,7 @@ class Basis:
 
     def base_problem(self, base: ExperimentConfig) -> str | None:
         """Why the study's base config itself is not on this basis, or None."""
-        if not _holds(self.stop, base.train):
+        if not holds(self.stop, base.train):
             return f"stop: {self.stop} needs {STOPS[self.stop]}"
         return self._weights_problem(base)
 
@@ -69,8 +48,8 @@ class Basis:
         return self._weights_problem(cfg)
 
     def _weights_problem(self, cfg: ExperimentConfig) -> str | None:
-        k = 0 if self.weights == "final" else int(self.weights.split("-")[1])
-        if cfg.train.final_average != k:
+        if weights(cfg.train) != self.weights:
+            k = 0 if self.weights == "final" else int(self.weights.split("-")[1])
             return f"train.final_average={cfg.train.final_average} but weights: {self.weights} needs {k}"
         return None
 
@@ -89,15 +68,6 @@ def _idle(key: str, mine, theirs) -> bool:
 
 def _show(value) -> str:
     return f"{value:g}" if isinstance(value, float) else repr(value)
-
-
-def _holds(stop: str, t) -> bool:
-    rules = t.stopping_rules
-    if stop == "steps":
-        return not any(rules.values()) and not t.max_epochs
-    if stop == "epochs":
-        return not any(rules.values()) and bool(t.max_epochs)
-    return rules[stop] and not any(on for rule, on in rules.items() if rule != stop)  # one rule: the basis says which
 
 
 def parse_basis(raw: Any, rows: set[str]) -> Basis | None:

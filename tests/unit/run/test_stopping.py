@@ -13,7 +13,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 from ablate.config import ConfigError
 from ablate.experiment import load_config
 from ablate.run import stopping
-from ablate.run.stopping import EarlyStopping, StopRules, comparison_basis, convergence_improvement
+from ablate.run.basis import comparison_basis
+from ablate.run.stopping import EarlyStopping, StopRules, convergence_improvement
 
 
 def train_cfg(**train):

@@ -42,6 +42,9 @@ def test_a_summary_as_ablate_writes_it_passes():
         ({"convergence": {"converged": 1}}, "summary key 'convergence.converged' should be true or false, got 1"),
         ({"sweep": {"row": ["A"]}}, "summary key 'sweep.row' should be a string, got ['A']"),
         ({"averaged_from": "step=10.ckpt"}, "summary key 'averaged_from' should be a list, got 'step=10.ckpt'"),
+        ({"data": {"dropped": [1, 2]}}, "summary key 'data.dropped' should be an object, got [1, 2]"),
+        ({"data": {"dropped": {"train": [1, 2]}}}, "summary key 'data.dropped.train' should be an object, got [1, 2]"),
+        ({"data": {"dropped": {"valid": {"pairs": "x"}}}}, "summary key 'data.dropped.valid.pairs' should be a finite number, got 'x'"),
     ],
 )
 def test_a_field_of_another_kind_is_named(change, says):
