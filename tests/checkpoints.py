@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from helpers import tiny_model, write_corpus
 
 from ablate.config import DataConfig, ExperimentConfig, to_dict
@@ -21,7 +22,9 @@ def tiny_checkpoint(folder: Path, data: dict | None = None, **model) -> dict:
     tok = DataConfig(dataset="files", vocab_size=64, cache_dir=str(Path(folder) / "tok"))
     spm = load_or_train_tokenizer(tok, corpus / "train.en", corpus / "train.de").path.read_bytes()
     model_cfg = tiny_model(enc_layers=1, dec_layers=1, **model)
-    weights = build_transformer(model_cfg, 64).state_dict()
+    with torch.random.fork_rng():  # the same weights whatever ran before (test order, xdist), the caller's RNG untouched
+        torch.manual_seed(0)
+        weights = build_transformer(model_cfg, 64).state_dict()
     return {
         "state_dict": {f"model.{k}": v for k, v in weights.items()},
         "hyper_parameters": {"config": to_dict(ExperimentConfig(model=model_cfg, data=DataConfig(**(data or {})))), "vocab_size": 64},

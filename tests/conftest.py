@@ -32,3 +32,11 @@ def postgres_url():
     stop = [str(bindir / "pg_ctl"), "-D", str(datadir), "stop", "-m", "fast"]
     subprocess.run((["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []) + stop, capture_output=True)
     shutil.rmtree(datadir, ignore_errors=True)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The generated bad-input cases (tests/faults/test_bad_inputs.py: 549, all slow) are built only when slow tests
+    may run: building them costs every default collection seconds, in each xdist worker."""
+    if collection_path.name == "test_bad_inputs.py" and "not slow" in (config.getoption("markexpr") or ""):
+        return True
+    return None

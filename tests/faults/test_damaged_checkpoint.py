@@ -112,6 +112,7 @@ def test_the_table_evaluation_loader_names_the_checkpoint_and_the_field(tmp_path
     assert not list((tmp_path / "cache").rglob("*.model"))  # the damaged bytes are not kept as a cached tokenizer
 
 
+@pytest.mark.slow  # a subprocess importing torch: seconds; the default set stays under a minute
 def test_translate_in_a_subprocess_prints_no_traceback(tmp_path, good):
     path, field = write_damaged(tmp_path, good, "tokenizer-truncated")
     env = {"ABLATE_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}

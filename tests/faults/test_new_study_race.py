@@ -64,6 +64,7 @@ def race(tmp_path: Path, storages: list[str | None]) -> list[dict]:
     return results
 
 
+@pytest.mark.slow  # two sweep processes racing: seconds; the default set stays under a minute
 def test_two_sweeps_creating_one_new_sqlite_study_at_once_both_join_it(tmp_path, monkeypatch):
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
     results = race(tmp_path, [None] * ROUNDS)
@@ -73,6 +74,7 @@ def test_two_sweeps_creating_one_new_sqlite_study_at_once_both_join_it(tmp_path,
         assert optuna.get_all_study_names(storage) == ["race"]
 
 
+@pytest.mark.slow  # two sweep processes racing: seconds; the default set stays under a minute
 def test_two_sweeps_creating_one_new_journal_study_at_once_both_join_it(tmp_path, monkeypatch):
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
     results = race(tmp_path, [f"journal://{tmp_path}/journal-{i}/study.log" for i in range(ROUNDS)])

@@ -93,6 +93,7 @@ def test_a_damaged_study_db_is_refused_by_sweep_and_status_naming_it_and_never_w
     assert not Path(f"{db}-journal").exists()
 
 
+@pytest.mark.slow  # a subprocess importing torch: seconds; the default set stays under a minute
 def test_a_sweep_worker_process_says_the_study_is_damaged_once_without_a_traceback(tmp_path):
     """A worker is a process of its own (--workers N, or a terminal's live view), meeting a fault on its own."""
     path, db = study_db(tmp_path)

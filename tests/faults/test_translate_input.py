@@ -36,6 +36,7 @@ def translate(ckpt, stdin: bytes, **env) -> subprocess.CompletedProcess:
     [{}, {"LC_ALL": "C"}, {"PYTHONIOENCODING": "utf-8"}],
     ids=["default", "C-locale", "strict-utf8"],
 )
+@pytest.mark.slow  # subprocesses importing torch: seconds each; the default set stays under a minute
 def test_invalid_utf8_on_stdin_names_stdin_and_the_line(tmp_path, bounded, env):
     proc = translate(bounded, b"the dog runs\nthe cat \xff\xfe sleeps\n", ABLATE_CACHE=str(tmp_path / "cache"), **env)
     err = proc.stderr.decode()
@@ -57,6 +58,7 @@ def test_a_line_longer_than_the_model_takes_is_translated_with_a_warning_naming_
     assert "model.max_positions=64" in warning[0]
 
 
+@pytest.mark.slow  # a subprocess importing torch: seconds; the default set stays under a minute
 def test_a_long_line_on_stdin_is_named_as_stdins(tmp_path, bounded):
     proc = translate(bounded, f"{LONG}\n".encode(), ABLATE_CACHE=str(tmp_path / "cache"))
     err = proc.stderr.decode()

@@ -197,6 +197,7 @@ def test_pilot_plan_on_the_cpu_study_matches_ablate_tables_seed_plan(tmp_path):
         assert need == line["bleu"]["plan_seeds"], ref["row"]
 
 
+@pytest.mark.slow  # builds every row of the study on the meta device: seconds
 def test_the_gpu_study_keeps_the_papers_ratios_at_dk_8_or_more_with_its_pilot_at_l_and_2l(monkeypatch):
     from collections import Counter
 

@@ -97,6 +97,7 @@ def test_a_registry_refuses_every_write_but_register(write):
     assert dict(table) == {"built_in": BuiltIn}
 
 
+@pytest.mark.slow  # a subprocess importing ablate: seconds; the default set stays under a minute
 def test_a_plugin_cannot_replace_a_built_in_kernel_by_assignment():
     # In a fresh process: before the fix the assignment succeeds, and would swap the kernel under every later test.
     plugin = "from ablate.model import ATTENTION\nATTENTION['scaled_dot_product'] = object\n"

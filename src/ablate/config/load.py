@@ -10,12 +10,16 @@ OmegaConf rejects unknown keys and wrong types; `_friendly` turns its errors int
 
 from __future__ import annotations
 
+import copy
+import functools
 import logging
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
@@ -81,14 +85,40 @@ def without_retired(data: dict, source: str) -> dict:
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
     """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
     try:
-        if isinstance(update, dict):
-            return OmegaConf.merge(base, OmegaConf.create(without_retired(update, source)))
-        for item in update:
-            if "=" not in item:
-                raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
-        return OmegaConf.merge(base, OmegaConf.from_dotlist(list(update)))
+        return OmegaConf.merge(base, _as_config(update, source))
     except OmegaConfBaseException as e:
         raise _friendly(e, source) from None
+
+
+def _as_config(update: dict | list[str], source: str) -> Any:
+    if isinstance(update, dict):
+        return OmegaConf.create(without_retired(update, source))
+    for item in update:
+        if "=" not in item:
+            raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
+    return OmegaConf.from_dotlist(list(update))
+
+
+def _merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:
+    """`updates` (each with its source) merged onto `base` in one pass: OmegaConf copies the base once per merge, and
+    a sweep composes a config per row. Where that fails, one at a time, so the error names the source at fault."""
+    try:
+        return OmegaConf.merge(base, *(_as_config(update, source) for update, source in updates))
+    except OmegaConfBaseException:
+        for update, source in updates:
+            base = merge(base, update, source)
+        return base
+
+
+@functools.cache
+def _schema_once() -> Any:
+    return OmegaConf.structured(ExperimentConfig)
+
+
+def _schema() -> Any:
+    """A fresh structured config of the schema's defaults: a copy of one built once (building one reads every field
+    of every dataclass, several times slower than the copy, and a sweep composes one per row)."""
+    return copy.deepcopy(_schema_once())
 
 
 def _plugin_paths(data: dict, path: Path) -> dict:
@@ -124,19 +154,19 @@ def _one_plugin_as_list(override: str) -> str:
 def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
     """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugin files named absolutely
     (those from `sections` or the command line relative to the cwd). Neither imported nor validated here."""
-    cfg = OmegaConf.structured(ExperimentConfig)
-    for path in files:
-        cfg = merge(cfg, _plugin_paths(_read_yaml(Path(path)), Path(path)), str(path))
+    updates = [(_plugin_paths(_read_yaml(Path(path)), Path(path)), str(path)) for path in files]
     if sections:
-        cfg = merge(cfg, sections, "overrides")
-    cfg = merge(cfg, [_one_plugin_as_list(o) for o in overrides], "command line")
+        updates.append((sections, "overrides"))
+    if overrides := [_one_plugin_as_list(o) for o in overrides]:
+        updates.append((overrides, "command line"))
+    cfg = _merged(_schema(), updates)
     cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
     return OmegaConf.to_object(cfg)
 
 
 def rebuild(data: dict) -> ExperimentConfig:
     """A config saved in a checkpoint or run dir, typed by the schema (not validated here)."""
-    return OmegaConf.to_object(merge(OmegaConf.structured(ExperimentConfig), data, "saved config"))
+    return OmegaConf.to_object(merge(_schema(), data, "saved config"))
 
 
 def to_dict(cfg: ExperimentConfig) -> dict:
@@ -144,7 +174,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
 
 
 def to_yaml(cfg: ExperimentConfig) -> str:
-    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(cfg)))  # the text a structured config gives, without building one
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -163,26 +193,75 @@ def with_defaults(saved: dict) -> dict:
     config compares equal to the same config loaded today (unvalidated: it is only compared, never trained on)."""
     saved = without_retired(saved, "saved config")
     try:
-        return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(ExperimentConfig), saved))
+        return OmegaConf.to_container(OmegaConf.merge(_schema(), saved))
     except OmegaConfBaseException:  # a key since removed or retyped: compare what was saved as it is
         return saved
 
 
 def check_saved_types(saved: dict, source: str) -> None:
     """ConfigError naming `source` and the key when a saved run config gives a key the schema still has a value of
-    another kind (a section replaced by a scalar, a list for a number). Keys since removed are an old run's and pass."""
+    another kind (a section replaced by a scalar, a list for a number). Keys since removed are an old run's and pass.
+    Read off the schema's annotations, as OmegaConf would type them, without building a structured config: `ablate
+    table` checks every run of a study, and a merge costs tens of milliseconds each."""
+    _check_section(saved, ExperimentConfig, "", source)
 
-    def known(data: dict, schema: dict, prefix: str) -> dict:
-        out = {}
-        for k, v in data.items():
-            if k not in schema:
-                continue
-            if isinstance(schema[k], dict) and not isinstance(v, dict):
-                raise ConfigError(f"{source}: bad value for '{prefix}{k}': a section of keys, got {v!r:.60}")
-            out[k] = known(v, schema[k], f"{prefix}{k}.") if isinstance(v, dict) and isinstance(schema[k], dict) else v
-        return out
 
-    merge(OmegaConf.structured(ExperimentConfig), known(saved, to_dict(ExperimentConfig()), ""), source)
+def _check_section(data: dict, cls: type, prefix: str, source: str) -> None:
+    hints = _hints(cls)
+    for key, value in data.items():
+        if key not in hints:
+            continue
+        kind, where = hints[key], f"{prefix}{key}"
+        if is_dataclass(kind):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: bad value for '{where}': a section of keys, got {value!r:.60}")
+            _check_section(value, kind, f"{where}.", source)
+        elif not _fits(value, kind):
+            raise ConfigError(f"{source}: bad value for '{where}': {value!r:.60} is not {_kind_name(kind)}")
+
+
+_HINTS: dict[type, dict] = {}
+
+
+def _hints(cls: type) -> dict:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    """Whether OmegaConf would take `value` for a field annotated `kind` (numbers and booleans also as their text)."""
+    args = get_args(kind)
+    if get_origin(kind) in (Union, UnionType):
+        return any(_fits(value, a) for a in args)
+    if kind is type(None):
+        return value is None
+    if get_origin(kind) is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if isinstance(value, (dict, list)) or value is None:
+        return False
+    if kind is bool:
+        return isinstance(value, bool) or str(value).lower() in ("true", "false", "yes", "no", "on", "off", "1", "0")
+    if kind is int:
+        return not isinstance(value, bool) and _number(value, int)
+    if kind is float:
+        return not isinstance(value, bool) and _number(value, float)
+    return kind is str
+
+
+def _number(value: Any, kind: type) -> bool:
+    if isinstance(value, (int, float)):
+        return kind is float or isinstance(value, int) or (math.isfinite(value) and value == int(value))
+    try:
+        kind(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _kind_name(kind: Any) -> str:
+    name = str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    return {"int": "an integer", "float": "a number", "str": "text", "bool": "true or false"}.get(name, name)
 
 
 def diff(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:

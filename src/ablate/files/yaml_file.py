@@ -19,7 +19,12 @@ MAX_VALUES = 100_000  # values in the document with every alias expanded; a whol
 MAX_DEPTH = 64  # nested mappings and lists; configs hold 3 levels, sweep files 5
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML was built with it (several times faster: `ablate table` reads every run's config),
+# else the pure-Python one; the safe constructor either way.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_SafeLoader):
     """SafeLoader (no tags that construct Python objects) that refuses a key given twice in one mapping;
     plain PyYAML keeps the last one silently, so a sweep's second `params:` would drop the first."""
 
@@ -60,6 +65,8 @@ def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
         _check_size(node, path)
         return loader.construct_document(node)
     except yaml.YAMLError as e:
+        if "maximum nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, past any MAX_DEPTH
+            raise ConfigError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         detail = "; ".join(part for part in (getattr(e, "context", None), getattr(e, "problem", None)) if part) or str(e)

@@ -247,6 +247,7 @@ def test_archive_keeps_and_reports_a_finished_run_without_its_config(study, tmp_
 
 
 @pytest.mark.timeout(60, method="thread")  # SQLite's own retries ignore a signal: a regression must not hang the suite
+@pytest.mark.slow  # waits out a busy timeout: seconds; the default set stays under a minute
 def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path, capsys, monkeypatch):
     import sqlite3
     import threading

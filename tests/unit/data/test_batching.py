@@ -126,6 +126,7 @@ def test_bucketing_pads_less_than_random_batching():
     assert pad_fraction(batches) < 0.1 < 0.3 < pad_fraction(rand)
 
 
+@pytest.mark.slow  # subprocesses importing ablate: seconds; the default set stays under a minute
 def test_batches_do_not_depend_on_python_hash_seed():
     """Every DDP worker is its own process; they must agree on the batches without sharing hash() salts."""
     code = (

@@ -16,6 +16,8 @@ from ablate.model import build_transformer
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
 from ablate.training.metrics import bleu
 
+pytestmark = pytest.mark.slow  # a model trained, 256 sentences decoded twice: seconds; the default set stays under a minute
+
 SENTENCES, BATCH = 256, 64
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import tiny_experiment
 
 from ablate.files.wandb_offline import find_runs, read_run
 from ablate.run.loggers import make_wandb_logger
+
+pytestmark = pytest.mark.slow  # a W&B offline run started and read back: seconds; the default set stays under a minute
 
 
 def test_a_runs_tags_are_kept_once_and_a_sweep_trial_says_so_by_its_job_type(tmp_path):

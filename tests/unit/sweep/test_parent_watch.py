@@ -49,6 +49,7 @@ def wait_for(path, seconds: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a real process tree killed: seconds; the default set stays under a minute
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; macOS is untested")
 def test_a_child_stops_as_on_sigterm_when_its_starter_is_killed(tmp_path):
     starter = subprocess.Popen([sys.executable, "-c", STARTER, CHILD, str(tmp_path)])

@@ -91,6 +91,7 @@ def _attempt_dir(root: Path, name: str, step: int | None) -> Path:
     return run
 
 
+@pytest.mark.slow  # real sweeps rerun: seconds; the default set stays under a minute
 @pytest.mark.parametrize("case", ["died after a checkpoint", "failed by itself", "died before a checkpoint"])
 @pytest.mark.parametrize("mode", ["variants", "search"])
 def test_a_rerun_continues_only_an_attempt_that_died_with_a_checkpoint(tmp_path, mode, case):

@@ -103,6 +103,7 @@ def test_the_sweep_table_says_what_its_scores_and_objective_are_on(tmp_path):
     assert "Objective: val/bleu at the best validation (trial 0); val/bleu at the last validation (trial 1)." in text
 
 
+@pytest.mark.slow  # W&B offline runs started and read back: seconds; the default set stays under a minute
 def test_the_study_has_one_summary_run_updated_by_each_sweep_run_and_it_is_no_trial(tmp_path):
     """Run twice (a finished sweep run again), the summary run keeps its id: W&B, syncing, updates the one run. Its
     offline files are a directory per update; the latest holds the latest table. `ablate table --wandb` tells it by

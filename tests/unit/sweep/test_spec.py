@@ -96,6 +96,7 @@ def test_nest_and_row_group():
     assert (row_group("base-2x"), row_group("attn-additive")) == ("base-variants", "attn")  # a control is not the base
 
 
+@pytest.mark.slow  # every row of every shipped sweep file loaded: seconds; the default set stays under a minute
 def test_shipped_sweep_files_pass_validation(monkeypatch):
     monkeypatch.chdir(ROOT)
     files = sorted((ROOT / "sweeps").glob("*.yaml"))

@@ -41,6 +41,7 @@ def _fresh_dynamo():
     torch_dynamo.reset()
 
 
+@pytest.mark.slow  # torch.compile tracing: seconds; the default set stays under a minute
 def test_training_loss_compiles_as_one_graph_with_the_eager_result_and_gradients():
     torch.manual_seed(0)
     model = build_transformer(tiny_model(), 32)
