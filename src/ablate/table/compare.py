@@ -5,16 +5,15 @@ verdict counts, rank correlation with the paper, and the base row's seed noise (
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
 from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.load import Run, check_rows
-from ablate.table.seed_luck import seed_luck
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
-from ablate.table.training_length import training_length
+from ablate.table.statistics import STUDY_STATISTICS
 
 # Table 3's configuration columns: header -> flattened config key.
 COLUMNS = {
@@ -212,8 +211,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
             f"One seed in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
             "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
         )
-    summary["seed_luck"] = {m: _seed_luck(table, m, seed) for m in METRICS}
-    summary["training_length"] = {m: _training_length(table, m) for m in METRICS}
+    for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
+        summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}
     if summary["controls"]:
         against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in summary["controls"].items())
         summary["notes"].append(
@@ -240,21 +239,6 @@ def _controls(table: Table) -> dict:
 def _runs_of(seeds: list) -> str:
     """ "run of seed 2", "runs of seeds 1, 2" """
     return ("run of seed " if len(seeds) == 1 else "runs of seeds ") + ", ".join(map(str, seeds))
-
-
-def _seed_luck(table: Table, metric: str, seed: int) -> dict | None:
-    """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None."""
-    by_seed = {row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None} for row in table.rows}
-    ablations = {k: v for k, v in by_seed.items() if k != table.base.name and k not in table.controls}
-    luck = seed_luck(ablations, by_seed[table.base.name], seed=seed)
-    return None if luck is None else asdict(luck)
-
-
-def _training_length(table: Table, metric: str) -> dict | None:
-    """Whether a row's runs that trained longer scored otherwise (`training_length`), the controls left out, or None."""
-    rows = {row.name: [(r.steps, getattr(r, metric)) for r in row.runs] for row in table.rows if row.name not in table.controls}
-    found = training_length(rows)
-    return None if found is None else asdict(found)
 
 
 def _counts(lines: list[dict], metric: str) -> dict:

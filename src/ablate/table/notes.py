@@ -7,8 +7,9 @@ from __future__ import annotations
 from ablate.table import stats
 from ablate.table.compare import Table
 from ablate.table.significance import METRICS
-
-NAMES = {"bleu": "BLEU", "ppl": "PPL"}
+from ablate.table.statistics import STUDY_STATISTICS
+from ablate.table.wording import NAMES
+from ablate.table.wording import count as _count
 
 
 def with_interval(mean, low, high, spec: str = ".2f") -> str:
@@ -16,15 +17,6 @@ def with_interval(mean, low, high, spec: str = ".2f") -> str:
     if mean is None:
         return "-"
     return format(mean, spec) if low is None else f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
-
-
-def _p_words(p: float) -> str:
-    """ "p 0.034", "p < 0.001" """
-    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def scores_line(s: dict) -> str:
@@ -111,75 +103,6 @@ def reading_lines(s: dict) -> list[str]:
     ]
 
 
-def seed_luck_lines(s: dict) -> list[str]:
-    """Whether seeds share luck across rows (`ablate.table.seed_luck`), and what that says of the paired test."""
-    measured = {m: luck for m, luck in (s.get("seed_luck") or {}).items() if luck}
-    if not measured:
-        return []
-
-    def read(m: str, luck: dict) -> str:
-        p = _p_words(luck["p"])
-        if luck["p"] > s["bootstrap"]["alpha"]:
-            meaning = f"no sign of shared or opposite luck (a weak test on {_count(luck['base_seeds'], 'base seed')})"
-        elif luck["r"] > 0:
-            meaning = "seeds share luck, on average over rows, so the paired test, taking them as independent, tends to be conservative"
-        else:
-            meaning = (
-                "seeds have opposite luck, on average over rows, so the paired test, taking them as independent, tends to be too narrow"
-            )
-        where = f"{luck['runs']} runs in {_count(luck['rows'], 'row')} against {_count(luck['base_seeds'], 'base seed')}"
-        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {where}): {meaning}"
-
-    return [
-        "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the mean of "
-        "the base's runs of the row's seeds (p: seeds permuted within rows): "
-        + "; ".join(read(m, luck) for m, luck in measured.items())
-        + "."
-    ]
-
-
-def training_length_lines(s: dict) -> list[str]:
-    """Whether runs a stopping rule let train longer scored otherwise (`ablate.table.training_length`)."""
-    measured = {m: t for m, t in (s.get("training_length") or {}).items() if t}
-    if not measured:
-        return []
-    alpha = s["bootstrap"]["alpha"]
-
-    def where(t: dict) -> str:
-        return f"{t['runs']} runs in {_count(t['rows'], 'row')}, {t['shortest']:,}-{t['longest']:,} updates"
-
-    same = len({where(t) for t in measured.values()}) == 1  # the usual case: said once
-
-    def read(m: str, t: dict) -> str:
-        p = _p_words(t["p"])
-        return f"{NAMES[m]} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
-            ")" if same else f"; {where(t)})"
-        )
-
-    better = [m for m, t in measured.items() if t["p"] <= alpha and (t["slope"] > 0) == (m == "bleu")]
-    worse = [m for m, t in measured.items() if t["p"] <= alpha and m not in better]
-    if better:
-        meaning = (
-            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), as when a stopping rule ends "
-            "runs short of convergence (a correlation: a control trained longer is the check): a row's spread then holds "
-            "where the rule fired as well as seed noise, and rows that "
-            "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal updates: "
-            "`ablate table --at-update N`)"
-        )
-    elif worse:
-        meaning = f"runs that trained longer scored worse ({', '.join(NAMES[m] for m in worse)}): the rule let some overtrain"
-    else:
-        meaning = "no sign that runs which trained longer scored otherwise"
-    return [
-        "Training length within rows (each row's runs stopped after different numbers of updates; the fit of the score "
-        "on log2 updates about each row's means, 95% t interval"
-        + (f"; {where(next(iter(measured.values())))}" if same else "")
-        + "): "
-        + "; ".join(read(m, t) for m, t in measured.items())
-        + f": {meaning}."
-    ]
-
-
 def notes(table: Table) -> list[str]:
     s = table.summary
     cost = s.get("training_hours")
@@ -191,8 +114,7 @@ def notes(table: Table) -> list[str]:
         *spent,
         *plan_lines(table),
         *reading_lines(s),
-        *seed_luck_lines(s),
-        *training_length_lines(s),
+        *(line for statistic in STUDY_STATISTICS for line in statistic.lines(s)),
         *s["notes"],
     ]
 

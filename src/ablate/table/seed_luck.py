@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ablate.table.stats import finite
+from ablate.table.wording import NAMES, count, p_words
 
 MIN_RUNS = 4  # matched runs, in rows of at least 2, below which no correlation is worth printing
 
@@ -62,3 +63,42 @@ def seed_luck(
     r, null = float(x @ y) / scale, shuffled @ x / scale
     p = (1 + int(np.sum(np.abs(null) >= abs(r) - 1e-12))) / (1 + permutations)
     return SeedLuck(r=r, p=p, runs=n, rows=len(blocks), base_seeds=len(used), permutations=permutations)
+
+
+# -- in `ablate table`: measured from the study's table, read in its notes ------------------------------------------
+
+
+def measure(table, metric: str, seed: int) -> dict | None:
+    """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None, from `table`
+    (ablate.table.compare.Table)."""
+    by_seed = {row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None} for row in table.rows}
+    ablations = {k: v for k, v in by_seed.items() if k != table.base.name and k not in table.controls}
+    luck = seed_luck(ablations, by_seed[table.base.name], seed=seed)
+    return None if luck is None else asdict(luck)
+
+
+def lines(s: dict) -> list[str]:
+    """Whether seeds share luck across rows (`ablate.table.seed_luck`), and what that says of the paired test."""
+    measured = {m: luck for m, luck in (s.get("seed_luck") or {}).items() if luck}
+    if not measured:
+        return []
+
+    def read(m: str, luck: dict) -> str:
+        p = p_words(luck["p"])
+        if luck["p"] > s["bootstrap"]["alpha"]:
+            meaning = f"no sign of shared or opposite luck (a weak test on {count(luck['base_seeds'], 'base seed')})"
+        elif luck["r"] > 0:
+            meaning = "seeds share luck, on average over rows, so the paired test, taking them as independent, tends to be conservative"
+        else:
+            meaning = (
+                "seeds have opposite luck, on average over rows, so the paired test, taking them as independent, tends to be too narrow"
+            )
+        where = f"{luck['runs']} runs in {count(luck['rows'], 'row')} against {count(luck['base_seeds'], 'base seed')}"
+        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {where}): {meaning}"
+
+    return [
+        "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the mean of "
+        "the base's runs of the row's seeds (p: seeds permuted within rows): "
+        + "; ".join(read(m, luck) for m, luck in measured.items())
+        + "."
+    ]

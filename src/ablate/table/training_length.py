@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats as st
 
 from ablate.table import stats
+from ablate.table.wording import NAMES, count, p_words
 
 MIN_DF = 2  # residual degrees of freedom below which no slope is worth printing
 
@@ -70,3 +71,55 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
         shortest=int(updates.min()),
         longest=int(updates.max()),
     )
+
+
+# -- in `ablate table`: measured from the study's table, read in its notes ------------------------------------------
+
+
+def measure(table, metric: str, seed: int = 0) -> dict | None:
+    """Whether a row's runs that trained longer scored otherwise (`training_length`), the controls left out, or None."""
+    rows = {row.name: [(r.steps, getattr(r, metric)) for r in row.runs] for row in table.rows if row.name not in table.controls}
+    found = training_length(rows)
+    return None if found is None else asdict(found)
+
+
+def lines(s: dict) -> list[str]:
+    """Whether runs a stopping rule let train longer scored otherwise (`ablate.table.training_length`)."""
+    measured = {m: t for m, t in (s.get("training_length") or {}).items() if t}
+    if not measured:
+        return []
+    alpha = s["bootstrap"]["alpha"]
+
+    def where(t: dict) -> str:
+        return f"{t['runs']} runs in {count(t['rows'], 'row')}, {t['shortest']:,}-{t['longest']:,} updates"
+
+    same = len({where(t) for t in measured.values()}) == 1  # the usual case: said once
+
+    def read(m: str, t: dict) -> str:
+        p = p_words(t["p"])
+        return f"{NAMES[m]} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
+            ")" if same else f"; {where(t)})"
+        )
+
+    better = [m for m, t in measured.items() if t["p"] <= alpha and (t["slope"] > 0) == (m == "bleu")]
+    worse = [m for m, t in measured.items() if t["p"] <= alpha and m not in better]
+    if better:
+        meaning = (
+            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), as when a stopping rule ends "
+            "runs short of convergence (a correlation: a control trained longer is the check): a row's spread then holds "
+            "where the rule fired as well as seed noise, and rows that "
+            "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal updates: "
+            "`ablate table --at-update N`)"
+        )
+    elif worse:
+        meaning = f"runs that trained longer scored worse ({', '.join(NAMES[m] for m in worse)}): the rule let some overtrain"
+    else:
+        meaning = "no sign that runs which trained longer scored otherwise"
+    return [
+        "Training length within rows (each row's runs stopped after different numbers of updates; the fit of the score "
+        "on log2 updates about each row's means, 95% t interval"
+        + (f"; {where(next(iter(measured.values())))}" if same else "")
+        + "): "
+        + "; ".join(read(m, t) for m, t in measured.items())
+        + f": {meaning}."
+    ]

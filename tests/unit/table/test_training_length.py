@@ -11,7 +11,7 @@ from scipy import stats as st
 from test_compare import write_runs
 
 from ablate.cli import main
-from ablate.table.notes import training_length_lines
+from ablate.table.training_length import lines as training_length_lines
 from ablate.table.training_length import training_length
 
 
