@@ -6,6 +6,7 @@ Fields (rewritten atomically, at most every few seconds and at each validation):
     phase      "training" | "validating" | "finished" | "stopped"
     step, max_steps     optimizer steps done, and the run's total (min of train.max_steps and train.max_epochs' steps)
     epoch, max_epochs   current epoch (0-based), and the bound (null when only steps bound the run)
+    epochs              epochs completed, a partial one as its fraction (as summary.json counts them; the live view's)
     tokens_per_s        target tokens per second of training over the last half minute (validation excluded)
     eta_s               seconds to the last step at that pace, validations included at the share of time they took so far
     eta_upper           true when a stopping rule (convergence, early stopping, a time or FLOPs budget) may end the run
