@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_trials
+from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
 from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing, unwritable
 from ablate.files.json_file import read_json
@@ -36,6 +36,9 @@ SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy
 class ArchiveReport:
     trials: list[str] = field(default_factory=list)  # run directories archived, relative to the study
     unfinished: list[str] = field(default_factory=list)  # trial directories with no summary.json: left out
+    # trial directories with a summary.json that the database does not mark finished (a trial cut after its run
+    # wrote its summary, or one whose row failed after it: the sweep trains the row again): left out
+    not_finished_in_db: list[str] = field(default_factory=list)
     evaluated: list[str] = field(default_factory=list)  # runs scored on the asked split first
     no_config: list[str] = field(default_factory=list)  # archived runs with a summary.json but no config.yaml
     database: bool = False
@@ -63,13 +66,13 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
     report = ArchiveReport(database=has_db)
     # The database is copied first (a busy one fails before anything is written) and swapped in last, so every trial
     # it marks finished had its summary when the runs were walked after it.
-    with database_copy(source_db, dest / DATABASE) if has_db else contextlib.nullcontext():
-        _archive_runs(study, dest, report, evaluate, split)
+    with database_copy(source_db, dest / DATABASE) if has_db else contextlib.nullcontext() as copied:
+        _archive_runs(study, dest, report, evaluate, split, copied)
     return report
 
 
-def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str) -> None:
-    runs = _finished_runs(study, report)
+def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str, database: Path | None) -> None:
+    runs = _finished_runs(study, report, database)
     record = Path("eval") / f"{split}.json"
     to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
     # A refusal comes before scoring, which can take minutes a run; a record the archive holds that scoring would
@@ -103,10 +106,15 @@ def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport, 
     return contents
 
 
-def _finished_runs(study: Path, report: ArchiveReport) -> list[Path]:
-    """Every run directory with a summary.json (outside checkpoints and W&B files), recording in `report` the runs
-    and the sweep's trial directories that have not finished."""
+def _finished_runs(study: Path, report: ArchiveReport, database: Path | None) -> list[Path]:
+    """Every run directory with a summary.json (outside checkpoints and W&B files) but a sweep's trial the copied
+    `database` does not mark finished, recording in `report` the runs and the trial directories left out."""
     runs = sorted(here for here, names in _walk(study) if "summary.json" in names and here != study)
+    finished = finished_run_dirs(database) if database is not None else None
+    if finished is not None:  # a run the sweep will train again is not evidence: tabulated, it would count twice
+        left = [r for r in runs if r.parent == study / "trials" and r.name not in finished]
+        report.not_finished_in_db = [r.name for r in left]
+        runs = [r for r in runs if r not in left]
     for run in runs:
         if not (run / "config.yaml").is_file():  # damaged: kept as it is (the database marks it finished), reported
             report.no_config.append(str(run.relative_to(study)))
@@ -214,6 +222,11 @@ def archive_cli(args) -> int:
     if report.unfinished:
         print(
             f"left out {len(report.unfinished)} unfinished trials (a rerun of the sweep trains them again): {', '.join(report.unfinished)}"
+        )
+    if report.not_finished_in_db:
+        print(
+            f"left out {len(report.not_finished_in_db)} runs with a summary that the study database does not mark finished "
+            f"(the sweep trains those rows again): {', '.join(report.not_finished_in_db)}"
         )
     if report.no_config:
         print(

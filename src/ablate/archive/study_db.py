@@ -6,6 +6,7 @@ own backup would retry forever, deaf to Ctrl-C), saying it is busy."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -59,6 +60,26 @@ def finished_trials(db: Path) -> set[tuple[str, int, str]]:
                 raise _busy(db) from None
 
 
+def finished_run_dirs(db: Path) -> set[str] | None:
+    """The folder names (trials/NAME) of the runs the database's COMPLETE and PRUNED trials trained, from each
+    trial's `out_dir`; None when some such trial records none (a study older than the record), so the caller cannot
+    tell and keeps every run with a summary."""
+    with contextlib.closing(_connect(db)) as con:
+        rows = con.execute(
+            "SELECT t.trial_id, a.value_json FROM trials t LEFT JOIN trial_user_attributes a "
+            "ON a.trial_id = t.trial_id AND a.key = 'out_dir' WHERE t.state IN ('COMPLETE', 'PRUNED')"
+        ).fetchall()
+    if any(value is None for _, value in rows):
+        return None
+    names = set()
+    for _, value in rows:
+        try:
+            names.add(Path(json.loads(value)).name)
+        except (ValueError, TypeError):
+            return None
+    return names
+
+
 def check_not_older(source: Path, finished: set[tuple[str, int, str]], existing: Path) -> None:
     """Replace an archive's database only with one that holds every trial it finished (`finished`: the source's):
     not an older or empty study, nor a copy that another machine continued from the same archive (its own finished
@@ -80,7 +101,7 @@ class _Deadline(Exception):
 
 
 @contextlib.contextmanager
-def database_copy(source: Path, target: Path) -> Iterator[None]:
+def database_copy(source: Path, target: Path) -> Iterator[Path]:
     """A consistent copy of a database that workers may be writing (SQLite's online backup), taken when the block
     starts and swapped in when it ends (removed if it raises): a busy or damaged database fails before the block
     writes anything, and no trial the copy marks finished can lack the files the block archives after it.
@@ -102,7 +123,7 @@ def database_copy(source: Path, target: Path) -> Iterator[None]:
                 raise _busy(source) from None
             except sqlite3.Error as e:
                 raise (_busy(source) if _is_busy(e) else ValueError(f"{source}: cannot copy the study database ({e})")) from None
-            yield
+            yield Path(tmp)  # the copy, which the archived runs must agree with
     except BaseException:  # a refused archive leaves no new folder behind either
         for folder in made:
             with contextlib.suppress(OSError):

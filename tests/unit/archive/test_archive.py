@@ -313,3 +313,26 @@ def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path
     finally:
         read_only.chmod(0o755)
     assert list(read_only.iterdir()) == []
+
+
+def test_a_run_the_database_does_not_mark_finished_is_left_out_and_named(tmp_path, capsys):
+    """Issue 31: a trial cut after its run wrote summary.json (or whose row failed after it) is trained again by the
+    sweep; archived, its run would stand beside the rerun as a second run of the same seed."""
+    root = tmp_path / "study"
+    runs = [finished_run(root, name, seed) for name, seed in (("0000-base-s1", 1), ("0001-base-s2", 2), ("0002-base-s1b", 1))]
+    s = optuna.create_study(storage=f"sqlite:///{root / 'study.db'}", study_name="t")
+    for run, state in zip(runs, (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)):
+        trial = s.ask()
+        trial.set_user_attr("out_dir", str(run.resolve()))
+        s.tell(trial, 1.0 if state == optuna.trial.TrialState.COMPLETE else None, state=state)
+    assert main(["archive", str(root), str(tmp_path / "archive")]) == 0
+    out = capsys.readouterr().out
+    assert "archived 2 finished runs" in out
+    assert "left out 1 runs with a summary that the study database does not mark finished" in out and "0001-base-s2" in out
+    archived = sorted(p.name for p in (tmp_path / "archive" / "trials").iterdir())
+    assert archived == ["0000-base-s1", "0002-base-s1b"]  # pruned is finished: the sweep does not train it again
+
+
+def test_a_study_whose_trials_record_no_run_folder_keeps_every_run_with_a_summary(study, tmp_path):
+    """Trials of a study older than the out_dir record (the fixture's database has none): every run is kept."""
+    assert archive(study, tmp_path / "archive").trials == ["trials/0000-base-s1", "trials/0001-base-s2"]
