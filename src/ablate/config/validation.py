@@ -15,7 +15,8 @@ from ablate.config.schema import PRECISIONS, SIZE_KEYS, DataConfig, ExperimentCo
 from ablate.messages.hints import did_you_mean
 
 
-def _choice(problems: list[str], key: str, value: Any, allowed: Iterable[str]) -> None:
+def choice(problems: list[str], key: str, value: Any, allowed: Iterable[str]) -> None:
+    """Appends to `problems` when `value` is none of `allowed`: the one "KEY=VALUE is not one of [...]" message."""
     allowed = list(allowed)
     if value not in allowed:
         problems.append(f"{key}='{value}' is not one of {allowed}{did_you_mean(value, allowed)}")
@@ -47,8 +48,8 @@ def _non_finite(section: Any, prefix: str = "") -> list[str]:
 
 
 def _model_problems(p: list[str], m: ModelConfig) -> None:
-    _choice(p, "model.norm", m.norm, ["post", "pre"])
-    _choice(p, "model.tie_embeddings", m.tie_embeddings, ["none", "decoder", "all"])
+    choice(p, "model.norm", m.norm, ["post", "pre"])
+    choice(p, "model.tie_embeddings", m.tie_embeddings, ["none", "decoder", "all"])
     _at_least(p, "model.enc_layers", m.enc_layers, 0)
     _at_least(p, "model.dec_layers", m.dec_layers, 1)
     for key in ("d_model", "d_ff", "heads", "kv_heads", "d_k", "d_v", "max_positions", "attention_window"):
@@ -155,9 +156,9 @@ def _train_problems(p: list[str], t: TrainConfig) -> None:
         p.append(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
     if len(t.betas) != 2 or not all(0.0 <= b < 1.0 for b in t.betas):
         p.append(f"train.betas={list(t.betas)} must be two numbers in [0, 1)")
-    _choice(p, "train.precision", t.precision, PRECISIONS)
+    choice(p, "train.precision", t.precision, PRECISIONS)
     if t.matmul_precision is not None:
-        _choice(p, "train.matmul_precision", t.matmul_precision, list(MATMUL_PRECISIONS))
+        choice(p, "train.matmul_precision", t.matmul_precision, list(MATMUL_PRECISIONS))
 
 
 EARLY_STOP_METRICS = ("val/loss", "val/ppl", "val/bleu")
@@ -177,7 +178,7 @@ def _stopping_problems(p: list[str], t: TrainConfig, d: DataConfig) -> None:
     if t.max_flops is not None and t.max_flops <= 0:
         p.append(f"train.max_flops={t.max_flops} must be > 0 (model FLOPs, e.g. 1e15), or null for no budget")
     if t.early_stop_metric is not None:
-        _choice(p, "train.early_stop_metric", t.early_stop_metric, EARLY_STOP_METRICS)
+        choice(p, "train.early_stop_metric", t.early_stop_metric, EARLY_STOP_METRICS)
         if t.early_stop_metric == "val/bleu" and not t.val_bleu:
             p.append("train.early_stop_metric='val/bleu' needs train.val_bleu=true (no BLEU is computed otherwise)")
     _at_least(p, "train.patience", t.patience, 1)
@@ -205,7 +206,7 @@ def problems(cfg: ExperimentConfig) -> list[str]:
     _data_problems(p, cfg.data)
     _train_problems(p, cfg.train)
     _stopping_problems(p, cfg.train, cfg.data)
-    _choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
+    choice(p, "logging.mode", cfg.logging.mode, ["offline", "online", "disabled"])
     if not 0 <= cfg.seed <= SEED_MAX:
         p.append(f"seed={cfg.seed} must be from 0 to {SEED_MAX} (numpy's range of seeds)")
     _at_least(p, "sweep.trial", cfg.sweep.trial, 0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ablate.messages.hints import did_you_mean
+from ablate.config.validation import choice
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0  # per socket operation; a stalled server fails instead of hanging a sweep worker
@@ -259,7 +259,6 @@ DATASETS: dict[str, DatasetSpec] = {
 
 def dataset_problems(data_cfg) -> list[str]:
     """data.dataset checked against the named datasets (or 'files', a user's own prefixes)."""
-    names = ["files", *DATASETS]
-    if data_cfg.dataset in names:
-        return []
-    return [f"data.dataset='{data_cfg.dataset}' is not one of {names}{did_you_mean(data_cfg.dataset, names)}"]
+    problems: list[str] = []
+    choice(problems, "data.dataset", data_cfg.dataset, ["files", *DATASETS])
+    return problems

@@ -63,11 +63,10 @@ def translate(
     bar = Progress(
         TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True
     )
-    with bar:
+    with bar, decoding(t, device):  # the arithmetic the model trained and validated in
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
-            with decoding(t, device):  # the arithmetic the model trained and validated in
-                hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
+            hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
             for i, h in zip(rows, hyps):
                 outputs[i] = h
             bar.advance(task, len(rows))

@@ -5,7 +5,7 @@ positions the chosen encoding accepts. Lives with the registries, so the config 
 from __future__ import annotations
 
 from ablate.config.schema import DataConfig, ModelConfig
-from ablate.messages.hints import did_you_mean
+from ablate.config.validation import choice
 from ablate.model.attention import ATTENTION
 from ablate.model.positional import POSITIONAL
 from ablate.model.scaling import SCALING
@@ -15,11 +15,9 @@ from ablate.model.variants import compatible, compatible_positionals, max_length
 
 def model_problems(m: ModelConfig, d: DataConfig) -> list[str]:
     """What `m` (and data.max_len, which the positions must cover) asks that the registered variants cannot do."""
-    p = []
+    p: list[str] = []
     for key, table in (("attention", ATTENTION), ("attention_scaling", SCALING), ("positional", POSITIONAL), ("activation", ACTIVATIONS)):
-        name = getattr(m, key)
-        if name not in table:
-            p.append(f"model.{key}='{name}' is not one of {list(table)}{did_you_mean(name, list(table))}")
+        choice(p, f"model.{key}", getattr(m, key), table)
     if m.attention in ATTENTION and m.positional in POSITIONAL and not compatible(m.attention, m.positional):
         p.append(
             f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
