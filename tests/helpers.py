@@ -29,7 +29,8 @@ def random_batch(b: int = 3, s: int = 7, t: int = 6, vocab: int = VOCAB, pad_tai
 def dot_product_attention(heads: int, d_k: int, d_v: int | None = None, kv_heads: int | None = None, scaling=None, d_model: int = 16):
     """A MultiHeadAttention over the scaled dot-product kernel, for tests of the layer around the kernel; `scaling`
     defaults to 1/sqrt(d_k)."""
-    from ablate.model.attention import MultiHeadAttention, ScaledDotProduct
+    from ablate.model.attention import ScaledDotProduct
+    from ablate.model.multi_head import MultiHeadAttention
     from ablate.model.scaling import SCALING
 
     return MultiHeadAttention(

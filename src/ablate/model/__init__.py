@@ -1,9 +1,11 @@
 """The pluggable Transformer: attention kernels, logit scalings, positional encodings and the builder that wires them."""
 
-from ablate.model.attention import ATTENTION, MultiHeadAttention
+from ablate.model.attention import ATTENTION
+from ablate.model.build import build_transformer, count_parameters
+from ablate.model.multi_head import MultiHeadAttention
 from ablate.model.positional import POSITIONAL
 from ablate.model.scaling import SCALING
-from ablate.model.transformer import Transformer, build_transformer, count_parameters
+from ablate.model.transformer import Transformer
 from ablate.model.variants import compatible, compatible_positionals, max_length
 
 __all__ = [

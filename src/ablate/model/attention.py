@@ -1,13 +1,17 @@
 """Attention kernels and multi-head attention (Sec. 3.2, Eq. 1; Fig. 2).
 
 A kernel turns per-head queries, keys and values into per-head outputs; `MultiHeadAttention`
-owns the projections, head split, grouped keys/values (kv_heads) and the KV cache. Every kernel
+(ablate.model.multi_head) owns the projections, head split, grouped keys/values (kv_heads) and the KV cache. Every kernel
 has the signature `forward(q, k, v, mask, scale) -> out` with
 
     q: (B, H, T, Dk)   k: (B, G, S, Dk)   v: (B, G, S, Dv)   G = kv_heads, H % G == 0
     mask: bool, broadcastable to (B, H, T, S), True = may attend; or a float tensor added to the
           scaled logits (-inf = may not attend; relative position biases arrive this way); or None
-    scale: float, or a (H, 1, 1) tensor for per-head learned scalings (see ablate.model.scaling)
+    scale: float, or a tensor broadcastable to (B, H, 1, 1) for per-head learned scalings (see ablate.model.scaling)
+
+In a member model (ablate.model.members) B is K*B rows, member-major; a kernel without parameters needs nothing more.
+A kernel with parameters takes `members` (None, or K: its parameters then carry a leading K axis) and declares it
+in `options`; the builder refuses a member model whose kernel has parameters but does not.
 
 To add a kernel, subclass `AttentionKernel` with that signature, declare what it supports in its class
 attributes and decorate it with `@register(ATTENTION, "name")`.
@@ -21,12 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ablate.model.positional import RelativePosition, bias_free_positionals
-from ablate.model.scaling import Scaling
+from ablate.model.positional import bias_free_positionals
 from ablate.registry import Registry, register
 
 # The optional construction arguments the builder can give a kernel; each kernel declares the ones it takes.
-KERNEL_OPTIONS = ("causal", "self_attention", "window")
+KERNEL_OPTIONS = ("causal", "self_attention", "window", "members")
 
 
 class AttentionKernel(nn.Module):
@@ -35,6 +38,7 @@ class AttentionKernel(nn.Module):
     causal: decoder self-attention (the mask is causal too; a kernel may exploit it)
     self_attention: queries and keys share one position axis (False in cross attention)
     window: model.attention_window
+    members: None, or K for a member model (see the module docstring)
     """
 
     takes_bias: bool = True  # can add a float mask (the logit biases of some positional encodings)
@@ -113,16 +117,23 @@ class Additive(AttentionKernel):
     w^T tanh(W_q x + W_k y) with the hidden size d_k. Memory grows as B*H*T*S*d_k.
     """
 
-    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0):
+    options = ("members",)
+
+    def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, members: int | None = None):
         super().__init__()
-        self.dropout = dropout
-        self.w = nn.Parameter(torch.randn(heads, d_k) * d_k**-0.5)
+        self.dropout, self.members = dropout, members
+        self.w = nn.Parameter(torch.randn(*(() if members is None else (members,)), heads, d_k) * d_k**-0.5)
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
         k = repeat_kv(k, q.size(1))
         hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (B, H, T, S, Dk)
-        scores = torch.einsum("bhtsd,hd->bhts", hidden, self.w) * scale  # (B, H, T, S)
-        return softmax_attend(scores, v, mask, self.dropout, self.training)
+        if self.members is None:
+            scores = torch.einsum("bhtsd,hd->bhts", hidden, self.w)
+        else:  # each member's rows with its own w: (K, B, H, T*S, Dk) @ (K, 1, H, Dk, 1), the same operations for any K
+            b, h, t, s, d = hidden.shape
+            per_member = hidden.view(self.members, b // self.members, h, t * s, d)
+            scores = (per_member @ self.w.view(self.members, 1, h, d, 1)).view(b, h, t, s)
+        return softmax_attend(scores * scale, v, mask, self.dropout, self.training)  # (B, H, T, S) scores
 
 
 def _query_positions(t: int, s: int, device) -> Tensor:
@@ -190,98 +201,3 @@ class Linear(AttentionKernel):
             num = torch.einsum("bhtd,bhde->bhte", q, kv)
             den = torch.einsum("bhtd,bhd->bht", q, k.sum(dim=2))
         return num / (den.unsqueeze(-1) + self.eps)  # (B, H, T, Dv)
-
-
-# -- multi-head attention --------------------------------------------------------------------
-
-
-class MultiHeadAttention(nn.Module):
-    """Projections, head split and KV cache around a pluggable kernel (Sec. 3.2.2).
-
-    One fused input projection holds W_q, W_k, W_v: self-attention applies it in one matmul,
-    cross attention applies its Q rows to the decoder state and its K/V rows to the encoder
-    output. `kv_heads < heads` gives grouped-query attention (1 = multi-query).
-    """
-
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        heads: int,
-        d_k: int,
-        d_v: int,
-        kv_heads: int,
-        kernel: AttentionKernel,
-        scaling: Scaling,
-        position: RelativePosition | None = None,
-    ):
-        super().__init__()
-        if heads % kv_heads:
-            raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
-        self.heads, self.kv_heads, self.d_k, self.d_v = heads, kv_heads, d_k, d_v
-        self.q_dim, self.k_dim, self.v_dim = heads * d_k, kv_heads * d_k, kv_heads * d_v
-        self.in_proj = nn.Linear(d_model, self.q_dim + self.k_dim + self.v_dim)
-        self.out_proj = nn.Linear(heads * d_v, d_model)
-        self.kernel, self.scaling, self.position = kernel, scaling, position  # position: a relative scheme, self-attention only
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        # Xavier per projection, as if W_q, W_k, W_v were separate matrices (fusing must not change init).
-        with torch.no_grad():
-            for block in self.in_proj.weight.split([self.q_dim, self.k_dim, self.v_dim]):
-                nn.init.xavier_uniform_(block)
-            nn.init.zeros_(self.in_proj.bias)
-            nn.init.xavier_uniform_(self.out_proj.weight)
-            nn.init.zeros_(self.out_proj.bias)
-
-    def _split(self, x: Tensor, heads: int) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, heads, -1).transpose(1, 2)  # (B, heads, T, d)
-
-    def _project_kv(self, context: Tensor) -> tuple[Tensor, Tensor]:
-        w, b = self.in_proj.weight[self.q_dim :], self.in_proj.bias[self.q_dim :]
-        k, v = F.linear(context, w, b).split([self.k_dim, self.v_dim], dim=-1)
-        return self._split(k, self.kv_heads), self._split(v, self.kv_heads)  # (B, G, S, Dk), (B, G, S, Dv)
-
-    def forward(
-        self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, cache: dict | None = None, start: int = 0
-    ) -> Tensor:
-        """x: (B, T, D) queries at positions start.. start+T-1. context: (B, S, D) for cross attention, None for self.
-
-        cache: a dict owned by this layer for incremental decoding. Self-attention appends this
-        step's keys/values to it; cross attention projects the context once and reuses it.
-        """
-        scale = self.scaling()
-        if context is None:
-            q, k, v, mask = self._self_attention_inputs(x, mask, cache, start, scale)
-        else:
-            q, k, v = self._cross_attention_inputs(x, context, cache)
-        out = self.kernel(q, k, v, mask, scale)  # (B, H, T, Dv)
-        return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, D)
-
-    def _self_attention_inputs(self, x: Tensor, mask: Tensor | None, cache: dict | None, start: int, scale):
-        q, k, v = self.in_proj(x).split([self.q_dim, self.k_dim, self.v_dim], dim=-1)
-        q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
-        q, k = self.scaling.normalize(q), self.scaling.normalize(k)
-        if self.position is not None:
-            pos = torch.arange(start, start + x.size(1), device=x.device)
-            q, k = self.position.rotate(q, k, pos)  # keys enter the cache already rotated
-        if cache is not None:
-            if "k" in cache:
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-        if self.position is not None and self.position.adds_bias:
-            bias = self.position.bias(q, pos, torch.arange(k.size(2), device=x.device), scale)  # float, broadcastable to (B, H, T, S)
-            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-        return q, k, v, mask
-
-    def _cross_attention_inputs(self, x: Tensor, context: Tensor, cache: dict | None) -> tuple[Tensor, Tensor, Tensor]:
-        q = self._split(F.linear(x, self.in_proj.weight[: self.q_dim], self.in_proj.bias[: self.q_dim]), self.heads)
-        if cache is not None and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            k, v = self._project_kv(context)
-            k = self.scaling.normalize(k)
-            if cache is not None:
-                cache["k"], cache["v"] = k, v
-        return self.scaling.normalize(q), k, v

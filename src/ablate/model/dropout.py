@@ -13,12 +13,21 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
-    """Bool tensor of `shape`, each element True with probability 1 - p (to within 1/65536)."""
+def _random_int16(shape: torch.Size, device: torch.device) -> Tensor:
     n = shape.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), 2**63 - 1)
-    bits = words.view(torch.int16)[:n].view(shape)  # four uniform int16 values per int64
-    return bits >= round(p * 65536) - 32768
+    return words.view(torch.int16)[:n].view(shape)  # four uniform int16 values per int64
+
+
+def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
+    """Bool tensor of `shape`, each element True with probability 1 - p (to within 1/65536)."""
+    return _random_int16(shape, device) >= round(p * 65536) - 32768
+
+
+def member_keep_mask(shape: torch.Size, rates: Tensor) -> Tensor:
+    """Bool tensor of `shape` (member-major rows, K = len(rates)) viewed as (K, n/K): member k keeps with 1 - rates[k]."""
+    thresholds = (rates * 65536).round().to(torch.int32) - 32768  # (K,)
+    return _random_int16(shape, rates.device).view(rates.numel(), -1) >= thresholds[:, None]
 
 
 class _MaskedScale(torch.autograd.Function):
@@ -37,6 +46,30 @@ class _MaskedScale(torch.autograd.Function):
         return grad * keep.to(grad.dtype).mul_(ctx.scale), None, None
 
 
+class _MemberMaskedScale(torch.autograd.Function):
+    """`_MaskedScale` with a scale per member: keep (K, n/K) bool, scale (K, 1)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, keep: Tensor, scale: Tensor) -> Tensor:
+        ctx.save_for_backward(keep, scale)
+        return (x.reshape(keep.shape) * keep.to(x.dtype).mul_(scale.to(x.dtype))).view(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        keep, scale = ctx.saved_tensors
+        return (grad.reshape(keep.shape) * keep.to(grad.dtype).mul_(scale.to(grad.dtype))).view(grad.shape), None, None
+
+
+def member_dropout(x: Tensor, rates: Tensor, training: bool) -> Tensor:
+    """Dropout of a member-major batch (K*B, ...) at member k's own rate; one mask and one multiply for all members,
+    on every device (the same operations whatever the rates, so a step's work does not depend on K)."""
+    if not training:
+        return x
+    keep = member_keep_mask(x.shape, rates)
+    scale = torch.where(rates < 1, 1.0 / (1.0 - rates).clamp(min=1e-12), torch.zeros_like(rates))[:, None]  # (K, 1)
+    return _MemberMaskedScale.apply(x, keep, scale)
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
@@ -51,9 +84,17 @@ class Dropout(nn.Module):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
+        self.register_buffer("rates", None, persistent=False)  # per member (K,), set by set_member_rates; then p is unused
+
+    def set_member_rates(self, rates: Tensor) -> None:
+        if not bool(((rates >= 0) & (rates <= 1)).all()):
+            raise ValueError(f"dropout probabilities must be in [0, 1], got {rates.tolist()}")
+        self.rates = rates.detach().clone()
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.rates is not None:
+            return member_dropout(x, self.rates, self.training)
         return dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}" if self.rates is None else f"rates={self.rates.tolist()}"

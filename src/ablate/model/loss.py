@@ -14,6 +14,11 @@ from torch import Tensor
 from ablate.model.tokens import PAD_ID
 
 
+def upcast(x: Tensor) -> Tensor:
+    """Half precisions to fp32 for the softmax; fp32 and fp64 as they are (an fp64 run's loss stays fp64)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def _loss_terms(logp: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
     """Summed smoothed loss and summed NLL from log-probabilities (N, V) and targets (N,)."""
     nll = -logp.gather(1, target[:, None]).sum()
@@ -32,7 +37,7 @@ def _logits_grad_(logp: Tensor, target: Tensor, smoothing: float) -> Tensor:
 class _SmoothedNLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-        logp = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
+        logp = torch.log_softmax(upcast(logits), dim=-1)  # (N, V)
         loss, nll = _loss_terms(logp, target, smoothing)
         ctx.save_for_backward(logp, target)
         ctx.smoothing, ctx.dtype, ctx.done = smoothing, logits.dtype, False
@@ -62,10 +67,11 @@ class _LinearSmoothedNLL(torch.autograd.Function):
         n = hidden.size(0)
         rows = max(128, CHUNK_ELEMENTS // weight.size(0))
         grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight)
-        loss, nll = hidden.new_zeros((), dtype=torch.float32), hidden.new_zeros((), dtype=torch.float32)
+        dtype = upcast(hidden[:0]).dtype
+        loss, nll = hidden.new_zeros((), dtype=dtype), hidden.new_zeros((), dtype=dtype)
         for start in range(0, n, rows):
             h, t = hidden[start : start + rows], target[start : start + rows]
-            logp = torch.log_softmax((h @ weight.T).float(), dim=-1)  # (rows, V)
+            logp = torch.log_softmax(upcast(h @ weight.T), dim=-1)  # (rows, V)
             chunk_loss, chunk_nll = _loss_terms(logp, t, smoothing)
             loss += chunk_loss
             nll += chunk_nll

@@ -6,6 +6,8 @@ An absolute module adds position information to a (B, T, D) embedding sequence w
 A relative module (`relative = True`, see `RelativePosition` below) acts inside self-attention instead.
 Either kind is one `PositionalEncoding` subclass decorated with `@register(POSITIONAL, "name")`; the facts the
 rest of the code needs about it are its class attributes, so nothing outside this file asks for it by name.
+One with parameters also takes `members` (None, or K: a member model's, see ablate.model.members): its parameters
+then carry a leading K axis and its inputs hold K*B member-major rows.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ablate.model.members import member_rows
 from ablate.registry import Registry, register
 
 
@@ -66,16 +69,20 @@ class Learned(PositionalEncoding):
 
     bounded_length = True
 
-    def __init__(self, *, d_model: int, max_positions: int):
+    def __init__(self, *, d_model: int, max_positions: int, members: int | None = None):
         super().__init__()
-        self.table = nn.Embedding(max_positions, d_model)
+        self.members, self.max_positions = members, max_positions
+        self.table = _table(members, max_positions, d_model)
         nn.init.normal_(self.table.weight, std=d_model**-0.5)
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         end = start + x.size(1)
-        if end > self.table.num_embeddings:
-            raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.table.num_embeddings} (learned positions)")
-        return x + self.table.weight[start:end].to(x.dtype)
+        if end > self.max_positions:
+            raise ValueError(f"sequence of length {end} exceeds model.max_positions={self.max_positions} (learned positions)")
+        if self.members is None:
+            return x + self.table.weight[start:end].to(x.dtype)
+        rows = x.unflatten(0, (self.members, -1))  # (K, B, L, D)
+        return (rows + self.table.weight[:, None, start:end].to(x.dtype)).flatten(0, 1)
 
 
 @register(POSITIONAL, "none")
@@ -97,6 +104,16 @@ class NoPosition(PositionalEncoding):
 #   rotate(q, k, pos) -> (q, k)           applied to the new queries and keys before they enter the KV cache
 #   bias(q, q_pos, k_pos, scale) -> Tensor | None   added to the scaled logits, broadcastable to (B, H, T, S)
 # Positions are absolute token indices, so cached decoding sees exactly what the full forward pass sees.
+
+
+def _table(members: int | None, rows: int, dim: int) -> nn.Module:
+    """An nn.Embedding(rows, dim), or for K members a module holding one (K, rows, dim) weight (state-dict key `weight`
+    either way)."""
+    if members is None:
+        return nn.Embedding(rows, dim)
+    table = nn.Module()
+    table.weight = nn.Parameter(torch.empty(members, rows, dim))
+    return table
 
 
 class RelativePosition(PositionalEncoding):
@@ -185,14 +202,18 @@ class T5Bias(RelativePosition):
     num_buckets, max_distance = 32, 128
     adds_bias = True
 
-    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool, members: int | None = None):
         super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
-        self.table = nn.Embedding(self.num_buckets, heads)
+        self.members = members
+        self.table = _table(members, self.num_buckets, heads)
         nn.init.normal_(self.table.weight, std=0.02)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor:
         buckets = t5_buckets(k_pos[None, :] - q_pos[:, None], not self.causal, self.num_buckets, self.max_distance)
-        return self.table(buckets).permute(2, 0, 1).to(q.dtype)  # (H, T, S)
+        if self.members is None:
+            return self.table(buckets).permute(2, 0, 1).to(q.dtype)  # (H, T, S)
+        per_member = self.table.weight[:, buckets].permute(0, 3, 1, 2).to(q.dtype)  # (K, H, T, S)
+        return member_rows(per_member, q.size(0) // self.members)  # (K*B, H, T, S)
 
 
 @register(POSITIONAL, "shaw")
@@ -204,12 +225,18 @@ class ShawRelative(RelativePosition):
     max_distance = 16
     adds_bias = True
 
-    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
+    def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool, members: int | None = None):
         super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)
-        self.table = nn.Embedding(2 * self.max_distance + 1, d_k)
+        self.members = members
+        self.table = _table(members, 2 * self.max_distance + 1, d_k)
         nn.init.normal_(self.table.weight, std=d_k**-0.5)
 
     def bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale) -> Tensor:
         rel = (k_pos[None, :] - q_pos[:, None]).clamp(-self.max_distance, self.max_distance) + self.max_distance
-        a = self.table(rel).to(q.dtype)  # (T, S, Dk)
-        return torch.einsum("bhtd,tsd->bhts", q, a) * scale  # (B, H, T, S)
+        if self.members is None:
+            a = self.table(rel).to(q.dtype)  # (T, S, Dk)
+            return torch.einsum("bhtd,tsd->bhts", q, a) * scale  # (B, H, T, S)
+        a = self.table.weight[:, rel].to(q.dtype)  # (K, T, S, Dk)
+        b, h, t, d = q.shape  # per query: (1, Dk) @ (Dk, S), batched over (K, B, H, T); the same operations for any K
+        per_member = q.view(self.members, b // self.members, h, t, 1, d) @ a.transpose(-1, -2)[:, None, None]
+        return per_member.view(b, h, t, -1) * scale

@@ -1,7 +1,8 @@
 """Scalings of the attention logits (Sec. 3.2.1, footnote 4): the 1/sqrt(d_k) of Eq. 1 and its alternatives.
 
 A scaling produces the factor that multiplies the logits of any attention kernel, so `model.attention_scaling`
-ablates Eq. 1's 1/sqrt(d_k) for every kernel alike: a float, or a (H, 1, 1) tensor for per-head learned scales.
+ablates Eq. 1's 1/sqrt(d_k) for every kernel alike: a float, or a (H, 1, 1) tensor for per-head learned scales
+((K, H, 1, 1) in a member model: a scaling with parameters takes `members`, see ablate.model.members).
 It may also normalise every new query and key before anything else (QK-norm). To add one, subclass `Scaling`
 and decorate it with `@register(SCALING, "name")`.
 """
@@ -26,6 +27,10 @@ class Scaling(nn.Module):
 
 
 SCALING: dict[str, type[Scaling]] = Registry(Scaling)
+
+
+def _shape(members: int | None, *shape: int) -> tuple[int, ...]:
+    return shape if members is None else (members, *shape)
 
 
 class _FixedScale(Scaling):
@@ -65,12 +70,12 @@ class NoScale(_FixedScale):
 class LearnedTemperature(Scaling):
     """A learned inverse temperature per head, initialised at 1/sqrt(d_k), kept positive via exp."""
 
-    def __init__(self, *, heads: int, d_k: int):
+    def __init__(self, *, heads: int, d_k: int, members: int | None = None):
         super().__init__()
-        self.log_scale = nn.Parameter(torch.full((heads,), -0.5 * math.log(d_k)))
+        self.log_scale = nn.Parameter(torch.full(_shape(members, heads), -0.5 * math.log(d_k)))
 
     def forward(self) -> Tensor:
-        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
+        return self.log_scale.exp()[..., None, None]  # (H, 1, 1), or (K, H, 1, 1)
 
 
 @register(SCALING, "qk_norm")
@@ -79,12 +84,12 @@ class QKNorm(Scaling):
     similarities, times a learned per-head scale g (init 10, about log2(L^2 - L) for sentence lengths L ~ 30).
     Bounded logits cannot saturate the softmax however q and k grow."""
 
-    def __init__(self, *, heads: int, d_k: int, init: float = 10.0):
+    def __init__(self, *, heads: int, d_k: int, init: float = 10.0, members: int | None = None):
         super().__init__()
-        self.log_scale = nn.Parameter(torch.full((heads,), math.log(init)))
+        self.log_scale = nn.Parameter(torch.full(_shape(members, heads), math.log(init)))
 
     def normalize(self, x: Tensor) -> Tensor:
         return F.normalize(x, dim=-1)
 
     def forward(self) -> Tensor:
-        return self.log_scale.exp().view(-1, 1, 1)  # (H, 1, 1)
+        return self.log_scale.exp()[..., None, None]  # (H, 1, 1), or (K, H, 1, 1)

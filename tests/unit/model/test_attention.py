@@ -163,7 +163,7 @@ def test_kernel_declares_its_facts_and_takes_exactly_its_options(name):
     cls = ATTENTION[name]
     assert issubclass(cls, AttentionKernel) and isinstance(cls.takes_bias, bool)
     assert set(cls.options) <= set(KERNEL_OPTIONS)
-    values = {"causal": True, "self_attention": True, "window": 3}
+    values = {"causal": True, "self_attention": True, "window": 3, "members": 2}
     cls(heads=4, d_k=8, dropout=0.1, **{o: values[o] for o in cls.options})  # every declared option is accepted
     for undeclared in set(KERNEL_OPTIONS) - set(cls.options):
         with pytest.raises(TypeError):

@@ -1,0 +1,150 @@
+"""`build_transformer`: the only place config names become modules (a Transformer, or the member model of K)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import torch
+from torch import nn
+
+from ablate.config.schema import SIZE_KEYS, ModelConfig
+from ablate.model.attention import ATTENTION
+from ablate.model.members import MemberEmbedding, MemberLinear
+from ablate.model.multi_head import MultiHeadAttention
+from ablate.model.positional import POSITIONAL, NoPosition
+from ablate.model.scaling import SCALING
+from ablate.model.tokens import PAD_ID
+from ablate.model.transformer import DecoderLayer, Embedding, EncoderLayer, FeedForward, Transformer, layer_norm
+from ablate.registry import lookup
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def count_parameters(model: Transformer) -> dict[str, int]:
+    """Unique parameters (tied weights counted once): total, embeddings (tokens, output, positions), encoder, decoder."""
+    seen: set[int] = set()
+
+    def unique(module: nn.Module) -> int:
+        n = 0
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                n += p.numel()
+        return n
+
+    counts = {
+        "embeddings": unique(model.src_embed) + unique(model.tgt_embed) + unique(model.output),
+        "encoder": unique(model.encoder) + unique(model.enc_norm),
+        "decoder": unique(model.decoder) + unique(model.dec_norm),
+    }
+    counts["total"] = counts["embeddings"] + counts["encoder"] + counts["decoder"]
+    assert counts["total"] == sum(p.numel() for p in model.parameters()), "a parameter belongs to no part"
+    return counts
+
+
+def build_transformer(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Transformer:
+    """Wire a Transformer from the `model` config section and the (shared) vocabulary size; weights this machine cannot
+    allocate are a ValueError naming the sizes (the config validator refuses sizes no machine holds before this).
+    `members=K` builds the member model of K such Transformers (ablate.model.members)."""
+    if members is not None and members < 1:
+        raise ValueError(f"members={members} must be at least 1")
+    try:
+        return _wire(cfg, vocab_size, members)
+    except (MemoryError, RuntimeError) as e:
+        if isinstance(e, RuntimeError) and not re.search(r"allocate|overflow", str(e)):
+            raise
+        sizes = ", ".join(f"model.{k}={getattr(cfg, k)}" for k in SIZE_KEYS if getattr(cfg, k) is not None)
+        raise ValueError(f"not enough memory on this machine for the model's weights ({sizes}, vocabulary {vocab_size:,})") from None
+
+
+def _accepting(cls: type, members: int | None, key: str, value: str, **kwargs) -> nn.Module:
+    """`cls(**kwargs)`, given `members` when its constructor takes it. A member model refuses a variant that has
+    parameters but no member axis for them (a plugin written for one model), naming it."""
+    if "members" in inspect.signature(cls.__init__).parameters:
+        return cls(**kwargs, members=members)
+    module = cls(**kwargs)
+    if members is not None and any(True for _ in module.parameters()):
+        raise ValueError(f"{key}={value} has parameters but takes no `members` argument, so it cannot train as members")
+    return module
+
+
+def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Transformer:
+    heads = cfg.heads
+    d_k, d_v = cfg.head_dims
+    kv_heads = cfg.kv_heads or heads
+    kernel_cls = lookup(ATTENTION, cfg.attention, "model.attention")
+    scaling_cls = lookup(SCALING, cfg.attention_scaling, "model.attention_scaling")
+    positional_cls = lookup(POSITIONAL, cfg.positional, "model.positional")
+    activation_cls = lookup(ACTIVATIONS, cfg.activation, "model.activation")
+    pre_norm = cfg.norm == "pre"
+
+    relative = positional_cls.relative
+
+    def attention(self_attention: bool = False, causal: bool = False) -> MultiHeadAttention:
+        position = None
+        if relative and self_attention:
+            kwargs = {"heads": heads, "d_k": d_k, "max_positions": cfg.max_positions, "causal": causal}
+            position = _accepting(positional_cls, members, "model.positional", cfg.positional, **kwargs)
+        offered = {"causal": causal, "self_attention": self_attention, "window": cfg.attention_window, "members": members}
+        options = {name: offered[name] for name in kernel_cls.options}
+        kernel = kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options)
+        if members is not None and "members" not in options and any(True for _ in kernel.parameters()):
+            raise ValueError(f"model.attention={cfg.attention} has parameters but takes no `members` option, so it cannot train as members")
+        return MultiHeadAttention(
+            d_model=cfg.d_model,
+            heads=heads,
+            d_k=d_k,
+            d_v=d_v,
+            kv_heads=kv_heads,
+            kernel=kernel,
+            scaling=_accepting(scaling_cls, members, "model.attention_scaling", cfg.attention_scaling, heads=heads, d_k=d_k),
+            position=position,
+            members=members,
+        )
+
+    def ff() -> FeedForward:
+        return FeedForward(d_model=cfg.d_model, d_ff=cfg.d_ff, activation=activation_cls(), members=members)
+
+    def token_table() -> nn.Module:
+        if members is None:
+            table = nn.Embedding(vocab_size, cfg.d_model, padding_idx=PAD_ID)
+        else:
+            table = MemberEmbedding(members, vocab_size, cfg.d_model)
+        nn.init.normal_(table.weight, std=cfg.init_std or cfg.d_model**-0.5)
+        with torch.no_grad():
+            table.weight[..., PAD_ID, :].zero_()
+        return table
+
+    def embedding(tokens: nn.Module) -> Embedding:
+        # A relative scheme lives in the self-attention layers; the embeddings then carry no absolute positions.
+        absolute_cls = NoPosition if relative else positional_cls
+        positional = _accepting(
+            absolute_cls, members, "model.positional", cfg.positional, d_model=cfg.d_model, max_positions=cfg.max_positions
+        )
+        return Embedding(tokens=tokens, positional=positional, scale=cfg.embed_scale, dropout=cfg.dropout)
+
+    def final_norm() -> nn.Module:
+        return layer_norm(cfg.d_model, members) if pre_norm else nn.Identity()
+
+    common = {"d_model": cfg.d_model, "dropout": cfg.dropout, "pre_norm": pre_norm, "members": members}
+    tgt_tokens = token_table()
+    src_tokens = tgt_tokens if cfg.tie_embeddings == "all" else token_table()
+    output = (
+        nn.Linear(cfg.d_model, vocab_size, bias=False) if members is None else MemberLinear(members, cfg.d_model, vocab_size, bias=False)
+    )
+    if cfg.tie_embeddings in ("all", "decoder"):
+        output.weight = tgt_tokens.weight
+    else:
+        nn.init.normal_(output.weight, std=cfg.d_model**-0.5)
+    return Transformer(
+        src_embed=embedding(src_tokens),
+        tgt_embed=embedding(tgt_tokens),
+        encoder=nn.ModuleList(EncoderLayer(self_attn=attention(True), ff=ff(), **common) for _ in range(cfg.enc_layers)),
+        decoder=nn.ModuleList(
+            DecoderLayer(self_attn=attention(True, causal=True), cross_attn=attention(), ff=ff(), **common) for _ in range(cfg.dec_layers)
+        ),
+        enc_norm=final_norm(),
+        dec_norm=final_norm(),
+        output=output,
+    )

@@ -1,0 +1,122 @@
+"""Adam for a member model: one update of all members' parameters, each member with its own learning rate schedule,
+step count and bias correction, gradient clipping, and a freeze.
+
+Every parameter carries a leading member axis K (ablate.model.members). Per-member quantities are (K,) tensors
+broadcast over the rest, so an update dispatches the same operations for any K. Member k's state is exactly what
+torch.optim.Adam keeps for its own run (`step`, `exp_avg`, `exp_avg_sq`), so `member_optimizer_state` gives an ordinary
+checkpoint's optimizer state, and an update is torch's single-tensor Adam (and Lightning's norm clipping) member by
+member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+Schedule = Callable[[Tensor], Tensor]  # (K,) float64 step numbers, counted from 1 -> (K,) learning rates
+
+
+def noam_rates(d_model: int, warmup: Tensor, scale: Tensor) -> Schedule:
+    """Per member, lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Eq. 3), as
+    ablate.training.module.noam_factor for one run."""
+    warmup, scale = warmup.double(), scale.double()
+
+    def rates(steps: Tensor) -> Tensor:
+        s = steps.clamp(min=1).to(warmup.device)
+        return scale * d_model**-0.5 * torch.minimum(s.rsqrt(), s * warmup.pow(-1.5))
+
+    return rates
+
+
+class MemberAdam(torch.optim.Optimizer):
+    """Adam (with L2 weight decay, as torch.optim.Adam) over parameters with a leading member axis of size K.
+
+    lr: the schedule, from each member's step number to its learning rate.
+    clip: per-member max gradient norm (K,), 0 = no clipping for that member; None = none for any.
+    `active` (K,) bool: a member set False is frozen: its weights, moments and step count stay as they are.
+    """
+
+    def __init__(self, params, *, members: int, lr: Schedule, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, clip: Tensor | None = None):
+        super().__init__(params, {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        self.members, self.schedule = members, lr
+        self.clip = None if clip is None else clip.double()
+        self.active = torch.ones(members, dtype=torch.bool)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dim() == 0 or p.size(0) != members:
+                    raise ValueError(f"a parameter of shape {tuple(p.shape)} has no leading member axis of size {members}")
+
+    def freeze(self, member: int) -> None:
+        self.active[member] = False
+
+    def last_rates(self) -> Tensor:
+        """(K,) the learning rate each member's latest step used (of its next step before any)."""
+        p = next(p for g in self.param_groups for p in g["params"])
+        steps = self.state[p]["step"] if self.state.get(p) else torch.zeros(self.members, dtype=torch.float64)
+        return self.schedule(steps.clamp(min=1)).cpu()
+
+    def _clip_coefficients(self, grads: list[Tensor]) -> Tensor | None:
+        """(K,) factors that scale each member's gradients to at most its max norm, as clip_grad_norm_ does per run."""
+        if self.clip is None:
+            return None
+        squares = torch.stack([g.flatten(1).double().pow(2).sum(1) for g in grads]).sum(0)  # (K,)
+        clip = self.clip.to(squares.device)
+        coef = (clip / (squares.sqrt() + 1e-6)).clamp(max=1.0)
+        return torch.where(clip > 0, coef, torch.ones_like(coef))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            beta1, beta2 = group["betas"]
+            device = params[0].device
+            active = self.active.to(device)
+            coef = self._clip_coefficients([p.grad for p in params])
+            # Per-member scalars in float64, as torch computes them in Python for one run; all (K,).
+            first = self.state[params[0]]
+            steps = (first["step"] if "step" in first else torch.zeros(self.members, dtype=torch.float64, device=device)) + active
+            lr = self.schedule(steps).to(device)
+            bias1, bias2 = 1 - beta1**steps, 1 - beta2**steps
+            step_size = torch.where(active, lr / bias1.clamp(min=1e-300), 0.0)
+            bias2_sqrt = torch.where(active, bias2.clamp(min=1e-300).sqrt(), 1.0)
+            decay1 = torch.where(active, 1 - beta1, 0.0)  # lerp weight: 0 keeps a frozen member's moments
+            keep2 = torch.where(active, beta2, 1.0)
+            add2 = torch.where(active, 1 - beta2, 0.0)
+            for p in params:
+                state = self.state[p]
+                if "exp_avg" not in state:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] = steps
+                shape = (self.members,) + (1,) * (p.dim() - 1)
+                per = lambda t, p=p, shape=shape: t.to(p.dtype).view(shape)  # noqa: E731
+                grad = p.grad if coef is None else p.grad * per(coef)
+                if group["weight_decay"]:
+                    grad = grad.add(p, alpha=group["weight_decay"])
+                state["exp_avg"].lerp_(grad, per(decay1).expand_as(grad))
+                state["exp_avg_sq"].mul_(per(keep2)).addcmul_(grad, grad * per(add2))
+                denom = (state["exp_avg_sq"].sqrt() / per(bias2_sqrt)).add_(group["eps"])
+                p.sub_(state["exp_avg"] / denom * per(step_size))
+        return loss
+
+
+def member_optimizer_state(optimizer: MemberAdam, k: int) -> dict:
+    """Member k's optimizer state as torch.optim.Adam's state_dict() for its own model holds it (same parameter order)."""
+    state = optimizer.state_dict()
+    per_param = {}
+    for index, s in state["state"].items():
+        per_param[index] = {
+            "step": s["step"][k].to(torch.float32).cpu(),
+            "exp_avg": s["exp_avg"][k].clone(),
+            "exp_avg_sq": s["exp_avg_sq"][k].clone(),
+        }
+    groups = [{key: value for key, value in g.items()} for g in state["param_groups"]]
+    return {"state": per_param, "param_groups": groups}
