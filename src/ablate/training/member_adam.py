@@ -38,7 +38,17 @@ class MemberAdam(torch.optim.Optimizer):
     `active` (K,) bool: a member set False is frozen: its weights, moments and step count stay as they are.
     """
 
-    def __init__(self, params, *, members: int, lr: Schedule, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, clip: Tensor | None = None):
+    def __init__(
+        self,
+        params,
+        *,
+        members: int,
+        lr: Schedule,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        clip: Tensor | None = None,
+    ):
         super().__init__(params, {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
         self.members, self.schedule = members, lr
         self.clip = None if clip is None else clip.double()
@@ -47,6 +57,22 @@ class MemberAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.dim() == 0 or p.size(0) != members:
                     raise ValueError(f"a parameter of shape {tuple(p.shape)} has no leading member axis of size {members}")
+
+    def load_member_states(self, states: list[dict]) -> None:
+        """Take each member's state from its own run's torch.optim.Adam state dict (same parameter order)."""
+        if len(states) != self.members:
+            raise ValueError(f"{len(states)} optimizer states for {self.members} members")
+        stacked = {}
+        for i in states[0]["state"]:
+            per = [s["state"][i] for s in states]
+            stacked[i] = {
+                "step": torch.tensor([float(p["step"]) for p in per], dtype=torch.float64),
+                "exp_avg": torch.stack([p["exp_avg"] for p in per]),
+                "exp_avg_sq": torch.stack([p["exp_avg_sq"] for p in per]),
+            }
+        own = self.state_dict()
+        own["state"] = stacked
+        self.load_state_dict(own)
 
     def freeze(self, member: int) -> None:
         self.active[member] = False
@@ -82,14 +108,16 @@ class MemberAdam(torch.optim.Optimizer):
             coef = self._clip_coefficients([p.grad for p in params])
             # Per-member scalars in float64, as torch computes them in Python for one run; all (K,).
             first = self.state[params[0]]
-            steps = (first["step"] if "step" in first else torch.zeros(self.members, dtype=torch.float64, device=device)) + active
+            before = first["step"].to(device) if "step" in first else torch.zeros(self.members, dtype=torch.float64, device=device)
+            steps = before + active
             lr = self.schedule(steps).to(device)
             bias1, bias2 = 1 - beta1**steps, 1 - beta2**steps
-            step_size = torch.where(active, lr / bias1.clamp(min=1e-300), 0.0)
-            bias2_sqrt = torch.where(active, bias2.clamp(min=1e-300).sqrt(), 1.0)
-            decay1 = torch.where(active, 1 - beta1, 0.0)  # lerp weight: 0 keeps a frozen member's moments
-            keep2 = torch.where(active, beta2, 1.0)
-            add2 = torch.where(active, 1 - beta2, 0.0)
+            zero, one = torch.zeros_like(lr), torch.ones_like(lr)  # float64 operands: where() of Python floats is float32
+            step_size = torch.where(active, lr / bias1.clamp(min=1e-300), zero)
+            bias2_sqrt = torch.where(active, bias2.clamp(min=1e-300).sqrt(), one)
+            decay1 = torch.where(active, one * (1 - beta1), zero)  # lerp weight: 0 keeps a frozen member's moments
+            keep2 = torch.where(active, one * beta2, one)
+            add2 = torch.where(active, one * (1 - beta2), zero)
             for p in params:
                 state = self.state[p]
                 if "exp_avg" not in state:
