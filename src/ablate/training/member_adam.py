@@ -113,26 +113,38 @@ class MemberAdam(torch.optim.Optimizer):
             lr = self.schedule(steps).to(device)
             bias1, bias2 = 1 - beta1**steps, 1 - beta2**steps
             zero, one = torch.zeros_like(lr), torch.ones_like(lr)  # float64 operands: where() of Python floats is float32
-            step_size = torch.where(active, lr / bias1.clamp(min=1e-300), zero)
-            bias2_sqrt = torch.where(active, bias2.clamp(min=1e-300).sqrt(), one)
-            decay1 = torch.where(active, one * (1 - beta1), zero)  # lerp weight: 0 keeps a frozen member's moments
-            keep2 = torch.where(active, one * beta2, one)
-            add2 = torch.where(active, one * (1 - beta2), zero)
+            scalars = {
+                "step_size": torch.where(active, lr / bias1.clamp(min=1e-300), zero),
+                "bias2_sqrt": torch.where(active, bias2.clamp(min=1e-300).sqrt(), one),
+                "clip": one if coef is None else coef.to(device),
+            }
+            frozen = not bool(self.active.all())  # a host tensor: no device sync
+            if frozen:  # moments of a frozen member stay: per-member decay factors, 0 where frozen
+                scalars |= {"decay1": torch.where(active, one * (1 - beta1), zero), "keep2": torch.where(active, one * beta2, one),
+                            "add2": torch.where(active, one * (1 - beta2), zero)}  # fmt: skip
+            views: dict[tuple, dict[str, Tensor]] = {}  # each (dtype, ndim)'s broadcastable (K, 1, ...) copies, made once
             for p in params:
                 state = self.state[p]
                 if "exp_avg" not in state:
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] = steps
-                shape = (self.members,) + (1,) * (p.dim() - 1)
-                per = lambda t, p=p, shape=shape: t.to(p.dtype).view(shape)  # noqa: E731
-                grad = p.grad if coef is None else p.grad * per(coef)
+                key = (p.dtype, p.dim())
+                if key not in views:
+                    shape = (self.members,) + (1,) * (p.dim() - 1)
+                    views[key] = {name: t.to(p.dtype).view(shape) for name, t in scalars.items()}
+                per = views[key]
+                grad = p.grad if coef is None else p.grad * per["clip"]
                 if group["weight_decay"]:
                     grad = grad.add(p, alpha=group["weight_decay"])
-                state["exp_avg"].lerp_(grad, per(decay1).expand_as(grad))
-                state["exp_avg_sq"].mul_(per(keep2)).addcmul_(grad, grad * per(add2))
-                denom = (state["exp_avg_sq"].sqrt() / per(bias2_sqrt)).add_(group["eps"])
-                p.sub_(state["exp_avg"] / denom * per(step_size))
+                if frozen:
+                    state["exp_avg"].lerp_(grad, per["decay1"].expand_as(grad))
+                    state["exp_avg_sq"].mul_(per["keep2"]).addcmul_(grad, grad * per["add2"])
+                else:  # torch.optim.Adam's own arithmetic
+                    state["exp_avg"].lerp_(grad, 1 - beta1)
+                    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                denom = (state["exp_avg_sq"].sqrt() / per["bias2_sqrt"]).add_(group["eps"])
+                p.sub_(state["exp_avg"] / denom * per["step_size"])
         return loss
 
 

@@ -1,0 +1,215 @@
+"""K runs trained as one member model against the same K runs trained one after another (issue 37, stage 1).
+
+Each member k has its own seed (1..K), its own batches (ablate.data.member_sampler: one length schedule for the
+group) and its own weights. Three ways to train them, on the same batches, taking turns round by round:
+  runs      K ordinary models, one after another, each as `ablate train` steps it (translation_loss, Adam, schedule);
+  member-1  member 0 alone through the member code (MemberTraining with K=1), against run 0 alone;
+  members   all K at once (MemberTraining).
+Throughput counts real target tokens. Reported: the padded share of the member batches, per-member tokens/s, the
+ratios (members per-member tokens/s over one run's; member-1 step time over run 0's), and peak memory, each measured
+in a fresh process: its peak minus the memory before any model is built (CPU: resident set; CUDA: torch's peak
+allocation). Medians over rounds; ratios are paired within a round.
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/members.py --members 8 --threads 1 [--device cuda] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ablate.config import to_dict
+from ablate.data.batching import collate
+from ablate.data.member_batches import collate_members
+from ablate.data.member_sampler import MemberBatchSampler
+from ablate.data.module import TranslationDataModule
+from ablate.experiment import from_dict, load_config
+from ablate.model import build_transformer
+from ablate.model.loss import translation_loss
+from ablate.training.member_training import MemberTraining, initial_weights
+from ablate.training.module import noam_factor
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import environment, peak_rss, reset_peak_rss, to_device  # noqa: E402
+
+
+def member_configs(cfg, k: int) -> list:
+    """K copies of the experiment with seeds 1..K (what a sweep row's seeds would be)."""
+    return [from_dict({**to_dict(cfg), "seed": seed}) for seed in range(1, k + 1)]
+
+
+def load_steps(cfg, k: int, steps: int) -> tuple[list[list], int]:
+    """`steps` steps of K members' own samples (EncodedSplit items) and the vocabulary size."""
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    train = dm.encoded("train")
+    sampler = MemberBatchSampler(train.src_lens, train.tgt_lens, cfg.data.max_tokens, seeds=range(1, k + 1), group_seed=cfg.seed)
+    out = []
+    for step in sampler:
+        out.append([[train[i] for i in indices] for indices in step])
+        if len(out) == steps:
+            return out, dm.tokenizer.vocab_size
+    raise ValueError(f"asked for {steps} steps but an epoch has {len(out)}")
+
+
+class Run:
+    """One ordinary run as TranslationModule steps it."""
+
+    def __init__(self, cfg, vocab: int, device):
+        self.cfg = cfg
+        self.model = build_transformer(cfg.model, vocab)
+        self.model.load_state_dict(initial_weights(cfg, vocab))
+        self.model.to(device).train()
+        t = cfg.train
+        fused = torch.device(device).type == "cuda"
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(t.betas), eps=t.eps, fused=fused or None)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: noam_factor(s + 1, cfg.model.d_model, t.warmup, t.lr_scale))
+
+    def step(self, batch: dict) -> None:
+        loss, _, ntok = translation_loss(self.model, batch, self.cfg.train.label_smoothing)
+        (loss / ntok).backward()
+        self.opt.step()
+        self.schedule.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def batches_for(way: str, steps: list[list], device) -> list:
+    if way == "members":
+        return [to_device(collate_members(step), device) for step in steps]
+    if way == "member-1":
+        return [to_device(collate_members(step[:1]), device) for step in steps]
+    if way == "run-0":
+        return [to_device(collate(step[0]), device) for step in steps]
+    return [[to_device(collate(samples), device) for samples in step] for step in steps]  # runs: K per step
+
+
+def trainer_for(way: str, configs: list, vocab: int, device):
+    if way == "members":
+        return MemberTraining(configs, vocab, device=device).step
+    if way == "member-1":
+        return MemberTraining(configs[:1], vocab, device=device).step
+    if way == "run-0":
+        return Run(configs[0], vocab, device).step
+    runs = [Run(c, vocab, device) for c in configs]
+
+    def step(batches: list) -> None:
+        for run, batch in zip(runs, batches):
+            run.step(batch)
+
+    return step
+
+
+def timed(step, batches: list, device) -> float:
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for batch in batches:
+        step(batch)
+    sync()
+    return time.perf_counter() - start
+
+
+WAYS = ("runs", "members", "run-0", "member-1")
+
+
+def memory_child(args) -> None:
+    """In a fresh process: the memory one way of training adds at its peak over the process before any model."""
+    cfg = load_config([args.config], args.overrides)
+    configs = member_configs(cfg, args.members)
+    steps, vocab = load_steps(cfg, args.members, args.memory_steps)
+    batches = batches_for(args.memory_child, steps, args.device)
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    else:
+        before = reset_peak_rss()
+    step = trainer_for(args.memory_child, configs, vocab, args.device)
+    for batch in batches:
+        step(batch)
+    peak = torch.cuda.max_memory_allocated() if args.device == "cuda" else peak_rss()
+    print(json.dumps({"peak_mib": (peak - before) / 2**20}))
+
+
+def peak_memory(args, way: str) -> float:
+    command = [sys.executable, __file__, "--memory-child", way, "--config", args.config, "--members", str(args.members)]
+    command += ["--device", args.device, "--threads", str(args.threads), "--memory-steps", str(args.memory_steps), *args.overrides]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="experiments/multi30k-table3-small.yaml")
+    p.add_argument("--members", type=int, default=8)
+    p.add_argument("--steps", type=int, default=10, help="training steps timed per round and way")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--memory-steps", type=int, default=3)
+    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--json")
+    p.add_argument("--memory-child", choices=WAYS, help=argparse.SUPPRESS)
+    p.add_argument("overrides", nargs="*", help="config overrides, KEY=VALUE")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.memory_child:
+        return memory_child(args)
+
+    cfg = load_config([args.config], args.overrides)
+    configs = member_configs(cfg, args.members)
+    steps, vocab = load_steps(cfg, args.members, args.steps)
+    member_batches = batches_for("members", steps, args.device)
+    tokens = [sum(len(t) + 1 for _, _, t in step[k]) for k in range(args.members) for step in steps]
+    total_tokens, run0_tokens = sum(tokens), sum(len(t) + 1 for step in steps for _, _, t in step[0])
+    padded = statistics.mean(b["padded"] for b in member_batches)
+    ways = {way: (trainer_for(way, configs, vocab, args.device), batches_for(way, steps, args.device)) for way in WAYS}
+    for step, batches in ways.values():  # warm-up: every shape once (allocator, kernels)
+        timed(step, batches, args.device)
+    seconds = {way: [] for way in WAYS}
+    for r in range(args.rounds):
+        order = WAYS[r % len(WAYS) :] + WAYS[: r % len(WAYS)]
+        for way in order:
+            seconds[way].append(timed(*ways[way], args.device))
+        print(f"round {r + 1}/{args.rounds}: " + "  ".join(f"{w} {seconds[w][-1]:.2f}s" for w in WAYS), flush=True)
+
+    median = {way: statistics.median(s) for way, s in seconds.items()}
+    rounds = range(args.rounds)
+    result = {
+        "environment": environment(torch.device(args.device)),
+        "config": args.config,
+        "overrides": args.overrides,
+        "members": args.members,
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "padded_share": padded,
+        "seconds_median": median,
+        "tokens_per_s": {
+            "one_run": run0_tokens / median["run-0"],
+            "runs_one_after_another_per_member": total_tokens / args.members / median["runs"],
+            "members_per_member": total_tokens / args.members / median["members"],
+        },
+        # Per-member throughput of K members over one run's (run 0 alone), and over the same K runs one after another.
+        "ratio_members_vs_one_run": statistics.median(
+            (total_tokens / args.members / seconds["members"][r]) / (run0_tokens / seconds["run-0"][r]) for r in rounds
+        ),
+        "ratio_members_vs_runs": statistics.median(seconds["runs"][r] / seconds["members"][r] for r in rounds),
+        "ratio_member1_step_vs_run": statistics.median(seconds["member-1"][r] / seconds["run-0"][r] for r in rounds),
+    }
+    if not args.no_memory:
+        result["peak_mib"] = {way: peak_memory(args, way) for way in ("run-0", "member-1", "members")}
+        one, many = result["peak_mib"]["member-1"], result["peak_mib"]["members"]
+        result["memory_ratio"] = (many - one) / one  # the target: <= K - 1
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
