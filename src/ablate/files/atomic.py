@@ -66,14 +66,15 @@ def remove_stale(target: str | os.PathLike) -> list[Path]:
     target, removed = Path(target), []
     for tmp in target.parent.glob(f".{glob.escape(target.name)}.{_OWNER}-*.tmp"):
         pid = tmp.name[len(target.name) + len(_OWNER) + 3 :].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 tmp.unlink()
                 removed.append(tmp)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ablate.files.atomic import unwritable
-from ablate.files.destination import check_output
+from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
 from ablate.table import outputs, page, terminal
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
@@ -36,6 +36,8 @@ def table_cli(args: argparse.Namespace) -> int:
         source = load_sweep(source).out_dir
     if not source.exists():
         raise FileNotFoundError(f"no such study directory: {source}")
+    if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
+        raise ValueError(f"{source} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there): archive the study into it again")
     runs, skipped = runs_from_wandb(source) if args.wandb else (runs_from_dirs(source), {})
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
