@@ -7,7 +7,7 @@ W&B files, with its evaluation records made text-free (`ablate.evaluation.record
 and NLL, no sentence of the corpus). So a study longer than one machine's lease goes on elsewhere: copy the archive
 into the sweep's out_dir and run the sweep again; `ablate table DEST` tabulates it as it stands.
 
-Archiving never removes anything, and checks before it writes anything. A file DEST already holds is replaced by
+Archiving never removes anything, checks before it writes anything, and is written whole or not at all (archive.staging). A file DEST already holds is replaced by
 the study's newer one only when both have a database and the study's holds every trial DEST's has finished (so an
 empty, older or other study archived over an archive by mistake, or a copy another machine continued from the same
 archive, is refused); otherwise only new files are added, and a different one is refused. A study without a database
@@ -24,9 +24,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.archive.staging import staging
 from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
 from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing, unwritable
+from ablate.files.destination import check_output
 from ablate.files.json_file import read_json
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
@@ -62,16 +64,18 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
             "database over an archive with one (nothing shows the study is newer, and the archive's database would "
             "not match its trials); archive the folder that holds the study's database, or into a new folder"
         )
+    check_output(dest / DATABASE, "the archive", owns=[dest])  # not inside another study or run (ablate.files.destination)
     _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
     report = ArchiveReport(database=has_db)
-    # The database is copied first (a busy one fails before anything is written) and swapped in last, so every trial
-    # it marks finished had its summary when the runs were walked after it.
-    with database_copy(source_db, dest / DATABASE) if has_db else contextlib.nullcontext() as copied:
-        _archive_runs(study, dest, report, evaluate, split, copied)
+    # Written into a temporary folder, moved in at the end (ablate.archive.staging). The database is copied first (a
+    # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary
+    # when the runs were walked after it.
+    with staging(dest) as stage, database_copy(source_db, stage / DATABASE) if has_db else contextlib.nullcontext() as copied:
+        _archive_runs(study, dest, stage, report, evaluate, split, copied)
     return report
 
 
-def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, split: str, database: Path | None) -> None:
+def _archive_runs(study: Path, dest: Path, stage: Path, report: ArchiveReport, evaluate, split: str, database: Path | None) -> None:
     runs = _finished_runs(study, report, database)
     record = Path("eval") / f"{split}.json"
     to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
@@ -82,7 +86,7 @@ def _archive_runs(study: Path, dest: Path, report: ArchiveReport, evaluate, spli
         evaluate(run)
         report.evaluated.append(str(run.relative_to(study)))
     for target, data in _contents(study, dest, runs, report).items():  # again, with the records scoring added
-        _write_atomic(target, data)
+        _write_atomic(stage / target.relative_to(dest), data)
 
 
 def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport, scoring: list[Path] = ()) -> dict[Path, bytes]:

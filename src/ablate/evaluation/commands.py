@@ -18,6 +18,7 @@ from ablate.data.corpus import read_lines, read_parallel, read_stdin
 from ablate.data.tokenizer import Tokenizer
 from ablate.evaluation.search import beam_search
 from ablate.files.atomic import write_file
+from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, max_length
 from ablate.model.tokens import EOS_ID, PAD_ID
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
@@ -137,6 +138,10 @@ def _load(args: argparse.Namespace):
 
 
 def translate_cli(args: argparse.Namespace) -> int:
+    if args.output != "-":  # before the model loads: -o mine.en beside -i mine.en is refused, naming both
+        source = None if args.input == "-" else args.input
+        inputs = [("--input", source), ("checkpoint", args.checkpoint)]
+        check_output(args.output, "--output", inputs, owns=[run_of_checkpoint(args.checkpoint)])
     model, cfg, tokenizer = _load(args)
     lines, source = (read_stdin(), "stdin") if args.input == "-" else (read_lines(args.input), args.input)
     hyps = translate(model, tokenizer, lines, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=source)
@@ -186,6 +191,9 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         raise ValueError("--src and --ref go together (a source file and its aligned reference)")
     if args.save_eval and (args.src or args.longer_than):
         raise ValueError("--save-eval records a whole split of the run's dataset (--split), not --src/--ref or --longer-than")
+    if args.hyp_out:
+        inputs = [("--src", args.src), ("--ref", args.ref), ("checkpoint", args.checkpoint)]
+        check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
     model, cfg, tokenizer = _load(args)
     if args.src:
         # Keep every line (empty ones too) so the hypotheses stay aligned with the references.

@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
+import hashlib
 import os
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ablate.files.destination import is_stream, refuse_link
+
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+# In a temporary's name with the writer's pid, so a later writer tells a dead process's leftovers from a live one's.
+_OWNER = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
 
 
 class DiskFull(OSError):
@@ -31,8 +38,10 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
     cut); if the block raises it is removed instead. The result keeps the target's permissions (a new file: the
     umask's), not mkstemp's private 0600."""
     target = Path(target)
+    refuse_link(target)  # the one rule for outputs (ablate.files.destination): never through a link
+    remove_stale(target)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_OWNER}-{os.getpid()}.", suffix=".tmp")
     except OSError as e:  # no room even for an empty file (inodes)
         raise _disk_full(target, e) or e from None
     os.close(fd)
@@ -51,12 +60,36 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
         _fsync(target.parent)
 
 
+def remove_stale(target: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries of `target` that a killed process left (`.NAME.HOST-PID.XXXX.tmp`, PID gone from this
+    host); another live writer's, or another host's on a shared file system, stay. Returns those removed."""
+    target, removed = Path(target), []
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.{_OWNER}-*.tmp"):
+        pid = tmp.name[len(target.name) + len(_OWNER) + 3 :].split(".", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def write_file(target: str | os.PathLike, data: str | bytes) -> None:
-    """Replace `target` with `data` (text as UTF-8) whole or not at all: the one writer of whole files. A symlink's
-    target is replaced (the link stays); a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
+    """Replace `target` with `data` (text as UTF-8) whole or not at all: the one writer of whole files. A symlink is
+    refused, naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
     data = data.encode("utf-8") if isinstance(data, str) else data
-    target = Path(target).resolve() if Path(target).is_symlink() else Path(target)
-    if target.exists() and not target.is_file():
+    target = Path(target)
+    if is_stream(target):
         with open(target, "wb") as f:
             f.write(data)
         return

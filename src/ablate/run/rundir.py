@@ -87,6 +87,27 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     return out
 
 
+def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = False) -> tuple[Path, int | None]:
+    """prepare_out_dir under the run directory's lock, taken before anything moves: a `--move-aside` while another
+    process trains in out_dir is refused with the earlier run where it was. Returns out_dir and the lock's descriptor."""
+    out = Path(cfg.out_dir)
+    lock = None
+    if out.is_dir():
+        try:
+            lock = lock_run_dir(out)
+        except PermissionError:  # an unwritable out_dir: prepare_out_dir names it
+            lock = None
+    try:
+        out = prepare_out_dir(cfg, resume, aside)
+        if lock is None:
+            lock = lock_run_dir(out)
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    return out, lock
+
+
 def _other_rank() -> bool:
     """Whether this process is a DDP rank launched by rank 0 of the same run (which owns the run directory)."""
     return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"

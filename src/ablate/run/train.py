@@ -30,8 +30,7 @@ from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
-    lock_run_dir,
-    prepare_out_dir,
+    claim_out_dir,
     resume_checkpoint,
     shape_changes,
 )  # fmt: skip
@@ -59,8 +58,7 @@ def train(
     (naming them) unless `accept_data_change`; either way a resume encodes with the run's own tokenizer. With
     `aside`, an earlier run's files in out_dir are moved to a sibling folder instead of refusing the out_dir.
     """
-    out = prepare_out_dir(cfg, resume, aside)
-    lock = lock_run_dir(out)
+    out, lock = claim_out_dir(cfg, resume, aside)
     try:
         return _train(cfg, out, callbacks, resume, force, accept_data_change)
     finally:

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
+from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.sweep import probe
 from ablate.sweep.devices import Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
@@ -136,6 +137,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
     workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
     devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)
+    for name in ("results.csv", "results.json"):  # refused now, not after the study has trained (ablate.files.destination)
+        check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir])
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     study = open_sweep_study(sweep, url).study
     optuna.storages.fail_stale_trials(study)

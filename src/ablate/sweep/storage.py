@@ -145,11 +145,39 @@ def open_study(
         raise sqlite_study.DamagedStudy(f"cannot open the study '{name}' at {redact(url)}: {e}") from None
     except sqlalchemy.exc.SQLAlchemyError as e:
         reason = driver_reason(e)
+        if unreachable(e):  # nothing was read, so nothing can be damaged: say what to check instead
+            raise ValueError(
+                f"cannot open the study '{name}' at {redact(url)}: the database server could not be reached ({reason}); "
+                "check its host, port and that it runs, or give the sweep another storage"
+            ) from None
         raise ValueError(
             f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
             "(restore it from a backup, or give the sweep another out_dir or storage)"
         ) from None
     return StudyHandle(study, storage, url)
+
+
+# What the drivers (psycopg 2 and 3, pymysql, mysqlclient) say when no connection was made at all.
+_NO_CONNECTION = (
+    "could not connect",
+    "connection refused",
+    "could not translate host name",
+    "failed to resolve host",
+    "name or service not known",
+    "no route to host",
+    "timeout expired",
+    "connection timed out",
+    "can't connect to",
+    "unknown mysql server host",
+)
+
+
+def unreachable(e: Exception) -> bool:
+    """Whether a storage error means the server was never reached (a wrong host or port, a server down), not that
+    the storage refused or holds something damaged."""
+    import sqlalchemy.exc
+
+    return isinstance(e, sqlalchemy.exc.OperationalError) and any(s in str(getattr(e, "orig", None) or e).lower() for s in _NO_CONNECTION)
 
 
 def driver_reason(e: Exception) -> str:

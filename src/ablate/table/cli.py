@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ablate.files.atomic import unwritable
+from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
 from ablate.table import outputs, page, terminal
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
@@ -35,6 +36,8 @@ def table_cli(args: argparse.Namespace) -> int:
         source = load_sweep(source).out_dir
     if not source.exists():
         raise FileNotFoundError(f"no such study directory: {source}")
+    if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
+        raise ValueError(f"{source} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there): archive the study into it again")
     runs, skipped = runs_from_wandb(source) if args.wandb else (runs_from_dirs(source), {})
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
@@ -45,7 +48,7 @@ def table_cli(args: argparse.Namespace) -> int:
     if args.at_update is not None:
         return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title, args.force)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
-    _check_writable(targets)  # before a long test-split evaluation, as is the page's check
+    _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
         from ablate.table.evaluation import evaluator
@@ -117,8 +120,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--name: expected a file name stem without a folder (e.g. table3), got {args.name!r}")
 
 
-def _check_writable(targets: dict[str, Path]) -> None:
-    """Every output can be written (`ablate.files.atomic.unwritable`), and the page is one the table can go into."""
+def _check_writable(targets: dict[str, Path], source: Path) -> None:
+    """Every output can be written (`ablate.files.atomic.unwritable`) where a table may go (ablate.files.destination:
+    not a link, not in another study or run than the one tabulated), and the page is one the table can go into."""
+    for target in targets.values():
+        check_output(target, "--out", owns=[source])
     if reason := next(filter(None, map(unwritable, targets.values())), None):
         raise ValueError(f"{reason}; choose another --out or --name")
     page.check(targets[".md"])

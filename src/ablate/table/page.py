@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ablate.files.atomic import replacing
+from ablate.files.destination import refuse_link
 
 BEGIN = "<!-- ablate table: begin -->"
 END = "<!-- ablate table: end -->"
@@ -22,18 +23,18 @@ def check(path: Path) -> None:
 
 def write(path: Path, table: str) -> None:
     """Write `table` between the markers of the page at `path` (the whole page when new), keeping the rest;
-    atomically, so an interrupt leaves the old page or the new one. A symlinked page stays a link."""
+    atomically, so an interrupt leaves the old page or the new one. A symlinked page is refused, naming it."""
     path, text = spliced(path, table)
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
 def spliced(path: Path, table: str) -> tuple[Path, str]:
-    """The file to write (a symlinked page's target, so the link stays one) and the page's text with `table` in it;
+    """The file to write (never through a symlink: ablate.files.destination) and the page's text with `table` in it;
     for a caller that writes it together with other files."""
     if any(line.strip() in (BEGIN, END) for line in table.splitlines()):
         raise ValueError(f"{path}: the table itself holds a marker line ({BEGIN} or {END}); choose another --title")
-    path = path.resolve()
+    refuse_link(path)
     return path, _splice(_read(path), table, path)
 
 

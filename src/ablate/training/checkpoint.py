@@ -22,6 +22,7 @@ from ablate.data.datasets import cache_dir
 from ablate.data.tokenizer import Tokenizer
 from ablate.experiment import from_dict
 from ablate.files.atomic import replacing
+from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, build_transformer
 
 
@@ -156,8 +157,8 @@ def average_cli(args: argparse.Namespace) -> int:
     if not paths:
         raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
     out = Path(args.output)
-    if out.resolve() in {Path(p).resolve() for p in paths}:
-        raise CheckpointError(f"--output {out} is one of the inputs; refusing to overwrite it")
+    owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
+    check_output(out, "--output", [("checkpoint", p) for p in paths], owns)  # an input, a link, another run: refused
     if out.exists() and not args.force:
         raise CheckpointError(
             f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "

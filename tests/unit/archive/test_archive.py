@@ -5,6 +5,7 @@ checkpoints are left behind."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import optuna
@@ -336,3 +337,58 @@ def test_a_run_the_database_does_not_mark_finished_is_left_out_and_named(tmp_pat
 def test_a_study_whose_trials_record_no_run_folder_keeps_every_run_with_a_summary(study, tmp_path):
     """Trials of a study older than the out_dir record (the fixture's database has none): every run is kept."""
     assert archive(study, tmp_path / "archive").trials == ["trials/0000-base-s1", "trials/0001-base-s2"]
+
+
+def test_an_archive_onto_a_full_disk_leaves_nothing_and_says_so(study, tmp_path, capsys, monkeypatch):
+    """Issue 38 item 4: the archive is written into a temporary folder beside DEST and moved in at the end."""
+    from full_disk import FullDisk
+
+    FullDisk(tmp_path, room=300).install(monkeypatch)  # room for a file or two of the first trial
+    assert main(["archive", str(study), str(tmp_path / "arch")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"ablate archive: error: disk full: could not write {tmp_path / 'arch'}/")
+        and "nothing of the archive was left" in err
+    ), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study"]  # no DEST, no temporary folder
+
+
+def test_an_archive_cut_short_while_moving_in_is_refused_by_table_and_the_next_archive_completes_it(study, tmp_path, capsys, monkeypatch):
+    import os
+
+    from ablate.files.destination import ARCHIVE_INCOMPLETE
+
+    dest = tmp_path / "arch"
+    archive(study, dest)
+    shutil.rmtree(study / "trials" / "0002-base-s3")
+    finished_run(study, "0002-base-s3", 1)  # the third trial finished since
+    s = optuna.load_study(study_name="t", storage=f"sqlite:///{study / 'study.db'}")
+    s.tell(s.ask(), 1.0)
+    real, moved = os.replace, []
+
+    def cut(src, dst):  # Ctrl-C after the first file moved into DEST (not while writing into the temporary folder)
+        if str(dst).startswith(f"{dest}/"):
+            if moved:
+                raise KeyboardInterrupt
+            moved.append(dst)
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", cut)
+    assert main(["archive", str(study), str(dest)]) == 130
+    assert capsys.readouterr().err.strip() == "ablate archive: stopped by Ctrl-C (SIGINT); no file was left half-written or temporary"
+    monkeypatch.setattr(os, "replace", real)
+    assert (dest / ARCHIVE_INCOMPLETE).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["arch", "study"]
+    assert main(["table", str(dest), "--out", str(tmp_path / "tables")]) == 2
+    assert f"{dest} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there)" in capsys.readouterr().err
+    assert not (tmp_path / "tables").exists()
+    archive(study, dest)  # again: complete, the marker gone
+    assert not (dest / ARCHIVE_INCOMPLETE).exists() and (dest / "trials" / "0002-base-s3" / "summary.json").is_file()
+
+
+def test_an_archive_inside_another_run_is_refused(study, tmp_path, capsys):
+    other = tmp_path / "other-run"
+    (other / "checkpoints").mkdir(parents=True)
+    (other / "config.yaml").write_text("seed: 1\n")
+    assert main(["archive", str(study), str(other / "arch")]) == 2
+    assert f"the archive {other / 'arch' / 'study.db'} is inside the run folder {other}" in capsys.readouterr().err
+    assert not (other / "arch").exists()

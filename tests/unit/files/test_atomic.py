@@ -79,12 +79,20 @@ def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, mon
     assert target.read_text() == "[]"
 
 
-def test_write_file_replaces_a_symlinks_target_and_writes_through_a_pipe(tmp_path):
-    from ablate.files.atomic import write_file
+def test_write_file_refuses_a_symlink_naming_it_and_writes_through_a_pipe(tmp_path):
+    """Issue 38 item 3: a link's target is somebody's file elsewhere; neither it nor the link changes."""
+    from ablate.files.atomic import replacing, write_file
 
     real = tmp_path / "real.txt"
     real.write_text("old")
     (tmp_path / "link.txt").symlink_to(real)
-    write_file(tmp_path / "link.txt", "new")
-    assert (tmp_path / "link.txt").is_symlink() and real.read_text() == "new"
+    for write in (lambda p: write_file(p, "new"), lambda p: replacing(p).__enter__()):
+        with pytest.raises(ValueError, match=f"{tmp_path / 'link.txt'} is a symbolic link \\(to {real}\\); ablate never writes through"):
+            write(tmp_path / "link.txt")
+    assert (tmp_path / "link.txt").is_symlink() and real.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["link.txt", "real.txt"]
+    linked = tmp_path / "scratch"  # a linked parent folder (cluster scratch) is fine
+    linked.symlink_to(tmp_path / "dir", target_is_directory=True)
+    (tmp_path / "dir").mkdir()
+    write_file(linked / "out.txt", "ok")
+    assert (tmp_path / "dir" / "out.txt").read_text() == "ok"
     write_file("/dev/null", "to nowhere")  # a device: written, not replaced (nothing is made in /dev)

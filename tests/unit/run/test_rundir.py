@@ -23,6 +23,7 @@ from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
+    claim_out_dir,
     earlier_run,
     lock_run_dir,
     move_aside,
@@ -164,6 +165,36 @@ def test_the_lock_holds_out_a_second_opener_until_released(tmp_path):
         os.close(fd)
     assert run_dir_in_use(tmp_path) is False
     os.close(lock_run_dir(tmp_path))  # free again once the holder closes it
+
+
+def test_move_aside_is_refused_while_another_process_holds_the_run_and_nothing_moves(tmp_path):
+    """Issue 38 item 1: the lock is checked before the earlier run moves (the live run's files stay where it writes)."""
+    out = tmp_path / "run"
+    checkpoint(out, "step=5.ckpt", 5)
+    (out / "metrics.csv").write_text("step\n1\n")
+    live = lock_run_dir(out)
+    try:
+        with pytest.raises(ValueError, match=f"out_dir={out} is in use by another training process"):
+            claim_out_dir(config(out), aside=True)
+        assert (out / "metrics.csv").read_text() == "step\n1\n" and (out / "checkpoints" / "step=5.ckpt").is_file()
+        assert not list(tmp_path.glob("run.earlier-*"))
+    finally:
+        os.close(live)
+    claimed, lock = claim_out_dir(config(out), aside=True)  # free now: moved, and held by the new run
+    try:
+        assert claimed == out and (tmp_path / "run.earlier-1" / "metrics.csv").is_file() and run_dir_in_use(out)
+    finally:
+        os.close(lock)
+
+
+def test_claim_out_dir_locks_a_new_folder_and_releases_the_lock_when_refused(tmp_path):
+    out = tmp_path / "new" / "run"
+    claimed, lock = claim_out_dir(config(out))
+    os.close(lock)
+    (out / "metrics.csv").write_text("x")
+    with pytest.raises(ValueError, match="already holds a run"):
+        claim_out_dir(config(out))
+    assert run_dir_in_use(out) is False  # the refused claim let go of the lock
 
 
 @pytest.mark.parametrize("var", ["LOCAL_RANK", "NODE_RANK"])

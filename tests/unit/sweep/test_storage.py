@@ -12,7 +12,7 @@ import pytest
 from sweep_files import write
 
 from ablate.sweep.load import load_sweep
-from ablate.sweep.storage import _created_once, make_storage, storage_url
+from ablate.sweep.storage import _created_once, make_storage, open_study, storage_url, unreachable
 
 
 @pytest.mark.parametrize("storage", ["journal.log", "/tmp/optuna-journal.log", "redis://:pw@127.0.0.1/0"])
@@ -85,3 +85,31 @@ def test_an_empty_study_db_is_a_new_study_unless_the_trials_beside_it_hold_runs(
     with pytest.raises(ValueError, match="damaged study database"):
         make_storage(f"sqlite:///{db}")
     assert db.read_bytes() == b""  # nothing written into it
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+def test_an_unreachable_server_is_called_unreachable_not_damaged_and_its_password_stays_out(driver):
+    """Issue 38 item 10: nothing was read, so the hint says to check the host, not to restore a backup."""
+    pytest.importorskip(driver)
+    import optuna
+
+    url = f"postgresql+{driver}://alice:Sup3rSecret@127.0.0.1:5999/db"  # nothing listens there
+    with pytest.raises(ValueError) as e:
+        open_study("x", url, "maximize", optuna.samplers.RandomSampler())
+    message = str(e.value)
+    assert message.startswith(f"cannot open the study 'x' at postgresql+{driver}://alice:***@127.0.0.1:5999/db: ")
+    assert "could not be reached" in message and "check its host, port" in message, message
+    assert "backup" not in message and "left as it is" not in message and "Sup3rSecret" not in message
+
+
+def test_only_errors_before_any_connection_count_as_unreachable():
+    import sqlalchemy.exc
+
+    def error(text: str) -> Exception:
+        return sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception(text))
+
+    assert unreachable(error('connection to server at "db", port 5432 failed: Connection refused'))
+    assert unreachable(error('could not translate host name "db.example" to address: Name or service not known'))
+    assert not unreachable(error('FATAL:  password authentication failed for user "alice"'))
+    assert not unreachable(error("database disk image is malformed"))
+    assert not unreachable(sqlalchemy.exc.DatabaseError("SELECT 1", {}, Exception("could not connect")))

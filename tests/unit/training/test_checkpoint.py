@@ -258,5 +258,8 @@ def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_p
     assert average_cli(average_args(run_dir=str(tmp_path), last=3, output=str(out), force=True)) == 0
     torch.testing.assert_close(load_checkpoint(out)["state_dict"]["model.w"], torch.full((2,), 10.0))
     one = tmp_path / "checkpoints" / "step=11.ckpt"
-    with pytest.raises(CheckpointError, match="is one of the inputs"):
+    with pytest.raises(ValueError, match=f"--output {one} is the input checkpoint {one}: writing it would replace the input"):
         average_cli(average_args(checkpoints=[str(one)], output=str(one), force=True))
+    (tmp_path / "hard.ckpt").hardlink_to(one)  # the same file by another name counts too
+    with pytest.raises(ValueError, match="is the input checkpoint"):
+        average_cli(average_args(checkpoints=[str(one)], output=str(tmp_path / "hard.ckpt"), force=True))

@@ -1,0 +1,98 @@
+"""The one rule for every path a command writes (docs/runs.md, "Where each command writes"): an output is never one
+of the command's inputs (the same file by `os.path.samefile`, so a link or a hard link to it counts), never written
+through a symbolic link in its last component (a linked parent folder, as on cluster scratch, is fine), and never
+inside a study or run folder the command does not own. Each is refused before any work, naming the path, so a typo
+in a flag costs an error, not a user's file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+# A run folder: its config beside what training leaves (ablate.run.rundir.RUN_FILES; files/ sits below run/).
+_RUN_FILES = ("summary.json", "metrics.csv", "checkpoints", "fingerprint.json")
+# A study folder: a sweep's database or journal, its results, or an archive (complete or being written).
+_STUDY_FILES = ("study.db", "study.log", "results.csv")
+ARCHIVE_INCOMPLETE = ".archive-incomplete"  # in an archive while `ablate archive` writes it; `ablate table` refuses it
+_STREAMS = ("/dev/", "/proc/")  # -o /dev/stdout, /dev/fd/N: a stream to write into, not a file to replace
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether `path` names a stream or device (written into, never replaced): a link in /dev or /proc, a pipe."""
+    path = Path(path)
+    if os.path.abspath(path).startswith(_STREAMS):
+        return True
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def refuse_link(path: str | os.PathLike) -> None:
+    """Refuse to write `path` through a symbolic link in its last component: replacing it would change a file
+    somewhere else (or, if the link were replaced instead, break what the user linked on purpose)."""
+    if os.path.islink(path) and not is_stream(path):
+        raise ValueError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); ablate never writes through a link: remove the link "
+            "or write somewhere else; nothing was written"
+        )
+
+
+def folder_kind(folder: Path) -> str | None:
+    """'study' or 'run' when `folder` is one (by what ablate leaves in it), else None."""
+    if any((folder / name).exists() for name in _STUDY_FILES) or (folder / ARCHIVE_INCOMPLETE).exists():
+        return "study"
+    if (folder / "config.yaml").is_file() and any((folder / name).exists() for name in _RUN_FILES):
+        return "run"
+    return None
+
+
+def owner_of(path: str | os.PathLike) -> tuple[str, Path] | None:
+    """The innermost study or run folder that holds `path` (kind, folder), or None."""
+    folder = Path(os.path.abspath(path)).parent
+    for here in (folder, *folder.parents):
+        if kind := folder_kind(here):
+            return kind, here
+    return None
+
+
+def run_of_checkpoint(checkpoint: str | os.PathLike) -> Path | None:
+    """The run folder a checkpoint belongs to (RUN/checkpoints/X.ckpt), which commands reading it may write in."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else None
+
+
+def check_output(
+    path: str | os.PathLike,
+    flag: str,
+    inputs: Iterable[tuple[str, str | os.PathLike | None]] = (),
+    owns: Iterable[str | os.PathLike | None] = (),
+) -> None:
+    """Refuse `path` (given as `flag`) when it is one of `inputs` ((flag, path) pairs), a symbolic link, or inside a
+    study or run folder that is not one of `owns` (nor inside one)."""
+    if is_stream(path):
+        return
+    refuse_link(path)
+    for name, source in inputs:
+        if source is not None and _same(path, source):
+            raise ValueError(
+                f"{flag} {path} is the input {name} {source}: writing it would replace the input; choose another {flag}; "
+                "nothing was written"
+            )
+    if (found := owner_of(path)) is None:
+        return
+    kind, folder = found
+    real = os.path.realpath(folder)
+    for own in filter(None, owns):
+        mine = os.path.realpath(own)
+        if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+            return
+    raise ValueError(
+        f"{flag} {path} is inside the {kind} folder {folder}, which this command does not write in (it holds another "
+        f"{kind}'s evidence); choose an output outside it; nothing was written"
+    )
+
+
+def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing: not the same file
+        return False
