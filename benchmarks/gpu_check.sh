@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything issue 30 measures on one GPU, one command a part (each under 4 minutes on an H100/H200):
 #
-#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | all, or a list: sync,speed
+#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | members | all, or a list: sync,speed
 #
 #   speed  framework overhead (ablate's real step / a bare PyTorch loop, quickstart), and model-only throughput with
 #          MFU against nn.Transformer and MarianMT for base and big (bf16, fused Adam; big also compiled)
@@ -10,6 +10,8 @@
 #   sweep  a packed sweep (trials_per_gpu N, 2N quickstart-size trials) against one trial at a time (3 trials, the
 #          median from the second on), same sweep file, warm tokenizer cache: trials per hour and their ratio
 #   sync   the gpu-marked test: 20 training steps under torch.cuda.set_sync_debug_mode
+#   members  the table3-gpu base row's seeds as one member model (K = 8, 16) against the same runs one after another
+#          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory
 #
 # Logs, one folder a part, are packed after each part into $OUT/gpu-check.tar.gz (default OUT: gpu-check-out/; with
 # `all`, a run cut short still returns what finished), beside $OUT/summary.txt, the headline figures. --tiny rehearses
@@ -21,13 +23,13 @@ root=$PWD
 part=${1:-all}
 tiny=0
 [[ "${2:-}" == "--tiny" ]] && tiny=1
-[[ $part == all ]] && part=sync,speed,train,sweep
+[[ $part == all ]] && part=sync,speed,train,sweep,members
 IFS=, read -ra parts <<<"$part"  # a comma list runs those parts in order: several fit one device call
 for p in "${parts[@]}"; do
   case $p in
-    speed | train | sweep | sync) ;;
+    speed | train | sweep | sync | members) ;;
     *)
-      echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|all|PART,PART,... [--tiny]" >&2
+      echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|members|all|PART,PART,... [--tiny]" >&2
       exit 2
       ;;
   esac
@@ -155,6 +157,19 @@ part_sync() {
   ((tiny)) && marks=(-m slow)  # the CPU form of the same check (a host-read detector)
   run_logged "$dir/pytest.log" "$end" python -m pytest -q -rA -p no:cacheprovider "${marks[@]}" tests/unit/run/test_host_sync.py
   say "sync: $(tail -1 "$dir/pytest.log")"
+}
+
+part_members() {
+  local dir=$logs/members end
+  end=$(deadline)
+  mkdir -p "$dir"
+  local sizes=(8 16) args=(--config experiments/multi30k-table3-gpu.yaml --steps 20 --rounds 3 --threads 4)
+  ((tiny)) && sizes=(2) args=(--config experiments/quickstart.yaml --steps 2 --rounds 1 --memory-steps 1 data.max_tokens=256)
+  for k in "${sizes[@]}"; do
+    run_logged "$dir/members-$k.log" "$end" python benchmarks/members.py --members "$k" --device "$device" --precision "$precision" \
+      "${args[@]}" --json "$dir/members-$k.json"
+  done
+  python benchmarks/gpu_check_report.py members "$dir" | tee -a "$logs/summary.txt"
 }
 
 say "gpu check $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $(machine)"

@@ -1,7 +1,7 @@
 """The headline figures of one part of benchmarks/gpu_check.sh, from the files the part wrote, against issue 30's
 targets. A figure whose run did not finish is reported as missing, never guessed.
 
-Run: python benchmarks/gpu_check_report.py speed|train|sweep DIR [SEQUENTIAL_DB PACKED_DB]
+Run: python benchmarks/gpu_check_report.py speed|train|sweep|members DIR [SEQUENTIAL_DB PACKED_DB]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-TARGETS = {"overhead": 1.15, "mfu_big": 0.40, "mfu_base": 0.30, "peer_ratio": 1.2, "val_share": 0.20, "packing": 5.0}
+TARGETS = {"overhead": 1.15, "mfu_big": 0.40, "mfu_base": 0.30, "peer_ratio": 1.2, "val_share": 0.20, "packing": 5.0, "members": 8.0}
 
 
 def _load(path: Path) -> dict | None:
@@ -121,11 +121,31 @@ def sweep(folder: Path, sequential_db: Path, packed_db: Path) -> list[str]:
     ]
 
 
+def members(folder: Path) -> list[str]:
+    """Issue 37: all K members' throughput over one run alone (trials per hour at equal steps; target >= 8x)."""
+    lines = []
+    for path in sorted(folder.glob("members-*.json"), key=lambda p: int(p.stem.split("-")[1])) or [folder / "members-8.json"]:
+        run = _load(path)
+        if run is None:
+            lines.append(f"{path.stem}: missing")
+            continue
+        ratio, mfu, peak = run["ratio_members_vs_one_run"], run.get("mfu", {}), run.get("peak_mib", {})
+        lines.append(
+            f"K={run['members']}: {run['tokens_per_s']['members']:,.0f} tgt tok/s (all members) vs one run "
+            f"{run['tokens_per_s']['one_run']:,.0f}: {ratio:.2f}x (trials/h; target >= 8x: {_check(ratio, TARGETS['members'], True)}); "
+            f"vs the runs one after another {run['ratio_members_vs_runs']:.2f}x; K=1 step / run step "
+            f"{run['ratio_member1_step_vs_run']:.3f}; MFU members {_pct(mfu.get('members'))}, one run {_pct(mfu.get('run-0'))}; "
+            f"padded {run['padded_share']:.1%}; peak MiB run {peak.get('run-0', float('nan')):.0f}, K members "
+            f"{peak.get('members', float('nan')):.0f}"
+        )
+    return lines
+
+
 def main(argv: list[str]) -> int:
     part, folder = argv[0], Path(argv[1])
-    lines = {"speed": lambda: speed(folder), "train": lambda: train(folder), "sweep": lambda: sweep(folder, Path(argv[2]), Path(argv[3]))}[
-        part
-    ]()
+    parts = {"speed": lambda: speed(folder), "train": lambda: train(folder), "members": lambda: members(folder)}
+    parts["sweep"] = lambda: sweep(folder, Path(argv[2]), Path(argv[3]))
+    lines = parts[part]()
     print("\n".join(f"{part}: {line}" for line in lines))
     return 0
 

@@ -5,8 +5,10 @@ group) and its own weights. Three ways to train them, on the same batches, takin
   runs      K ordinary models, one after another, each as `ablate train` steps it (translation_loss, Adam, schedule);
   member-1  member 0 alone through the member code (MemberTraining with K=1), against run 0 alone;
   members   all K at once (MemberTraining).
-Throughput counts real target tokens. Reported: the padded share of the member batches, per-member tokens/s, the
-ratios (members per-member tokens/s over one run's; member-1 step time over run 0's), and peak memory, each measured
+Throughput counts real target tokens. Reported: the padded share of the member batches, tokens/s (all members, per
+member, one run, the runs one after another), the ratios (all members' tokens/s over one run's: trials per hour at
+equal steps; the runs one after another's time over the members'; member-1's step time over run 0's), and peak
+memory, each measured
 in a fresh process: its peak minus the memory before any model is built (CPU: resident set; CUDA: torch's peak
 allocation). Medians over rounds; ratios are paired within a round.
 Run: ABLATE_DATA_DIR=../shared/data python benchmarks/members.py --members 8 --threads 1 [--device cuda] [--json F]
@@ -32,6 +34,7 @@ from ablate.data.module import TranslationDataModule
 from ablate.experiment import from_dict, load_config
 from ablate.model import build_transformer
 from ablate.model.loss import translation_loss
+from ablate.training.flops import peak_flops, train_flops
 from ablate.training.member_training import MemberTraining, initial_weights
 from ablate.training.module import noam_factor
 
@@ -106,12 +109,17 @@ def trainer_for(way: str, configs: list, vocab: int, device):
     return step
 
 
+PRECISION = "fp32"  # or "bf16": autocast, as Lightning's bf16-mixed (set from --precision)
+
+
 def timed(step, batches: list, device) -> float:
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    kind = torch.device(device).type
+    sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
-    for batch in batches:
-        step(batch)
+    with torch.autocast(kind, dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+        for batch in batches:
+            step(batch)
     sync()
     return time.perf_counter() - start
 
@@ -130,16 +138,24 @@ def memory_child(args) -> None:
         before = torch.cuda.memory_allocated()
     else:
         before = reset_peak_rss()
-    step = trainer_for(args.memory_child, configs, vocab, args.device)
-    for batch in batches:
-        step(batch)
+    timed(trainer_for(args.memory_child, configs, vocab, args.device), batches, args.device)
     peak = torch.cuda.max_memory_allocated() if args.device == "cuda" else peak_rss()
     print(json.dumps({"peak_mib": (peak - before) / 2**20}))
 
 
 def peak_memory(args, way: str) -> float:
     command = [sys.executable, __file__, "--memory-child", way, "--config", args.config, "--members", str(args.members)]
-    command += ["--device", args.device, "--threads", str(args.threads), "--memory-steps", str(args.memory_steps), *args.overrides]
+    command += [
+        "--device",
+        args.device,
+        "--precision",
+        args.precision,
+        "--threads",
+        str(args.threads),
+        "--memory-steps",
+        str(args.memory_steps),
+        *args.overrides,
+    ]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
 
@@ -152,6 +168,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--memory-steps", type=int, default=3)
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--json")
@@ -159,6 +176,8 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help="config overrides, KEY=VALUE")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    global PRECISION
+    PRECISION = args.precision
     if args.memory_child:
         return memory_child(args)
 
@@ -184,6 +203,7 @@ def main() -> None:
     result = {
         "environment": environment(torch.device(args.device)),
         "config": args.config,
+        "precision": args.precision,
         "overrides": args.overrides,
         "members": args.members,
         "steps": args.steps,
@@ -192,16 +212,23 @@ def main() -> None:
         "seconds_median": median,
         "tokens_per_s": {
             "one_run": run0_tokens / median["run-0"],
-            "runs_one_after_another_per_member": total_tokens / args.members / median["runs"],
+            "runs_one_after_another": total_tokens / median["runs"],
+            "members": total_tokens / median["members"],
             "members_per_member": total_tokens / args.members / median["members"],
         },
-        # Per-member throughput of K members over one run's (run 0 alone), and over the same K runs one after another.
+        # All K members' tokens/s over one run's alone: trials per hour at equal steps against one trial at a time.
         "ratio_members_vs_one_run": statistics.median(
-            (total_tokens / args.members / seconds["members"][r]) / (run0_tokens / seconds["run-0"][r]) for r in rounds
+            (total_tokens / seconds["members"][r]) / (run0_tokens / seconds["run-0"][r]) for r in rounds
         ),
+        # The same K runs trained one after another over as members: > 1 = members train them faster.
         "ratio_members_vs_runs": statistics.median(seconds["runs"][r] / seconds["members"][r] for r in rounds),
         "ratio_member1_step_vs_run": statistics.median(seconds["member-1"][r] / seconds["run-0"][r] for r in rounds),
     }
+    peak = peak_flops(torch.device(args.device), "bf16-mixed" if args.precision == "bf16" else "32")
+    if peak:  # aggregate model FLOPs of all members per second over the card's peak (ablate.training.flops)
+        flops = sum(train_flops(cfg.model, vocab, collate(samples)) for step in steps for samples in step)
+        result["mfu"] = {way: flops / median[way] / peak for way in ("runs", "members")}
+        result["mfu"]["run-0"] = sum(train_flops(cfg.model, vocab, collate(step[0])) for step in steps) / median["run-0"] / peak
     if not args.no_memory:
         result["peak_mib"] = {way: peak_memory(args, way) for way in ("run-0", "member-1", "members")}
         one, many = result["peak_mib"]["member-1"], result["peak_mib"]["members"]

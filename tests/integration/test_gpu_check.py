@@ -28,7 +28,7 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     summary = (tmp_path / "out" / "summary.txt").read_text()
     with tarfile.open(tmp_path / "out" / "gpu-check.tar.gz") as tar:
         names = set(tar.getnames())
-    for part in ("sync", "speed", "train", "sweep"):
+    for part in ("sync", "speed", "train", "sweep", "members"):
         assert f"{part}: " in summary and any(n.startswith(f"./{part}/") for n in names), (part, summary, sorted(names))
     assert "./summary.txt" in names
     assert "sync: 2 passed" in summary  # the CPU form of the sync check: the detector and its own check
@@ -37,3 +37,4 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
         assert f"speed: {model}: " in summary and f"speed: {model}: missing" not in summary
     assert "train: multi30k-small: " in summary and "validation" in summary and "(no summary.json)" not in summary
     assert "trials/h" in summary  # both sweep arms finished trials
+    assert "members: K=2: " in summary and "(trials/h; target >= 8x" in summary  # the members part measured its ratio

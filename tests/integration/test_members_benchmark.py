@@ -1,0 +1,35 @@
+"""benchmarks/members.py end to end on a tiny corpus: every way trains, the ratios and memory are reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import tiny_experiment
+
+from ablate.config import to_yaml
+
+pytestmark = pytest.mark.slow  # three fresh processes train tiny models
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_members_benchmark_reports_throughput_ratios_and_peak_memory(tmp_path):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, model={"dropout": 0.1}, data={"max_tokens": 128})))
+    out = tmp_path / "members.json"
+    args = ["--config", str(cfg), "--members", "3", "--steps", "2", "--rounds", "2", "--memory-steps", "1", "--json", str(out)]
+    proc = subprocess.run([sys.executable, str(BENCH / "members.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["members"] == 3 and result["rounds"] == 2
+    assert set(result["seconds_median"]) == {"runs", "members", "run-0", "member-1"}
+    speeds = result["tokens_per_s"]
+    assert speeds["members"] == pytest.approx(3 * speeds["members_per_member"])
+    assert all(v > 0 for v in speeds.values())
+    assert 0 < result["ratio_members_vs_one_run"] and 0 < result["ratio_members_vs_runs"] and 0 < result["ratio_member1_step_vs_run"]
+    assert 0 <= result["padded_share"] < 1
+    assert all(result["peak_mib"][way] > 0 for way in ("run-0", "member-1", "members"))
