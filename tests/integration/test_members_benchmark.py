@@ -30,6 +30,6 @@ def test_members_benchmark_reports_throughput_ratios_and_peak_memory(tmp_path):
     speeds = result["tokens_per_s"]
     assert speeds["members"] == pytest.approx(3 * speeds["members_per_member"])
     assert all(v > 0 for v in speeds.values())
-    assert 0 < result["ratio_members_vs_one_run"] and 0 < result["ratio_members_vs_runs"] and 0 < result["ratio_member1_step_vs_run"]
+    assert min(result["ratio_members_vs_one_run"], result["ratio_members_vs_runs"], result["ratio_member1_step_vs_run"]) > 0
     assert 0 <= result["padded_share"] < 1
     assert all(result["peak_mib"][way] > 0 for way in ("run-0", "member-1", "members"))
