@@ -52,7 +52,8 @@ class MemberAdam(torch.optim.Optimizer):
         super().__init__(params, {"betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
         self.members, self.schedule = members, lr
         self.clip = None if clip is None else clip.double()
-        self.active = torch.ones(members, dtype=torch.bool)
+        self.active = torch.ones(members, dtype=torch.bool)  # on the host: reading it never waits for the device
+        self._on_device: dict[str, Tensor] = {}  # active and clip where the parameters are, copied once
         for group in self.param_groups:
             for p in group["params"]:
                 if p.dim() == 0 or p.size(0) != members:
@@ -76,6 +77,12 @@ class MemberAdam(torch.optim.Optimizer):
 
     def freeze(self, member: int) -> None:
         self.active[member] = False
+        self._on_device.pop("active", None)
+
+    def _device_copy(self, name: str, value: Tensor, device: torch.device) -> Tensor:
+        if name not in self._on_device or self._on_device[name].device != device:
+            self._on_device[name] = value.to(device)
+        return self._on_device[name]
 
     def last_rates(self) -> Tensor:
         """(K,) the learning rate each member's latest step used (of its next step before any)."""
@@ -88,7 +95,7 @@ class MemberAdam(torch.optim.Optimizer):
         if self.clip is None:
             return None
         squares = torch.stack([g.flatten(1).double().pow(2).sum(1) for g in grads]).sum(0)  # (K,)
-        clip = self.clip.to(squares.device)
+        clip = self._device_copy("clip", self.clip, squares.device)
         coef = (clip / (squares.sqrt() + 1e-6)).clamp(max=1.0)
         return torch.where(clip > 0, coef, torch.ones_like(coef))
 
@@ -104,7 +111,7 @@ class MemberAdam(torch.optim.Optimizer):
                 continue
             beta1, beta2 = group["betas"]
             device = params[0].device
-            active = self.active.to(device)
+            active = self._device_copy("active", self.active, device)
             coef = self._clip_coefficients([p.grad for p in params])
             # Per-member scalars in float64, as torch computes them in Python for one run; all (K,).
             first = self.state[params[0]]

@@ -52,3 +52,23 @@ def test_seeded_runs_repeat_and_seeds_differ():
         masks.append(dropout(x, 0.1, training=True) != 0)
     assert torch.equal(masks[0], masks[1])
     assert not torch.equal(masks[0], masks[2])
+
+
+def test_each_member_drops_at_its_own_rate_and_keeps_the_expectation():
+    """A member-major batch (K*B, ...): member k's rows keep 1 - rates[k] of their elements, scaled by 1/(1 - rates[k])."""
+    torch.manual_seed(3)
+    rates = torch.tensor([0.0, 0.1, 0.3, 0.5, 1.0])
+    module = Dropout(0.1)
+    module.set_member_rates(rates)
+    x = torch.full((5 * 4, 500, 25), 2.0, requires_grad=True)  # 4 rows a member, 50,000 elements each
+    y = module(x)
+    per_member = y.detach().view(5, -1)
+    kept = (per_member != 0).float().mean(1)
+    torch.testing.assert_close(kept, 1 - rates, atol=0.01, rtol=0)
+    torch.testing.assert_close(per_member.mean(1)[:4], torch.full((4,), 2.0), atol=0.03, rtol=0)  # p = 1 keeps nothing
+    assert (per_member[4] == 0).all()
+    y.sum().backward()
+    torch.testing.assert_close(x.grad.view(5, -1)[1], (per_member[1] != 0).float() / 0.9)
+    assert module.eval()(x) is x
+    with pytest.raises(ValueError, match="dropout probabilities"):
+        module.set_member_rates(torch.tensor([0.1, 1.5]))
