@@ -20,17 +20,30 @@ from ablate.data.batching import TokenBucketBatchSampler
 
 
 class MemberBatchSampler:
-    """Yields, per step, one list of dataset indices per member."""
+    """Yields, per step, one list of dataset indices per member.
+
+    `shared`: every member gets the group's batch, the same pairs in the same order (what one run with seed
+    `group_seed` would see). Members then differ only in their initial weights, dropout masks and member-able values,
+    so a spread between them leaves out the part of seed-to-seed variation that the order of the data makes.
+    """
 
     def __init__(
-        self, src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: int, seeds: Sequence[int], group_seed: int, class_size: int = 4
+        self,
+        src_lens: Sequence[int],
+        tgt_lens: Sequence[int],
+        max_tokens: int,
+        seeds: Sequence[int],
+        group_seed: int,
+        class_size: int = 4,
+        shared: bool = False,
     ):
-        self.buckets = TokenBucketBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=False, seed=0)
-        self.seeds, self.group_seed, self.class_size = list(seeds), group_seed, class_size
+        self.buckets = TokenBucketBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=True, seed=group_seed)
+        self.seeds, self.group_seed, self.class_size, self.shared = list(seeds), group_seed, class_size, shared
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+        self.buckets.set_epoch(epoch)
 
     def __len__(self) -> int:
         return len(self.buckets._bounds)
@@ -41,6 +54,10 @@ class MemberBatchSampler:
         return np.lexsort((rng.random(len(b.src_lens)), b.src_lens, b.tgt_lens)), rng
 
     def __iter__(self) -> Iterator[list[list[int]]]:
+        if self.shared:
+            for batch in self.buckets._all_batches():
+                yield [batch] * len(self.seeds)
+            return
         bounds = self.buckets._bounds
         classes = np.arange(len(bounds)) // self.class_size  # neighbouring buckets (sorted by length) share a class
         schedule = np.random.default_rng([self.group_seed % 2**63, self.epoch]).permutation(classes)

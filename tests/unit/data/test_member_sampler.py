@@ -51,3 +51,16 @@ def test_one_length_schedule_keeps_the_padding_between_members_small():
     assert padded_share(grouped, src, tgt) < padded_share(alone, src, tgt) + 0.1
     same_bucket = list(MemberBatchSampler(src, tgt, max_tokens=400, seeds=range(8), group_seed=0, class_size=1))
     assert padded_share(same_bucket, src, tgt) < padded_share(alone, src, tgt) + 0.01
+
+
+def test_shared_data_gives_every_member_the_batches_one_run_of_the_group_seed_sees():
+    src, tgt = lengths()
+    sampler = MemberBatchSampler(src, tgt, max_tokens=400, seeds=[1, 2, 3], group_seed=5, shared=True)
+    one_run = TokenBucketBatchSampler(src, tgt, 400, shuffle=True, seed=5)
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        one_run.set_epoch(epoch)
+        steps = list(sampler)
+        assert [step[0] for step in steps] == list(one_run)
+        assert all(step[0] == step[1] == step[2] for step in steps)
+    assert padded_share(steps, src, tgt) == padded_share([[b] for b in one_run], src, tgt)
