@@ -26,161 +26,29 @@ where the archive is committed. Exit 0: archived and consistent; 1: a problem, s
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tarfile
-import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import optuna
-
-import ablate
 from ablate.archive.study_db import DATABASE
 from ablate.sweep import load_sweep
-from ablate.sweep.ledger import row_of
 from ablate.sweep.storage import storage_url
-from ablate.table.evaluation import evaluate_run, selected_checkpoint
 
-CHUNKS = "chunks.jsonl"  # in ARCHIVE: one JSON line per chunk
-SCORE_EVERY_S = 10.0  # how often the scorer looks for newly finished runs
+sys.path.insert(0, str(Path(__file__).parent))
+from chunk_history import CHUNKS, code_fingerprint, code_refusal, file_hashes, machine, pack_changes, read_history  # noqa: E402
+from chunk_report import report, say  # noqa: E402
+from chunk_scorer import Scorer  # noqa: E402
+from chunk_trials import TrialRecord, archive_problems, read_trials, run_dirs, summarize  # noqa: E402
+
 GRACE_S = 60.0  # after SIGTERM, how long the sweep may take to stop before it is killed
 SWEEP_STOPPED = (0, 75, 130)  # ablate sweep's exits for "ran" and "stopped by a signal" (ablate sweep --help)
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    number: int
-    state: str
-    row: str | None
-    seed: int | None
-    minutes: float | None
-    attrs: dict
-
-
-def say(log: Path, msg: str) -> None:
-    print(msg, flush=True)
-    with open(log, "a") as f:
-        f.write(msg + "\n")
-
-
-def file_hashes(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every file under `root` (empty when it does not exist)."""
-    if not root.is_dir():
-        return {}
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def code_fingerprint() -> str:
-    """sha256 over the source of the ablate package this process imports: every chunk of a study must run the same."""
-    src = Path(ablate.__file__).parent
-    h = hashlib.sha256()
-    for p in sorted(src.rglob("*.py")):
-        h.update(str(p.relative_to(src)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def machine() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
-
-
-def read_trials(db: Path, study: str) -> list[TrialRecord]:
-    """The study's trials, read from a copy of its database, so neither the archive's nor a live one is touched."""
-    if not db.is_file():
-        return []
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / DATABASE
-        shutil.copyfile(db, copy)
-        storage = optuna.storages.RDBStorage(f"sqlite:///{copy}")
-        try:
-            found = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
-        except KeyError:
-            raise SystemExit(f"{db} holds no study named '{study}' (it has {optuna.get_all_study_names(storage)})") from None
-        finally:
-            storage.engine.dispose()
-    out = []
-    for t in found:
-        row, seed = row_of(t) or (None, None)
-        took = (t.datetime_complete - t.datetime_start).total_seconds() / 60 if t.datetime_complete and t.datetime_start else None
-        out.append(TrialRecord(t.number, t.state.name, row, seed, took, dict(t.user_attrs)))
-    return out
-
-
-def run_dirs(root: Path) -> dict[int, Path]:
-    """Trial number -> run directory (trials/NNNN-name) of every run under `root` that wrote its summary."""
-    trials = root / "trials"
-    found = sorted(trials.glob("[0-9][0-9][0-9][0-9]-*/summary.json")) if trials.is_dir() else []
-    return {int(p.parent.name[:4]): p.parent for p in found}
-
-
-def archive_problems(root: Path, trials: list[TrialRecord], split: str) -> list[str]:
-    """What makes `root` (an archive, or a study's out_dir) other than exactly the study's finished trials."""
-    done = {t.number: t for t in trials if t.state == "COMPLETE"}
-    runs = run_dirs(root)
-    problems = [f"{runs[n].name}: a run whose trial the study does not mark finished" for n in sorted(set(runs) - set(done))]
-    problems += [
-        f"trial {n} ({done[n].row}, seed {done[n].seed}) finished, but {root} holds no run of it" for n in sorted(set(done) - set(runs))
-    ]
-    seen: dict[tuple, int] = {}
-    for t in done.values():
-        if (t.row, t.seed) in seen:
-            problems.append(f"row {t.row} seed {t.seed} finished twice: trials {seen[(t.row, t.seed)]} and {t.number}")
-        seen[(t.row, t.seed)] = t.number
-    problems += [f"{d.name}: no eval/{split}.json" for n, d in sorted(runs.items()) if not (d / "eval" / f"{split}.json").is_file()]
-    problems += [f"{p.relative_to(root)}: a checkpoint in the archive" for p in root.rglob("*.ckpt")]
-    return problems
-
-
-class Scorer(threading.Thread):
-    """Scores every finished run under TRIALS without an eval/SPLIT.json, looking every SCORE_EVERY_S until halted, in
-    `workers` processes: a wave of packed trials finishes together, and one at a time its records would outlast the
-    reserve. Halting waits for the records being made; runs not yet begun are left to `ablate archive`."""
-
-    def __init__(self, trials: Path, split: str, device: str, log: Path, workers: int):
-        super().__init__(daemon=True)
-        self.trials, self.split, self.device, self.log = trials, split, device, log
-        self.halt, self.scored, self.workers = threading.Event(), [], workers
-
-    def pending(self, taken: dict) -> list[Path]:
-        if not self.trials.is_dir():
-            return []
-        done = sorted(p.parent for p in self.trials.glob("*/summary.json") if p.parent not in taken)
-        return [d for d in done if not (d / "eval" / f"{self.split}.json").exists() and selected_checkpoint(d) is not None]
-
-    def collect(self, taken: dict) -> None:
-        for run, (future, began) in list(taken.items()):
-            if future is not None and future.done() and not future.cancelled():
-                if future.exception() is None:
-                    self.scored.append(run.name)
-                    say(self.log, f"scored {run.name} on {self.split} ({time.monotonic() - began:.0f} s)")
-                else:  # ablate archive scores it again, and says why it cannot
-                    e = future.exception()
-                    say(self.log, f"could not score {run.name} on {self.split} ({type(e).__name__}: {e}); left to ablate archive")
-                taken[run] = (None, began)
-
-    def run(self) -> None:
-        taken: dict[Path, tuple] = {}  # run -> (its future, when submitted); None once reported
-        # spawn, not fork: each scorer process opens CUDA itself
-        with ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            while not self.halt.is_set():
-                for run in self.pending(taken):
-                    taken[run] = (pool.submit(evaluate_run, run, self.split, self.device), time.monotonic())
-                self.collect(taken)
-                self.halt.wait(SCORE_EVERY_S)
-            pool.shutdown(wait=True, cancel_futures=True)
-        self.collect(taken)
 
 
 def run_sweep(args, stop_at: float, log: Path, logs: Path) -> int:
@@ -223,31 +91,6 @@ def set_aside(out_dir: Path, trials: list[TrialRecord], log: Path) -> list[str]:
     return moved
 
 
-def pack_changes(archive: Path, before: dict[str, str], tarball: Path) -> list[str]:
-    after = file_hashes(archive)
-    changed = sorted(p for p, h in after.items() if before.get(p) != h)
-    with tarfile.open(tarball, "w:gz") as tar:
-        for rel in changed:
-            tar.add(archive / rel, arcname=rel)
-    return changed
-
-
-def read_history(archive: Path) -> list[dict]:
-    path = archive / CHUNKS
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
-def code_refusal(history: list[dict], code: str, allowed: bool) -> str | None:
-    """Why this chunk must not run: the archive's chunks ran other ablate code (a study runs one version of it)."""
-    first = next((h["code"] for h in history if h.get("code")), None)
-    if first is None or first == code or allowed:
-        return None
-    return (
-        f"the archive's chunks ran ablate code {first}, this one imports {code} ({Path(ablate.__file__).parent}): every chunk of a "
-        "study runs the same code (carry the study's pinned wheel, docs/table3-gpu.md), or pass --allow-code-change to record the change"
-    )
-
-
 def prepare(args, sweep, log: Path) -> list[TrialRecord]:
     """The sweep's out_dir made a copy of the archive (refused when it holds anything, unless --clean); its trials."""
     out_dir, aside = sweep.out_dir, sweep.out_dir.parent / f"{sweep.out_dir.name}.set-aside"
@@ -270,45 +113,6 @@ def prepare(args, sweep, log: Path) -> list[TrialRecord]:
     if problems := archive_problems(out_dir, trials, args.split):
         raise SystemExit(f"{args.archive} is not a consistent archive of the study, so no chunk runs from it:\n  " + "\n  ".join(problems))
     return trials
-
-
-def summarize(sweep, before: list[TrialRecord], after: list[TrialRecord]) -> dict:
-    """What this chunk finished, cut and failed (trials that ended here: new ones, or ones queued by an earlier chunk),
-    and what is left of the sweep's rows."""
-    ended_before = {t.number for t in before if t.state not in ("WAITING", "RUNNING")}
-    ended = [t for t in after if t.number not in ended_before and t.state != "WAITING"]
-
-    def brief(t: TrialRecord) -> dict:
-        return {"trial": t.number, "row": t.row, "seed": t.seed, "minutes": None if t.minutes is None else round(t.minutes, 2)}
-
-    def failed(t: TrialRecord) -> bool:  # by itself: not preempted, not a claim that never ran ("[not run] ...")
-        return t.state == "FAIL" and "fail_reason" in t.attrs and not str(t.attrs["fail_reason"]).startswith("[not run]")
-
-    done = {(t.row, t.seed) for t in after if t.state == "COMPLETE"}
-    return {
-        "finished": [brief(t) for t in ended if t.state == "COMPLETE"],
-        "cut": [brief(t) for t in ended if t.state in ("FAIL", "RUNNING") and "fail_reason" not in t.attrs],
-        "failed": [brief(t) | {"reason": t.attrs["fail_reason"]} for t in ended if failed(t)],
-        "left": [[row, seed] for row, seed in sweep.rows() if (row, seed) not in done],
-        "finished_in_all": len(done),
-    }
-
-
-def report(log: Path, summary: dict, minutes: dict) -> None:
-    def listing(items: list[dict]) -> str:
-        return ", ".join(f"{t['row']} s{t['seed']} (trial {t['trial']}, {t['minutes']} min)" for t in items) or "none"
-
-    say(log, f"finished this chunk: {len(summary['finished'])}: {listing(summary['finished'])}")
-    say(log, f"cut by the chunk's end (start over next chunk): {len(summary['cut'])}: {listing(summary['cut'])}")
-    for t in summary["failed"]:
-        say(log, f"FAILED by itself: {t['row']} s{t['seed']} (trial {t['trial']}): {t['reason']}")
-    left = summary["left"]
-    say(
-        log,
-        f"left: {len(left)} trials"
-        + (f" (next: {', '.join(f'{r} s{s}' for r, s in left[:6])}{' ...' if len(left) > 6 else ''})" if left else ""),
-    )
-    say(log, "minutes: " + ", ".join(f"{k} {v:.2f}" for k, v in minutes.items()))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

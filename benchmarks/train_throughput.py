@@ -16,158 +16,25 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from rich.console import Console
 from rich.table import Table
-from torch import nn
 
-from ablate.data.batching import make_loader
-from ablate.data.module import TranslationDataModule
 from ablate.experiment import load_config
-from ablate.model import build_transformer, count_parameters
-from ablate.model.loss import translation_loss
-from ablate.model.tokens import PAD_ID
+from ablate.model import count_parameters
 from ablate.training.flops import peak_flops, train_flops
 
 sys.path.insert(0, str(Path(__file__).parent))
-from baselines import MarianBaseline, TorchTransformer, check_same_function  # noqa: E402
-from common import environment, one_per_shape, paired_ratio, peak_rss, reset_peak_rss, to_device  # noqa: E402
-
-OURS = "ablate"
-
-
-def load_batches(cfg, n: int) -> tuple[list[dict], int, int]:
-    """The first n batches of a shuffled epoch (a mix of all lengths), the vocab size and the epoch's target tokens."""
-    dm = TranslationDataModule(cfg)
-    dm.prepare_data()
-    dm.setup("fit")
-    train = dm.encoded("train")
-    loader = make_loader(train, cfg.data.max_tokens, shuffle=True, seed=cfg.seed)
-    tensors = ("src", "tgt_in", "tgt_out", "keep_index", "target")  # the last two where the collate provides them
-    batches = [
-        {**{k: b[k] for k in tensors if k in b}, "src_tokens": int(b["src_tokens"]), "tgt_tokens": int(b["tgt_tokens"])}
-        for b in itertools.islice(loader, n)
-    ]
-    if len(batches) < n:
-        raise ValueError(f"asked for {n} batches but the training split has only {len(batches)}")
-    return batches, dm.tokenizer.vocab_size, int(train.tgt_lens.sum())
-
-
-def build_models(cfg, vocab_size: int, names: list[str]) -> dict[str, nn.Module]:
-    """ablate's model and the named baselines, all holding ablate's initial weights."""
-    torch.manual_seed(cfg.seed)
-    ours = build_transformer(cfg.model, vocab_size)
-    models = {OURS: ours}
-    for name in names:
-        models[name] = BASELINES[name](cfg.model, vocab_size)
-        models[name].copy_from(ours)
-    return models
-
-
-def train_step(name: str, model: nn.Module, opt: torch.optim.Optimizer, batch: dict, label_smoothing: float) -> None:
-    if name == OURS:  # what `ablate train` runs: the output layer and softmax see real targets only
-        loss = translation_loss(model, batch, label_smoothing)[0]
-    else:  # the usual way to train a baseline
-        logits = model(batch["src"], batch["tgt_in"]).flatten(0, 1)  # (B*T, V)
-        target = batch["tgt_out"].flatten()  # (B*T,)
-        loss = F.cross_entropy(logits, target, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
-    (loss / batch["tgt_tokens"]).backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-
-
-def make_optimizer(model: nn.Module, cfg, lr: float, fused: bool = False) -> torch.optim.Optimizer:
-    """Adam over the trainable weights; `fused` (CUDA only, see main) = one kernel for the whole update."""
-    trainable = [p for p in model.parameters() if p.requires_grad]  # Marian's position tables are frozen
-    return torch.optim.Adam(trainable, lr=lr, betas=tuple(cfg.train.betas), eps=cfg.train.eps, fused=fused or None)
-
-
-def prepare(model: nn.Module, device: torch.device, compile: bool) -> nn.Module:
-    """The model on `device`, compiled in place with --compile (as `train.compile` does to ablate's model)."""
-    model = model.to(device)
-    if compile:
-        model.compile()
-    return model
-
-
-PRECISION = "fp32"  # or "bf16": autocast, as Lightning's bf16-mixed (set from --precision)
-
-
-def timed_pass(name, model, opt, batches: list[dict], label_smoothing: float, device: torch.device) -> float:
-    """Seconds for one training step on each batch (CUDA work finished on both ends)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for batch in batches:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
-            train_step(name, model, opt, batch, label_smoothing)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
-def measure(models: dict, opts: dict, batches: list[dict], rounds: int, smoothing: float, device) -> dict:
-    """Seconds per pass over `batches`, per model and round; the order of models rotates between rounds."""
-    seconds = {name: [] for name in models}
-    tgt_tokens = sum(b["tgt_tokens"] for b in batches)
-    names = list(models)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            seconds[name].append(timed_pass(name, models[name], opts[name], batches, smoothing, device))
-        speeds = "  ".join(f"{name} {tgt_tokens / s[-1]:,.0f}" for name, s in seconds.items())
-        print(f"round {r + 1}/{rounds} (tgt tok/s): {speeds}", flush=True)
-    return seconds
-
-
-def peak_memory(name: str, cfg, vocab_size: int, batches: list[dict], args, device: torch.device) -> float:
-    """Peak memory (MiB) that training `name` adds on top of its model and batches: in a fresh process on CPU
-    (freed heap an earlier model left would hide growth), as torch's peak allocation on CUDA."""
-    if device.type == "cuda":
-        model = prepare(build_models(cfg, vocab_size, [] if name == OURS else [name])[name], device, args.compile)
-        opt = make_optimizer(model, cfg, args.lr, args.fused)
-        return device_peak_memory(name, model, opt, batches, cfg.train.label_smoothing)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "batches.pt"
-        torch.save({"batches": batches, "vocab_size": vocab_size}, path)
-        cmd = [sys.executable, __file__, "--memory-child", name, str(path), "--config", *args.config,
-               "--set", *args.set, "--threads", str(args.threads), "--lr", str(args.lr), "--precision", args.precision,
-               *(["--compile"] if args.compile else [])]  # fmt: skip
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["peak_mib"]
-
-
-def device_peak_memory(name: str, model: nn.Module, opt, batches: list[dict], smoothing: float) -> float:
-    """torch's peak allocation (MiB) over one pass, above model, optimizer state and the batches, which are first
-    moved to where the model is (they arrive on the host)."""
-    device = next(model.parameters()).device
-    batches = [to_device(b, device) for b in batches]
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
-    timed_pass(name, model, opt, batches, smoothing, device)
-    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
-
-
-def memory_child(args) -> None:
-    """Build one model, then report how far a training pass over the saved batches raises this process's RSS."""
-    name, path = args.memory_child
-    cfg = load_config(args.config, args.set)
-    saved = torch.load(path, weights_only=True)
-    model = prepare(build_models(cfg, saved["vocab_size"], [] if name == OURS else [name])[name], torch.device("cpu"), args.compile)
-    opt = make_optimizer(model, cfg, args.lr)
-    base = reset_peak_rss()
-    timed_pass(name, model, opt, saved["batches"], cfg.train.label_smoothing, torch.device("cpu"))
-    print(json.dumps({"peak_mib": (peak_rss() - base) / 2**20}))
+import train_arms  # noqa: E402
+from baselines import check_same_function  # noqa: E402
+from common import environment, one_per_shape, paired_ratio, to_device  # noqa: E402
+from train_arms import BASELINES, OURS, build_models, load_batches, make_optimizer, measure, prepare, timed_pass  # noqa: E402
+from train_memory import memory_child, peak_memory  # noqa: E402
 
 
 def print_table(results: dict, title: str) -> None:
@@ -213,13 +80,9 @@ def available_baselines(asked: list[str] | None) -> list[str]:
     return [n for n in have if asked is None or n in asked]
 
 
-BASELINES = {"nn.Transformer": TorchTransformer, "MarianMT": MarianBaseline}
-
-
 def main() -> None:
-    global PRECISION
     args = parse_args()
-    PRECISION = args.precision
+    train_arms.PRECISION = args.precision  # read by every timed pass
     torch.set_num_threads(args.threads)
     if args.memory_child:
         return memory_child(args)

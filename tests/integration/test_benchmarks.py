@@ -45,25 +45,34 @@ def test_train_throughput_compares_every_baseline_and_measures_memory(tmp_path):
 
 @pytest.fixture
 def bench(monkeypatch):
-    """benchmarks/train_throughput.py as a module (it imports its neighbours baselines.py and common.py)."""
+    """benchmarks/train_throughput.py as a module (it imports its neighbours baselines.py, common.py, train_arms.py
+    and train_memory.py)."""
     monkeypatch.syspath_prepend(str(BENCH))
     import train_throughput
 
     return train_throughput
 
 
-def test_the_device_memory_pass_trains_on_batches_where_the_model_is(bench, monkeypatch):
+@pytest.fixture
+def memory(bench):
+    """benchmarks/train_memory.py, the peak-memory pass of train_throughput.py."""
+    import train_memory
+
+    return train_memory
+
+
+def test_the_device_memory_pass_trains_on_batches_where_the_model_is(memory, monkeypatch):
     """On CUDA the pass got host batches and crashed ("Expected all tensors to be on the same device"); a model on
     the meta device stands in for one on a GPU, torch.cuda's memory counters for the GPU's."""
     seen = []
-    monkeypatch.setattr(bench, "timed_pass", lambda name, model, opt, batches, smoothing, device: seen.append((device, batches)))
+    monkeypatch.setattr(memory, "timed_pass", lambda name, model, opt, batches, smoothing, device: seen.append((device, batches)))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2**20)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 5 * 2**20)
     model = nn.Linear(4, 4).to("meta")
     host = [{"src": torch.ones(2, 3, dtype=torch.long), "tgt_in": torch.ones(2, 5, dtype=torch.long), "tgt_tokens": 8}]
-    assert bench.device_peak_memory("ablate", model, None, host, 0.1) == 4.0  # MiB above what was allocated before
+    assert memory.device_peak_memory("ablate", model, None, host, 0.1) == 4.0  # MiB above what was allocated before
     ((device, batches),) = seen
     assert device.type == "meta"
     assert batches[0]["src"].device.type == batches[0]["tgt_in"].device.type == "meta" and batches[0]["tgt_tokens"] == 8
