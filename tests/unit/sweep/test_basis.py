@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sweep_files import write
 
@@ -132,3 +134,22 @@ def test_a_search_is_held_to_the_basis_at_its_bounds(tmp_path):
     assert load_sweep(write(tmp_path, text + "  train.lr_scale: {type: float, low: 0.5, high: 2.0}\n")).basis.stop == "converged"
     with pytest.raises(ConfigError, match="search.'train.converge_tol'=0.01 is off the study's basis .* search another key"):
         load_sweep(write(tmp_path, text + "  train.converge_tol: {type: float, low: 0.01, high: 0.05}\n"))
+
+
+def test_parse_basis_reads_the_mapping_and_names_what_is_wrong():
+    """`ablate.sweep.basis.parse_basis` alone, as load_sweep calls it with the sweep's row names."""
+    from ablate.sweep.basis import parse_basis
+
+    assert parse_basis(None, {"base"}) is None
+    basis = parse_basis({"stop": "converged", "weights": "last-5", "except": ["base-2x"]}, {"base", "base-2x"})
+    assert (basis.stop, basis.weights, basis.exempt) == ("converged", "last-5", ("base-2x",))
+    assert basis.describe() == "stop: converged, weights: last-5 (except base-2x)"
+    for raw, named in [
+        ({"stop": "converged", "weights": "last-0"}, "basis.weights='last-0' is neither 'final' nor 'last-K'"),
+        ({"stop": "soon", "weights": "final"}, "basis.stop='soon' is not one of"),
+        ({"stop": "steps", "weights": "final", "scope": 1}, "unknown key 'scope' in basis"),
+        ({"stop": "steps", "weights": "final", "except": "base-2x"}, "basis.except must be a list of row names"),
+        ("converged", "basis must be a mapping"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            parse_basis(raw, {"base", "base-2x"})

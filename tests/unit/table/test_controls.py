@@ -133,3 +133,24 @@ def test_the_reading_lines_speak_of_controls_only_where_there_are_some(report, t
     assert main(["table", str(_study(tmp_path, control_seeds=())), "--out", str(out)]) == 0
     md = (out / "table3.md").read_text()
     assert "p Holm: corrected over all rows of the metric;" in md and "control" not in md
+
+
+def test_find_controls_pairs_each_control_with_the_base_runs_it_can_be_paired_with():
+    """`ablate.table.controls` on rows alone: a control's seeds all in the base -> those base runs; a seed the base
+    lacks -> the whole base; an ablation row (another group) is no control."""
+    from types import SimpleNamespace
+
+    from ablate.config.paper import BASE_VARIANTS
+    from ablate.table.compare import Row
+    from ablate.table.controls import find_controls, seeds_of
+
+    def runs(*seeds):
+        return [SimpleNamespace(config={"seed": s}) for s in seeds]
+
+    base = Row("base", "base", runs(3, 1, 2))
+    paired, unpaired = Row("base-2x", BASE_VARIANTS, runs(2, 1)), Row("base-long", BASE_VARIANTS, runs(4))
+    controls = find_controls([base, paired, unpaired, Row("A-h1", "A", runs(1))], base)
+    assert set(controls) == {"base-2x", "base-long"}
+    assert seeds_of(controls["base-2x"]) == [1, 2] and controls["base-2x"].name == "base"
+    assert controls["base-long"] is base
+    assert seeds_of(base) == [1, 2, 3] and len(base.runs) == 3  # the base itself untouched

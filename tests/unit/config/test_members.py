@@ -1,0 +1,40 @@
+"""Which runs may train together as members (`ablate.config.members.member_values`): the member keys' values one per
+member, and a group that differs anywhere else refused naming the key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ablate.config import ConfigError
+from ablate.config.members import MEMBER_KEYS, member_values
+from ablate.experiment import load_config
+
+
+def configs(*overrides: list[str]):
+    return [load_config(overrides=o) for o in overrides]
+
+
+def test_members_may_differ_in_their_own_keys_and_bookkeeping():
+    group = configs(["seed=1", "model.dropout=0.1", "out_dir=runs/a"], ["seed=2", "model.dropout=0.3", "out_dir=runs/b"])
+    values = member_values(group)
+    assert list(values) == list(MEMBER_KEYS)
+    assert values["seed"] == [1, 2] and values["model.dropout"] == [0.1, 0.3]
+    assert values["train.label_smoothing"] == [group[0].train.label_smoothing] * 2
+
+
+@pytest.mark.parametrize("group, named", [
+    ([["model.d_model=128"], ["model.d_model=256"]], "members: model.d_model differs between members ('128', '256')"),
+    ([["train.precision=16-mixed"], ["train.precision=16-mixed", "seed=2"]], "train.precision=16-mixed scales the loss"),
+    ([["train.accumulate=2"], ["train.accumulate=2", "seed=2"]], "train.accumulate must be 1 with members"),
+    ([], "a group needs at least one run"),
+])  # fmt: skip
+def test_a_group_that_cannot_train_together_is_refused_naming_the_key(group, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        member_values(configs(*group))
+
+
+def test_one_run_alone_may_use_any_precision():
+    (cfg,) = configs(["train.precision=16-mixed"])
+    assert member_values([cfg])["seed"] == [cfg.seed]

@@ -1,0 +1,43 @@
+"""The type and range checks of a sweep file's values (`ablate.sweep.fields`): each error names the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ablate.config import ConfigError
+from ablate.sweep import fields
+
+SWEEP = Path("sweeps/x.yaml")
+
+
+def test_a_key_that_is_absent_or_empty_takes_its_default():
+    assert fields.given({"workers": None}, "workers", 1) == 1 and fields.given({}, "workers", 1) == 1
+    assert fields.given({"workers": 0}, "workers", 1) == 0  # present, even when falsy
+    assert fields.mapping(SWEEP, {"pruner": None}, "pruner", "{name: median}") == {}
+
+
+@pytest.mark.parametrize("check, message", [
+    (lambda: fields.count(SWEEP, "workers", 0), "sweeps/x.yaml: workers=0 must be an integer >= 1"),
+    (lambda: fields.count(SWEEP, "workers", True), "sweeps/x.yaml: workers=True must be an integer >= 1"),
+    (lambda: fields.count(SWEEP, "workers", 65, most=64), "sweeps/x.yaml: workers=65 must be at most 64"),
+    (lambda: fields.seconds(SWEEP, "timeout", float("nan")), "sweeps/x.yaml: timeout=nan must be a number of seconds > 0"),
+    (lambda: fields.text(SWEEP, "name", 3), "sweeps/x.yaml: name must be a string, got 3"),
+    (lambda: fields.seeds(SWEEP, "seeds", []), "sweeps/x.yaml: seeds: [] lists no seed"),
+    (lambda: fields.seeds(SWEEP, "seeds", [1, 1]), "sweeps/x.yaml: seeds lists a seed twice: [1, 1]"),
+    (lambda: fields.seeds(SWEEP, "seeds", [1, -2]), "sweeps/x.yaml: seeds lists -2: a seed must be from 0 to"),
+    (lambda: fields.seeds(SWEEP, "seeds", "1"), "sweeps/x.yaml: seeds must be a list of integers, got '1'"),
+    (lambda: fields.mapping(SWEEP, {"pruner": "median"}, "pruner", "{name: median}"), "pruner must be a mapping, e.g. {name: median}"),
+    (lambda: fields.check_keys(SWEEP, "objective", {"metrc": 1}, {"metric", "direction"}), "unknown key 'metrc' in objective (did you mean 'metric'?)"),
+])  # fmt: skip
+def test_a_bad_value_names_the_file_and_the_key(check, message):
+    with pytest.raises(ConfigError) as e:
+        check()
+    assert message in str(e.value)
+
+
+def test_good_values_come_back_as_given():
+    assert fields.count(SWEEP, "workers", 4, most=64) == 4 and fields.count(SWEEP, "n_trials", None) is None
+    assert fields.seconds(SWEEP, "timeout", 2.5) == 2.5 and fields.seeds(SWEEP, "seeds", None) == []
+    assert fields.seeds(SWEEP, "seeds", [3, 1]) == [3, 1] and fields.text(SWEEP, "name", "q") == "q"
