@@ -1,6 +1,8 @@
 """What a training run shows while it trains: its progress file (RUN_DIR/progress.json, format in
 ablate.run.progress_file), which a sweep's live view and `ablate status` read from other processes, and the terminal
-progress bar of `ablate train` with the same fields.
+progress bar of `ablate train` with the same fields, kept on one line (its metrics are cut at the terminal's edge, never
+wrapped), or, where stdout is no terminal (a pipe, a log file), a plain line of them every PLAIN_EVERY_S seconds and
+after each validation.
 
 Epochs are shown one way everywhere: epochs completed, a partial one as its fraction (`epochs_done`: 0.97, then 1.00
 once one whole epoch is trained), as summary.json's `epochs` records them; never Lightning's 0-based epoch index."""
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -16,11 +19,15 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
+from rich.progress import TextColumn
+from rich.table import Column
 
 from ablate.run.progress_file import format_eta, write_progress
 
 WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much recent training time
 VAL_METRICS = ("val/loss", "val/bleu")
+PLAIN_EVERY_S = 30.0  # a plain progress line at most this often where stdout is no terminal
 
 
 def epochs_done(trainer: L.Trainer) -> float | None:
@@ -146,9 +153,29 @@ class ProgressFile(L.Callback):
             write_progress(self.out, {**self.state, "updated": round(now, 3)})
 
 
+def shown_fields(trainer: L.Trainer, logged: dict[str, Any]) -> dict[str, Any]:
+    """What the bar and the plain lines show: step/total, epochs done (of the bound), tokens/s, the ETA of the whole
+    run, what the module logs to the bar (`logged`: train/loss) and the latest validation."""
+    progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile)), None)
+    if progress is None:
+        return dict(logged)
+    s = progress.state
+    shown = {
+        "step": f"{s['step']}/{s['max_steps'] or '?'}",
+        "epochs": "-" if s["epochs"] is None else f"{s['epochs']:.2f}" + (f"/{s['max_epochs']}" if s["max_epochs"] else ""),
+        "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
+        "ETA": format_eta(s["eta_s"], s["eta_upper"]),
+    }
+    shown.update(logged)  # train/loss (logged with prog_bar=True)
+    shown.update({k: v for k in VAL_METRICS if (v := s[k]) is not None})
+    return shown
+
+
 class ProgressBar(RichProgressBar):
-    """Lightning's rich bar, its metrics replaced by the run's progress: step/total, epochs done (of the bound), tokens/s,
-    ETA of the whole run, the training loss and the latest validation."""
+    """Lightning's rich bar, its metrics replaced by the run's progress (`shown_fields`), on one line: the bar takes
+    the width the fields leave, and fields past the terminal's edge are cut (…), not wrapped onto a second line."""
+
+    METRICS_COLUMN = Column(no_wrap=True, overflow="ellipsis")  # the fields: one line, cut at the terminal's edge
 
     def __init__(self) -> None:
         super().__init__(leave=True)
@@ -158,18 +185,50 @@ class ProgressBar(RichProgressBar):
         # `epochs` (0.97 after most of the first one); the bar's fields say how far the run is.
         return f"{'Training':{len(self.validation_description)}}"  # as wide as "Validation": no flicker between them
 
+    def configure_columns(self, trainer: L.Trainer) -> list:
+        # Lightning's batch count, elapsed/remaining time and it/s would repeat step, ETA and tok/s on the same line.
+        return [
+            TextColumn("[progress.description]{task.description}", table_column=Column(no_wrap=True)),
+            CustomBarColumn(
+                bar_width=None,  # what the description and the fields leave
+                complete_style=self.theme.progress_bar,
+                finished_style=self.theme.progress_bar_finished,
+                pulse_style=self.theme.progress_bar_pulse,
+            ),
+        ]
+
+    def _init_progress(self, trainer: L.Trainer) -> None:
+        super()._init_progress(trainer)
+        if self._metric_component is not None:  # Lightning's metrics column, which would wrap
+            self._metric_component._table_column = self.METRICS_COLUMN
+
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
-        progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile)), None)
         items = {k: v for k, v in super().get_metrics(trainer, pl_module).items() if k != "v_num"}
-        if progress is None:
-            return items
-        s = progress.state
-        shown = {
-            "step": f"{s['step']}/{s['max_steps'] or '?'}",
-            "epochs": "-" if s["epochs"] is None else f"{s['epochs']:.2f}" + (f"/{s['max_epochs']}" if s["max_epochs"] else ""),
-            "tok/s": "-" if s["tokens_per_s"] is None else f"{s['tokens_per_s']:,.0f}",
-            "ETA": format_eta(s["eta_s"], s["eta_upper"]),
-        }
-        shown.update(items)  # train/loss (logged with prog_bar=True)
-        shown.update({k: v for k in VAL_METRICS if (v := s[k]) is not None})
-        return shown
+        return shown_fields(trainer, items)
+
+
+class PlainProgress(L.Callback):
+    """`ablate train` with stdout a pipe or a file: the bar's fields as a plain line every `every_s` seconds of
+    training and after each validation, so a log shows how far the run is (a bar there would print once, at the end)."""
+
+    def __init__(self, every_s: float = PLAIN_EVERY_S, out=None):
+        self.every_s, self.out = every_s, out
+        self._printed: float | None = None
+
+    def _print(self, trainer: L.Trainer, what: str) -> None:
+        logged = {k: v for k, v in trainer.progress_bar_metrics.items() if k != "v_num"}
+        fields = shown_fields(trainer, logged)
+        text = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items())
+        print(f"{what}: {text}", file=self.out or sys.stdout, flush=True)
+        self._printed = time.perf_counter()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._printed = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.is_global_zero and time.perf_counter() - (self._printed or 0.0) >= self.every_s:
+            self._print(trainer, "training")
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.is_global_zero and not trainer.sanity_checking and trainer.state.fn == "fit":
+            self._print(trainer, "validated")

@@ -4,6 +4,7 @@ benchmarks/step_overhead.py times is this very Trainer."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ablate.config import ExperimentConfig
 from ablate.run.callbacks import CALLBACKS, Preemption
 from ablate.run.checkpoint_io import AtomicCheckpointIO
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
-from ablate.run.progress import ProgressBar, ProgressFile
+from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
 from ablate.run.quiet import quiet_dependencies
 from ablate.run.rundir import git_sha
 from ablate.run.stopping import StopRules
@@ -54,8 +55,9 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
         ProgressFile(out, may_stop_sooner=bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
     ]
-    if cfg.logging.progress:
-        callbacks.append(ProgressBar())  # step/total, tokens/s, ETA, latest val loss/BLEU
+    bar = cfg.logging.progress and sys.stdout.isatty()
+    if cfg.logging.progress:  # step/total, tokens/s, ETA, latest val loss/BLEU: a bar on a terminal, else plain lines
+        callbacks.append(ProgressBar() if bar else PlainProgress())
     every = t.val_every_steps
     return L.Trainer(
         max_steps=t.max_steps,
@@ -73,7 +75,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         callbacks=callbacks,
         default_root_dir=out,
         use_distributed_sampler=False,  # the token-bucket sampler shards by rank itself
-        enable_progress_bar=cfg.logging.progress,
+        enable_progress_bar=bar,
         num_sanity_val_steps=1,
         deterministic=t.deterministic,
         enable_model_summary=False,

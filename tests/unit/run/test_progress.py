@@ -179,3 +179,67 @@ def test_epochs_are_shown_as_epochs_done_as_the_summary_counts_them(tmp_path, cl
 def test_a_progress_file_that_cannot_be_read_is_none_as_documented(tmp_path, text):
     (tmp_path / PROGRESS_FILE).write_text(text)
     assert read_progress(tmp_path) is None
+
+
+def rendered_lines(columns: list, fields: str, width: int, metrics_column=None) -> list[str]:
+    """The training bar's row as rich draws it at `width` columns: `columns`, then the fields' text."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress, TextColumn
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=True, color_system=None)
+    bar = Progress(*columns, TextColumn(fields, table_column=metrics_column), console=console, auto_refresh=False)
+    bar.add_task("Training  ", total=300, completed=150)
+    console.print(bar.make_tasks_table(bar.tasks))
+    return out.getvalue().rstrip("\n").split("\n")
+
+
+# The quickstart's last fields as the bar shows them ("name: value", Lightning's metrics column)
+FIELDS = "step: 300/300 epochs: 0.97 tok/s: 1,238 ETA: 0s train/loss: 4.267 val/loss: 4.141 val/bleu: 12.686"
+
+
+def test_the_bar_stays_on_one_line_in_a_120_column_terminal():
+    """Lightning's own columns (batches, times, it/s) beside the fields wrapped them onto three lines at 120 columns;
+    ablate's bar drops what the fields repeat, and cuts (…) rather than wraps where a terminal is narrower still."""
+    from lightning.pytorch.callbacks import RichProgressBar
+    from rich.table import Column
+
+    lightning = rendered_lines(RichProgressBar().configure_columns(None), FIELDS, 120, Column())
+    assert len(lightning) > 1  # what `ablate train` showed before
+    (line,) = rendered_lines(ProgressBar().configure_columns(None), FIELDS, 120, ProgressBar.METRICS_COLUMN)
+    assert line.startswith("Training") and line.endswith("val/bleu: 12.686") and "━" in line
+    (narrow,) = rendered_lines(ProgressBar().configure_columns(None), FIELDS, 80, ProgressBar.METRICS_COLUMN)
+    assert narrow.endswith("…") and len(narrow) == 80
+
+
+def test_without_a_terminal_the_fields_come_as_plain_lines_every_so_often_and_after_each_validation(tmp_path, clock):
+    import io
+
+    from ablate.run.progress import PlainProgress
+
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer(progress_bar_metrics={"train/loss": 4.5, "v_num": 0})
+    tr.callbacks, tr.state = [cb], SimpleNamespace(fn="fit")
+    out = io.StringIO()
+    plain = PlainProgress(every_s=30, out=out)
+    cb.on_train_start(tr, None)
+    plain.on_train_start(tr, None)
+    for _ in range(35):  # 2 s a step: a line at 30 s and at 60 s of training
+        step(cb, tr, clock, seconds=2.0, tokens=1000)
+        plain.on_train_batch_end(tr, None, None, {}, 0)
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "training: step 15/100, epochs 0.15, tok/s 500, ETA 2m50s, train/loss 4.500",
+        "training: step 30/100, epochs 0.30, tok/s 500, ETA 2m20s, train/loss 4.500",
+    ]
+    tr.callback_metrics = {"val/loss": torch.tensor(4.25), "val/bleu": torch.tensor(12.5)}
+    cb.on_validation_start(tr, None)
+    cb.on_validation_end(tr, None)
+    plain.on_validation_end(tr, None)
+    assert out.getvalue().splitlines()[-1] == (
+        "validated: step 35/100, epochs 0.35, tok/s 500, ETA 2m10s, train/loss 4.500, val/loss 4.250, val/bleu 12.500"
+    )
+    tr.sanity_checking = True  # Lightning's sanity check is no validation of the run
+    plain.on_validation_end(tr, None)
+    assert len(out.getvalue().splitlines()) == 3
