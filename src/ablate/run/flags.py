@@ -63,10 +63,13 @@ def run_train(args: argparse.Namespace) -> int:
 
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
     try:
-        train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
+        summary = train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
     except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
         raise ValueError(
             f"training diverged (FloatingPointError: {e}); a smaller train.lr_scale, or model.init_std, train.eps or "
             "train.weight_decay nearer their defaults, may train"
         ) from None
+    from ablate.run.closing import print_closing
+
+    print_closing(summary)  # final scores and where the files are
     return 0
