@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import pickle
 import re
@@ -24,6 +25,8 @@ from ablate.experiment import from_dict
 from ablate.files.atomic import replacing
 from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, build_transformer
+
+log = logging.getLogger(__name__)
 
 
 class CheckpointError(ValueError):
@@ -153,7 +156,12 @@ def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
 def average_cli(args: argparse.Namespace) -> int:
     paths = list(args.checkpoints)
     if args.run_dir:
-        paths += step_checkpoints(args.run_dir)[-args.last :]
+        found = step_checkpoints(args.run_dir)[-args.last :]
+        if 0 < len(found) < args.last:  # e.g. a run that kept fewer (train.keep_last) than the average asks for
+            kept = "1 step checkpoint" if len(found) == 1 else f"{len(found)} step checkpoints"
+            what = "the output holds its weights, nothing averaged" if len(found) == 1 else f"averaging those {len(found)}"
+            log.warning("ablate average: --last %d, but %s/checkpoints holds %s: %s", args.last, args.run_dir, kept, what)
+        paths += found
     if not paths:
         raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
     out = Path(args.output)
@@ -165,7 +173,7 @@ def average_cli(args: argparse.Namespace) -> int:
             "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
         )
     save_atomic(average_checkpoints(paths), out)
-    print(f"averaged {len(paths)} checkpoints -> {out}")
+    print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
     for p in paths:
         print(f"  {p}")
     return 0

@@ -263,3 +263,23 @@ def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_p
     (tmp_path / "hard.ckpt").hardlink_to(one)  # the same file by another name counts too
     with pytest.raises(ValueError, match="is the input checkpoint"):
         average_cli(average_args(checkpoints=[str(one)], output=str(tmp_path / "hard.ckpt"), force=True))
+
+
+def test_average_of_a_run_that_kept_fewer_checkpoints_than_asked_warns_and_counts_right(tmp_path, capsys, caplog):
+    """A run with train.keep_last 1 and `ablate average --last 5`: said so, not "averaged 1 checkpoints"."""
+    (tmp_path / "checkpoints").mkdir()
+    write(tmp_path / "checkpoints" / "step=300.ckpt", ckpt(torch.full((2,), 3.0), step=300))
+    with caplog.at_level("WARNING", logger="ablate"):
+        assert average_cli(average_args(run_dir=str(tmp_path), last=5, output=str(tmp_path / "avg.ckpt"))) == 0
+    assert f"--last 5, but {tmp_path}/checkpoints holds 1 step checkpoint: the output holds its weights, nothing averaged" in caplog.text
+    assert f"averaged 1 checkpoint -> {tmp_path / 'avg.ckpt'}" in capsys.readouterr().out
+    write(tmp_path / "checkpoints" / "step=200.ckpt", ckpt(torch.full((2,), 1.0), step=200))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ablate"):
+        average_cli(average_args(run_dir=str(tmp_path), last=5, output=str(tmp_path / "avg2.ckpt")))
+    assert "holds 2 step checkpoints: averaging those 2" in caplog.text
+    assert "averaged 2 checkpoints" in capsys.readouterr().out
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ablate"):
+        average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(tmp_path / "avg3.ckpt")))
+    assert caplog.text == ""  # as many as asked: nothing to say
