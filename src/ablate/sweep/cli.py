@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     rows = summarize(sweep, study)
     print_summary(rows, console)
     log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
-    console.print(f"results: {sweep.out_dir / 'results.csv'}; dashboard: optuna-dashboard {journal_path(url) or redact(url)}")
+    console.print(f"results: {sweep.out_dir / 'results.csv'}; {dashboard_hint(url)}")
     none_finished = report_failures(study)
     if Stop.requested:
         flags = [
@@ -177,3 +178,12 @@ def sweep_cli(args: argparse.Namespace) -> int:
         console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
         return Stop.exit_code()
     return ALL_FAILED_EXIT if none_finished else 0
+
+
+def dashboard_hint(url: str) -> str:
+    """How to see the study in Optuna's dashboard, with how to install it where it is not (`pip install -e .` brings
+    no dashboard; the dev extra does)."""
+    command = f"optuna-dashboard {journal_path(url) or redact(url)}"
+    if shutil.which("optuna-dashboard") is None:
+        return f"dashboard: pip install optuna-dashboard, then {command}"
+    return f"dashboard: {command}"
