@@ -9,7 +9,7 @@ we report sentences/s (medians), ratios paired within a round, and each system's
 length penalties differ: ablate's is GNMT's ((5 + len) / 6)^alpha, generate()'s len^alpha), and how many
 hypotheses the two systems share. The pre-change search is the same function as ablate's, so it must agree on (nearly)
 every sentence and differ only in speed: its per-step host syncs and Python loops are what issue 30 removed.
-Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/decode_throughput.py --checkpoint runs/multi30k-small/checkpoints/best.ckpt
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/decode_throughput.py --checkpoint runs/multi30k-small/checkpoints/best.ckpt
      ... --against pre-change --split valid --beams 4 --batch-tokens 1000 4000 16000   (the effect of batching)
 """
 

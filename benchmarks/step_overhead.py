@@ -10,7 +10,7 @@ configure_optimizers(), the same gradient clipping (train.clip_grad), autocast (
 on_train_batch_start calls, so Lightning's loop between steps counts), with no device synchronisation in either arm.
 Besides wall time, the CPU time of this process (all its threads) per step and of its child processes (W&B's
 service) over the window: on a machine shared with other work, wall time mostly measures the others' load.
-Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/step_overhead.py [--steps 200] [--warmup 50] [--json OUT]
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/step_overhead.py [--steps 200] [--warmup 50] [--json OUT]
 """
 
 from __future__ import annotations

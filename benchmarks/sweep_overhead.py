@@ -3,7 +3,7 @@
 Both sides run the same resolved configs one after another (one worker, so the CPU is not shared), each in a fresh
 process as a user would start them; the sweep side adds the study (SQLite), the worker loop, trial processes,
 heartbeats and the summary (table, CSV, W&B Table). Sides alternate per round so background drift hits both.
-Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/sweep_overhead.py [--sweep sweeps/quickstart.yaml] [--rounds 1]
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/sweep_overhead.py [--sweep sweeps/quickstart.yaml] [--rounds 1]
 """
 
 from __future__ import annotations

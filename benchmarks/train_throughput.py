@@ -9,7 +9,7 @@ the baselines use `F.cross_entropy` with the same label smoothing. Before the fi
 every batch shape the rounds use (on CUDA or with --compile, where kernels are tuned or compiled per shape). Models
 take turns round by round, so machine noise hits all alike; we report medians over rounds, and ratios paired within a
 round. Peak memory is measured per model in a fresh child process (CPU) or as torch's peak allocation (CUDA).
-Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/train_throughput.py [--threads 2] [--json out.json]
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/train_throughput.py [--threads 2] [--json out.json]
 """
 
 from __future__ import annotations
