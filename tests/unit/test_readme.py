@@ -141,6 +141,29 @@ def test_links_resolve(page):
             assert anchor in slugs, f"{page} links to {target}: no such heading in {file or page}"
 
 
+def test_the_data_directory_outlives_the_install_command_and_a_new_shell_is_told_how_to_set_it():
+    """The first block set ABLATE_DATA_DIR for its one command, so the tour's commands in a new shell had none."""
+    text = README.read_text()
+    for block in blocks(text, "bash"):
+        joined = block.replace("\\\n", " ")
+        assert "ABLATE_DATA_DIR=" not in joined or "export ABLATE_DATA_DIR=" in joined, f"set for one command only:\n{block}"
+    tour = section(text, "A five-minute tour")
+    assert "`. .venv/bin/activate && export ABLATE_DATA_DIR=../shared/data`" in " ".join(tour.split())
+
+
+def test_a_stock_machine_is_told_how_to_get_torchs_cpu_build():
+    text = " ".join(README.read_text().split())
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
+
+
+@pytest.mark.parametrize("page", ["README.md", "benchmarks/README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))])
+def test_docs_name_paths_relative_to_the_repository_not_one_machines(page):
+    """`/work/shared/data`, `../main/studies/NAME`: paths of the machine the docs were written on."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = re.findall(r"(?<![\w.])/work/\S*|\.\./main/\S*", text)
+    assert not found, f"{page}: {found}"
+
+
 def test_readme_names_every_page_split_out_of_it():
     text = README.read_text()
     for name in PAGES:
