@@ -36,7 +36,7 @@ def member_values(configs: list[ExperimentConfig]) -> dict[str, list[Any]]:
             continue
         values = [f.get(key) for f in flat]
         if any(v != values[0] for v in values[1:]):
-            shown = ", ".join(map(repr, dict.fromkeys(map(str, values))))
+            shown = " vs ".join(dict.fromkeys(map(repr, values)))
             raise ConfigError(f"members: {key} differs between members ({shown}); members may differ only in {', '.join(MEMBER_KEYS)}")
     if len(configs) > 1 and configs[0].train.precision == "16-mixed":
         raise ConfigError(

@@ -25,7 +25,7 @@ def test_members_may_differ_in_their_own_keys_and_bookkeeping():
 
 
 @pytest.mark.parametrize("group, named", [
-    ([["model.d_model=128"], ["model.d_model=256"]], "members: model.d_model differs between members ('128', '256')"),
+    ([["model.d_model=128"], ["model.d_model=256"]], "members: model.d_model differs between members (128 vs 256)"),
     ([["train.precision=16-mixed"], ["train.precision=16-mixed", "seed=2"]], "train.precision=16-mixed scales the loss"),
     ([["train.accumulate=2"], ["train.accumulate=2", "seed=2"]], "train.accumulate must be 1 with members"),
     ([], "a group needs at least one run"),

@@ -173,7 +173,7 @@ def test_a_frozen_member_keeps_its_weights_and_moments_while_the_others_train_on
 def test_members_that_differ_in_a_key_that_is_not_member_able_are_refused_naming_it():
     cfgs = configs()
     cfgs[2].model.d_ff = 64
-    with pytest.raises(ConfigError, match=r"model.d_ff differs between members \('32', '64'\)"):
+    with pytest.raises(ConfigError, match=r"model.d_ff differs between members \(32 vs 64\)"):
         MemberTraining(cfgs, VOCAB)
     cfgs = configs()
     for c in cfgs:
