@@ -1,0 +1,143 @@
+"""Issue 38, the one rule for signals, against every command that writes: SIGINT and SIGTERM at named points of its
+atomic writes (tests/fault_injection.py's `signal_on_write`, the command run through that file as a wrapper: a real
+signal the process sends itself at the point, no sleeping): "before" its first write, "between" the temporary
+written and the rename over each of its outputs, "after" that rename. Each case runs on a copy of test_bad_inputs'
+artefacts (a trained run, a finished study, its archive) with earlier outputs planted where the command writes,
+under the same address-space limit and timeout, and fails on a traceback, a hang, a wrong exit code (130 for SIGINT,
+143 for SIGTERM; `ablate sweep`'s own 130 and 75), other than one line saying so, a point never reached, a temporary
+file or folder (or an archive's marker) left behind, a file the command does not write changed, or an output that is
+neither whole as it was nor whole as the command writes it (files written together, the table's, all one or all the
+other).
+Run: pytest -m slow tests/faults/test_signal_cases.py -n 2
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+from fault_injection import TESTS, digest
+from helpers import snapshot
+from test_bad_inputs import TIMEOUT_S, _env, _limit, template, workspace  # noqa: F401 (template: the shared fixture)
+
+pytestmark = pytest.mark.slow
+
+CKPT = "run/checkpoints/last.ckpt"
+TABLE = [f"tables/table3{suffix}" for suffix in (".md", ".tex", ".csv", ".json", ".png")]
+PAGE = "# Table 3 layout: an earlier table\n<!-- ablate table: begin -->\nan earlier table\n<!-- ablate table: end -->\n"
+
+
+class Command:
+    """One writing command: its argv, the earlier outputs planted before it runs (path -> bytes), the outputs whose
+    renames are signal points (relative fnmatch patterns), every file it may change (patterns), and the files it
+    writes together (all new or all as they were)."""
+
+    def __init__(self, argv, planted=None, renames=(), writes=None, together=(), codes=(130, 143)):
+        self.argv, self.planted, self.renames, self.together, self.codes = argv, planted or {}, list(renames), list(together), codes
+        self.writes = list(writes if writes is not None else renames)
+
+
+COMMANDS = {
+    "average": Command(
+        ["average", CKPT, "run/checkpoints/best.ckpt", "--output", "run/avg5.ckpt", "--force"],
+        {"run/avg5.ckpt": b"an earlier average\n"},
+        ["run/avg5.ckpt"],
+    ),
+    "translate": Command(
+        ["translate", CKPT, "--input", "corpus/five.en", "--device", "cpu", "--output", "run/five.hyp"],
+        {"run/five.hyp": b"an earlier translation\n" * 5},
+        ["run/five.hyp"],
+    ),
+    "evaluate": Command(
+        ["evaluate", CKPT, "--split", "test", "--device", "cpu", "--hyp-out", "run/test.hyp", "--save-eval"],
+        {"run/test.hyp": b"an earlier hypothesis\n", "run/eval/test.json": b'{"an earlier": "record"}\n'},
+        ["run/test.hyp", "run/eval/test.json"],
+    ),
+    "table": Command(
+        ["table", "sweep", "--out", "tables", "--force"],
+        {path: (PAGE if path.endswith(".md") else f"an earlier {path}\n").encode() for path in TABLE},
+        TABLE,
+        writes=["tables/*"],
+        together=TABLE,
+    ),
+    "archive-new": Command(["archive", "sweep", "arch2"], {}, ["arch2", ".arch2.archive-*.tmp/study.db"], writes=["arch2/*"]),
+    "archive-update": Command(["archive", "sweep", "arch"], {}, ["arch/study.db", "arch/trials/*/summary.json"], writes=["arch/*"]),
+    "sweep": Command(
+        ["sweep", "sweep.yaml"],
+        {},
+        ["sweep/results.csv", "sweep/results.json"],
+        writes=["sweep/results.*", "sweep/study.db"],  # a re-run opens the study: its database is its own
+        codes=(130, 75),  # docs/sweeps.md: Ctrl-C 130, SIGTERM 75 (running trials saved; none runs here)
+    ),
+}
+TEMPORARY = ("*.tmp", "*.tmp/*", "*/.archive-incomplete", ".archive-incomplete")
+
+
+def points(command: Command) -> list[tuple[str, str]]:
+    """(point, the target pattern): before the command's first write, and between and after each output's rename."""
+    return [("before", "*")] + [(at, out) for out in command.renames for at in ("between", "after")]
+
+
+CASES = [
+    pytest.param(name, at, out, sig, id=f"{name}-{at}-{out if out != '*' else 'first-write'}-{sig}")
+    for name, command in COMMANDS.items()
+    for at, out in points(command)
+    for sig in ("SIGINT", "SIGTERM")
+]
+
+
+@pytest.mark.parametrize("name, at, out, sig", CASES)
+def test_a_signal_while_writing_leaves_whole_files_and_no_temporary(template, tmp_path, name, at, out, sig):  # noqa: F811
+    command = COMMANDS[name]
+    w = workspace(template, tmp_path)
+    for path, data in command.planted.items():
+        (w / path).parent.mkdir(parents=True, exist_ok=True)
+        (w / path).write_bytes(data)
+    before = _files(w)
+    record = tmp_path / "fired.json"
+    pattern = "*" if out == "*" else f"{w}/{out}"
+    argv = [str(TESTS / "fault_injection.py"), at, sig, pattern, str(record), "--", *command.argv]
+    try:
+        proc = subprocess.run(
+            [sys.executable, *argv], cwd=w, env=_env(w), capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=_limit
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ablate {' '.join(command.argv)} with {sig} {at} {out} ran past {TIMEOUT_S} s (a hang)")
+    shown = f"ablate {' '.join(command.argv)}, {sig} {at} {out} -> exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert record.exists(), f"the point was never reached: {shown}"
+    fired = json.loads(record.read_text())
+    assert "Traceback" not in proc.stdout + proc.stderr, shown
+    assert proc.returncode == command.codes[sig == "SIGTERM"], shown
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "stopped by" in line]
+    assert len(said) == 1, f"not one line saying the command stopped: {shown}"
+    after = _files(w)
+    left = sorted(k for k in after.keys() - before.keys() if any(fnmatch(k, t) for t in TEMPORARY))
+    assert not left, f"left behind: {left}: {shown}"
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    foreign = [k for k in changed if not any(fnmatch(k, p) for p in command.writes)]
+    assert not foreign, f"changed, though the command does not write them: {foreign}: {shown}"
+    target = Path(fired["target"])
+    now = digest(target)
+    if at == "before":
+        assert now == fired["now"], f"{target} changed, though the signal came before the command wrote: {shown}"
+    elif at == "between":  # as it was, or (a signal held while a set of files moves in) whole as written
+        assert now in (fired["now"], fired["new"]), f"{target} is neither as it was nor as written: {shown}"
+    else:
+        assert now == fired["now"], f"{target} is not what the rename put there: {shown}"
+    group = [k for k in command.together if k in changed]
+    assert not group or group == command.together, f"of the files written together only {group} changed: {shown}"
+
+
+def _files(w: Path) -> dict[str, bytes]:
+    """Every file and folder of the workspace but lock files and the caches (a tokenizer cached is no output)."""
+    return {k: v for k, v in snapshot(w).items() if not k.endswith(".lock") and not k.startswith("cache/")}
+
+
+def test_the_cases_cover_every_writing_command_and_point():
+    """Every writing command but train (its own signal tests: test_interrupt.py), both signals, each point."""
+    assert {c.values[0].split("-")[0] for c in CASES} == {"average", "translate", "evaluate", "table", "archive", "sweep"}
+    assert {(c.values[1], c.values[3]) for c in CASES} == {(a, s) for a in ("before", "between", "after") for s in ("SIGINT", "SIGTERM")}
