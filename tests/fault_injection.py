@@ -120,12 +120,16 @@ def signal_on_write(point: str, signame: str, pattern: str = "*", record: str | 
     command's handler acts at exactly that point. With `record`, what the target held when the signal fired (and, at
     "between", what the rename would have put there) is written there as JSON: the test's oracle.
 
+    SIGNAME "await:FIFO" sends nothing: at the point the process writes its record, says so on the named pipe FIFO
+    and waits there for a signal from outside (a test sends the real one, as a user's Ctrl-C or a job's SIGTERM).
+
     Call it before the command imports its modules (they import `replacing` by name); `main` below does."""
     from ablate.files import atomic
 
     if point not in WRITE_POINTS:
         raise ValueError(f"point {point!r} is not one of {WRITE_POINTS}")
-    signum = signal.Signals[f"SIG{signame.removeprefix('SIG')}"]
+    fifo = signame.removeprefix("await:") if signame.startswith("await:") else None
+    signum = None if fifo else signal.Signals[f"SIG{signame.removeprefix('SIG')}"]
     fired = []
 
     def fire(at: str, target, new=None) -> None:
@@ -137,7 +141,13 @@ def signal_on_write(point: str, signame: str, pattern: str = "*", record: str | 
             if new is not None:
                 seen["new"] = digest(new)
             Path(record).write_text(json.dumps(seen))
-        signal.pthread_kill(threading.main_thread().ident, signum)  # handled (raised) before this call returns
+        if fifo is None:
+            signal.pthread_kill(threading.main_thread().ident, signum)  # handled (raised) before this call returns
+            return
+        with open(fifo, "w") as announce:
+            announce.write(f"{at} {os.path.abspath(target)}\n")
+        while True:  # the handler raises out of pause(); a signal before it raises at the next bytecode
+            signal.pause()
 
     original = atomic.replacing
 

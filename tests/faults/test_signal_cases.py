@@ -14,6 +14,9 @@ Run: pytest -m slow tests/faults/test_signal_cases.py -n 2
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
 from fnmatch import fnmatch
@@ -64,7 +67,7 @@ COMMANDS = {
         writes=["tables/*"],
         together=TABLE,
     ),
-    "archive-new": Command(["archive", "sweep", "arch2"], {}, ["arch2", ".arch2.archive-*.tmp/study.db"], writes=["arch2/*"]),
+    "archive-new": Command(["archive", "sweep", "arch2"], {}, ["arch2", ".arch2.archive-*.tmp/study.db"], writes=["arch2", "arch2/*"]),
     "archive-update": Command(["archive", "sweep", "arch"], {}, ["arch/study.db", "arch/trials/*/summary.json"], writes=["arch/*"]),
     "sweep": Command(
         ["sweep", "sweep.yaml"],
@@ -122,7 +125,9 @@ def test_a_signal_while_writing_leaves_whole_files_and_no_temporary(template, tm
     assert not foreign, f"changed, though the command does not write them: {foreign}: {shown}"
     target = Path(fired["target"])
     now = digest(target)
-    if at == "before":
+    if any(fnmatch(str(target.relative_to(w)), t) for t in TEMPORARY):  # a file of a temporary folder: gone with it
+        assert not target.exists(), shown
+    elif at == "before":
         assert now == fired["now"], f"{target} changed, though the signal came before the command wrote: {shown}"
     elif at == "between":  # as it was, or (a signal held while a set of files moves in) whole as written
         assert now in (fired["now"], fired["new"]), f"{target} is neither as it was nor as written: {shown}"
@@ -141,3 +146,37 @@ def test_the_cases_cover_every_writing_command_and_point():
     """Every writing command but train (its own signal tests: test_interrupt.py), both signals, each point."""
     assert {c.values[0].split("-")[0] for c in CASES} == {"average", "translate", "evaluate", "table", "archive", "sweep"}
     assert {(c.values[1], c.values[3]) for c in CASES} == {(a, s) for a in ("before", "between", "after") for s in ("SIGINT", "SIGTERM")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_average_signalled_from_outside_while_it_writes_keeps_the_earlier_average(template, tmp_path, sig):  # noqa: F811
+    """The issue's case end to end: `ablate average` stopped by a signal from another process (a job's SIGTERM, a
+    user's Ctrl-C) while its temporary is written, caught there by the same injection point, which waits for it."""
+    w = workspace(template, tmp_path)
+    earlier = w / "run" / "avg5.ckpt"
+    earlier.write_bytes((w / "run" / "checkpoints" / "best.ckpt").read_bytes())  # an earlier average: a whole checkpoint
+    kept = earlier.read_bytes()
+    fifo = tmp_path / "at-the-point"
+    os.mkfifo(fifo)
+    command = ["average", CKPT, "run/checkpoints/step=2.ckpt", "--output", "run/avg5.ckpt", "--force"]
+    wrapper = [str(TESTS / "fault_injection.py"), "between", f"await:{fifo}", str(earlier), str(tmp_path / "fired.json"), "--"]
+    proc = subprocess.Popen(
+        [sys.executable, *wrapper, *command], cwd=w, env=_env(w), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_limit,
+    )  # fmt: skip
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the child opens it for writing only at the point
+        with os.fdopen(fd) as announced:
+            ready, _, _ = select.select([announced], [], [], TIMEOUT_S)
+            assert ready and announced.readline().startswith("between"), f"never reached the rename: {proc.poll()}"
+        temporary = [p for p in (w / "run").iterdir() if fnmatch(p.name, ".avg5.ckpt.*.tmp")]
+        assert len(temporary) == 1 and temporary[0].stat().st_size > 0, "not caught while writing its temporary"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    name = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C (SIGINT)"
+    assert proc.returncode == 128 + sig, f"exit {proc.returncode}\n{out}\n{err}"
+    assert out == "" and err.splitlines() == [f"ablate average: stopped by {name}; no file was left half-written or temporary"], err
+    assert not [p.name for p in (w / "run").iterdir() if p.name.endswith(".tmp")], "a temporary was left behind"
+    assert earlier.read_bytes() == kept, "the earlier average was changed"
