@@ -58,7 +58,7 @@ def test_stale_temporaries_of_dead_writers_go_and_live_ones_stay(tmp_path):
 def test_a_signal_held_while_files_move_in_acts_when_the_last_is_in(tmp_path):
     """signals.held: a SIGTERM (or Ctrl-C) that arrives between two renames that belong together waits for the second
     and is raised after it, by the handler in force before; none arriving, nothing is raised and the handlers are back."""
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.signal(signal.SIGINT, signal.default_int_handler)
     signals.raise_on_sigterm()
     moved = []
     try:
@@ -73,5 +73,6 @@ def test_a_signal_held_while_files_move_in_acts_when_the_last_is_in(tmp_path):
             moved.append("quiet")
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
     assert moved == ["table3.md", "table3.json", "study.db", "quiet"]
