@@ -34,9 +34,14 @@ def postgres_url():
     shutil.rmtree(datadir, ignore_errors=True)
 
 
+# All slow, and importing test_bad_inputs builds its cases.
+GENERATED = ("test_bad_inputs.py", "test_output_paths.py", "test_signal_cases.py")
+
+
 def pytest_ignore_collect(collection_path, config):
-    """The generated bad-input cases (tests/faults/test_bad_inputs.py: 549, all slow) are built only when slow tests
-    may run: building them costs every default collection seconds, in each xdist worker."""
-    if collection_path.name == "test_bad_inputs.py" and "not slow" in (config.getoption("markexpr") or ""):
+    """The generated fault cases (tests/faults/test_bad_inputs.py: 549, all slow, and the files built on its
+    artefacts) are built only when slow tests may run: building them costs every default collection seconds, in each
+    xdist worker."""
+    if collection_path.name in GENERATED and "not slow" in (config.getoption("markexpr") or ""):
         return True
     return None

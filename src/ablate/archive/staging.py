@@ -2,7 +2,8 @@
 at the end; on any failure (a full disk, a refusal, Ctrl-C or SIGTERM) the temporary folder goes and DEST is as it
 was. A new DEST is one rename. An existing one (an archive updated) gets the staged files moved in, the database
 last, under the marker ARCHIVE_INCOMPLETE, which `ablate table` refuses and the move's end removes: a process killed
-between two moves leaves an archive that says it is unfinished, never one that tabulates. A kill -9 leaves a
+between two moves leaves an archive that says it is unfinished, never one that tabulates; Ctrl-C or SIGTERM there
+waits for the last move. A kill -9 leaves a
 temporary folder whose writer is gone: the next archive into DEST removes it."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ablate.archive.study_db import DATABASE
+from ablate.files import signals
 from ablate.files.atomic import DiskFull, process_alive
 from ablate.files.destination import ARCHIVE_INCOMPLETE
 
@@ -36,7 +38,8 @@ def staging(dest: Path) -> Iterator[Path]:
             full = DiskFull(f"{str(e).replace(str(stage), str(dest))}; nothing of the archive was left")
             full.errno = e.errno
             raise full from None
-        _move_in(stage, dest)
+        with signals.held():  # a signal while the files move in acts once they all are: never half an update
+            _move_in(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         for folder in made:

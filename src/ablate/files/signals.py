@@ -1,13 +1,18 @@
 """One rule for signals in commands that write (docs/runs.md, "Stopping"): SIGTERM is raised as `Terminated`, as
 SIGINT is raised as KeyboardInterrupt, so every `with replacing(...)` block on the way out removes its temporary and
 leaves the file it was replacing as it was; the command then exits with one line and 128 + the signal's number.
-`ablate train` and `ablate sweep` keep their own handlers (save, then 75 or 130)."""
+`ablate train` and `ablate sweep` keep their own handlers (save, then 75 or 130). A few renames that belong together
+(a table's files, an archive's moved in) hold a signal until the last is done (`held`), so it leaves all or none."""
 
 from __future__ import annotations
 
 import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 SIGINT_EXIT, SIGTERM_EXIT = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: what a shell reports
+HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 class Terminated(BaseException):
@@ -22,6 +27,25 @@ def _raise(signum, frame) -> None:
 def raise_on_sigterm() -> None:
     """From now on SIGTERM raises Terminated in the main thread."""
     signal.signal(signal.SIGTERM, _raise)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block act as it ends, as if they arrived then (the handlers in force
+    before it run): for renames that must all happen or none. Only the main thread handles signals; elsewhere this
+    holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: arrived.append(signum)) for signum in HELD}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: a handler set outside Python
+        if arrived:
+            signal.raise_signal(arrived[0])  # handled (raised, for ablate's handlers) before this returns
 
 
 def exit_code(e: BaseException) -> tuple[int, str] | None:

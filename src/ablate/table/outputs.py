@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from ablate.files import signals
 from ablate.files.atomic import replacing
 
 WRITTEN, REPLACED, UNCHANGED = "wrote", "replaced", "unchanged"
@@ -49,4 +50,6 @@ def write(files: dict[Path, bytes], force: bool, empty: Collection[Path] = ()) -
     with contextlib.ExitStack() as stack:  # all written first, then all renamed: a failure changes none
         for p in todo:
             stack.enter_context(replacing(p)).write_bytes(files[p])
+        with signals.held():  # nor a signal: one that comes while they are renamed acts after the last
+            stack.pop_all().close()
     return state

@@ -53,3 +53,26 @@ def test_stale_temporaries_of_dead_writers_go_and_live_ones_stay(tmp_path):
     other = tmp_path / ".results.csv.zzzzzz-1.abcd.tmp"  # another host's: never ours to judge
     other.write_text("x")
     assert remove_stale(target) == [] and other.exists()
+
+
+def test_a_signal_held_while_files_move_in_acts_when_the_last_is_in(tmp_path):
+    """signals.held: a SIGTERM (or Ctrl-C) that arrives between two renames that belong together waits for the second
+    and is raised after it, by the handler in force before; none arriving, nothing is raised and the handlers are back."""
+    previous = signal.getsignal(signal.SIGTERM), signal.signal(signal.SIGINT, signal.default_int_handler)
+    signals.raise_on_sigterm()
+    moved = []
+    try:
+        with pytest.raises(signals.Terminated), signals.held():
+            moved.append("table3.md")
+            os.kill(os.getpid(), signal.SIGTERM)
+            moved.append("table3.json")
+        with pytest.raises(KeyboardInterrupt), signals.held():
+            signal.raise_signal(signal.SIGINT)
+            moved.append("study.db")
+        with signals.held():
+            moved.append("quiet")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+    assert moved == ["table3.md", "table3.json", "study.db", "quiet"]
