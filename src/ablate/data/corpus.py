@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
@@ -37,24 +38,34 @@ def _open(path: Path) -> BinaryIO:
 
 def read_lines(path: str | Path) -> list[str]:
     """Stripped lines of a text file; invalid UTF-8 raises a ValueError naming the file and 1-based line."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """read_lines one line at a time, for input of any size (`ablate translate`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
     try:
         with _open(path) as f:
-            return _decoded(f, str(path))
+            yield from _decoded(f, str(path))
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
 
 
 def read_stdin() -> list[str]:
-    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE"). Read as bytes: the
-    text stream decodes by the locale, and under C turns invalid UTF-8 into surrogates the tokenizer then rejects."""
+    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE")."""
+    return list(iter_stdin())
+
+
+def iter_stdin() -> Iterator[str]:
+    """read_stdin one line at a time. Read as bytes: the text stream decodes by the locale, and under C turns invalid
+    UTF-8 into surrogates the tokenizer then rejects."""
     return _decoded(sys.stdin.buffer, "stdin")
 
 
-def _decoded(f: BinaryIO, name: str) -> list[str]:
-    lines, odd = [], []
+def _decoded(f: BinaryIO, name: str) -> Iterator[str]:
+    odd = []
     # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
     # friends, which occur inside real sentences and would break the line alignment of the two sides.
     for number, raw in enumerate(f, 1):
@@ -67,13 +78,12 @@ def _decoded(f: BinaryIO, name: str) -> list[str]:
         line = line.strip()  # also drops the \r of CRLF files
         if _CONTROL.search(line):
             odd.append(number)
-        lines.append(line)
+        if number == 1 and line.startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
+            line = line[1:].strip()
+        yield line
     if odd:  # a NUL or bell in a sentence would train silently as <unk>
         shown = ", ".join(f"{name}:{n}" for n in odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
         log.warning("control characters in %d line(s) of %s (kept; the tokenizer reads them as <unk>): %s", len(odd), name, shown)
-    if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
-        lines[0] = lines[0][1:].strip()
-    return lines
 
 
 def read_parallel(
