@@ -53,11 +53,13 @@ def left_out(root: Path, runs: list[Run]) -> LeftOut:
         else:
             by_row.setdefault(row, []).append((why, config))
         out.runs[str(folder)] = why
-    for name, (state, reason) in trials.items():  # trials whose run folder is gone
+    for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived)
         if state == "COMPLETE":
             out.runs[f"trial {name}"] = "no run folder: study.db marks it COMPLETE, but trials/" + name + " is gone"
         elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
-            out.runs[f"trial {name}"] = f"{_state(state, reason)}, before its run folder was written"
+            out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
+            if row is not None:
+                by_row.setdefault(row, []).append((why, {}))
     if db_note:
         out.runs[str(root / "study.db")] = db_note
     rows = {r.row for r in runs}
@@ -76,8 +78,8 @@ def _config(folder: Path) -> dict:
     return flatten(config) if isinstance(config, dict) else {}
 
 
-def _why(folder: Path, trial: tuple[str, str | None] | None) -> str:
-    state, reason = trial or (None, None)
+def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
+    state, reason, _ = trial or (None, None, None)
     if reason is None or state in (None, "COMPLETE"):
         reason = _last_error(folder) or reason
     if state == "COMPLETE":
@@ -110,22 +112,34 @@ def _last_error(folder: Path) -> str | None:
     return (diverged or errors or [None])[-1]
 
 
-def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None]], str | None]:
-    """Run folder name -> (state, fail reason) of each trial in a sweep's SQLite study database (read-only), and a
-    note when there is one that cannot be read."""
+def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], str | None]:
+    """Run folder name -> (state, fail reason, row) of each trial in a sweep's SQLite study database (read-only; the
+    row from the categorical parameter a variants sweep records it as, ablate.sweep.plan.row_param), and a note when
+    there is one that cannot be read."""
     if not db.is_file():
         return {}, None
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
             rows = con.execute(
-                "SELECT t.state, o.value_json, f.value_json FROM trials t "
+                "SELECT t.state, o.value_json, f.value_json, "
+                "(SELECT p.param_value || ' ' || p.distribution_json FROM trial_params p WHERE p.trial_id = t.trial_id "
+                "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')) FROM trials t "
                 "LEFT JOIN trial_user_attributes o ON o.trial_id = t.trial_id AND o.key = 'out_dir' "
                 "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' ORDER BY t.number"
             ).fetchall()
     except sqlite3.Error as e:
         return {}, f"not read ({e}): trials whose run folder is gone, if any, are not named"
     out = {}
-    for state, out_dir, reason in rows:
+    for state, out_dir, reason, row in rows:
         with contextlib.suppress(ValueError, TypeError):
-            out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)))
+            out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row))
     return out, None
+
+
+def _row(param: str | None) -> str | None:
+    """A trial's row from its `row` parameter, "INDEX DISTRIBUTION_JSON"; None where it has none or it does not read."""
+    try:
+        index, distribution = param.split(" ", 1)
+        return str(json.loads(distribution)["attributes"]["choices"][int(float(index))])
+    except (AttributeError, ValueError, TypeError, KeyError, IndexError):
+        return None

@@ -39,11 +39,14 @@ def study(tmp_path):
     db.executescript(
         "CREATE TABLE trials (trial_id INTEGER, number INTEGER, state TEXT);"
         "CREATE TABLE trial_user_attributes (trial_id INTEGER, key TEXT, value_json TEXT);"
+        "CREATE TABLE trial_params (trial_id INTEGER, param_name TEXT, param_value REAL, distribution_json TEXT);"
     )
-    states = {"base-s3": "COMPLETE", "C-N2-s3": "PRUNED", "B-dk16-s1": "FAIL", "gone-s1": "COMPLETE", "base-s1": "COMPLETE"}
+    choices = json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": sorted(SCORES)}})
+    states = {"base-s3": "COMPLETE", "C-N2-s3": "PRUNED", "B-dk16-s1": "FAIL", "base-s4": "COMPLETE", "base-s1": "COMPLETE"}
     for i, (name, state) in enumerate(states.items()):
         db.execute("INSERT INTO trials VALUES (?, ?, ?)", (i, i, state))
         db.execute("INSERT INTO trial_user_attributes VALUES (?, 'out_dir', ?)", (i, json.dumps(str(root / "trials" / name))))
+        db.execute("INSERT INTO trial_params VALUES (?, 'row', ?, ?)", (i, sorted(SCORES).index(name.split("-s")[0]), choices))
         if name == "B-dk16-s1":
             db.execute(
                 "INSERT INTO trial_user_attributes VALUES (?, 'fail_reason', ?)",
@@ -65,7 +68,7 @@ def test_every_run_not_tabulated_is_named_with_why(tmp_path):
     assert why["A-h1-s3-first"].startswith(
         f"an earlier attempt of row A-h1 seed 3, which {root}/trials/A-h1-s3 tabulates (failed: RuntimeError"
     )
-    assert why["trial gone-s1"].startswith("no run folder: study.db marks it COMPLETE")
+    assert why["trial base-s4"].startswith("no run folder: study.db marks it COMPLETE")
     assert len(found.runs) == 7 and list(found.diverged) == ["B-dk16"]
     assert found.diverged["B-dk16"][1]["train.lr_scale"] == 1000.0
 
@@ -80,7 +83,7 @@ def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp
     assert rows["B-dk16"]["seeds"] == "0" and rows["B-dk16"]["verdict BLEU"] == "diverged" and rows["B-dk16"]["stopped"] == "diverged"
     assert "Left out 7 runs:" in md and "base-s3 (no summary.json, though study.db marks its trial COMPLETE" in md
     report = json.loads((tmp_path / "out" / "table3.json").read_text())
-    assert {r["run"].rsplit("/", 1)[-1] for r in report["skipped_runs"]} >= {"base-s3", "B-dk16-s1", "C-N2-s3", "trial gone-s1"}
+    assert {r["run"].rsplit("/", 1)[-1] for r in report["skipped_runs"]} >= {"base-s3", "B-dk16-s1", "C-N2-s3", "trial base-s4"}
     diverged = next(r for r in report["rows"] if r["row"] == "B-dk16")
     assert diverged["diverged"].startswith("diverged: ") and diverged["bleu"]["p_holm"] is None and diverged["bleu"]["mean"] is None
     tested = [r["row"] for r in report["rows"] if r["row"] not in ("base", "B-dk16")]
@@ -113,3 +116,15 @@ def test_the_table_at_equal_updates_names_them_too(tmp_path, capsys):
     assert "Left out 7 runs:" in md and "Diverged, no run finished: B-dk16" in md and "Left out 7 runs:" in capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "table3-at-1000.json").read_text())
     assert len(report["skipped_runs"]) == 7
+
+
+def test_a_row_whose_diverged_runs_are_only_in_the_study_database_is_still_a_diverged_row(tmp_path):
+    """An archive copies finished runs only: the study's trials name the rest, and the row they ran."""
+    import shutil
+
+    root = study(tmp_path)
+    for seed in (1, 2, 3):
+        shutil.rmtree(root / "trials" / f"B-dk16-s{seed}")
+    found = left_out(root, runs_from_dirs(root))
+    assert found.runs["trial B-dk16-s1"] == "diverged: exit code 1: non-finite weights at step 5; its run folder is not here"
+    assert found.diverged == {"B-dk16": (found.runs["trial B-dk16-s1"], {})}
