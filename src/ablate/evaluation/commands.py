@@ -17,7 +17,7 @@ from ablate.config import ConfigError, ExperimentConfig
 from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.data.tokenizer import Tokenizer
 from ablate.evaluation.search import beam_search
-from ablate.evaluation.stream import to_stdout, translated_chunks
+from ablate.evaluation.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, max_length
@@ -150,7 +150,8 @@ def translate_cli(args: argparse.Namespace) -> int:
         inputs = [("--input", source), ("checkpoint", args.checkpoint)]
         check_output(args.output, "--output", inputs, owns=[run_of_checkpoint(args.checkpoint)])
     model, cfg, tokenizer = _load(args)
-    lines, source = (iter_stdin(), "stdin") if args.input == "-" else (iter_lines(args.input), args.input)
+    cap = MAX_LINE_BYTES
+    lines, source = (iter_stdin(cap), "stdin") if args.input == "-" else (iter_lines(args.input, cap), args.input)
     a, progress = args, sys.stderr.isatty()
     text = translated_chunks(
         lines, lambda chunk, first: translate(model, tokenizer, chunk, cfg, a.beam, a.alpha, a.batch_tokens, progress, source, first)

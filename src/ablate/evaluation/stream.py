@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 CHUNK_LINES = 1000  # sentences translated together: enough to fill several length-sorted batches
 FIRST_CHUNK = 32  # lines of the first chunk, each next one twice as many up to CHUNK_LINES: the first lines come soon
 CHUNK_CHARS = 1 << 20  # and at most this much text (a chunk of long lines is cut sooner)
+MAX_LINE_BYTES = 1 << 20  # a sentence is far shorter; a longer line is read from its first MiB (ablate.data.corpus)
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away
 
 
