@@ -42,10 +42,12 @@ class CountingStdin:
         self.buffer = self
         self._lines = lines
 
-    def __iter__(self):
-        for line in self._lines:
-            self.read += 1
-            yield line
+    def readline(self, limit: int = -1) -> bytes:
+        assert limit == -1 or all(len(line) <= limit for line in self._lines[self.read : self.read + 1])
+        if self.read == len(self._lines):
+            return b""
+        self.read += 1
+        return self._lines[self.read - 1]
 
 
 class RecordingStdout(io.StringIO):
