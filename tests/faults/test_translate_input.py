@@ -116,3 +116,22 @@ def test_translate_streams_200_mb_of_stdin_first_line_soon_memory_bounded(tmp_pa
     assert proc.wait(timeout=120) == 141
     err = proc.stderr.read().decode()
     assert "Traceback" not in err and "Error" not in err, err[-2000:]
+
+
+@pytest.mark.slow
+def test_a_line_of_32_mb_on_stdin_is_read_from_its_first_mib_under_the_harness_memory_limit(tmp_path, bounded):
+    """A 20 MB line once aborted in SentencePiece (std::bad_alloc) under 2 GiB: now it is read from its first MiB,
+    the rest skipped unread, with a warning naming it, and translated (from its first 63 tokens, this model's)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    cmd = [sys.executable, "-m", "ablate.cli", "translate", str(bounded), "--device", "cpu"]
+    env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    stdin = b"the dog runs after the cat " * 1_200_000 + b"\nthe cat sleeps\n"
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=120, env=env, preexec_fn=limit)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+    assert "stdin:1 is over 1,048,576 bytes long; read from its first 1,048,576 only (31,351,425 bytes skipped)" in err, err[-2000:]
+    assert len(proc.stdout.decode().splitlines()) == 2
