@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,3 +65,73 @@ def test_a_long_line_on_stdin_is_named_as_stdins(tmp_path, bounded):
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "stdin:1 has 69,300 subword tokens; translated from its first 63 only" in err, err[-2000:]
     assert len(proc.stdout.decode().splitlines()) == 1
+
+
+STREAM_BYTES = 200_000_000
+FIRST_LINE_S = 30  # the harness's limits (tests/faults/test_bad_inputs.py)
+ADDRESS_SPACE = 2 * 1024**3
+
+
+@pytest.mark.slow
+def test_translate_streams_200_mb_of_stdin_first_line_soon_memory_bounded(tmp_path, bounded):
+    """Issue 38 item 7: with 200 MB on stdin the first translation comes within 30 s, long before the input is read,
+    under a 2 GiB address-space limit; it goes on translating under it; a reader that stops early ends it quietly."""
+    import resource
+    import threading
+    import time
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    cmd = [sys.executable, "-m", "ablate.cli", "translate", str(bounded), "--device", "cpu"]
+    env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=limit)
+    fed = [0]
+
+    def feed():
+        block = b"the dog runs after a big red cat\nthe old woman sleeps\n" * 1000
+        try:
+            while fed[0] < STREAM_BYTES:
+                proc.stdin.write(block)
+                fed[0] += len(block)
+            proc.stdin.close()
+        except (BrokenPipeError, ValueError):  # it stopped reading: the test closed its output
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    started = time.monotonic()
+    timer = threading.Timer(FIRST_LINE_S, proc.kill)  # a readline that would wait for all 200 MB fails the test instead
+    timer.start()
+    first = proc.stdout.readline()
+    waited = time.monotonic() - started
+    timer.cancel()
+    assert first and waited < FIRST_LINE_S, f"no line within {FIRST_LINE_S} s: {proc.stderr.read()[-2000:]!r}"
+    assert fed[0] < STREAM_BYTES / 10  # written while most of the input was still to come
+    for _ in range(3000):  # more chunks translated, and memory still bounded by one
+        assert proc.stdout.readline(), proc.stderr.read()[-2000:]
+    status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+    vm = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    assert vm * 1024 < ADDRESS_SPACE
+    proc.stdout.close()  # `| head`: the reader goes away
+    assert proc.wait(timeout=120) == 141
+    err = proc.stderr.read().decode()
+    assert "Traceback" not in err and "Error" not in err, err[-2000:]
+
+
+@pytest.mark.slow
+def test_a_line_of_32_mb_on_stdin_is_read_from_its_first_mib_under_the_harness_memory_limit(tmp_path, bounded):
+    """A 20 MB line once aborted in SentencePiece (std::bad_alloc) under 2 GiB: now it is read from its first MiB,
+    the rest skipped unread, with a warning naming it, and translated (from its first 63 tokens, this model's)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    cmd = [sys.executable, "-m", "ablate.cli", "translate", str(bounded), "--device", "cpu"]
+    env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    stdin = b"the dog runs after the cat " * 1_200_000 + b"\nthe cat sleeps\n"
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=120, env=env, preexec_fn=limit)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+    assert "stdin:1 is over 1,048,576 bytes long; read from its first 1,048,576 only (31,351,425 bytes skipped)" in err, err[-2000:]
+    assert len(proc.stdout.decode().splitlines()) == 2

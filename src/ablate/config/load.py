@@ -21,11 +21,12 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from ablate.config.schema import ExperimentConfig
-from ablate.files.yaml_file import read_yaml
+from ablate.files.yaml_file import parse_yaml, read_yaml
 from ablate.messages.errors import ConfigError
 from ablate.messages.hints import did_you_mean
 
@@ -96,7 +97,22 @@ def _as_config(update: dict | list[str], source: str) -> Any:
     for item in update:
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
-    return OmegaConf.from_dotlist(list(update))
+        parse_yaml(item.partition("=")[2], f"{source}: override '{item}'", lines=False)  # as a file's values are read
+    try:
+        return OmegaConf.from_dotlist(list(update))
+    except yaml.YAMLError as e:  # what OmegaConf's own reader refuses beyond ours (its alias-expansion ratio)
+        detail = str(e).splitlines()[0].split(". See ")[0]  # OmegaConf's advice (to lift its limit) is not the user's
+        raise ConfigError(f"{source}: override {_culprit(update)}: refused: {detail}") from None
+
+
+def _culprit(update: list[str]) -> str:
+    """The first override OmegaConf's reader refuses, quoted (all of them where none alone is refused)."""
+    for item in update:
+        try:
+            OmegaConf.from_dotlist([item])
+        except yaml.YAMLError:
+            return repr(item)
+    return repr(" ".join(update))
 
 
 def _merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import fields, is_dataclass
+from dataclasses import is_dataclass
 from typing import Any
 
 from ablate.config.schema import PRECISIONS, SIZE_KEYS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
@@ -35,15 +35,18 @@ def _in_range(problems: list[str], key: str, value: Any, low: float, high: float
 def _non_finite(section: Any, prefix: str = "") -> list[str]:
     """Every float field (or float in a list field), in any section, that is inf or nan."""
     problems = []
-    for f in fields(section):
-        key, value = prefix + f.name, getattr(section, f.name)
-        if is_dataclass(value):
-            problems += _non_finite(value, key + ".")
-            continue
-        items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
-        for i, item in items:
-            if isinstance(item, float) and not math.isfinite(item):
-                problems.append(f"{key}{'' if i is None else f'[{i}]'}={item} is not a finite number")
+    for name, value in vars(section).items():  # the fields' values, read without fields() (a sweep checks every row)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append(f"{prefix}{name}={value} is not a finite number")
+        elif isinstance(value, (list, tuple)):
+            problems += [
+                f"{prefix}{name}[{i}]={v} is not a finite number"
+                for i, v in enumerate(value)
+                if isinstance(v, float) and not math.isfinite(v)
+            ]
+        elif is_dataclass(value):
+            problems += _non_finite(value, f"{prefix}{name}.")
     return problems
 
 

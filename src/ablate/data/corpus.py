@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
@@ -37,27 +38,70 @@ def _open(path: Path) -> BinaryIO:
 
 def read_lines(path: str | Path) -> list[str]:
     """Stripped lines of a text file; invalid UTF-8 raises a ValueError naming the file and 1-based line."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path, max_line_bytes: int | None = None) -> Iterator[str]:
+    """read_lines one line at a time, for input of any size (`ablate translate`); with `max_line_bytes`, a longer
+    line is read from its first that many bytes only, with a warning naming it (see _raw_lines)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
     try:
         with _open(path) as f:
-            return _decoded(f, str(path))
+            yield from _decoded(f, str(path), max_line_bytes)
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
 
 
 def read_stdin() -> list[str]:
-    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE"). Read as bytes: the
-    text stream decodes by the locale, and under C turns invalid UTF-8 into surrogates the tokenizer then rejects."""
-    return _decoded(sys.stdin.buffer, "stdin")
+    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE")."""
+    return list(iter_stdin())
 
 
-def _decoded(f: BinaryIO, name: str) -> list[str]:
-    lines, odd = [], []
+def iter_stdin(max_line_bytes: int | None = None) -> Iterator[str]:
+    """read_stdin one line at a time (`max_line_bytes`: as iter_lines). Read as bytes: the text stream decodes by the
+    locale, and under C turns invalid UTF-8 into surrogates the tokenizer then rejects."""
+    return _decoded(sys.stdin.buffer, "stdin", max_line_bytes)
+
+
+def _raw_lines(f: BinaryIO, name: str, max_bytes: int | None) -> Iterator[bytes]:
+    """The lines of `f` as bytes; with `max_bytes`, a longer line as its first `max_bytes` (less a character cut in
+    two), the rest skipped unread into memory and the line named in a warning: one line of 200 MB would otherwise be
+    held whole, and tokenized whole."""
+    if max_bytes is None:
+        yield from f  # splits on b"\n" only
+        return
+    for number, raw in enumerate(iter(lambda: f.readline(max_bytes + 1), b""), 1):
+        if len(raw) <= max_bytes or raw.endswith(b"\n"):
+            yield raw
+            continue
+        skipped = len(raw) - max_bytes
+        while (more := f.readline(1 << 20)) and not more.endswith(b"\n"):
+            skipped += len(more)
+        skipped += len(more)
+        log.warning(
+            "warning: %s:%d is over %s bytes long; read from its first %s only (%s bytes skipped)",
+            name,
+            number,
+            f"{max_bytes:,}",
+            f"{max_bytes:,}",
+            f"{skipped:,}",
+        )
+        cut = raw[:max_bytes]
+        try:
+            cut.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.reason == "unexpected end of data":  # a character cut in two at the bound, not a bad byte
+                cut = cut[: e.start]
+        yield cut
+
+
+def _decoded(f: BinaryIO, name: str, max_line_bytes: int | None = None) -> Iterator[str]:
+    odd = []
     # Iterating bytes splits on b"\n" only; str.splitlines() would also split on U+2028, U+0085 and
     # friends, which occur inside real sentences and would break the line alignment of the two sides.
-    for number, raw in enumerate(f, 1):
+    for number, raw in enumerate(_raw_lines(f, name, max_line_bytes), 1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -67,13 +111,12 @@ def _decoded(f: BinaryIO, name: str) -> list[str]:
         line = line.strip()  # also drops the \r of CRLF files
         if _CONTROL.search(line):
             odd.append(number)
-        lines.append(line)
+        if number == 1 and line.startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
+            line = line[1:].strip()
+        yield line
     if odd:  # a NUL or bell in a sentence would train silently as <unk>
         shown = ", ".join(f"{name}:{n}" for n in odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
         log.warning("control characters in %d line(s) of %s (kept; the tokenizer reads them as <unk>): %s", len(odd), name, shown)
-    if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte order mark is not part of the first sentence
-        lines[0] = lines[0][1:].strip()
-    return lines
 
 
 def read_parallel(

@@ -14,9 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ablate import plugins
 from ablate.config import ConfigError, ExperimentConfig
-from ablate.data.corpus import read_lines, read_parallel, read_stdin
+from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.data.tokenizer import Tokenizer
 from ablate.evaluation.search import beam_search
+from ablate.evaluation.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, max_length
@@ -45,10 +46,12 @@ def translate(
     batch_tokens: int = 4000,
     progress: bool = False,
     source: str | None = None,
+    first: int = 0,
 ) -> list[str]:
     """Beam-search translations of `lines`, in input order; batches are formed by source length. A line longer than
     the model takes (learned positions: model.max_positions) is translated from its first tokens, with a warning
-    naming it (`source`:LINE, or its sentence number) rather than refused, so one long line never costs the rest."""
+    naming it (`source`:LINE, or its sentence number; `first`: how many lines of the source came before `lines`)
+    rather than refused, so one long line never costs the rest."""
     if not lines:
         return []  # (SentencePiece decodes an empty batch to '', not to no sentences)
     t = cfg.train
@@ -58,7 +61,7 @@ def translate(
     max_src = None if cap is None else cap - 1  # room for EOS within the longest source the model takes
     encoded = tokenizer.encode(lines)
     if max_src is not None:
-        _warn_truncated(encoded, max_src, cfg, source)
+        _warn_truncated(encoded, max_src, cfg, source, first)
     encoded = [ids[:max_src] + [EOS_ID] for ids in encoded]
     outputs: list[list[int]] = [[] for _ in encoded]
     bar = Progress(
@@ -74,13 +77,17 @@ def translate(
     return tokenizer.decode(outputs)
 
 
-def _warn_truncated(encoded: list[list[int]], max_src: int, cfg: ExperimentConfig, source: str | None, shown: int = 5) -> None:
-    long = [i for i, ids in enumerate(encoded) if len(ids) > max_src]
+def _warn_truncated(encoded: list[list[int]], max_src: int, cfg: ExperimentConfig, source: str | None, first: int, shown: int = 5) -> None:
+    long = [i for i, ids in enumerate(encoded, first) if len(ids) > max_src]
     bound = f"model.max_positions={cfg.model.max_positions} with model.positional='{cfg.model.positional}' allows {max_src} source tokens and EOS"
     for i in long[:shown]:
         where = f"{source}:{i + 1}" if source else f"sentence {i + 1}"
         log.warning(
-            "warning: %s has %s subword tokens; translated from its first %d only (%s)", where, f"{len(encoded[i]):,}", max_src, bound
+            "warning: %s has %s subword tokens; translated from its first %d only (%s)",
+            where,
+            f"{len(encoded[i - first]):,}",
+            max_src,
+            bound,
         )
     if len(long) > shown:
         log.warning("warning: %d more lines over %d subword tokens, each translated from its first %d", len(long) - shown, max_src, max_src)
@@ -143,13 +150,15 @@ def translate_cli(args: argparse.Namespace) -> int:
         inputs = [("--input", source), ("checkpoint", args.checkpoint)]
         check_output(args.output, "--output", inputs, owns=[run_of_checkpoint(args.checkpoint)])
     model, cfg, tokenizer = _load(args)
-    lines, source = (read_stdin(), "stdin") if args.input == "-" else (read_lines(args.input), args.input)
-    hyps = translate(model, tokenizer, lines, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=source)
-    text = "".join(h + "\n" for h in hyps)
+    cap = MAX_LINE_BYTES
+    lines, source = (iter_stdin(cap), "stdin") if args.input == "-" else (iter_lines(args.input, cap), args.input)
+    a, progress = args, sys.stderr.isatty()
+    text = translated_chunks(
+        lines, lambda chunk, first: translate(model, tokenizer, chunk, cfg, a.beam, a.alpha, a.batch_tokens, progress, source, first)
+    )
     if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        write_file(args.output, text)
+        return to_stdout(text)  # each chunk as it is translated (ablate.evaluation.stream)
+    write_file(args.output, text)
     return 0
 
 

@@ -14,7 +14,7 @@ import os
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,21 +84,28 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def write_file(target: str | os.PathLike, data: str | bytes) -> None:
-    """Replace `target` with `data` (text as UTF-8) whole or not at all: the one writer of whole files. A symlink is
-    refused, naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
-    data = data.encode("utf-8") if isinstance(data, str) else data
+def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | bytes]) -> None:
+    """Replace `target` with `data` (text as UTF-8; or the parts an iterable yields, each written as it comes, so
+    output of any size needs no memory) whole or not at all: the one writer of whole files. A symlink is refused,
+    naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
+    parts = [data] if isinstance(data, (str, bytes)) else data
     target = Path(target)
     if is_stream(target):
         with open(target, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(_bytes(part))
         return
     with replacing(target) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
-            _write_all(fd, data)
+            for part in parts:
+                _write_all(fd, _bytes(part))
         finally:
             os.close(fd)
+
+
+def _bytes(part: str | bytes) -> bytes:
+    return part.encode("utf-8") if isinstance(part, str) else part
 
 
 def append(target: str | os.PathLike, text: str) -> None:

@@ -56,23 +56,29 @@ def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{what} not found: {path}") from None
-    loader = _UniqueKeyLoader(_utf8(data, path))
-    loader.name = str(path)
+    return parse_yaml(_utf8(data, path), str(path))
+
+
+def parse_yaml(text: str, name: str, lines: bool = True) -> Any:
+    """`text` parsed as read_yaml parses a file, each error starting with `name` (a file, or a command line's
+    override, whose value is one line: `lines=False` leaves line numbers out of its errors)."""
+    loader = _UniqueKeyLoader(text)
+    loader.name = name
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_size(node, path)
+        _check_size(node, name)
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         if "maximum nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, past any MAX_DEPTH
-            raise ConfigError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
+            raise ConfigError(f"{name}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
         mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = f" at line {mark.line + 1}" if mark is not None and lines else ""
         detail = "; ".join(part for part in (getattr(e, "context", None), getattr(e, "problem", None)) if part) or str(e)
-        raise ConfigError(f"{path}: not valid (safe) YAML{where}: {detail}") from None
+        raise ConfigError(f"{name}: not valid (safe) YAML{where}: {detail}") from None
     except RecursionError:  # the parser itself recurses once per level
-        raise ConfigError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
+        raise ConfigError(f"{name}: nested too deeply to read (more than {MAX_DEPTH} levels of mappings and lists)") from None
     finally:
         loader.dispose()
 
@@ -86,7 +92,7 @@ def _utf8(data: bytes, path: Path) -> str:
         raise ConfigError(f"{path}: not UTF-8 text at line {line}, column {column} (bytes {data[e.start : e.start + 4]!r})") from None
 
 
-def _check_size(root: yaml.Node, path: Path) -> None:
+def _check_size(root: yaml.Node, path: str) -> None:
     """Refuse a document whose aliases expand past MAX_VALUES values, that nests past MAX_DEPTH, or whose alias
     stands inside its own anchor: each node's expanded size is counted once (aliases share their node)."""
     sizes: dict[int, int] = {}

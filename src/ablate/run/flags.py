@@ -37,10 +37,10 @@ def run_params(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ablate.experiment import load_config
-    from ablate.model import build_transformer, count_parameters
+    from ablate.run.memory import parameter_count
 
     cfg = load_config(*split_config_args(args.config))
-    counts = count_parameters(build_transformer(cfg.model, cfg.data.vocab_size))
+    counts = parameter_count(cfg)  # on the meta device: any size is counted, none allocated
     table = Table(title=f"parameters (shared vocabulary {cfg.data.vocab_size:,})")
     table.add_column("part")
     table.add_column("count", justify="right")

@@ -26,6 +26,7 @@ from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, record_fingerprint, run_tokenizer
+from ablate.run.memory import check_fits
 from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
@@ -58,6 +59,7 @@ def train(
     (naming them) unless `accept_data_change`; either way a resume encodes with the run's own tokenizer. With
     `aside`, an earlier run's files in out_dir are moved to a sibling folder instead of refusing the out_dir.
     """
+    check_fits(cfg)  # before anything is built or written: a model no memory here holds is refused, naming its size
     out, lock = claim_out_dir(cfg, resume, aside)
     try:
         return _train(cfg, out, callbacks, resume, force, accept_data_change)

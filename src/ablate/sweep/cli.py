@@ -15,7 +15,6 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 from rich.console import Console
-from rich.table import Table
 
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
@@ -24,6 +23,7 @@ from ablate.sweep.devices import Layout, assign, combination_problem, mps_status
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
+from ablate.sweep.long_table import print_table
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.plan import plan_for
 from ablate.sweep.results import log_wandb_table, print_summary, report_failures, summarize
@@ -43,17 +43,14 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     if sweep.overrides:
         console.print("every trial: " + ", ".join(f"{k}={v}" for k, v in sweep.overrides.items()))
     header, rows, closing = plan_for(sweep).describe()
-    table = Table(*header)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, header, rows)
     console.print(closing)
 
 
 def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layout:
     """Where the sweep's trials run: the visible GPUs (none when trials train on CPU), each with its trials_per_gpu
     (measured for "auto", checked for an explicit N > 1; see ablate.sweep.probe)."""
-    base = sweep.config_for({}).train
+    base = sweep.row_config({}).train
     gpus = [] if base.accelerator == "cpu" else visible_gpus()
     if not gpus:
         if sweep.trials_per_gpu != 1:

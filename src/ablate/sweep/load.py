@@ -202,13 +202,13 @@ def _validate_trials(sweep: Sweep) -> None:
         if not isinstance(overrides, dict):
             raise fields.fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
         try:
-            sweep.config_for(overrides)
+            sweep.row_config(overrides)
         except ConfigError as e:
             raise fields.fail(path, f"variant '{row}': {e}") from None
     for key, spec in sweep.search.items():
         probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
         try:
-            sweep.config_for(_search_override(key, spec, probe))
+            sweep.row_config(_search_override(key, spec, probe))
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
@@ -220,7 +220,7 @@ def _validate_trials(sweep: Sweep) -> None:
     )
     if problem:
         raise fields.fail(path, problem)
-    train = sweep.config_for({}).train
+    train = sweep.row_config({}).train
     if "val/bleu" in sweep.objective.terms and not (train.val_bleu or train.eval_record):
         raise fields.fail(
             path,
@@ -242,7 +242,7 @@ def _check_basis(sweep: Sweep) -> None:
     the base does, save the rows the basis excepts."""
     if sweep.basis is None:
         return
-    base = sweep.config_for({})
+    base = sweep.row_config({})
     problem = sweep.basis.base_problem(base)
     if problem:
         raise fields.fail(
@@ -253,7 +253,7 @@ def _check_basis(sweep: Sweep) -> None:
         for probe in spec["choices"] if spec["type"] == "categorical" else (spec["low"], spec["high"]):
             checked[f"search.'{key}'={probe!r}"] = _search_override(key, spec, probe)
     for where, overrides in checked.items():
-        problem = sweep.basis.row_problem(sweep.config_for(overrides), base)
+        problem = sweep.basis.row_problem(sweep.row_config(overrides), base)
         if problem:
             hint = "list the row under basis.except" if where.startswith("variant") else "search another key"
             raise fields.fail(sweep.path, f"{where} is off the study's basis ({sweep.basis.describe()}): {problem}; change it, or {hint}")

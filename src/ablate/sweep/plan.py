@@ -190,9 +190,14 @@ class Variants(Plan):
         ]
 
     def describe(self) -> tuple[list[str], list[list[str]], str]:
-        rows = []
+        rows, base_seed, diffs = [], self.sweep.row_config({}).seed, {}
         for row, seed in self.sweep.rows():
-            diff = diff_from_base(self.sweep, self.sweep.config_for(self.sweep.variants[row], seed))
+            if row not in diffs:  # once per row, not per seed: the seed's own difference is added below
+                cfg = self.sweep.row_config(self.sweep.variants[row])
+                diffs[row] = ({k: v for k, v in diff_from_base(self.sweep, cfg).items() if k != "seed"}, cfg.seed)
+            diff, row_seed = diffs[row]
+            if (seed if seed is not None else row_seed) != base_seed:
+                diff = dict(sorted({**diff, "seed": (base_seed, seed if seed is not None else row_seed)}.items()))
             rows.append([row, "-" if seed is None else str(seed), ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
         return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trials"
 

@@ -112,7 +112,7 @@ def largest(sweep: Sweep) -> tuple[str, dict, int | None, ExperimentConfig, int]
     best = None
     for what, (row, overrides) in _candidates(sweep).items():
         try:
-            cfg = sweep.config_for(overrides)
+            cfg = sweep.row_config(overrides)
         except ConfigError:  # a corner of a search space that validation rejects (e.g. heads not dividing d_model)
             continue
         with torch.device("meta"):

@@ -8,12 +8,18 @@ LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons th
 LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
 
 
-def skipped_runs(skipped: dict[str, str]) -> list[str]:
-    """The run files the loader left out, each with why, so a missing seed is never silent."""
-    if not skipped:
-        return []
-    runs = f"{len(skipped)} W&B run" + ("" if len(skipped) == 1 else "s")
-    return [f"Left out {runs}: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) + "."]
+def skipped_runs(skipped: dict[str, str], what: str = "W&B run", diverged: list[str] = ()) -> list[str]:
+    """The runs the loader left out, each with why, so a missing seed is never silent; and the rows that diverged."""
+    out = []
+    if skipped:
+        runs = f"{len(skipped)} {what}" + ("" if len(skipped) == 1 else "s")
+        out.append(f"Left out {runs}: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) + ".")
+    if diverged:
+        out.append(
+            f"Diverged, no run finished: {', '.join(diverged)}; in the table as 'diverged', without scores, and left out of "
+            "the Holm correction, the verdict counts and Spearman's rho."
+        )
+    return out
 
 
 def _and(words: list[str]) -> str:

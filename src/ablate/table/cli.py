@@ -12,8 +12,10 @@ from pathlib import Path
 from ablate.files.atomic import unwritable
 from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
 from ablate.table import outputs, page, terminal
+from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
 from ablate.table.latex import to_latex
+from ablate.table.left_out import LeftOut, left_out
 from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
@@ -39,6 +41,8 @@ def table_cli(args: argparse.Namespace) -> int:
     if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
         raise ValueError(f"{source} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there): archive the study into it again")
     runs, skipped = runs_from_wandb(source) if args.wandb else (runs_from_dirs(source), {})
+    found = LeftOut() if args.wandb else left_out(source, runs)  # every run folder not tabulated, named with why
+    skipped |= found.runs
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
@@ -46,7 +50,7 @@ def table_cli(args: argparse.Namespace) -> int:
     runs = select(runs, args.rows, args.seeds)
     stem = Path(args.out or DEFAULT_OUT / source.resolve().name) / args.name
     if args.at_update is not None:
-        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title, args.force)
+        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title, args.force, found)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None
@@ -55,7 +59,8 @@ def table_cli(args: argparse.Namespace) -> int:
 
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
-    evidence.skipped = skipped
+    evidence.skipped, evidence.skipped_what = skipped, "W&B run" if args.wandb else "run"
+    evidence.diverged = {row: why for row, why in found.diverged.items() if not args.rows or row in args.rows}
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed, target_mde=args.target_mde or None)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"
@@ -81,15 +86,17 @@ def table_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None, force: bool) -> int:
-    """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json."""
+def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None, force: bool, found: LeftOut) -> int:
+    """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json,
+    with the runs left out named as under the full table."""
     from ablate.table.equal_updates import at_update, to_markdown
 
     targets = [stem.with_name(f"{stem.name}-at-{update}{suffix}") for suffix in (".md", ".json")]
     if reason := next(filter(None, map(unwritable, targets)), None):
         raise ValueError(f"{reason}; choose another --out or --name")
     result = at_update(runs, update, metric)
-    text = to_markdown(result, title)
+    result["skipped_runs"] = [{"run": run, "reason": why} for run, why in found.runs.items()]
+    text = to_markdown(result, title) + "".join(f"{line}\n" for line in skipped_runs(found.runs, "run", list(found.diverged)))
     files = {targets[0]: text.encode("utf-8"), targets[1]: json.dumps(result, indent=2, allow_nan=False).encode("utf-8")}
     done = outputs.write(files, force)
     print(text, end="")

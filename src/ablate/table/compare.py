@@ -11,7 +11,7 @@ from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import stats
 from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
-from ablate.table.load import Run, check_rows
+from ablate.table.load import Run, _effective, check_rows
 from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
 from ablate.table.statistics import STUDY_STATISTICS
 
@@ -75,15 +75,16 @@ def build_rows(runs: list[Run]) -> list[Row]:
         by_name.setdefault(run.row, Row(run.row, row_group(run.row), paper=paper.get(run.row))).runs.append(run)
     # Table 3's order: groups as the paper has them (base's variants right after base, groups it lacks last, by
     # name), and within a group the paper's rows in its order before ours by name.
+    return sorted(by_name.values(), key=lambda r: order_key(r.name, r.group))
+
+
+def order_key(name: str, group: str) -> tuple:
+    """Where a row goes in Table 3's order (see build_rows)."""
     groups = list(dict.fromkeys(p.group for p in TABLE3))
     groups.insert(groups.index("base") + 1, BASE_VARIANTS)
     order = {p.name: i for i, p in enumerate(TABLE3)}
-
-    def key(r: Row) -> tuple:
-        known = r.group in groups
-        return (not known, groups.index(r.group) if known else 0, "" if known else r.group, order.get(r.name, len(order)), r.name)
-
-    return sorted(by_name.values(), key=key)
+    known = group in groups
+    return (not known, groups.index(group) if known else 0, "" if known else group, order.get(name, len(order)), name)
 
 
 @dataclass
@@ -127,10 +128,30 @@ def make_table(
         for m in METRICS:
             line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m), controls.get(row.name))
         line["paper_params"] = row.paper.params_m if row.paper else None
+        line["diverged"] = None
         lines.append(line)
+    lines += [_diverged_line(name, why, config, base) for name, (why, config) in evidence.diverged.items()]
+    lines.sort(key=lambda ln: order_key(ln["row"], ln["group"]))
     table = Table(rows, base, lines, {}, controls)
     table.summary = _summary(table, evidence, n_boot, seed, target_mde)
     return table
+
+
+def _diverged_line(name: str, why: str, config: dict, base: Row) -> dict:
+    """A row none of whose runs finished, all diverged: its configuration, no scores, verdict 'diverged' (no test)."""
+    row = Row(name, row_group(name), paper=next((p for p in TABLE3 if p.name == name), None))
+    config, base_cfg = _effective(config), base.runs[0].config
+    line = {
+        "row": name,
+        "group": row.group,
+        "seeds": 0,
+        **{c: "" if config.get(k) == base_cfg.get(k) else config.get(k) for c, k in COLUMNS.items()},
+    }
+    line |= dict.fromkeys(("params", "tokens_per_s", "step_ms", "epochs", "flops", "wall_seconds", "updates"))
+    line |= {"stopped": "diverged", "long_bleu": row.interval("long_bleu"), "control": False}
+    for m in METRICS:
+        line[m] = _metric(row, base, m, no_test(f"diverged: {why}")) | {"verdict": "diverged"}
+    return line | {"paper_params": row.paper.params_m if row.paper else None, "diverged": why}
 
 
 def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | None = None) -> dict:
@@ -173,7 +194,7 @@ def _recorded_basis(table: Table) -> str:
 
 
 def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: float | None) -> dict:
-    others = [ln for ln in table.lines if ln["row"] != "base"]
+    others = [ln for ln in table.lines if ln["row"] != "base" and not ln["diverged"]]  # diverged rows: the note says so
     base_line = next(ln for ln in table.lines if ln["row"] == "base")
     runs = [r for row in table.rows for r in row.runs]
     summary = {
@@ -191,7 +212,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95, "target_mde": target_mde or None},
         "skipped_runs": [{"run": run, "reason": why} for run, why in ev.skipped.items()],
-        "notes": skipped_runs(ev.skipped) + list(ev.notes),
+        "notes": skipped_runs(ev.skipped, ev.skipped_what, list(ev.diverged)) + list(ev.notes),
         "training_hours": _training_hours(runs),
         "controls": _controls(table),
     }
@@ -226,7 +247,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}
-        summary["spearman"] = {m: _spearman(table.lines, m, n_boot, seed) for m in METRICS}
+        summary["spearman"] = {m: _spearman([ln for ln in table.lines if not ln["diverged"]], m, n_boot, seed) for m in METRICS}
     return summary
 
 

@@ -15,8 +15,9 @@ CONTROLS = "controls: vs the base's\nruns of their seeds"  # `ablate.table.contr
 
 def panels(table: Table) -> list[tuple[str, list[dict]]]:
     """(group, its rows' BLEU dicts with "row") in table order, one per group but the base's."""
-    groups = [g for g in dict.fromkeys(ln["group"] for ln in table.lines) if g != "base"]
-    return [(g, [ln["bleu"] | {"row": ln["row"]} for ln in table.lines if ln["group"] == g]) for g in groups]
+    lines = [ln for ln in table.lines if not ln["diverged"]]  # no score to plot: the notes name them
+    groups = [g for g in dict.fromkeys(ln["group"] for ln in lines) if g != "base"]
+    return [(g, [ln["bleu"] | {"row": ln["row"]} for ln in lines if ln["group"] == g]) for g in groups]
 
 
 def verdict_interval(m: dict) -> tuple[float, float] | None:

@@ -32,7 +32,9 @@ class Evidence:
     runs: int = 0
     notes: list[str] = field(default_factory=list)
     per_run: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run.source -> {"bleu": (n, 10), "ppl": (n, 2)}
-    skipped: dict[str, str] = field(default_factory=dict)  # run files the loader left out -> why (`load.runs_from_wandb`)
+    skipped: dict[str, str] = field(default_factory=dict)  # runs left out -> why (`load.runs_from_wandb`, `left_out`)
+    skipped_what: str = "W&B run"  # what those are, as the note names them
+    diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished -> (why, config)
 
 
 def _record(run: Run, split: str) -> EvalFile | None:

@@ -57,7 +57,7 @@ def columns(table: Table) -> list[Column]:
     def blank_on_base(f: Callable[[dict], str]) -> Callable[[dict], str]:
         return lambda ln: "" if ln["row"] == "base" else f(ln)
 
-    out = [Column(None, "row", lambda ln: ln["row"], right=False)]
+    out = [Column(None, "row", lambda ln: ln["row"] + (" (diverged)" if ln["diverged"] else ""), right=False)]
     for m in METRICS:
         spec = "+.2f" if m == "ppl" else "+.1f"
         out += [

@@ -97,3 +97,32 @@ def test_a_retired_key_in_a_file_or_a_saved_config_is_dropped_so_old_runs_still_
     assert from_dict(saved) == cfg
     with pytest.raises(ConfigError, match="unknown config key 'train.debug_nan_step'"):
         load_config(overrides=["train.debug_nan_step=3"])  # never offered anew
+
+
+def bomb(levels: int) -> str:
+    """A list of anchors each nine aliases of the one before: 9**levels values once expanded."""
+    return "[&l0 [x, x, x, x, x, x, x, x, x], " + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)) + "]"
+
+
+@pytest.mark.parametrize(
+    "override, problem",
+    [
+        ("logging.tags=[a, b", "did not find expected ',' or ']'"),
+        ("logging.tags={a: 1", "expected ',' or '}'"),
+        ("logging.tags=!!python/object/apply:os.system [ls]", "could not determine a constructor"),
+        ("logging.tags=!!python/name:os.system", "could not determine a constructor"),
+        ("logging.tags={a: 1, a: 2}", "duplicate key 'a'"),
+        ("logging.tags=" + "[" * 100 + "]" * 100, "nested"),
+        ("logging.tags=" + bomb(5), "expan"),  # past OmegaConf's own limits, not ours
+        ("logging.tags=" + bomb(7), "expan"),  # past ours (MAX_VALUES)
+    ],
+    ids=["open-list", "open-map", "python-object-tag", "python-name-tag", "duplicate-key", "deep", "bomb-ratio", "bomb-size"],
+)
+def test_a_bad_override_value_is_named_like_a_files_never_a_yaml_traceback(override, problem):
+    """Issue 38 item 8: the value of an override is read as a file's are (safe tags, no duplicate keys, no alias
+    bombs, bounded nesting), and its error names the override."""
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=["model.heads=4", override])
+    message = str(err.value)
+    assert message.startswith(f"command line: override '{override}'"), message
+    assert problem in message and "\n" not in message

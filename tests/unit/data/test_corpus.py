@@ -61,3 +61,22 @@ def test_crlf_and_unicode_line_separators(tmp_path):
     a = write(tmp_path / "a.en", ["one\u2028half", "two"], newline="\r\n")
     b = write(tmp_path / "b.de", ["eins", "zwei"], newline="\r\n")
     assert read_parallel(a, b)[0] == [("one\u2028half", "eins"), ("two", "zwei")]
+
+
+def test_a_line_over_the_bound_is_read_from_its_first_bytes_with_a_warning_the_rest_never_held(tmp_path, caplog):
+    """Issue 38 item 7 (`ablate translate`): one line of 200 MB would be held and tokenized whole."""
+    import io
+    import logging
+
+    from ablate.data.corpus import _decoded, iter_lines
+
+    text = "ab\n" + "x" * 99 + "\n" + "y" * 100 + "\n" + "é" * 60 + "\n" + "z" * 5000 + "\nlast"
+    with caplog.at_level(logging.WARNING):
+        lines = list(_decoded(io.BytesIO(text.encode()), "stdin", 100))
+    assert lines == ["ab", "x" * 99, "y" * 100, "é" * 50, "z" * 100, "last"]  # é is 2 bytes: 50 of them fit whole
+    assert "stdin:4 is over 100 bytes long; read from its first 100 only (21 bytes skipped)" in caplog.text
+    assert "stdin:5 is over 100 bytes long; read from its first 100 only (4,901 bytes skipped)" in caplog.text
+    (tmp_path / "f.txt").write_bytes(b"a\n" + b"b" * 10 + b"\xff\n")
+    assert list(iter_lines(tmp_path / "f.txt", 8)) == ["a", "b" * 8]  # the bad byte is in the part not read
+    with pytest.raises(ValueError, match=r"f.txt:2: not valid UTF-8"):
+        list(iter_lines(tmp_path / "f.txt", 100))

@@ -113,3 +113,53 @@ def test_plugin_files_in_the_sweep_overrides_are_relative_to_the_sweep_file(tmp_
     sweep = load_sweep(path)
     assert sweep.overrides["plugins"] == [str(tmp_path / "sub" / "mine.py")]
     assert sweep.config_for({}).plugins == [str(tmp_path / "sub" / "mine.py")]
+
+
+def _count_compositions(monkeypatch) -> dict[str, int]:
+    """Counts full compositions (ablate.experiment.compose, which load_config calls) and rows set on the base."""
+    import ablate.experiment
+    import ablate.sweep.spec
+
+    counts = {"full": 0, "leaves": 0}
+
+    def counted(kind, real):
+        def wrapper(*args, **kwargs):
+            counts[kind] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(ablate.experiment, "compose", counted("full", ablate.experiment.compose))
+    monkeypatch.setattr(ablate.sweep.spec, "with_leaves", counted("leaves", ablate.sweep.spec.with_leaves))
+    return counts
+
+
+@pytest.mark.parametrize("seeds", ["seeds: [1]\n", "seeds: [1, 2, 3, 4, 5]\n", "row_seeds: {r0: [1, 2, 3, 4, 5]}\n"])
+def test_loading_and_dry_running_compose_each_row_once_never_per_seed(tmp_path, capsys, monkeypatch, seeds):
+    """Issue 38 item 9: a sweep file's rows are composed once each (the base in full, every row on it), through
+    validation, the basis check and the dry run's table, however many seeds a row has."""
+    rows = "".join(f"  r{i}: {{train.lr_scale: {0.5 + i / 100}, model.d_ff: {64 * (1 + i % 3)}}}\n" for i in range(40))
+    path = write(tmp_path, f"name: demo\nbase: base.yaml\nbasis: {{stop: steps, weights: final}}\n{seeds}variants:\n  base: {{}}\n{rows}")
+    counts = _count_compositions(monkeypatch)
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    trials = 41 * 5 if "seeds: [1, 2, 3, 4, 5]" in seeds else 41 + 4 if "row_seeds" in seeds else 41
+    assert f"{trials} trials" in out and "model.d_ff: 128 -> 192, train.lr_scale: 1.0 -> 0.52" in out
+    assert counts == {"full": 1, "leaves": 40}, counts
+
+
+def test_a_row_set_on_the_base_equals_the_row_composed_in_full(tmp_path):
+    """What loading reads (row_config) is what a trial trains (config_for), seed included."""
+    sweep = load_sweep(write(tmp_path, VARIANTS + "overrides: {train.max_steps: 7, logging.tags: [x]}\n"))
+    for row, seed in sweep.rows():
+        assert sweep.row_config(sweep.variants[row], seed) == sweep.config_for(sweep.variants[row], seed)
+
+
+def test_a_row_the_base_cannot_take_leaf_by_leaf_is_composed_in_full_and_named_when_wrong(tmp_path):
+    path = write(
+        tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n  tags: {logging.tags: [a, b]}\n  bad: {model.heads: four}\n"
+    )
+    with pytest.raises(ConfigError, match=r"variant 'bad': .*model.heads"):
+        load_sweep(path)
+    path.write_text(path.read_text().replace("  bad: {model.heads: four}\n", ""))
+    assert load_sweep(path).row_config({"logging.tags": ["a", "b"]}).logging.tags == ["a", "b"]

@@ -1,0 +1,145 @@
+"""The runs of a study `ablate table` does not tabulate, each with why, so no seed or row goes missing in silence.
+
+A run folder (config.yaml) without summary.json: diverged (its trial's fail reason, or its train.log, says non-finite
+weights or loss), failed (that reason), pruned, stopped or still running, or finished with its summary since lost;
+an earlier attempt of a row and seed another run tabulates is named as that. A trial the study database (SQLite,
+`study.db` in the folder) marks finished or failed whose run folder is gone is named too. Rows none of whose runs
+finished, all diverged, are `diverged` rows: the table shows them as such (ablate.table.compare).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablate.config import flatten
+from ablate.files.yaml_file import read_yaml
+from ablate.table.load import Run
+
+DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
+_ERROR = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error")
+NOT_RUN = "[not run] "  # a bookkeeping trial's fail_reason prefix (ablate.sweep.ledger.BOOKKEEPING): it ran no row
+
+
+@dataclass
+class LeftOut:
+    runs: dict[str, str] = field(default_factory=dict)  # run folder (or trial) -> why it is not tabulated
+    diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished, all diverged -> (why, config)
+
+
+def left_out(root: Path, runs: list[Run]) -> LeftOut:
+    """Every run under `root` (and trial of its study.db) that `runs` does not hold, with why."""
+    trials, db_note = _trials(root / "study.db")
+    tabulated = {(r.row, r.config.get("seed")): r.source for r in runs}
+    taken = [Path(r.run_dir).resolve() for r in runs if r.run_dir is not None]
+    for run in runs:  # a tabulated run's trials (an attempt it continued from included) are accounted for
+        if run.run_dir is not None:
+            trials.pop(Path(run.run_dir).name, None)
+    out = LeftOut()
+    by_row: dict[str, list[tuple[str, dict]]] = {}
+    folders = [p.parent for p in sorted(root.rglob("config.yaml")) if "wandb" not in p.parts and not (p.parent / "summary.json").exists()]
+    for folder in folders:
+        if any(folder.resolve().is_relative_to(t) for t in taken) or any(o != folder and folder.is_relative_to(o) for o in folders):
+            continue  # a file inside a tabulated run (or another left-out one), not a run of its own
+        config = _config(folder)
+        row, seed = str(config.get("sweep.row") or folder.name), config.get("seed")
+        why = _why(folder, trials.pop(folder.name, None))
+        if (row, seed) in tabulated:
+            why = f"an earlier attempt of row {row} seed {seed}, which {tabulated[row, seed]} tabulates ({why})"
+        else:
+            by_row.setdefault(row, []).append((why, config))
+        out.runs[str(folder)] = why
+    for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived)
+        if state == "COMPLETE":
+            out.runs[f"trial {name}"] = "no run folder: study.db marks it COMPLETE, but trials/" + name + " is gone"
+        elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
+            out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
+            if row is not None:
+                by_row.setdefault(row, []).append((why, {}))
+    if db_note:
+        out.runs[str(root / "study.db")] = db_note
+    rows = {r.row for r in runs}
+    for row, attempts in by_row.items():
+        if row not in rows and all(why.startswith("diverged") for why, _ in attempts):
+            out.diverged[row] = attempts[0]
+    return out
+
+
+def _config(folder: Path) -> dict:
+    """The run's config.yaml, flattened; {} where it does not read (the folder then names the run)."""
+    try:
+        config = read_yaml(folder / "config.yaml", "run config")
+    except ValueError:
+        return {}
+    return flatten(config) if isinstance(config, dict) else {}
+
+
+def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
+    state, reason, _ = trial or (None, None, None)
+    if reason is None or state in (None, "COMPLETE"):
+        reason = _last_error(folder) or reason
+    if state == "COMPLETE":
+        return "no summary.json, though study.db marks its trial COMPLETE: its summary was lost; restore it or train the run again"
+    if state == "RUNNING":
+        return "still running (no summary.json yet)"
+    if state == "PRUNED":
+        return "pruned before it wrote a summary.json"
+    if state == "FAIL" and not reason:
+        return "stopped (interrupted, or its worker died) before a summary.json; the sweep trains it again"
+    if reason:
+        return _state("FAIL", reason)
+    return "no summary.json: failed, stopped or still running (nothing in the folder says which)"
+
+
+def _state(state: str, reason: str) -> str:
+    if state == "PRUNED":
+        return "pruned"
+    return f"{'diverged' if DIVERGED.search(reason) else 'failed'}: {reason[:300]}"
+
+
+def _last_error(folder: Path) -> str | None:
+    """The last error line of a sweep trial's train.log (what the sweep records as its fail reason)."""
+    try:
+        lines = (folder / "train.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    diverged = [line.strip() for line in lines if DIVERGED.search(line)]
+    errors = [line.strip() for line in lines if _ERROR.match(line)]
+    return (diverged or errors or [None])[-1]
+
+
+def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], str | None]:
+    """Run folder name -> (state, fail reason, row) of each trial in a sweep's SQLite study database (read-only; the
+    row from the categorical parameter a variants sweep records it as, ablate.sweep.plan.row_param), and a note when
+    there is one that cannot be read."""
+    if not db.is_file():
+        return {}, None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            rows = con.execute(
+                "SELECT t.state, o.value_json, f.value_json, "
+                "(SELECT p.param_value || ' ' || p.distribution_json FROM trial_params p WHERE p.trial_id = t.trial_id "
+                "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')) FROM trials t "
+                "LEFT JOIN trial_user_attributes o ON o.trial_id = t.trial_id AND o.key = 'out_dir' "
+                "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' ORDER BY t.number"
+            ).fetchall()
+    except sqlite3.Error as e:
+        return {}, f"not read ({e}): trials whose run folder is gone, if any, are not named"
+    out = {}
+    for state, out_dir, reason, row in rows:
+        with contextlib.suppress(ValueError, TypeError):
+            out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row))
+    return out, None
+
+
+def _row(param: str | None) -> str | None:
+    """A trial's row from its `row` parameter, "INDEX DISTRIBUTION_JSON"; None where it has none or it does not read."""
+    try:
+        index, distribution = param.split(" ", 1)
+        return str(json.loads(distribution)["attributes"]["choices"][int(float(index))])
+    except (AttributeError, ValueError, TypeError, KeyError, IndexError):
+        return None

@@ -1,0 +1,101 @@
+"""Issue 38 item 7: `ablate translate` streams. Lines are read, translated and written a bounded chunk at a time:
+the first translations are written while most of the input is still unread, in input order, and a long line's
+warning names its line in the whole input."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+
+import pytest
+import torch
+from checkpoints import tiny_checkpoint
+
+from ablate.cli import main
+from ablate.evaluation import stream
+from ablate.evaluation.stream import chunks, translated_chunks
+
+
+def test_chunks_are_bounded_by_lines_and_characters_and_keep_every_line_in_order():
+    lines = [f"line {i}" + "x" * (i % 7) for i in range(1000)] + ["y" * 500] + ["z"] * 10
+    got = list(chunks(lines, max_lines=64, max_chars=300))
+    assert [line for chunk in got for line in chunk] == lines and all(got)
+    assert all(len(c) <= 64 and (sum(map(len, c)) <= 300 or len(c) == 1) for c in got)
+    assert ["y" * 500] in got  # a line longer than the bound goes alone
+    assert [len(c) for c in chunks(map(str, range(300)), max_lines=100)] == [32, 64, 100, 100, 4]  # the first lines soon
+    assert list(chunks([])) == []
+
+
+def test_each_chunk_is_told_how_many_lines_came_before_it(monkeypatch):
+    monkeypatch.setattr(stream, "CHUNK_LINES", 3)
+    seen = []
+    out = "".join(translated_chunks(iter("abcdefg"), lambda chunk, first: seen.append(first) or [c.upper() for c in chunk]))
+    assert out == "A\nB\nC\nD\nE\nF\nG\n" and seen == [0, 3, 6]
+
+
+class CountingStdin:
+    """Standard input whose lines are counted as they are read."""
+
+    def __init__(self, lines: list[bytes]):
+        self.read = 0
+        self.buffer = self
+        self._lines = lines
+
+    def readline(self, limit: int = -1) -> bytes:
+        assert limit == -1 or all(len(line) <= limit for line in self._lines[self.read : self.read + 1])
+        if self.read == len(self._lines):
+            return b""
+        self.read += 1
+        return self._lines[self.read - 1]
+
+
+class RecordingStdout(io.StringIO):
+    """Standard output that records how many input lines had been read at each write."""
+
+    def __init__(self, stdin: CountingStdin):
+        super().__init__()
+        self.stdin, self.read_at_write = stdin, []
+
+    def write(self, text: str) -> int:
+        self.read_at_write.append(self.stdin.read)
+        return super().write(text)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stream")
+    torch.save(tiny_checkpoint(folder, data={"max_len": 16}, positional="learned", max_positions=16), folder / "m.ckpt")
+    return folder / "m.ckpt"
+
+
+def test_translate_writes_each_chunk_before_reading_the_next(checkpoint, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(stream, "CHUNK_LINES", 30)
+    words = ["the dog runs", "a cat sleeps", "the big old man eats", ""]  # an empty line is translated too, as before
+    lines = [words[i % 4] for i in range(120)]
+    lines[100] = " ".join(["the red dog runs"] * 20)  # over the 15 source tokens the model takes
+    stdin = CountingStdin([(line + "\n").encode() for line in lines])
+    stdout = RecordingStdout(stdin)
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    with caplog.at_level(logging.WARNING):
+        assert main(["translate", str(checkpoint), "--device", "cpu", "--beam", "1"]) == 0
+    assert stdout.read_at_write[0] <= 31, stdout.read_at_write[:3]  # the first chunk written after its 30 lines (and one more)
+    assert len(stdout.read_at_write) == 4 and stdout.read_at_write == sorted(stdout.read_at_write)
+    streamed = stdout.getvalue().splitlines()
+    assert len(streamed) == 120 and streamed[0] == streamed[4] == streamed[96]  # the same line, the same translation
+    assert "stdin:101 has" in caplog.text  # numbered in the whole input, not the chunk
+
+
+def test_output_to_a_file_is_written_as_it_is_translated_and_replaced_whole(checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(stream, "CHUNK_LINES", 2)
+    source, out = tmp_path / "in.en", tmp_path / "out.de"
+    source.write_bytes(b"the dog runs\na cat sleeps\nthe man\n\xff bad\n")
+    out.write_text("kept\n")
+    assert main(["translate", str(checkpoint), "--device", "cpu", "-i", str(source), "-o", str(out)]) == 2  # line 4 is not UTF-8
+    assert out.read_text() == "kept\n" and [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    source.write_text("the dog runs\na cat sleeps\nthe man\n")
+    assert main(["translate", str(checkpoint), "--device", "cpu", "-i", str(source), "-o", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 3

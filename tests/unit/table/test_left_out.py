@@ -1,0 +1,130 @@
+"""Issue 38 item 6: `ablate table` names every run it does not tabulate and why (diverged, failed, pruned, no
+summary), in the terminal, the Markdown and the JSON; a row all of whose runs diverged gets a row saying so, left
+out of Holm, the verdict counts and Spearman, which the note says."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from table_study import markdown_rows, write_run
+
+from ablate.cli import main
+from ablate.table.left_out import left_out
+from ablate.table.load import runs_from_dirs
+
+SCORES = {"base": (25.0, 5.0), "A-h1": (24.0, 5.3), "B-dk16": (24.5, 5.1), "C-N2": (23.0, 5.6)}
+
+
+def study(tmp_path):
+    """base, A-h1, C-N2 with 3 seeds; B-dk16's runs diverged (peak learning rate 10); base seed 3's summary lost;
+    A-h1 seed 3 failed, then trained again; C-N2 seed 3 pruned before a summary."""
+    root = tmp_path / "study"
+    for row, (bleu, ppl) in SCORES.items():
+        overrides = {"train.lr_scale": 1000.0} if row == "B-dk16" else {"model.heads": 1} if row == "A-h1" else {}
+        overrides |= {"model.enc_layers": 2, "model.dec_layers": 2} if row == "C-N2" else {}
+        for seed in (1, 2, 3):
+            run = write_run(root, row, seed, overrides, {"last": {"val/bleu": bleu + seed / 10, "val/ppl": ppl + seed / 100}})
+            if row == "B-dk16":
+                (run / "summary.json").unlink()
+                (run / "train.log").write_text(f"epoch 0\nFloatingPointError: non-finite weights at step {4 + seed}: not saving them\n")
+    (root / "trials" / "base-s3" / "summary.json").unlink()
+    failed = write_run(tmp_path / "first", "A-h1", 3, {"model.heads": 1})  # an earlier attempt, in a folder of its own
+    failed.rename(root / "trials" / "A-h1-s3-first")
+    (root / "trials" / "A-h1-s3-first" / "summary.json").unlink()
+    (root / "trials" / "A-h1-s3-first" / "train.log").write_text("RuntimeError: CUDA error: an illegal memory access\n")
+    (root / "trials" / "C-N2-s3" / "summary.json").unlink()
+    db = sqlite3.connect(root / "study.db")
+    db.executescript(
+        "CREATE TABLE trials (trial_id INTEGER, number INTEGER, state TEXT);"
+        "CREATE TABLE trial_user_attributes (trial_id INTEGER, key TEXT, value_json TEXT);"
+        "CREATE TABLE trial_params (trial_id INTEGER, param_name TEXT, param_value REAL, distribution_json TEXT);"
+    )
+    choices = json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": sorted(SCORES)}})
+    states = {"base-s3": "COMPLETE", "C-N2-s3": "PRUNED", "B-dk16-s1": "FAIL", "base-s4": "COMPLETE", "base-s1": "COMPLETE"}
+    for i, (name, state) in enumerate(states.items()):
+        db.execute("INSERT INTO trials VALUES (?, ?, ?)", (i, i, state))
+        db.execute("INSERT INTO trial_user_attributes VALUES (?, 'out_dir', ?)", (i, json.dumps(str(root / "trials" / name))))
+        db.execute("INSERT INTO trial_params VALUES (?, 'row', ?, ?)", (i, sorted(SCORES).index(name.split("-s")[0]), choices))
+        if name == "B-dk16-s1":
+            db.execute(
+                "INSERT INTO trial_user_attributes VALUES (?, 'fail_reason', ?)",
+                (i, json.dumps("exit code 1: non-finite weights at step 5")),
+            )
+    db.commit()
+    db.close()
+    return root
+
+
+def test_every_run_not_tabulated_is_named_with_why(tmp_path):
+    root = study(tmp_path)
+    found = left_out(root, runs_from_dirs(root))
+    why = {k.rsplit("/", 1)[-1]: v for k, v in found.runs.items()}
+    assert why["base-s3"].startswith("no summary.json, though study.db marks its trial COMPLETE")
+    assert why["B-dk16-s1"] == "diverged: exit code 1: non-finite weights at step 5"  # the study's reason
+    assert why["B-dk16-s2"] == "diverged: FloatingPointError: non-finite weights at step 6: not saving them"  # its train.log's
+    assert why["C-N2-s3"] == "pruned before it wrote a summary.json"
+    assert why["A-h1-s3-first"].startswith(
+        f"an earlier attempt of row A-h1 seed 3, which {root}/trials/A-h1-s3 tabulates (failed: RuntimeError"
+    )
+    assert why["trial base-s4"].startswith("no run folder: study.db marks it COMPLETE")
+    assert len(found.runs) == 7 and list(found.diverged) == ["B-dk16"]
+    assert found.diverged["B-dk16"][1]["train.lr_scale"] == 1000.0
+
+
+def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp_path, capsys):
+    root = study(tmp_path)
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "B-dk16 (diverged)" in out and "Left out 7 runs:" in out and "Diverged, no run finished: B-dk16" in out
+    md = (tmp_path / "out" / "table3.md").read_text()
+    rows = markdown_rows(md)
+    assert rows["B-dk16"]["seeds"] == "0" and rows["B-dk16"]["verdict BLEU"] == "diverged" and rows["B-dk16"]["stopped"] == "diverged"
+    assert "Left out 7 runs:" in md and "base-s3 (no summary.json, though study.db marks its trial COMPLETE" in md
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert {r["run"].rsplit("/", 1)[-1] for r in report["skipped_runs"]} >= {"base-s3", "B-dk16-s1", "C-N2-s3", "trial base-s4"}
+    diverged = next(r for r in report["rows"] if r["row"] == "B-dk16")
+    assert diverged["diverged"].startswith("diverged: ") and diverged["bleu"]["p_holm"] is None and diverged["bleu"]["mean"] is None
+    tested = [r["row"] for r in report["rows"] if r["row"] not in ("base", "B-dk16")]
+    assert sum(report["verdicts"]["bleu"]["overall"].values()) == len(tested) == 2  # the diverged row is not counted
+    assert report["spearman"]["bleu"]["rows"] == len(tested) + 1  # nor ranked (base, A-h1, C-N2 are)
+
+
+def test_a_study_without_a_database_names_its_runs_without_a_summary_from_their_folders(tmp_path):
+    root = study(tmp_path)
+    (root / "study.db").unlink()
+    why = {k.rsplit("/", 1)[-1]: v for k, v in left_out(root, runs_from_dirs(root)).runs.items()}
+    assert why["base-s3"] == "no summary.json: failed, stopped or still running (nothing in the folder says which)"
+    assert why["B-dk16-s1"].startswith("diverged: FloatingPointError: non-finite weights at step 5")
+
+
+@pytest.mark.parametrize("damage", [b"", b"not a database at all" * 100])
+def test_a_study_database_that_does_not_read_is_named_not_a_traceback(tmp_path, damage):
+    root = study(tmp_path)
+    (root / "study.db").write_bytes(damage)
+    found = left_out(root, runs_from_dirs(root))
+    assert found.runs[str(root / "study.db")].startswith("not read (") or damage == b""
+
+
+def test_the_table_at_equal_updates_names_them_too(tmp_path, capsys):
+    root = study(tmp_path)
+    for run in (root / "trials").iterdir():
+        (run / "metrics.csv").write_text("epoch,step,train/loss,val/loss,val/ppl\n1,999,3.0,2.4,6.0\n")
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--at-update", "1000"]) == 0
+    md = (tmp_path / "out" / "table3-at-1000.md").read_text()
+    assert "Left out 7 runs:" in md and "Diverged, no run finished: B-dk16" in md and "Left out 7 runs:" in capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "table3-at-1000.json").read_text())
+    assert len(report["skipped_runs"]) == 7
+
+
+def test_a_row_whose_diverged_runs_are_only_in_the_study_database_is_still_a_diverged_row(tmp_path):
+    """An archive copies finished runs only: the study's trials name the rest, and the row they ran."""
+    import shutil
+
+    root = study(tmp_path)
+    for seed in (1, 2, 3):
+        shutil.rmtree(root / "trials" / f"B-dk16-s{seed}")
+    found = left_out(root, runs_from_dirs(root))
+    assert found.runs["trial B-dk16-s1"] == "diverged: exit code 1: non-finite weights at step 5; its run folder is not here"
+    assert found.diverged == {"B-dk16": (found.runs["trial B-dk16-s1"], {})}
