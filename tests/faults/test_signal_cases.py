@@ -37,6 +37,13 @@ EVAL_RECORD = "sweep/trials/*/eval/test.json"
 PAGE = "# Table 3 layout: an earlier table\n<!-- ablate table: begin -->\nan earlier table\n<!-- ablate table: end -->\n"
 
 
+def _child() -> None:
+    """The harness's limits, and Ctrl-C as a terminal delivers it: an xdist worker runs with SIGINT ignored, a child
+    inherits that, and Python installs its KeyboardInterrupt handler only where SIGINT is not ignored."""
+    _limit()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Command:
     """One writing command: its argv, the earlier outputs planted before it runs (path -> bytes), the outputs whose
     renames are signal points (relative fnmatch patterns), every file it may change (patterns), and the files it
@@ -129,7 +136,7 @@ def test_a_signal_while_writing_leaves_whole_files_and_no_temporary(template, tm
     argv = [str(TESTS / "fault_injection.py"), at, sig, pattern, str(record), "--", *command.argv]
     try:
         proc = subprocess.run(
-            [sys.executable, *argv], cwd=w, env=_env(w), capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=_limit
+            [sys.executable, *argv], cwd=w, env=_env(w), capture_output=True, text=True, timeout=TIMEOUT_S, preexec_fn=_child
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"ablate {' '.join(command.argv)} with {sig} {at} {out} ran past {TIMEOUT_S} s (a hang)")
@@ -185,7 +192,7 @@ def test_average_signalled_from_outside_while_it_writes_keeps_the_earlier_averag
     wrapper = [str(TESTS / "fault_injection.py"), "between", f"await:{fifo}", str(earlier), str(tmp_path / "fired.json"), "--"]
     proc = subprocess.Popen(
         [sys.executable, *wrapper, *command], cwd=w, env=_env(w), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_limit,
+        preexec_fn=_child,
     )  # fmt: skip
     try:
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the child opens it for writing only at the point
