@@ -1,7 +1,7 @@
 """Loading a large sweep file: wall time of `ablate sweep FILE --dry-run` for a file of N rows (each changing two
 keys of the base), S seeds a row, in a fresh process as a user would run it (imports, validation of every row, the
 basis check and the printed table included). Issue 38 item 9 asks for under 10 s at 5,000 rows.
-Run: ABLATE_DATA_DIR=/work/shared/data python benchmarks/sweep_dry_run.py [--rows 5000] [--seeds 1] [--rounds 3]
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/sweep_dry_run.py [--rows 5000] [--seeds 1] [--rounds 3]
 """
 
 from __future__ import annotations
