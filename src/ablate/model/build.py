@@ -63,9 +63,13 @@ def _accepting(cls: type, members: int | None, key: str, value: str, **kwargs) -
     parameters but no member axis for them (a plugin written for one model), naming it."""
     if "members" in inspect.signature(cls.__init__).parameters:
         return cls(**kwargs, members=members)
-    module = cls(**kwargs)
+    return _without_members(cls(**kwargs), members, f"{key}={value}", "argument")
+
+
+def _without_members(module: nn.Module, members: int | None, named: str, how: str) -> nn.Module:
+    """`module`, built without a member axis: refused in a member model if it has parameters."""
     if members is not None and any(True for _ in module.parameters()):
-        raise ValueError(f"{key}={value} has parameters but takes no `members` argument, so it cannot train as members")
+        raise ValueError(f"{named} has parameters but takes no `members` {how}, so it cannot train as members")
     return module
 
 
@@ -89,8 +93,8 @@ def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Tran
         offered = {"causal": causal, "self_attention": self_attention, "window": cfg.attention_window, "members": members}
         options = {name: offered[name] for name in kernel_cls.options}
         kernel = kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options)
-        if members is not None and "members" not in options and any(True for _ in kernel.parameters()):
-            raise ValueError(f"model.attention={cfg.attention} has parameters but takes no `members` option, so it cannot train as members")
+        if "members" not in options:
+            _without_members(kernel, members, f"model.attention={cfg.attention}", "option")
         return MultiHeadAttention(
             d_model=cfg.d_model,
             heads=heads,
