@@ -8,9 +8,10 @@ that differs elsewhere is refused naming the key. Where a run writes and how it 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ablate.config.load import flatten, to_dict
+from ablate.config.load import flatten, rebuild, to_dict
 from ablate.config.schema import ExperimentConfig
 from ablate.messages.errors import ConfigError
 
@@ -18,7 +19,7 @@ from ablate.messages.errors import ConfigError
 # model.attention_dropout is not one: torch's fused attention takes one dropout rate for the whole batch.
 MEMBER_KEYS = ("seed", "model.dropout", "train.lr_scale", "train.warmup", "train.label_smoothing", "train.clip_grad")
 # Each member's own bookkeeping: where it writes, how it is named and logged, which study trial it is.
-OWN_PREFIXES = ("out_dir", "logging.", "sweep.")
+OWN_PREFIXES = ("out_dir", "logging.", "sweep.", "members.index")
 
 
 def _own(key: str) -> bool:
@@ -44,4 +45,46 @@ def member_values(configs: list[ExperimentConfig]) -> dict[str, list[Any]]:
         )
     if len(configs) > 1 and configs[0].train.accumulate != 1:
         raise ConfigError("members: train.accumulate must be 1 with members (each step is one batch per member)")
+    if len(configs) > 1 and configs[0].train.devices != 1:
+        raise ConfigError("members: train.devices must be 1 with members (a group trains on one device; run groups side by side)")
     return {key: [f[key] for f in flat] for key in MEMBER_KEYS}
+
+
+def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = None) -> list[ExperimentConfig]:
+    """The `cfg.members.size` runs of a group config: member k has seed `cfg.seed + k` and the k-th of each list in
+    `values` (member-able key -> one value per member), its own out_dir inside the group's (named by what sets it
+    apart) and W&B name, and `members.group` / `members.index` saying where it trained."""
+    values = dict(values or {})
+    size = cfg.members.size
+    for key, listed in values.items():
+        if key not in MEMBER_KEYS:
+            raise ConfigError(
+                f"members: {key} cannot differ between members; only {', '.join(MEMBER_KEYS)} can be given one value per member"
+            )
+        if len(listed) != size:
+            raise ConfigError(f"members: {key} lists {len(listed)} values for members.size={size}; give one per member")
+    values = {"seed": values.pop("seed", [cfg.seed + k for k in range(size)]), **values}
+    members = []
+    for k in range(size):
+        data = to_dict(cfg)
+        for key, vals in values.items():
+            *path, leaf = key.split(".")
+            node = data
+            for part in path:
+                node = node[part]
+            node[leaf] = vals[k]
+        members.append(rebuild(data))  # the schema's types: a value of the wrong type is refused naming the key
+    flat = [flatten(to_dict(m)) for m in members]
+    shown = [key for key in values if key == "seed" or len({f[key] for f in flat}) > 1]
+    names = [",".join(f"{key.rsplit('.', 1)[-1]}={f[key]}" for key in shown) for f in flat]
+    if len(set(names)) < size:
+        raise ConfigError(f"members: two members would train the same run ({', '.join(names)}); give each its own seed or value")
+    base = cfg.logging.name or cfg.out_dir.rstrip("/").rsplit("/", 1)[-1]
+    out = []
+    for k, (member, name) in enumerate(zip(members, names)):
+        member.out_dir = f"{cfg.out_dir.rstrip('/')}/{name}"
+        member.logging = dataclasses.replace(member.logging, name=f"{base}/{name}")
+        member.members = dataclasses.replace(member.members, group=cfg.out_dir, index=k)
+        out.append(member)
+    member_values(out)
+    return out

@@ -162,12 +162,24 @@ class SweepConfig:
 
 
 @dataclass
+class MembersConfig:
+    """K runs of this config trained as one model (docs/members.md): seeds seed .. seed+K-1 unless given per member."""
+
+    size: int = 1  # K; 1 = an ordinary run
+    data: str = "own"  # own: each member its own shuffled batches of one length schedule | shared: the group seed's batches
+    # Filled in by ablate in each member's saved config: the group's directory and this member's place in it.
+    group: str | None = None
+    index: int | None = None
+
+
+@dataclass
 class ExperimentConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    members: MembersConfig = field(default_factory=MembersConfig)
     seed: int = 1
     out_dir: str = "runs/default"  # checkpoints, config.yaml, metrics and W&B files of this run
     # Files (.py; relative to the config naming them, on the command line to the cwd) or module names imported

@@ -213,4 +213,6 @@ def problems(cfg: ExperimentConfig) -> list[str]:
     if not 0 <= cfg.seed <= SEED_MAX:
         p.append(f"seed={cfg.seed} must be from 0 to {SEED_MAX} (numpy's range of seeds)")
     _at_least(p, "sweep.trial", cfg.sweep.trial, 0)
+    _at_least(p, "members.size", cfg.members.size, 1)
+    choice(p, "members.data", cfg.members.data, ["own", "shared"])
     return p

@@ -65,3 +65,20 @@ def collate_members(batches: Sequence[Sequence[tuple[int, np.ndarray, np.ndarray
         "tgt_tokens": sum(counts),
         "padded": 1.0 - (real_src + sum(counts)) / (src.numel() + tgt_out.numel()),
     }
+
+
+def tile_batch(batch: dict, members: int) -> dict:
+    """One ordinary batch given to every member (validation: each member scores the same sentences)."""
+    b, t = batch["tgt_in"].shape
+    n = batch["keep_index"].numel()
+    offsets = torch.arange(members, dtype=torch.long)[:, None] * (b * t)  # (K, 1): member k's rows start at k*B
+    return {
+        **batch,
+        "src": batch["src"].repeat(members, 1),
+        "tgt_in": batch["tgt_in"].repeat(members, 1),
+        "tgt_out": batch["tgt_out"].repeat(members, 1),
+        "keep_index": batch["keep_index"][None, :] + offsets,
+        "target": batch["target"][None, :].expand(members, n).contiguous(),
+        "slot_weight": torch.ones(members, n),
+        "member_tokens": torch.full((members,), n, dtype=torch.long),
+    }

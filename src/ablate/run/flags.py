@@ -24,6 +24,14 @@ def add_parsers(sub) -> None:
     p.add_argument(
         "--move-aside", action="store_true", help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run"
     )
+    p.add_argument(
+        "--members",
+        type=int,
+        metavar="K",
+        help="train K runs of the config as one model (seeds seed..seed+K-1; or give a member-able key one value per "
+        "member as KEY=[v1,...]); each is an ordinary run in OUT_DIR/NAME (docs/members.md)",
+    )
+    p.add_argument("--member-data", choices=("own", "shared"), help="members' batches: each its own (default) or the group seed's")
     p.set_defaults(func=run_train)
 
 
@@ -51,10 +59,37 @@ def run_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
+    """`KEY=[v1, v2, ...]` overrides of member-able keys (`seeds=[...]` for `seed`): one value per member."""
+    from ablate.config.members import MEMBER_KEYS
+    from ablate.files.yaml_file import parse_yaml
+
+    lists, rest = {}, []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        key = "seed" if key == "seeds" else key
+        if key in MEMBER_KEYS and value.strip().startswith("["):
+            parsed = parse_yaml(value, f"the override {item}", lines=False)
+            if not isinstance(parsed, list) or not parsed:
+                raise ValueError(f"the override {item}: expected a list of values, one per member")
+            lists[key] = parsed
+        else:
+            rest.append(item)
+    return lists, rest
+
+
 def run_train(args: argparse.Namespace) -> int:
     from ablate.experiment import load_config
 
-    cfg = load_config(*split_config_args(args.config))
+    files, overrides = split_config_args(args.config)
+    lists, overrides = member_lists(overrides)
+    sizes = {len(v) for v in lists.values()} | ({args.members} if args.members else set())
+    if len(sizes) > 1:
+        raise ValueError(f"--members and the listed values disagree on the number of members ({sorted(sizes)})")
+    overrides += [f"members.size={size}" for size in sizes] + ([f"members.data={args.member_data}"] if args.member_data else [])
+    cfg = load_config(files, overrides)
+    if cfg.members.size > 1:
+        return _run_members(args, cfg, lists)
     from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
 
     resume = args.resume
@@ -73,3 +108,24 @@ def run_train(args: argparse.Namespace) -> int:
 
     print_closing(summary)  # final scores and where the files are
     return 0
+
+
+def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
+    from pathlib import Path
+
+    from ablate.config import to_dict
+    from ablate.config.members import member_configs
+    from ablate.experiment import from_dict
+
+    configs = [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]  # each member's values checked as any run's
+    from ablate.run.closing import print_closing
+    from ablate.run.members import train_members
+
+    resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
+    summaries = train_members(cfg, configs, resume=resume, aside=args.move_aside)
+    for member, summary in zip(configs, summaries):
+        if summary is None:
+            print(f"{member.out_dir}: diverged (see FAILED.txt there)", flush=True)
+        else:
+            print_closing(summary)
+    return 0 if all(summaries) else 1

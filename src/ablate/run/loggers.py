@@ -81,9 +81,10 @@ def make_csv_logger(out: Path, attempt: int) -> CSVLogger:
     return RunCSVLogger(str(out), name="", version=f"resume-{attempt}" if attempt else "")
 
 
-def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLogger | None:
+def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bool = False) -> WandbLogger | None:
     """The run's W&B logger: tags each once (W&B keeps a repeated one), job type "sweep-trial" for a trial of a study
-    and "train" otherwise (a study's summary run is "sweep-summary", ablate.sweep.results)."""
+    and "train" otherwise (a study's summary run is "sweep-summary", ablate.sweep.results). `several`: one of the
+    runs a member group logs from one process, each its own W&B run (wandb's reinit="create_new")."""
     lc = cfg.logging
     if not lc.wandb or lc.mode == "disabled":
         return None
@@ -101,6 +102,7 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict) -> WandbLog
             mode=mode,
             config={**flatten(to_dict(cfg)), **extra},
             log_model=False,
+            **({"reinit": "create_new"} if several else {}),
         )
         # Lightning hands wandb.init `anonymous=None` when not asked for it, and wandb >= 0.19 warns that "the
         # anonymous setting has no effect" whenever the key is present; leave it out unless it was set.

@@ -128,7 +128,7 @@ class MemberAdam(torch.optim.Optimizer):
             frozen = not bool(self.active.all())  # a host tensor: no device sync
             if frozen:  # moments of a frozen member stay: per-member decay factors, 0 where frozen
                 scalars |= {"decay1": torch.where(active, one * (1 - beta1), zero), "keep2": torch.where(active, one * beta2, one),
-                            "add2": torch.where(active, one * (1 - beta2), zero)}  # fmt: skip
+                            "add2": torch.where(active, one * (1 - beta2), zero), "live": torch.where(active, one, zero)}  # fmt: skip
             views: dict[tuple, dict[str, Tensor]] = {}  # each (dtype, ndim)'s broadcastable (K, 1, ...) copies, made once
             for p in params:
                 state = self.state[p]
@@ -145,6 +145,8 @@ class MemberAdam(torch.optim.Optimizer):
                 if group["weight_decay"]:
                     grad = grad.add(p, alpha=group["weight_decay"])
                 if frozen:
+                    # A frozen member's gradient may be non-finite (it diverged): it must not reach its moments.
+                    grad = torch.where(per["live"] > 0, grad, torch.zeros_like(grad))
                     state["exp_avg"].lerp_(grad, per["decay1"].expand_as(grad))
                     state["exp_avg_sq"].mul_(per["keep2"]).addcmul_(grad, grad * per["add2"])
                 else:  # torch.optim.Adam's own arithmetic

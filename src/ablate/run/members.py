@@ -1,0 +1,215 @@
+"""`ablate train` with `members.size` K > 1: K runs of one config trained as one model (docs/members.md).
+
+The group's directory (the config's out_dir) holds its own checkpoint (checkpoints/last.ckpt: every member's weights,
+Adam state and stop rules, the data position and RNG states, which `--resume` continues exactly), metrics.csv of the
+group's means and speed, and progress.json. Each member is an ordinary run in a folder of its own inside it
+(ablate.config.members names them): config.yaml, metrics.csv, checkpoints, eval/valid.json, summary.json, W&B run;
+what `evaluate`, `translate`, `average`, `table` and `archive` read of any run. A member that diverged writes
+FAILED.txt with the reason instead of a summary, as an ordinary run that diverged raises and writes none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from ablate.config import ExperimentConfig, to_dict, to_yaml
+from ablate.data.member_data import MemberDataModule
+from ablate.data.module import available_splits
+from ablate.evaluation.records import FINAL
+from ablate.evaluation.wandb_records import log_record
+from ablate.files.atomic import write_file
+from ablate.run.basis import comparison_basis
+from ablate.run.callbacks import CALLBACKS, Preemption
+from ablate.run.checkpoint_io import AtomicCheckpointIO
+from ablate.run.evaluation import scored_on, select_weights, write_record
+from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
+from ablate.run.loggers import make_csv_logger
+from ablate.run.member_runs import MemberRuns
+from ablate.run.member_stops import DIVERGED
+from ablate.run.memory import check_fits
+from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
+from ablate.run.quiet import quiet_dependencies
+from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha
+from ablate.run.stopping import StopRules
+from ablate.training.flops import train_flops
+from ablate.training.member_module import MemberModule
+from ablate.training.metrics import SpeedCallback
+from ablate.training.module import TranslationModule
+from ablate.training.precision import set_matmul_precision
+
+log = logging.getLogger(__name__)
+FAILED = "FAILED.txt"
+
+
+def train_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], resume: bool = False, aside: bool = False) -> list[dict | None]:
+    """Train the group `cfg` (its out_dir is the group's) as the member runs `configs`; each member's summary, None
+    for a member that diverged. `resume` continues the group from its last checkpoint."""
+    check_fits(cfg)  # one member's model: a size no memory here holds is refused before anything is written
+    locks = []
+    try:
+        group, lock = claim_out_dir(cfg, resume, aside)
+        locks.append(lock)
+        for member in configs:
+            (Path(member.out_dir)).mkdir(parents=True, exist_ok=True)
+            locks.append(claim_out_dir(member, resume, aside=False)[1])
+        return _train(cfg, configs, group, resume)
+    finally:
+        for fd in filter(None, locks):
+            os.close(fd)
+
+
+def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, resume: bool) -> list[dict | None]:
+    outs = [Path(c.out_dir) for c in configs]
+    ckpt_path, attempt, tokenizer = None, 0, None
+    if resume:
+        ckpt_path = group / "checkpoints" / "last.ckpt"
+        if not ckpt_path.is_file():
+            raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
+        proto = checkpoint_tokenizer(ckpt_path)
+        tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
+        attempt = 1 + sum(1 for _ in group.glob("resume-*"))
+        log.warning("resuming the group %s from %s", group, ckpt_path)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    set_matmul_precision(cfg.train)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    dm = MemberDataModule(cfg, [c.seed for c in configs], shared=cfg.members.data == "shared")
+    dm.tokenizer = tokenizer
+    dm.prepare_data()
+    dm.setup("fit")
+    vocab = dm.tokenizer.vocab_size
+    module = MemberModule.from_configs(configs, vocab)
+    module.tokenizer_proto = proto = Path(dm.tokenizer.path).read_bytes()
+    # Each member keeps its checkpoints, and the group's holds all members: K runs' worth, and the group's two.
+    check_disk_space(group, module.params["total"] * len(configs), cfg.train.keep_last + 2)
+    if not resume:
+        write_file(group / "config.yaml", to_yaml(cfg))
+        for member, out in zip(configs, outs):
+            write_file(out / "config.yaml", to_yaml(member))
+            record_fingerprint(out, cfg.data, proto, "start")
+    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    runs = MemberRuns(configs, outs, group, vocab, proto, attempt, extra)
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
+    stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), speed.flops)
+    preemption = Preemption(group)
+    trainer = _trainer(cfg, group, attempt, [runs, speed, stop, preemption])
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    try:
+        try:
+            trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        except SIGTERMException:
+            raise SystemExit(preemption.exit_code) from None
+        validated = "valid" in available_splits(cfg.data)
+        if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
+            trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
+            runs.record(trainer, module)
+            trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)
+        group_reason = stop.summary(trainer, cfg.train)
+        return [_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated) for k in range(len(configs))]
+    finally:
+        runs.finish()
+
+
+def _trainer(cfg: ExperimentConfig, group: Path, attempt: int, callbacks: list) -> L.Trainer:
+    t = cfg.train
+    quiet_dependencies(group)
+    bar = cfg.logging.progress and os.isatty(1)
+    # The researcher's own callbacks (plugins) see the group's module, MemberModule.
+    callbacks = [*(callback() for callback in CALLBACKS.values()), *callbacks, ProgressFile(group, may_stop_sooner=True)]
+    if cfg.logging.progress:
+        callbacks.append(ProgressBar() if bar else PlainProgress())
+    every = t.val_every_steps
+    return L.Trainer(
+        max_steps=t.max_steps,
+        max_epochs=t.max_epochs or -1,
+        accelerator=t.accelerator,
+        devices=1,
+        precision=t.precision,
+        val_check_interval=every if every else 1.0,
+        check_val_every_n_epoch=None if every else 1,
+        log_every_n_steps=t.log_every_steps,
+        logger=[make_csv_logger(group, attempt)],
+        callbacks=callbacks,
+        default_root_dir=group,
+        use_distributed_sampler=False,
+        enable_progress_bar=bar,
+        num_sanity_val_steps=1,
+        deterministic=t.deterministic,
+        enable_model_summary=False,
+        enable_checkpointing=False,  # the group's checkpoint is written with each validation's member checkpoints
+        plugins=[AtomicCheckpointIO()],
+    )
+
+
+def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validated) -> dict | None:
+    """Member k's end, as `ablate train` ends a run: the weights it reports, its evaluation record, summary.json."""
+    if runs.stops.reason[k] == DIVERGED:
+        why = f"training diverged (FloatingPointError: {runs.stops.why[k]})"
+        write_file(out / FAILED, why + "\n")
+        log.error("member %s: %s", out, why)
+        return None
+    own = TranslationModule.from_config(cfg, module.vocab_size)
+    own.model.load_state_dict(module.member_weights(k))
+    own.tokenizer_proto = module.tokenizer_proto
+    judge = L.Trainer(accelerator=cfg.train.accelerator, devices=1, precision=cfg.train.precision, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    selected = select_weights(cfg, judge, own, dm, out) if validated else {"selected": FINAL}
+    last = dict(runs.last[k])
+    if selected["selected"] != FINAL:
+        last = {key: float(v) for key, v in judge.callback_metrics.items() if key.startswith("val/")}
+    steps = int(module.optimizer.state[next(iter(module.model.parameters()))]["step"][k]) if trainer.global_step else 0
+    reason = runs.stops.reason[k] or group_reason["stop_reason"]
+    summary = {
+        "out_dir": cfg.out_dir,
+        "steps": steps,
+        "epochs": round(steps / max(trainer.num_training_batches, 1), 2) if math.isfinite(trainer.num_training_batches) else None,
+        **group_reason,
+        "stop_reason": reason,
+        "flops": group_reason["flops"] / module.members,  # the group's model FLOPs, a member's share
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "params": module.params,
+        "last": last,
+        "best": {"metric": runs.monitor, "value": runs.best[k], "checkpoint": str(out / "checkpoints" / "best.ckpt")},
+        "bleu_signature": module.bleu_signature,
+        # A member's share of the group's throughput; the group's own figures are under members.speed.
+        **{key: float(f"{v / module.members:.4g}") for key, v in speed.summary.items() if key.endswith("tokens_per_s")},
+        **selected,
+        **(scored_on(cfg, dm) if validated else {}),
+        "members": {
+            "group": str(cfg.members.group),
+            "index": k,
+            "size": module.members,
+            "data": cfg.members.data,
+            "padded": round(runs.padded, 4),
+            "speed": {key: float(f"{v:.4g}") for key, v in speed.summary.items()},
+        },
+    }
+    summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))
+    summary["data"] = {"dropped": dm.dropped}
+    if cfg.sweep.study:
+        summary["sweep"] = to_dict(cfg)["sweep"]
+    record = None
+    if validated and cfg.train.eval_record:
+        record = write_record(cfg, judge, own, dm, out, selected["selected"])
+        summary["eval_record"] = "eval/valid.json"
+        if "val/bleu" not in summary["last"]:
+            summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
+    write_file(out / "summary.json", json.dumps(summary, indent=2))
+    wandb_logger = runs.wandb[k]
+    if wandb_logger is not None:
+        with contextlib.suppress(Exception):  # W&B must never be the reason a run's results are lost
+            wandb_logger.experiment.summary.update(summary)
+            if record is not None:
+                log_record(wandb_logger.experiment, record)
+    return summary

@@ -1,0 +1,174 @@
+"""`MemberModule`: K runs of one architecture trained as one Lightning module (ablate.model.members).
+
+Member k starts from the weights its own run would (ablate.training.member_training.initial_weights) and trains with
+its own schedule, clipping, label smoothing and dropout rate under MemberAdam. Validation scores every member on the
+same batches: the loss in one batched pass, beam search on an ordinary copy of each member's weights (decoding is
+per member, as each run's own would be). Per-member results are left in `member_metrics` and `train_losses` for the
+callbacks that write each member's run directory (ablate.run.member_runs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from ablate.config import to_dict
+from ablate.config.members import member_values
+from ablate.data.member_batches import tile_batch
+from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
+from ablate.experiment import from_dict
+from ablate.model import build_transformer, count_parameters
+from ablate.model.dropout import Dropout
+from ablate.model.member_loss import member_translation_loss
+from ablate.model.members import member_state_dict, stack_state_dicts
+from ablate.training.member_adam import MemberAdam, noam_rates
+from ablate.training.member_training import initial_weights
+from ablate.training.metrics import bleu
+from ablate.training.module import rng_states, set_rng_states
+
+
+class MemberModule(L.LightningModule):
+    def __init__(self, configs: list[dict], vocab_size: int):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfgs = [from_dict(c) for c in configs]
+        self.members, self.vocab_size = len(configs), vocab_size
+        self.values = member_values(self.cfgs)  # refuses a group whose members differ in a key they may not
+        cfg = self.cfgs[0]
+        self.model = build_transformer(cfg.model, vocab_size, members=self.members)
+        self.model.load_state_dict(stack_state_dicts([initial_weights(c, vocab_size) for c in self.cfgs]))
+        rates = torch.tensor(self.values["model.dropout"], dtype=torch.float32)
+        for module in self.model.modules():
+            if isinstance(module, Dropout):
+                module.set_member_rates(rates)
+        self.register_buffer("smoothing", torch.tensor(self.values["train.label_smoothing"], dtype=torch.float64), persistent=False)
+        with torch.device("meta"):
+            self.params = count_parameters(build_transformer(cfg.model, vocab_size))  # one member's
+        self.train_losses: Tensor | None = None  # (K,) each member's mean smoothed loss at the last logging step
+        self.member_metrics: list[dict[str, float]] = []  # each member's metrics of the last validation
+        self.bleu_signature = ""
+        self.tokenizer_proto: bytes | None = None  # set by the group's trainer: its checkpoint is self-contained
+        self._val_sums = torch.zeros(self.members, 3)
+        self._hyps: list[dict[int, list[int]]] = []
+        self._decoders: tuple = ()  # ordinary models member weights are copied into for beam search (not parameters)
+        if cfg.train.compile:
+            self.model.compile()
+
+    @classmethod
+    def from_configs(cls, configs: list, vocab_size: int) -> MemberModule:
+        return cls([to_dict(c) for c in configs], vocab_size)
+
+    @property
+    def optimizer(self) -> MemberAdam:
+        return self.optimizers(use_pl_optimizer=False)
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss, nll, ntok = member_translation_loss(self.model, batch, self.smoothing)
+        per_token = loss / ntok.to(loss.dtype).clamp(min=1)  # (K,)
+        # A frozen member (stopped, or diverged with non-finite weights) adds nothing: where() passes it no gradient.
+        active = self.optimizer.active.to(per_token.device)
+        total = torch.where(active, per_token, torch.zeros_like(per_token)).sum()
+        if (self.global_step + 1) % self.cfgs[0].train.log_every_steps == 0:  # the steps Lightning logs a run's at
+            # Read on the host only at logging steps (ablate.training.module explains why); members share no
+            # parameter, so each member's gradient is its own loss's.
+            self.train_losses, self.train_step = per_token.detach().double().cpu(), self.global_step
+            self.train_ppl = torch.exp(nll / ntok.to(nll.dtype).clamp(min=1)).detach().double().cpu()
+            shown = self.train_losses[self.optimizer.active]
+            self.log("train/loss", shown.mean() if shown.numel() else math.nan, prog_bar=True, batch_size=batch["tgt_tokens"])
+        return total
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(self.members, 3, dtype=torch.float64, device=self.device)
+        self._hyps = [{} for _ in range(self.members)]
+        if self.cfgs[0].train.val_bleu and not self.trainer.sanity_checking:
+            self._load_decoders()
+
+    def _load_decoders(self) -> None:
+        """Copy each member's current weights into its ordinary model, built once."""
+        cfg = self.cfgs[0]
+        if not self._decoders:
+            self._decoders = tuple(build_transformer(cfg.model, self.vocab_size) for _ in range(self.members))
+        state = self.model.state_dict()
+        for k, decoder in enumerate(self._decoders):
+            decoder.load_state_dict(member_state_dict(state, k))
+            decoder.to(device=self.device, dtype=next(self.model.parameters()).dtype).eval()
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, nll, ntok = member_translation_loss(self.model, tile_batch(batch, self.members), self.smoothing)
+        self._val_sums += torch.stack([loss.double(), nll.double(), ntok.to(self._val_sums)], dim=1)
+        if self._decoders and not self.trainer.sanity_checking:
+            found = batch.get("bleu") or host_rows(batch, self._bleu_rows())
+            if found["idx"]:
+                src = batch["src"].index_select(0, found["rows"].to(batch["src"].device))  # (B', S)
+                for k, decoder in enumerate(self._decoders):
+                    if bool(self.optimizer.active[k]):  # a stopped member's scores stay those it stopped with
+                        self._hyps[k].update(zip(found["idx"], decode_rows(decoder, src, self.cfgs[0], found["width"])))
+
+    def _bleu_rows(self):
+        return bleu_rows(len(self.trainer.datamodule.raw("valid")[1]), self.cfgs[0].train)
+
+    def on_validation_epoch_end(self) -> None:
+        sums = self._val_sums.cpu().tolist()
+        self.member_metrics = []
+        refs = self.trainer.datamodule.raw("valid")[1] if any(self._hyps) else []
+        for k, (loss, nll, ntok) in enumerate(sums):
+            ntok = max(ntok, 1.0)
+            m = {
+                "val/loss": loss / ntok,
+                "val/nll": nll / ntok,
+                "val/ppl": math.exp(min(nll / ntok, 50.0)) if math.isfinite(nll) else math.inf,
+            }
+            if self._hyps[k]:
+                order = sorted(self._hyps[k])
+                score = bleu(self.trainer.datamodule.tokenizer.decode([self._hyps[k][i] for i in order]), [refs[i] for i in order])
+                m["val/bleu"] = score.score
+                self.bleu_signature = score.signature
+            self.member_metrics.append(m)
+        live = [m for k, m in enumerate(self.member_metrics) if bool(self.optimizer.active[k])] or self.member_metrics
+        # The group's mean, for the progress bar and the budgets' bookkeeping; each member's own go to its run directory.
+        self.log_dict({key: sum(m[key] for m in live) / len(live) for key in live[0] if all(key in m for m in live)})
+
+    def configure_optimizers(self):
+        t, v = self.cfgs[0].train, self.values
+        clip = torch.tensor(v["train.clip_grad"], dtype=torch.float64)
+        warmup = torch.tensor(v["train.warmup"], dtype=torch.float64, device=self.device)
+        scale = torch.tensor(v["train.lr_scale"], dtype=torch.float64, device=self.device)
+        return MemberAdam(
+            self.model.parameters(),
+            members=self.members,
+            lr=noam_rates(self.cfgs[0].model.d_model, warmup, scale),
+            betas=tuple(t.betas),
+            eps=t.eps,
+            weight_decay=t.weight_decay,
+            clip=clip if bool((clip > 0).any()) else None,
+        )
+
+    def member_weights(self, k: int) -> dict[str, Tensor]:
+        """Member k's weights as its own run's model holds them."""
+        return member_state_dict(self.model.state_dict(), k)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["rng"] = rng_states()
+        if self.tokenizer_proto is not None:
+            checkpoint["tokenizer_model"] = self.tokenizer_proto
+        checkpoint["member_active"] = self.optimizer.active.clone()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.tokenizer_proto = checkpoint.get("tokenizer_model")
+        self._pending_rng = checkpoint.get("rng")
+        self._pending_active = checkpoint.get("member_active")
+
+    def on_train_start(self) -> None:
+        active = getattr(self, "_pending_active", None)
+        if active is not None:
+            for k in (~active).nonzero().flatten().tolist():
+                self.optimizer.freeze(k)
+            self._pending_active = None
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        if getattr(self, "_pending_rng", None) is not None:
+            set_rng_states(self._pending_rng)
+            self._pending_rng = None
