@@ -37,7 +37,7 @@ class MemberModule(L.LightningModule):
         self.cfgs = [from_dict(c) for c in configs]
         self.members, self.vocab_size = len(configs), vocab_size
         self.values = member_values(self.cfgs)  # refuses a group whose members differ in a key they may not
-        cfg = self.cfgs[0]
+        self.cfg = cfg = self.cfgs[0]  # what every member shares (a plugin's callback reads it as a run's cfg)
         self.model = build_transformer(cfg.model, vocab_size, members=self.members)
         self.model.load_state_dict(stack_state_dicts([initial_weights(c, vocab_size) for c in self.cfgs]))
         rates = torch.tensor(self.values["model.dropout"], dtype=torch.float32)
@@ -54,6 +54,8 @@ class MemberModule(L.LightningModule):
         self._val_sums = torch.zeros(self.members, 3)
         self._hyps: list[dict[int, list[int]]] = []
         self._decoders: tuple = ()  # ordinary models member weights are copied into for beam search (not parameters)
+        if cfg.train.precision == "64":
+            self.model.double()  # before Lightning restores a checkpoint into it (ablate.training.module says why)
         if cfg.train.compile:
             self.model.compile()
 

@@ -43,6 +43,10 @@ class TranslationModule(L.LightningModule):
         self._hyps: dict[int, list[int]] = {}
         self._bleu_rows: frozenset[int] | None = None  # the fixed sample of validation sentences val/bleu is on; None = all
         self.decoded: tuple[int, dict[int, list[int]]] | None = None  # (global step, {index: ids}) of the last decoding validation
+        if self.cfg.train.precision == "64":
+            # Lightning restores a checkpoint's weights before its precision plugin converts the module: float32
+            # parameters would round a resumed fp64 run's weights (its resume then drifts from the uninterrupted run).
+            self.model.double()
         if self.cfg.train.compile:
             self.model.compile()  # in place: state-dict keys stay those of the plain model
 

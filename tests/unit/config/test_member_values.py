@@ -38,3 +38,31 @@ def test_a_group_that_cannot_train_together_is_refused_naming_the_key(group, nam
 def test_one_run_alone_may_use_any_precision():
     (cfg,) = configs(["train.precision=16-mixed"])
     assert member_values([cfg])["seed"] == [cfg.seed]
+
+
+def test_member_configs_give_each_member_its_seed_values_and_own_run_directory():
+    from ablate.config.members import member_configs
+
+    (group,) = configs(["members.size=3", "out_dir=runs/g", "seed=7"])
+    members = member_configs(group, {"train.lr_scale": [0.5, 1, 2]})
+    assert [m.seed for m in members] == [7, 8, 9]
+    assert [m.train.lr_scale for m in members] == [0.5, 1.0, 2.0]
+    assert [m.out_dir for m in members] == ["runs/g/seed=7,lr_scale=0.5", "runs/g/seed=8,lr_scale=1.0", "runs/g/seed=9,lr_scale=2.0"]
+    assert [(m.members.group, m.members.index, m.members.size) for m in members] == [("runs/g", k, 3) for k in range(3)]
+    assert members[1].logging.name == "g/seed=8,lr_scale=1.0"
+    listed = member_configs(group, {"seed": [3, 1, 2]})  # a value the members share is left out of the names
+    assert [m.out_dir for m in listed] == ["runs/g/seed=3", "runs/g/seed=1", "runs/g/seed=2"]
+
+
+@pytest.mark.parametrize("values, named", [
+    ({"model.d_model": [32, 64, 128]}, "members: model.d_model cannot differ between members"),
+    ({"train.warmup": [10, 20]}, "members: train.warmup lists 2 values for members.size=3"),
+    ({"seed": [1, 1, 2]}, "two members would train the same run (seed=1, seed=1, seed=2)"),
+    ({"train.lr_scale": ["fast", 1, 2]}, "lr_scale"),
+])  # fmt: skip
+def test_member_configs_refuse_what_members_cannot_be(values, named):
+    from ablate.config.members import member_configs
+
+    (group,) = configs(["members.size=3"])
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        member_configs(group, values)

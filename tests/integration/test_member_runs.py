@@ -1,0 +1,138 @@
+"""Members as runs, end to end (ablate.run.members): a group trains its members as one model and leaves each an
+ordinary run directory; a member trains as its own run would, a diverged member changes nothing in the others, and a
+killed group resumes every member exactly."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from fault_injection import fault_plugin
+from helpers import ablate, run_cli, write_experiment
+
+from ablate.config import to_dict
+from ablate.config.members import member_configs
+from ablate.data.member_data import MemberDataModule
+from ablate.experiment import from_dict, load_config
+from ablate.run.member_runs import MemberRuns
+from ablate.run.members import FAILED, train_members
+from ablate.run.train import train
+from ablate.training.checkpoint import average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
+from ablate.training.member_module import MemberModule
+
+pytestmark = pytest.mark.slow
+
+TRAIN = {"max_steps": 30, "val_every_steps": 15, "log_every_steps": 5, "keep_last": 2, "precision": "64", "val_bleu": True}
+
+
+def _group(path: Path, values: dict, data: str = "own", *overrides: str):
+    cfg = load_config([path], [f"members.size={len(next(iter(values.values())))}", f"members.data={data}", *overrides])
+    return cfg, [from_dict(to_dict(m)) for m in member_configs(cfg, values)]
+
+
+def _rows(run: Path) -> list[dict]:
+    with open(run / "metrics.csv") as f:
+        return [{k: float(v) for k, v in row.items() if v != "" and (k.startswith(("train/loss", "train/ppl", "train/lr", "val/")) or k == "step")}
+                for row in csv.DictReader(f)]  # fmt: skip
+
+
+def _close(a: float, b: float, rel: float) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+def test_a_member_trains_as_its_own_run_would_and_leaves_an_ordinary_run(tmp_path, capsys):
+    path = write_experiment(tmp_path, "exp", **TRAIN)
+    cfg, members = _group(path, {"train.lr_scale": [1.0, 2.0]}, data="shared")  # member 0 sees its own seed's batches
+    summaries = train_members(cfg, members)
+    alone = train(load_config([path], [f"out_dir={tmp_path / 'alone'}", "train.lr_scale=1.0", "seed=1"]))
+    member = Path(members[0].out_dir)
+    ours, theirs = _rows(member), [r for r in _rows(tmp_path / "alone") if len(r) > 1]
+    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [4, 9, 14, 14, 19, 24, 29, 29]
+    for a, b in zip(ours, theirs):  # every logged loss, perplexity, rate and validation metric, float64
+        assert a.keys() == b.keys() and all(_close(a[k], b[k], 1e-6) for k in a), (a, b)
+    s = summaries[0]
+    assert s["steps"] == alone["steps"] == 30 and s["stop_reason"] == alone["stop_reason"] == "max_steps"
+    assert all(_close(s["last"][k], alone["last"][k], 1e-6) for k in ("val/loss", "val/ppl"))
+    assert s["last"]["val/bleu"] == pytest.approx(alone["last"]["val/bleu"], abs=1e-6)
+    assert s["members"]["group"] == cfg.out_dir and s["members"]["index"] == 0 and s["members"]["size"] == 2
+    # Its checkpoints are an ordinary run's: the weights its own run ends with, loaded by what reads any run.
+    ours_w = load_checkpoint(member / "checkpoints" / "last.ckpt")["state_dict"]
+    theirs_w = load_checkpoint(tmp_path / "alone" / "checkpoints" / "last.ckpt")["state_dict"]
+    assert ours_w.keys() == theirs_w.keys()
+    for k in ours_w:  # atol: the key projection's bias, whose gradient is rounding only (docs/members.md)
+        torch.testing.assert_close(ours_w[k], theirs_w[k], rtol=1e-6, atol=1e-7)
+    model, saved, _ = model_from_checkpoint(member / "checkpoints" / "best.ckpt")
+    assert saved.train.lr_scale == 1.0 and saved.members.group == cfg.out_dir and saved.members.index == 0
+    assert [p.name for p in step_checkpoints(member)] == ["step=15.ckpt", "step=30.ckpt"]
+    assert average_checkpoints(step_checkpoints(member))["state_dict"].keys() == ours_w.keys()
+    record = json.loads((member / "eval" / "valid.json").read_text())
+    assert record["bleu"] == pytest.approx(s["last"]["val/bleu"], abs=1e-9)
+    rc, out = run_cli(capsys, "average", "--run-dir", str(member), "--last", "2", "--output", str(tmp_path / "avg.ckpt"))
+    assert rc == 0 and "averaged 2 checkpoints" in out
+    rc, out = run_cli(capsys, "evaluate", str(member / "checkpoints" / "last.ckpt"), "--split", "valid")
+    assert rc == 0 and json.loads(out)["sentences"] == 40 and "bleu" in json.loads(out)
+    # Member 1 trains at its own learning rate: a run of its own, not a copy of member 0.
+    assert summaries[1]["last"]["val/loss"] != s["last"]["val/loss"]
+    assert (Path(cfg.out_dir) / "checkpoints" / "last.ckpt").is_file()  # the group's own, which resumes it
+
+
+def test_a_diverged_member_fails_alone_and_changes_nothing_in_the_others(tmp_path):
+    path = write_experiment(tmp_path, "exp", **TRAIN)
+    cfg, members = _group(path, {"train.lr_scale": [1.0, 1e5]}, "own", f"out_dir={tmp_path / 'a'}")
+    bad = train_members(cfg, members)
+    cfg, members_b = _group(path, {"train.lr_scale": [1.0, 2.0]}, "own", f"out_dir={tmp_path / 'b'}")
+    good = train_members(cfg, members_b)
+    assert bad[1] is None and good[1] is not None
+    failed = (Path(members[1].out_dir) / FAILED).read_text()
+    assert "training diverged" in failed and "is nan at step" in failed
+    assert not (Path(members[1].out_dir) / "summary.json").exists()
+    # Member 0 trained on the same batches beside a diverging member as beside a healthy one: the same run.
+    assert bad[0]["steps"] == good[0]["steps"] == 30
+    for key in ("val/loss", "val/ppl", "val/bleu"):
+        assert _close(bad[0]["last"][key], good[0]["last"][key], 1e-9), key
+
+
+def test_a_killed_group_resumes_every_member_exactly(tmp_path):
+    whole = write_experiment(tmp_path, "whole", **TRAIN)
+    assert ablate("train", str(whole), "--members", "2").returncode == 0
+    killed = write_experiment(tmp_path, "killed", plugins=[fault_plugin(tmp_path / "faults", signal_at="20:TERM")], **TRAIN)
+    first = ablate("train", str(killed), "--members", "2")
+    assert first.returncode == 75, first.stderr[-2000:]  # PREEMPTED_EXIT: saved at a step boundary
+    again = ablate("train", str(killed), "--members", "2", "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name in ("seed=1", "seed=2"):
+        a = json.loads((tmp_path / "whole" / name / "summary.json").read_text())
+        b = json.loads((tmp_path / "killed" / name / "summary.json").read_text())
+        assert a["steps"] == b["steps"] == 30
+        assert all(_close(a["last"][k], b["last"][k], 1e-9) for k in ("val/loss", "val/ppl", "val/bleu")), (a["last"], b["last"])
+        resumed = _rows(tmp_path / "killed" / name / "resume-1")
+        assert resumed and resumed[-1]["step"] == 29  # the resumed attempt logs beside the first, from where it stopped
+
+
+def test_the_member_data_and_module_pieces_fit_together(tmp_path):
+    """The loader gives one batch per member and step, of the group's length schedule; the module's validation
+    scores every member on the same sentences; MemberRuns names each member's checkpoint as its own run's."""
+    path = write_experiment(tmp_path, "exp", **TRAIN)
+    cfg, members = _group(path, {"seed": [1, 2, 3]})
+    dm = MemberDataModule(cfg, [m.seed for m in members])
+    dm.prepare_data()
+    dm.setup("fit")
+
+    class Trainer:
+        current_epoch = 0
+
+    dm.trainer = Trainer()
+    loader = dm.train_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader.sampler)
+    seen = [sorted(i for b in batches for i in b["idx"][k].tolist()) for k in range(3)]
+    assert seen[0] == seen[1] == seen[2] == sorted(dm.encoded("train").idx.tolist())  # each member: every pair once
+    assert [b["idx"][0].tolist() for b in batches] != [b["idx"][1].tolist() for b in batches]  # in an order of its own
+    module = MemberModule.from_configs(members, dm.tokenizer.vocab_size)
+    assert module.params == MemberModule.from_configs(members[:1], dm.tokenizer.vocab_size).params  # one member's count
+    runs = MemberRuns(members, [Path(m.out_dir) for m in members], Path(cfg.out_dir), dm.tokenizer.vocab_size, b"", 0, {})
+    assert runs.monitor == "val/bleu" and runs.padded == 0.0
