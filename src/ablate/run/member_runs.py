@@ -92,6 +92,12 @@ class MemberRuns(L.Callback):
                 pl_module.optimizer.freeze(k)
         self._stop_if_done(trainer)
 
+    def stop(self, k: int, reason: str, trainer, pl_module) -> None:
+        """Stop member k for a reason of the caller's (a sweep's pruner: "pruned"), as its own rules would."""
+        self.stops.stop(k, reason)
+        pl_module.optimizer.freeze(k)
+        self._stop_if_done(trainer)
+
     def _stop_if_done(self, trainer) -> None:
         if self.stops.all_stopped:
             trainer.should_stop = True

@@ -28,6 +28,10 @@ class MemberStops:
     def all_stopped(self) -> bool:
         return all(r is not None for r in self.reason)
 
+    def stop(self, k: int, reason: str) -> None:
+        if self.reason[k] is None:
+            self.reason[k] = reason
+
     def diverge(self, k: int, why: str) -> None:
         if self.reason[k] is None:
             self.reason[k], self.why[k] = DIVERGED, why

@@ -50,9 +50,12 @@ log = logging.getLogger(__name__)
 FAILED = "FAILED.txt"
 
 
-def train_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], resume: bool = False, aside: bool = False) -> list[dict | None]:
+def train_members(
+    cfg: ExperimentConfig, configs: list[ExperimentConfig], resume: bool = False, aside: bool = False, callbacks: list = ()
+) -> list[dict | None]:
     """Train the group `cfg` (its out_dir is the group's) as the member runs `configs`; each member's summary, None
-    for a member that diverged. `resume` continues the group from its last checkpoint."""
+    for a member that diverged. `resume` continues the group from its last checkpoint. `callbacks(runs)`: makers of
+    callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after it."""
     check_fits(cfg)  # one member's model: a size no memory here holds is refused before anything is written
     locks = []
     try:
@@ -61,13 +64,13 @@ def train_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], resume
         for member in configs:
             (Path(member.out_dir)).mkdir(parents=True, exist_ok=True)
             locks.append(claim_out_dir(member, resume, aside=False)[1])
-        return _train(cfg, configs, group, resume)
+        return _train(cfg, configs, group, resume, callbacks)
     finally:
         for fd in filter(None, locks):
             os.close(fd)
 
 
-def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, resume: bool) -> list[dict | None]:
+def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, resume: bool, callbacks: list) -> list[dict | None]:
     outs = [Path(c.out_dir) for c in configs]
     ckpt_path, attempt, tokenizer = None, 0, None
     if resume:
@@ -102,7 +105,9 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
     # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
     stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), speed.flops)
     preemption = Preemption(group)
-    trainer = _trainer(cfg, group, attempt, [runs, speed, stop, preemption])
+    # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
+    progress = [ProgressFile(out, may_stop_sooner=True) for out in outs]
+    trainer = _trainer(cfg, group, attempt, [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress])
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     try:

@@ -22,13 +22,13 @@ from ablate.sweep import probe
 from ablate.sweep.devices import Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
-from ablate.sweep.load import load_sweep
+from ablate.sweep.load import load_sweep, member_search_problem
 from ablate.sweep.long_table import print_table
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.plan import plan_for
 from ablate.sweep.results import log_wandb_table, print_summary, report_failures, summarize
 from ablate.sweep.spec import Sweep
-from ablate.sweep.storage import STORAGE_ENV, storage_url
+from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
 from ablate.sweep.worker import open_sweep_study, run_worker
 
@@ -70,6 +70,8 @@ def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: C
     procs = []
     for i, device in enumerate(devices):
         env = watched_env({**os.environ, STORAGE_ENV: url})  # the URL (it may hold a password) travels by environment, not argv
+        if "members.size" in sweep.overrides:  # --members reaches the workers, which load the sweep file themselves
+            env[MEMBERS_ENV] = str(sweep.overrides["members.size"])
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
         cmd = [
@@ -122,6 +124,11 @@ def sweep_cli(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.file)
     if args.n_trials is not None:
         sweep.n_trials = args.n_trials
+    if getattr(args, "members", None) is not None:
+        sweep.set_members(args.members)
+        problem = member_search_problem(sweep)
+        if problem:
+            raise ValueError(f"--members: {problem}")
     per_gpu_from = f"{sweep.path}: trials_per_gpu"
     if args.trials_per_gpu is not None:
         sweep.trials_per_gpu, per_gpu_from = parse_trials_per_gpu(args.trials_per_gpu, "--trials-per-gpu"), "--trials-per-gpu"

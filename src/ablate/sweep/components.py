@@ -42,3 +42,11 @@ def make_pruner(spec: dict) -> optuna.pruners.BasePruner:
     """Also called by a trial's own process, from the spec its worker hands it (never from the sweep file)."""
     options = dict(spec)
     return PRUNERS[options.pop("name")](**options)
+
+
+def suggest(trial: optuna.Trial, key: str, spec: dict) -> Any:
+    if spec["type"] == "categorical":
+        return trial.suggest_categorical(key, spec["choices"])
+    if spec["type"] == "int":
+        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), step=int(spec.get("step") or 1), log=bool(spec.get("log")))
+    return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), step=spec.get("step"), log=bool(spec.get("log")))

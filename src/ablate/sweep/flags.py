@@ -33,6 +33,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
     p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
     p.add_argument("--n-trials", type=Number(int, 1), default=None, help="override the file's n_trials")
+    p.add_argument(
+        "--members",
+        type=Number(int, 1),
+        default=None,
+        help="train K trials of a row (its seeds; a search's draws) at once as members of one model (overrides the file's members)",
+    )
     p.set_defaults(func=run_sweep)
 
     p = sub.add_parser("status", help="what a sweep is doing or did: each trial's progress, the counts, the best row")

@@ -39,6 +39,8 @@ TOP_KEYS = {
     "gpus_per_trial",
     "trials_per_gpu",
     "basis",
+    "members",
+    "member_data",
 }
 PARAM_TYPES = {"categorical", "int", "float"}
 
@@ -171,7 +173,9 @@ def load_sweep(path: str | Path) -> Sweep:
         path=path,
         base=_base(path, raw),
         objective=_objective(path, raw.get("objective")),
-        overrides=_with_plugin_paths(path, dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}"))),
+        overrides=_with_plugin_paths(
+            path, {**dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}")), **_members(path, raw)}
+        ),
         variants=dict(variants),
         search=_search(path, dict(search)),
         seeds=fields.seeds(path, "seeds", raw.get("seeds")),
@@ -194,6 +198,32 @@ def load_sweep(path: str | Path) -> Sweep:
     return sweep
 
 
+def _members(path: Path, raw: dict) -> dict:
+    """`members: K` and `member_data: own|shared`: the study-wide members.size and members.data (a row sets its own
+    with `members.size` among its overrides)."""
+    out = {}
+    if "members" in raw:
+        out["members.size"] = fields.count(path, "members", raw["members"])
+    if "member_data" in raw:
+        out["members.data"] = raw["member_data"]
+    return out
+
+
+def member_search_problem(sweep: Sweep) -> str | None:
+    """A search grouped into members may only search keys members can differ in (the seed and the scalar knobs)."""
+    from ablate.config.members import MEMBER_KEYS
+
+    if not sweep.search or sweep.row_config({}).members.size == 1:
+        return None
+    other = [key for key in sweep.search if key not in MEMBER_KEYS]
+    if other:
+        return (
+            f"members: search key {other[0]} cannot differ between members of one model, so trials cannot be grouped; "
+            f"search only {', '.join(MEMBER_KEYS)} with members, or set members: 1"
+        )
+    return None
+
+
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
     for row, overrides in sweep.variants.items():
@@ -212,7 +242,7 @@ def _validate_trials(sweep: Sweep) -> None:
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
-    problem = plan_for(sweep).check()
+    problem = plan_for(sweep).check() or member_search_problem(sweep)
     if problem:
         raise fields.fail(path, problem)
     problem = component_problem("sampler", sweep.sampler, lambda spec: make_sampler(spec, sweep.search)) or component_problem(

@@ -7,7 +7,6 @@ the file's validation call; nothing else asks which kind a sweep is.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -18,8 +17,9 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config.paper import row_group
-from ablate.sweep.components import make_sampler
+from ablate.sweep.components import make_sampler, suggest
 from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of, was_interrupted
+from ablate.sweep.row_param import row_param
 from ablate.sweep.spec import Sweep, diff_from_base
 from ablate.sweep.storage import StudyHandle
 
@@ -61,6 +61,15 @@ class Plan(ABC):
     def take(self, handle: StudyHandle) -> optuna.Trial | None:
         """Start the next trial (RUNNING from here on); None when there is none to take after all."""
         return handle.study.ask()
+
+    def members(self, handle: StudyHandle, trial: optuna.Trial) -> int:
+        """How many trials the one just taken trains with as members of one model (its config's members.size)."""
+        return self.sweep.row_config({}).members.size
+
+    def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
+        """Up to `n` more trials to train with `trial` as members: what it may be grouped with (a row's other seeds;
+        a search's next trials, whose keys the sweep file was checked to be member-able)."""
+        return [t for t in (self.take(handle) for _ in range(n)) if t is not None]
 
     @abstractmethod
     def next_action(self, study: optuna.Study, started: float) -> str:
@@ -121,8 +130,19 @@ class Variants(Plan):
             queued += 1
         return queued
 
-    def take(self, handle: StudyHandle) -> optuna.Trial | None:
-        """Start a queued row, interrupted rows first; None when other workers took every queued row meanwhile.
+    def members(self, handle: StudyHandle, trial: optuna.Trial) -> int:
+        key = row_of(handle.frozen(trial))
+        if key is None or key[0] not in self.sweep.variants:
+            return 1
+        return self.sweep.row_config(self.sweep.variants[key[0]]).members.size
+
+    def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
+        row = row_of(handle.frozen(trial))[0]
+        return [t for t in (self.take(handle, row) for _ in range(n)) if t is not None]
+
+    def take(self, handle: StudyHandle, row: str | None = None) -> optuna.Trial | None:
+        """Start a queued row (with `row`, a queued seed of that row), interrupted rows first; None when other workers
+        took every queued row meanwhile.
 
         Optuna's ask() pops queued trials by number, so a rerun would start every row the first run had queued before
         continuing any interrupted one, and half-trained runs would wait hours. The claim itself is Optuna's: a
@@ -131,7 +151,8 @@ class Variants(Plan):
         """
         trials = handle.study.get_trials(deepcopy=False)
         interrupted = {row_of(t) for t in trials if was_interrupted(t)}
-        queued = sorted((t for t in trials if t.state == TrialState.WAITING), key=lambda t: (row_of(t) not in interrupted, t.number))
+        waiting = (t for t in trials if t.state == TrialState.WAITING and (row is None or (row_of(t) or ("",))[0] == row))
+        queued = sorted(waiting, key=lambda t: (row_of(t) not in interrupted, t.number))
         for t in queued:
             try:
                 if handle.storage.set_trial_state_values(handle.trial_id(t.number), state=TrialState.RUNNING):
@@ -244,8 +265,16 @@ class Search(Plan):
                 return "wait"
         return "run"
 
+    def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
+        budget = self.budget()
+        if budget:  # no more trials than the budget has left
+            trials = handle.study.get_trials(deepcopy=False)
+            used = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) or failed_by_itself(t) for t in trials)
+            n = min(n, max(budget - used, 0))
+        return super().take_partners(handle, trial, n)
+
     def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
-        overrides = {key: _suggest(trial, key, spec) for key, spec in self.sweep.search.items()}
+        overrides = {key: suggest(trial, key, spec) for key, spec in self.sweep.search.items()}
         return TrialSpec(f"trial{trial.number}", f"trial{trial.number}", overrides, None, ["search"])
 
     def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
@@ -263,35 +292,6 @@ class Search(Plan):
             rows.append([key, str(dist)])
         s = self.sweep
         return ["parameter", "distribution"], rows, f"sampler {s.sampler}, pruner {s.pruner}, n_trials {s.n_trials}, timeout {s.timeout}"
-
-
-def row_param(trials: list[FrozenTrial], rows: list[str]) -> tuple[str, list[str]]:
-    """Name and choices of the categorical parameter recording a variants trial's row: `row` over every row the study
-    has queued, then `row_2`, `row_3`, ... over the grown set once rows are added to the sweep file.
-
-    Optuna refuses a categorical parameter whose choices differ between trials of one study, and finished trials keep
-    theirs, so a grown set of rows needs a new name. The names in use are read back from the trials themselves, so
-    every worker and machine agrees on them; a row removed from the file stays a choice.
-    """
-    recorded: dict[str, list[str]] = {}
-    for t in trials:
-        for name, dist in t.distributions.items():
-            if re.fullmatch(r"row(_\d+)?", name) and isinstance(dist, CategoricalDistribution):
-                recorded[name] = list(dist.choices)
-    if not recorded:
-        return "row", list(dict.fromkeys(rows))
-    latest = max(recorded, key=lambda n: int(n[4:] or 1))
-    if set(rows) <= set(recorded[latest]):
-        return latest, recorded[latest]
-    return f"row_{int(latest[4:] or 1) + 1}", list(dict.fromkeys([*recorded[latest], *rows]))
-
-
-def _suggest(trial: optuna.Trial, key: str, spec: dict) -> Any:
-    if spec["type"] == "categorical":
-        return trial.suggest_categorical(key, spec["choices"])
-    if spec["type"] == "int":
-        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), step=int(spec.get("step") or 1), log=bool(spec.get("log")))
-    return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), step=spec.get("step"), log=bool(spec.get("log")))
 
 
 def plan_for(sweep: Sweep) -> Plan:

@@ -1,5 +1,6 @@
-"""The trial's side of pruning: report the metric to Optuna after each validation and stop when it says so. Kept
-out of ablate.sweep.trial, whose worker side must load without Lightning."""
+"""The trial's side of pruning: report the metric to Optuna after each validation and stop when it says so (for a
+member group, each member to its own trial, and a pruned member stops alone). Kept out of ablate.sweep.trial, whose
+worker side must load without Lightning."""
 
 from __future__ import annotations
 
@@ -23,3 +24,21 @@ class PruningCallback(L.Callback):
         if trainer.strategy.broadcast(prune):
             self.pruned = True
             stop_run(trainer, "pruned")  # the run's summary says why it stopped
+
+
+class MemberPruning(L.Callback):
+    """Each member of a group reports to its own trial; one its pruner stops is frozen with stop_reason "pruned".
+    After MemberRuns in the callbacks, which records the validation first (ablate.run.member_runs)."""
+
+    def __init__(self, trials: list[optuna.Trial], metric: str, runs):
+        self.trials, self.metric, self.runs = trials, metric, runs
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        for k, (trial, metrics) in enumerate(zip(self.trials, pl_module.member_metrics)):
+            if self.runs.stops.reason[k] is not None or self.metric not in metrics:
+                continue
+            trial.report(float(metrics[self.metric]), step=trainer.global_step)
+            if trial.should_prune():
+                self.runs.stop(k, "pruned", trainer, pl_module)

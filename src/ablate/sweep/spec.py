@@ -52,6 +52,11 @@ class Sweep:
     basis: Basis | None = None  # the comparison basis every row (but its exceptions) is held to
     _composed: dict[str, ExperimentConfig] = field(default_factory=dict, repr=False, compare=False)
 
+    def set_members(self, size: int) -> None:
+        """`ablate sweep --members K`: every row trains K trials at once as members of one model (as `members: K`)."""
+        self.overrides["members.size"] = size
+        self._composed.clear()
+
     def rows(self) -> list[tuple[str, int | None]]:
         """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""
         return [(row, s) for row in self.variants for s in (self.row_seeds.get(row) or self.seeds or [None])]

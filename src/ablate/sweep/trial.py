@@ -65,17 +65,22 @@ class Stop:
 # -- parent side -------------------------------------------------------------------------------------------------
 
 
-def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str) -> int:
-    """Run the trial's process to its end, beating its heartbeat; returns its exit code."""
+def launch(
+    handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str, partners: list[optuna.Trial] = ()
+) -> int:
+    """Run the trial's process to its end, beating its heartbeat; returns its exit code. With `partners`, `trial_dir`
+    is a member group's directory and the process (ablate.sweep.member_trial) trains them all, each beaten too."""
+    trials = [trial, *partners]
     env = {
         **os.environ,
         STORAGE_ENV: handle.url,
         _STUDY_ENV: handle.study.study_name,
-        _TRIAL_ENV: str(trial.number),
+        _TRIAL_ENV: ",".join(str(t.number) for t in trials),
         _PRUNER_ENV: json.dumps(pruner),
         _METRIC_ENV: metric,
     }
-    cmd = [sys.executable, "-m", "ablate.sweep.trial", str(trial_dir / "trial.yaml"), *(["--resume"] if resume else [])]
+    target = [f"{__package__}.member_trial", str(trial_dir)] if partners else [f"{__package__}.trial", str(trial_dir / "trial.yaml")]
+    cmd = [sys.executable, "-m", *target, *(["--resume"] if resume else [])]
     with open(trial_dir / "train.log", "ab") as log:
         # The trial watches this worker: if it dies (even by SIGKILL), the trial saves and exits (ablate.sweep.parent_watch).
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=watched_env(env))
@@ -86,12 +91,13 @@ def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bo
             try:
                 return child.wait(timeout=HEARTBEAT_S)
             except subprocess.TimeoutExpired:
-                if handle.frozen(trial).state != TrialState.RUNNING:
+                if any(handle.frozen(t).state != TrialState.RUNNING for t in trials):
                     # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
                     child.send_signal(signal.SIGTERM)
                     child.wait()
                     raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running") from None
-                handle.beat(trial)
+                for t in trials:
+                    handle.beat(t)
             except KeyboardInterrupt:
                 child.send_signal(signal.SIGTERM)
                 child.wait()
@@ -144,7 +150,7 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
         # failed without a reason, so its row runs again.
         trial.set_user_attr("interrupted" if rc == INTERRUPTED_EXIT else "preempted", True)
         return fail(study, trial)
-    return fail(study, trial, redact(f"exit code {rc}: {_fail_reason(trial_dir)}"))
+    return fail(study, trial, redact(f"exit code {rc}: {fail_reason(trial_dir)}"))
 
 
 def _read_summary(path: Path) -> dict | None:
@@ -154,7 +160,7 @@ def _read_summary(path: Path) -> dict | None:
         return None
 
 
-def _fail_reason(trial_dir: Path) -> str:
+def fail_reason(trial_dir: Path) -> str:
     log = (trial_dir / "train.log").read_text(errors="replace").strip().splitlines() if (trial_dir / "train.log").exists() else []
     errors = [line for line in log if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error", line)]
     return (errors[-1] if errors else (log[-1] if log else "the trial process died without output"))[:500]
@@ -163,17 +169,31 @@ def _fail_reason(trial_dir: Path) -> str:
 # -- child side --------------------------------------------------------------------------------------------------
 
 
-def _pruning_callback():
+def running_trials() -> list[optuna.Trial]:
+    """The trials this process trains (one, or a member group's), reattached to the study its worker named."""
     from ablate.sweep.components import make_pruner
-    from ablate.sweep.pruning import PruningCallback
 
     storage = make_storage(os.environ[STORAGE_ENV])
     study = optuna.load_study(study_name=os.environ[_STUDY_ENV], storage=storage, pruner=make_pruner(json.loads(os.environ[_PRUNER_ENV])))
     handle = StudyHandle(study, storage, os.environ[STORAGE_ENV])
     # Optuna has no public way to reattach to a running trial from another process; Trial(study, id) is what
     # its own integrations do.
-    trial = optuna.trial.Trial(study, handle.trial_id(int(os.environ[_TRIAL_ENV])))
-    return PruningCallback(trial, os.environ[_METRIC_ENV])
+    return [optuna.trial.Trial(study, handle.trial_id(int(n))) for n in os.environ[_TRIAL_ENV].split(",")]
+
+
+def pruned_metric() -> str:
+    return os.environ[_METRIC_ENV]
+
+
+def pruner_spec() -> dict:
+    """The study's pruner as the worker handed it over ({"name": "none"} outside a sweep)."""
+    return json.loads(os.environ.get(_PRUNER_ENV, '{"name": "none"}'))
+
+
+def _pruning_callback():
+    from ablate.sweep.pruning import PruningCallback
+
+    return PruningCallback(running_trials()[0], pruned_metric())
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ablate.config import to_yaml
 from ablate.messages.redact import redact
 from ablate.run import changes_from_saved_config, resume_checkpoint, run_dir_in_use
+from ablate.sweep import member_trial
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
 from ablate.sweep.ledger import BOOKKEEPING, fail
@@ -62,39 +63,48 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
         if action == "wait":
             time.sleep(HEARTBEAT_S)
             continue
-        trial = None
+        taken: list[optuna.Trial] = []
         try:
             with claim_lock(url):
                 trial = plan.take(handle) if plan.next_action(study, started) == "run" else None
                 if trial is None:  # another worker took the last queued row meanwhile
                     continue
-                handle.beat(trial)  # from now on a dead worker's trial goes stale
-                trial.set_user_attr("worker", index)
-                if gpu:
-                    trial.set_user_attr("gpu", gpu)
+                taken.append(trial)
+                size = plan.members(handle, trial)  # >1: trained with others as members of one model
+                taken += plan.take_partners(handle, trial, size - 1) if size > 1 else []
+                for t in taken:
+                    handle.beat(t)  # from now on a dead worker's trial goes stale
+                    t.set_user_attr("worker", index)
+                    if gpu:
+                        t.set_user_attr("gpu", gpu)
         except BaseException:
-            if trial is not None:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
-                fail(study, trial)
+            for t in taken:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
+                fail(study, t)
             raise
         if trial_process.Stop.requested:  # the signal came while claiming: start nothing; the row is queued on the next run
-            fail(study, trial, BOOKKEEPING + "the worker was stopped by a signal before the trial started")
+            for t in taken:
+                fail(study, t, BOOKKEEPING + "the worker was stopped by a signal before the trial started")
             continue
         try:
-            run_trial(handle, trial, sweep, index)
+            if len(taken) > 1:
+                run_group(handle, taken, sweep, index)
+            else:
+                run_trial(handle, trial, sweep, index)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Our heartbeat went stale (e.g. the machine was suspended) and the trial was failed and
             # retried elsewhere; its result is not recorded twice.
             say(index, f"trial {trial.number} was already failed by its stale heartbeat; result dropped")
-        except Exception as e:  # anything else fails this trial, not the worker
+        except Exception as e:  # anything else fails these trials, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
-            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed meanwhile as stale
-                fail(study, trial, f"{type(e).__name__}: {redact(str(e))}")
+            for t in taken:
+                with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed meanwhile as stale, or told
+                    fail(study, t, f"{type(e).__name__}: {redact(str(e))}")
 
 
-def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int) -> TrialState:
+def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int, spec: TrialSpec | str | None = None) -> TrialState:
     study = handle.study
     plan = plan_for(sweep)
-    spec = plan.claim(handle, trial)
+    spec = plan.claim(handle, trial) if spec is None else spec
     if isinstance(spec, str):
         return fail(study, trial, spec)
     root = (sweep.out_dir / "trials").resolve()
@@ -133,7 +143,50 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     return state
 
 
-def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path):
+def run_group(handle: StudyHandle, trials: list[optuna.Trial], sweep: Sweep, index: int) -> list[TrialState]:
+    """Trials of one row (or a search's member-able draws) trained as members of one model in one process
+    (ablate.sweep.member_trial); each member is its trial's own run in its own trial directory."""
+    study, plan = handle.study, plan_for(sweep)
+    claimed = []
+    for t in trials:
+        spec = plan.claim(handle, t)
+        if isinstance(spec, str):
+            fail(study, t, spec)
+        else:
+            claimed.append((t, spec))
+    if len(claimed) < 2:
+        return [run_trial(handle, t, sweep, index, spec) for t, spec in claimed]
+    root = (sweep.out_dir / "trials").resolve()
+    first, first_spec = claimed[0]
+    group_dir = (sweep.out_dir / "groups").resolve() / f"{first.number:04d}-{safe_name(first_spec.row)}"
+    members = {"members.size": len(claimed), "members.group": str(group_dir)}
+    trial_dirs = []
+    try:
+        for k, (t, spec) in enumerate(claimed):
+            trial_dir = root / f"{t.number:04d}-{safe_name(spec.name)}"
+            cfg = _trial_config(sweep, t, spec, trial_dir, {**members, "members.index": k})
+            trial_dir.mkdir(parents=True, exist_ok=True)
+            (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
+            t.set_user_attr("name", spec.name)
+            t.set_user_attr("out_dir", str(trial_dir))
+            t.set_user_attr("members_group", str(group_dir))
+            trial_dirs.append(trial_dir)
+        member_trial.start_group(group_dir, trial_dirs, [t.number for t, _ in claimed])
+    except Exception as e:  # a bad sampled override: fail these trials, keep sweeping
+        return [fail(study, t, f"{type(e).__name__}: {e}") for t, _ in claimed]
+    names = ", ".join(f"{t.number} ({spec.name})" for t, spec in claimed)
+    say(index, f"trials {names} started as {len(claimed)} members of one model in {group_dir}")
+    began = time.time()
+    trials = [t for t, _ in claimed]
+    rc = trial_process.launch(handle, trials[0], group_dir, False, sweep.pruner, sweep.objective.metric, partners=trials[1:])
+    states = member_trial.record_group(study, trials, sweep.objective.terms, trial_dirs, group_dir, rc)
+    for t, spec, state in zip(trials, (s for _, s in claimed), states):
+        reason = handle.frozen(t).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""
+        say(index, f"trial {t.number} ({spec.name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
+    return states
+
+
+def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path, members: dict | None = None):
     """The trial's experiment config: the row's on the sweep's on the base, with the study's bookkeeping. Its W&B
     tags are the experiment's own (and the sweep's or row's `logging.tags`), then the row's (row, Table 3 group,
     seed), each once: row "base" is its own group."""
@@ -149,6 +202,7 @@ def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir:
         extra["sweep.basis"] = sweep.basis.describe()
     if sweep.gpus_per_trial > 1:
         extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
+    extra.update(members or {"members.size": 1})  # a trial trained alone is an ordinary run, whatever its row asked
     cfg = sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)
     cfg.logging.tags = list(dict.fromkeys([*cfg.logging.tags, *spec.tags]))
     return cfg
@@ -162,6 +216,8 @@ def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
         return None
     last = max(earlier, key=lambda t: t.number)
     out_dir = Path(last.user_attrs.get("out_dir", ""))
+    if "members_group" in last.user_attrs:  # a member's checkpoints hold its weights, not a run to continue alone
+        return None
     if "fail_reason" in last.user_attrs or out_dir.parent != root or not (out_dir / "checkpoints").is_dir():
         return None
     try:
@@ -191,12 +247,14 @@ if __name__ == "__main__":
 
     from ablate.sweep.load import load_sweep
     from ablate.sweep.parent_watch import watch_parent
-    from ablate.sweep.storage import STORAGE_ENV
+    from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV
 
     _, path, worker_index, n_trials, *pinned = sys.argv
     watch_parent(f"[worker {worker_index}]")  # the ablate sweep process that started it
     worker_sweep = load_sweep(path)
     worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
+    if os.environ.get(MEMBERS_ENV):
+        worker_sweep.set_members(int(os.environ[MEMBERS_ENV]))
     try:
         run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)
     except (ValueError, OSError) as worker_error:  # a damaged study, a full disk: worded where raised, said as `ablate` says them

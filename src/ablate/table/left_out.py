@@ -114,7 +114,7 @@ def _last_error(folder: Path) -> str | None:
 
 def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], str | None]:
     """Run folder name -> (state, fail reason, row) of each trial in a sweep's SQLite study database (read-only; the
-    row from the categorical parameter a variants sweep records it as, ablate.sweep.plan.row_param), and a note when
+    row from the categorical parameter a variants sweep records it as, ablate.sweep.row_param), and a note when
     there is one that cannot be read."""
     if not db.is_file():
         return {}, None
