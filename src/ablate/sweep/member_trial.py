@@ -10,6 +10,7 @@ ablate.sweep.trial.launch): trains the group (ablate.run.members), each member r
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def main(argv: list[str]) -> int:
     from ablate.experiment import load_config
     from ablate.run.members import train_members
     from ablate.sweep.parent_watch import watch_parent
-    from ablate.sweep.trial import pruned_metric, pruner_spec, running_trials
+    from ablate.sweep.trial import TRIAL_ENV, pruned_metric, running_trials
 
     logs.to_stderr()
     group_dir = Path(argv[0])
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
     member_values(configs)  # the worker grouped them; a group that cannot train together is refused, naming the key
     group = dataclasses.replace(configs[0], out_dir=str(group_dir), members=dataclasses.replace(configs[0].members, index=None))
     callbacks = []
-    if pruner_spec().get("name", "none") != "none":
+    if os.environ.get(TRIAL_ENV):  # each member reports to its own trial, as a trial alone does (NopPruner: never prunes)
         from ablate.sweep.pruning import MemberPruning
 
         trials, metric = running_trials(), pruned_metric()

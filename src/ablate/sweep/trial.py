@@ -31,7 +31,8 @@ from ablate.sweep.parent_watch import watch_parent, watched_env
 from ablate.sweep.storage import HEARTBEAT_S, STORAGE_ENV, StudyHandle, make_storage
 
 PRUNED_EXIT = 3
-_STUDY_ENV, _TRIAL_ENV, _PRUNER_ENV, _METRIC_ENV = "ABLATE_STUDY_NAME", "ABLATE_TRIAL_NUMBER", "ABLATE_TRIAL_PRUNER", "ABLATE_TRIAL_METRIC"
+_STUDY_ENV, _PRUNER_ENV, _METRIC_ENV = "ABLATE_STUDY_NAME", "ABLATE_TRIAL_PRUNER", "ABLATE_TRIAL_METRIC"
+TRIAL_ENV = "ABLATE_TRIAL_NUMBER"  # the trial numbers (comma-separated for a member group) this process trains
 
 
 class Stop:
@@ -75,7 +76,7 @@ def launch(
         **os.environ,
         STORAGE_ENV: handle.url,
         _STUDY_ENV: handle.study.study_name,
-        _TRIAL_ENV: ",".join(str(t.number) for t in trials),
+        TRIAL_ENV: ",".join(str(t.number) for t in trials),
         _PRUNER_ENV: json.dumps(pruner),
         _METRIC_ENV: metric,
     }
@@ -178,16 +179,11 @@ def running_trials() -> list[optuna.Trial]:
     handle = StudyHandle(study, storage, os.environ[STORAGE_ENV])
     # Optuna has no public way to reattach to a running trial from another process; Trial(study, id) is what
     # its own integrations do.
-    return [optuna.trial.Trial(study, handle.trial_id(int(n))) for n in os.environ[_TRIAL_ENV].split(",")]
+    return [optuna.trial.Trial(study, handle.trial_id(int(n))) for n in os.environ[TRIAL_ENV].split(",")]
 
 
 def pruned_metric() -> str:
     return os.environ[_METRIC_ENV]
-
-
-def pruner_spec() -> dict:
-    """The study's pruner as the worker handed it over ({"name": "none"} outside a sweep)."""
-    return json.loads(os.environ.get(_PRUNER_ENV, '{"name": "none"}'))
 
 
 def _pruning_callback():
@@ -201,9 +197,9 @@ def main(argv: list[str]) -> int:
     from ablate.run.train import train
 
     logs.to_stderr()
-    watch_parent(f"trial {os.environ.get(_TRIAL_ENV, '')}".rstrip())
+    watch_parent(f"trial {os.environ.get(TRIAL_ENV, '')}".rstrip())
     cfg = load_config([argv[0]])
-    callbacks = [_pruning_callback()] if os.environ.get(_TRIAL_ENV) else []
+    callbacks = [_pruning_callback()] if os.environ.get(TRIAL_ENV) else []
     train(cfg, callbacks, resume="--resume" in argv[1:])
     return PRUNED_EXIT if any(c.pruned for c in callbacks) else 0
 

@@ -128,3 +128,30 @@ def test_a_rerun_continues_only_an_attempt_that_died_with_a_checkpoint(tmp_path,
         again = study.ask()
     found = continuable(plan_for(sweep).earlier_attempts(handle, again), root)
     assert (found.number if found else None) == (first.number if case == "died after a checkpoint" else None)
+
+
+def test_a_row_with_members_is_taken_with_its_other_seeds_and_never_with_another_row(tmp_path):
+    from ablate.sweep.ledger import row_of
+
+    body = "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n  A-h1: {model.heads: 1, model.d_k: 64, model.d_v: 64}\nseeds: [1, 2, 3]\nmembers: 2\n"
+    sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan = plan_for(sweep)
+    plan.queue(handle.study)
+    groups = []
+    while (first := plan.take(handle)) is not None:
+        size = plan.members(handle, first)
+        partners = plan.take_partners(handle, first, size - 1)
+        groups.append([row_of(handle.frozen(t)) for t in [first, *partners]])
+    assert groups == [[("base", 1), ("base", 2)], [("base", 3)], [("A-h1", 1), ("A-h1", 2)], [("A-h1", 3)]]
+
+
+def test_a_search_with_members_draws_its_partners_within_the_budget(tmp_path):
+    body = "name: s\nbase: base.yaml\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\nn_trials: 3\nmembers: 2\nsampler: {name: random, seed: 0}\n"
+    sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan = plan_for(sweep)
+    first = plan.take(handle)
+    assert plan.members(handle, first) == 2 and len(plan.take_partners(handle, first, 1)) == 1
+    third = plan.take(handle)
+    assert plan.take_partners(handle, third, 1) == []  # 3 trials in all: the budget has none left for a partner

@@ -70,3 +70,12 @@ def test_a_failed_row_retried_after_rows_were_added_runs_under_the_latest_name(t
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{tmp_path}/study.db")
     retried = [t for t in study.get_trials() if t.user_attrs["row"] == row and t.state == TrialState.COMPLETE]
     assert [t.params for t in retried] == [{"row_2": row}]
+
+
+def test_row_param_names_a_grown_set_of_rows_anew():
+    from ablate.sweep.row_param import row_param
+
+    assert row_param([], ["base", "A-h1", "base"]) == ("row", ["base", "A-h1"])
+    first = optuna.trial.create_trial(params={"row": "base"}, distributions={"row": CategoricalDistribution(["base", "A-h1"])}, value=1.0)
+    assert row_param([first], ["base"]) == ("row", ["base", "A-h1"])  # a known subset keeps the name
+    assert row_param([first], ["base", "B-dk16"]) == ("row_2", ["base", "A-h1", "B-dk16"])

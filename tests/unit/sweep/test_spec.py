@@ -52,6 +52,12 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: {}\npruner: {name: medain}\n", ["pruner.name", "medain", "median"]),
         ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
+        (
+            "search:\n  model.d_ff: {type: categorical, choices: [32, 64]}\nn_trials: 2\nmembers: 2\n",
+            ["members", "model.d_ff", "cannot differ"],
+        ),
+        ("variants:\n  base: {}\nmembers: 0\n", ["members=0", ">= 1"]),
+        ("variants:\n  base: {}\nmember_data: mixed\n", ["members.data", "mixed", "shared"]),
     ],
 )
 def test_broken_sweep_files_fail_before_any_trial_naming_what_is_wrong(tmp_path, body, named):
@@ -163,3 +169,20 @@ def test_a_row_the_base_cannot_take_leaf_by_leaf_is_composed_in_full_and_named_w
         load_sweep(path)
     path.write_text(path.read_text().replace("  bad: {model.heads: four}\n", ""))
     assert load_sweep(path).row_config({"logging.tags": ["a", "b"]}).logging.tags == ["a", "b"]
+
+
+def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
+    path = write(
+        tmp_path,
+        "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n  big: {members.size: 1}\nseeds: [1, 2, 3]\nmembers: 3\nmember_data: shared\n",
+    )
+    sweep = load_sweep(path)
+    assert sweep.row_config({}).members.size == 3 and sweep.row_config({}).members.data == "shared"
+    assert sweep.row_config(sweep.variants["big"]).members.size == 1  # a row sets its own
+    sweep.set_members(2)  # `ablate sweep --members 2`
+    assert sweep.row_config({}).members.size == 2
+    search = write(
+        tmp_path,
+        "name: s\nbase: base.yaml\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\n  seed: {type: int, low: 1, high: 9}\nn_trials: 4\nmembers: 2\n",
+    )
+    assert load_sweep(search).row_config({}).members.size == 2  # member-able keys only: accepted
