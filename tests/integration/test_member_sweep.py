@@ -123,3 +123,26 @@ def test_each_member_reports_to_its_own_trial_and_is_pruned_as_its_trial(sweep_e
         summary = json.loads((Path(bad.user_attrs["out_dir"]) / "summary.json").read_text())
         assert bad.state == TrialState.PRUNED and summary["stop_reason"] == "pruned" and summary["steps"] == 10
         assert list(bad.intermediate_values) == [10]
+
+
+def test_a_preempted_group_continues_from_its_checkpoint_as_the_same_runs(sweep_env):
+    from fault_injection import fault_plugin
+
+    tmp, write = sweep_env
+    whole = write(variants={"base": {}}, seeds=[1, 2], members=2, out_dir=str(tmp / "whole"))
+    assert sweep(whole).returncode == 0
+    plugin = fault_plugin(tmp / "faults", signal_at="12:TERM")  # the group preempts itself once, at step 12
+    path = write(variants={"base": {}}, seeds=[1, 2], members=2, out_dir=str(tmp / "cut"), overrides={"plugins": [str(plugin)]})
+    proc = sweep(path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "continue as 2 members of one model" in proc.stderr, proc.stderr[-3000:]  # the requeued rows, taken by take_group
+    ts = trials(path)
+    done = {t.user_attrs["seed"]: t for t in ts if t.state == TrialState.COMPLETE}
+    cut = [t for t in ts if t.state == TrialState.FAIL]
+    assert sorted(done) == [1, 2] and len(cut) == 2 and all("fail_reason" not in t.user_attrs for t in cut)
+    assert {t.user_attrs["out_dir"] for t in cut} == {t.user_attrs["out_dir"] for t in done.values()}  # the same run directories
+    uninterrupted = {t.user_attrs["seed"]: t for t in trials(whole)}
+    for seed, t in done.items():
+        a = json.loads((Path(uninterrupted[seed].user_attrs["out_dir"]) / "summary.json").read_text())
+        b = json.loads((Path(t.user_attrs["out_dir"]) / "summary.json").read_text())
+        assert a["steps"] == b["steps"] == 20 and a["last"]["val/loss"] == pytest.approx(b["last"]["val/loss"], rel=1e-6)

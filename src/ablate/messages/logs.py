@@ -30,3 +30,11 @@ def to_stderr(level: int = logging.INFO) -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     # It still propagates: the root logger has no handler unless an application (or a test capture) adds one.
+
+
+def worker_says(index: int, msg: str) -> None:
+    """A sweep worker's line on stderr, `[worker N] ...`."""
+    import contextlib
+
+    with contextlib.suppress(OSError):  # a pipe to a live view whose sweep process died: the worker must still stop cleanly
+        print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)

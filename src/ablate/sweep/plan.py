@@ -138,11 +138,11 @@ class Variants(Plan):
 
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
         row = row_of(handle.frozen(trial))[0]
-        return [t for t in (self.take(handle, row) for _ in range(n)) if t is not None]
+        return [t for t in (self.take(handle, lambda key: key[0] == row) for _ in range(n)) if t is not None]
 
-    def take(self, handle: StudyHandle, row: str | None = None) -> optuna.Trial | None:
-        """Start a queued row (with `row`, a queued seed of that row), interrupted rows first; None when other workers
-        took every queued row meanwhile.
+    def take(self, handle: StudyHandle, wanted=None) -> optuna.Trial | None:
+        """Start a queued row (with `wanted`, one whose (row, seed) it accepts), interrupted rows first; None when
+        other workers took every queued row meanwhile.
 
         Optuna's ask() pops queued trials by number, so a rerun would start every row the first run had queued before
         continuing any interrupted one, and half-trained runs would wait hours. The claim itself is Optuna's: a
@@ -151,7 +151,7 @@ class Variants(Plan):
         """
         trials = handle.study.get_trials(deepcopy=False)
         interrupted = {row_of(t) for t in trials if was_interrupted(t)}
-        waiting = (t for t in trials if t.state == TrialState.WAITING and (row is None or (row_of(t) or ("",))[0] == row))
+        waiting = (t for t in trials if t.state == TrialState.WAITING and (wanted is None or (row_of(t) and wanted(row_of(t)))))
         queued = sorted(waiting, key=lambda t: (row_of(t) not in interrupted, t.number))
         for t in queued:
             try:

@@ -18,15 +18,17 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
+from ablate.messages.logs import worker_says as say
 from ablate.messages.redact import redact
-from ablate.run import changes_from_saved_config, resume_checkpoint, run_dir_in_use
-from ablate.sweep import member_trial
+from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
 from ablate.sweep.ledger import BOOKKEEPING, fail
+from ablate.sweep.member_group import claim_group, run_group, take_group
 from ablate.sweep.plan import TrialSpec, plan_for
 from ablate.sweep.spec import Sweep, safe_name
 from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
+from ablate.sweep.trial_config import config_changed, trial_config
 
 
 def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
@@ -64,6 +66,7 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
             time.sleep(HEARTBEAT_S)
             continue
         taken: list[optuna.Trial] = []
+        resume = None
         try:
             with claim_lock(url):
                 trial = plan.take(handle) if plan.next_action(study, started) == "run" else None
@@ -71,7 +74,9 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
                     continue
                 taken.append(trial)
                 size = plan.members(handle, trial)  # >1: trained with others as members of one model
-                taken += plan.take_partners(handle, trial, size - 1) if size > 1 else []
+                if size > 1:
+                    resume, partners = take_group(handle, plan, trial, (sweep.out_dir / "trials").resolve())
+                    taken = partners if resume else [trial, *partners]
                 for t in taken:
                     handle.beat(t)  # from now on a dead worker's trial goes stale
                     t.set_user_attr("worker", index)
@@ -87,7 +92,11 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
             continue
         try:
             if len(taken) > 1:
-                run_group(handle, taken, sweep, index)
+                claimed = claim_group(handle, taken, sweep)
+                if len(claimed) > 1:  # an old group continues only whole
+                    run_group(handle, claimed, sweep, index, resume if len(claimed) == len(taken) else None)
+                for t, spec in claimed if len(claimed) == 1 else ():
+                    run_trial(handle, t, sweep, index, spec)
             else:
                 run_trial(handle, trial, sweep, index)
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -114,11 +123,11 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     trial.set_user_attr("name", spec.name)
     try:
         trial_dir = Path(previous.user_attrs["out_dir"]) if previous is not None else fresh
-        cfg = _trial_config(sweep, trial, spec, trial_dir)
-        if previous is not None and _config_changed(trial_dir, cfg):
+        cfg = trial_config(sweep, trial, spec, trial_dir)
+        if previous is not None and config_changed(trial_dir, cfg):
             say(index, f"trial {trial.number} ({spec.name}): the row's config changed since trial {previous.number}; starting over")
             previous, trial_dir = None, fresh
-            cfg = _trial_config(sweep, trial, spec, trial_dir)
+            cfg = trial_config(sweep, trial, spec, trial_dir)
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
     except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
@@ -143,71 +152,6 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     return state
 
 
-def run_group(handle: StudyHandle, trials: list[optuna.Trial], sweep: Sweep, index: int) -> list[TrialState]:
-    """Trials of one row (or a search's member-able draws) trained as members of one model in one process
-    (ablate.sweep.member_trial); each member is its trial's own run in its own trial directory."""
-    study, plan = handle.study, plan_for(sweep)
-    claimed = []
-    for t in trials:
-        spec = plan.claim(handle, t)
-        if isinstance(spec, str):
-            fail(study, t, spec)
-        else:
-            claimed.append((t, spec))
-    if len(claimed) < 2:
-        return [run_trial(handle, t, sweep, index, spec) for t, spec in claimed]
-    root = (sweep.out_dir / "trials").resolve()
-    first, first_spec = claimed[0]
-    group_dir = (sweep.out_dir / "groups").resolve() / f"{first.number:04d}-{safe_name(first_spec.row)}"
-    members = {"members.size": len(claimed), "members.group": str(group_dir)}
-    trial_dirs = []
-    try:
-        for k, (t, spec) in enumerate(claimed):
-            trial_dir = root / f"{t.number:04d}-{safe_name(spec.name)}"
-            cfg = _trial_config(sweep, t, spec, trial_dir, {**members, "members.index": k})
-            trial_dir.mkdir(parents=True, exist_ok=True)
-            (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
-            t.set_user_attr("name", spec.name)
-            t.set_user_attr("out_dir", str(trial_dir))
-            t.set_user_attr("members_group", str(group_dir))
-            trial_dirs.append(trial_dir)
-        member_trial.start_group(group_dir, trial_dirs, [t.number for t, _ in claimed])
-    except Exception as e:  # a bad sampled override: fail these trials, keep sweeping
-        return [fail(study, t, f"{type(e).__name__}: {e}") for t, _ in claimed]
-    names = ", ".join(f"{t.number} ({spec.name})" for t, spec in claimed)
-    say(index, f"trials {names} started as {len(claimed)} members of one model in {group_dir}")
-    began = time.time()
-    trials = [t for t, _ in claimed]
-    rc = trial_process.launch(handle, trials[0], group_dir, False, sweep.pruner, sweep.objective.metric, partners=trials[1:])
-    states = member_trial.record_group(study, trials, sweep.objective.terms, trial_dirs, group_dir, rc)
-    for t, spec, state in zip(trials, (s for _, s in claimed), states):
-        reason = handle.frozen(t).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""
-        say(index, f"trial {t.number} ({spec.name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
-    return states
-
-
-def _trial_config(sweep: Sweep, trial: optuna.Trial, spec: TrialSpec, trial_dir: Path, members: dict | None = None):
-    """The trial's experiment config: the row's on the sweep's on the base, with the study's bookkeeping. Its W&B
-    tags are the experiment's own (and the sweep's or row's `logging.tags`), then the row's (row, Table 3 group,
-    seed), each once: row "base" is its own group."""
-    extra = {
-        "logging.group": sweep.name,
-        "logging.name": spec.name,
-        "logging.progress": False,
-        "sweep.study": sweep.name,
-        "sweep.row": spec.row,
-        "sweep.trial": trial.number,
-    }
-    if sweep.basis is not None:
-        extra["sweep.basis"] = sweep.basis.describe()
-    if sweep.gpus_per_trial > 1:
-        extra.update({"train.devices": sweep.gpus_per_trial, "train.strategy": "ddp"})
-    extra.update(members or {"members.size": 1})  # a trial trained alone is an ordinary run, whatever its row asked
-    cfg = sweep.config_for(spec.overrides, spec.seed, trial_dir, extra)
-    cfg.logging.tags = list(dict.fromkeys([*cfg.logging.tags, *spec.tags]))
-    return cfg
-
-
 def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
     """The earlier attempt to continue rather than start over: the last one, if it stopped with no reason of its
     own (its worker died, or it was preempted) and its run directory holds a readable checkpoint and no live
@@ -225,19 +169,6 @@ def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
     except ValueError:
         return None
     return None if run_dir_in_use(out_dir) else last
-
-
-def _config_changed(run_dir: Path, cfg) -> bool:
-    """Whether `cfg` differs from the run's saved config (an unreadable one counts as differing)."""
-    try:
-        return bool(changes_from_saved_config(run_dir, cfg))
-    except (OSError, ValueError, AttributeError):  # ValueError: ablate's ConfigError for a damaged config.yaml
-        return True
-
-
-def say(index: int, msg: str) -> None:
-    with contextlib.suppress(OSError):  # a pipe to a live view whose sweep process died: the worker must still stop cleanly
-        print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -86,5 +86,10 @@ def test_a_trial_s_wandb_tags_are_the_experiment_s_then_the_row_s_each_once(tmp_
     trial = plan.take(handle)
     spec = plan.claim(handle, trial)
     assert spec.tags == ["base", "base", "seed1"]  # what the plan names a trial by: row, group, seed
-    cfg = worker._trial_config(sweep, trial, spec, tmp_path / "out" / "trials" / "0000-base-s1")
+    from ablate.sweep.trial_config import trial_config
+
+    cfg = trial_config(sweep, trial, spec, tmp_path / "out" / "trials" / "0000-base-s1")
     assert cfg.logging.tags == ["paper", "base", "seed1"]
+    assert cfg.members.size == 1  # a trial trained alone is an ordinary run
+    grouped = trial_config(sweep, trial, spec, tmp_path / "t", {"members.size": 3, "members.group": "g", "members.index": 2})
+    assert (grouped.members.size, grouped.members.group, grouped.members.index) == (3, "g", 2)

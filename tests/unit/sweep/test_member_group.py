@@ -1,0 +1,60 @@
+"""Which trials a worker trains together (ablate.sweep.member_group): an interrupted group's rows again, in member
+order, to continue from its checkpoint; otherwise fresh partners of the row."""
+
+from __future__ import annotations
+
+import json
+
+from sweep_files import write
+
+from ablate.sweep.ledger import fail, row_of
+from ablate.sweep.load import load_sweep
+from ablate.sweep.member_group import claim_group, take_group
+from ablate.sweep.member_trial import GROUP_FILE
+from ablate.sweep.plan import plan_for
+from ablate.sweep.worker import open_sweep_study
+
+BODY = "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2, 3]\nmembers: 2\n"
+
+
+def _study(tmp_path):
+    sweep = load_sweep(write(tmp_path, BODY + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan_for(sweep).queue(handle.study)
+    return sweep, handle, plan_for(sweep), (tmp_path / "out" / "trials").resolve()
+
+
+def _interrupted_group(tmp_path, handle, plan, root, checkpoint: bool):
+    """Seeds 2 and 1 (in that member order) trained as a group that was preempted: both failed without a reason."""
+    first = plan.take(handle, lambda key: key == ("base", 2))
+    second = plan.take(handle, lambda key: key == ("base", 1))
+    group = tmp_path / "out" / "groups" / f"{first.number:04d}-base"
+    (group / "checkpoints").mkdir(parents=True)
+    if checkpoint:
+        (group / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    (group / GROUP_FILE).write_text(json.dumps({"numbers": [first.number, second.number]}))
+    for t in (first, second):
+        t.set_user_attr("members_group", str(group))
+        t.set_user_attr("out_dir", str(root / f"{t.number:04d}-base"))
+        fail(handle.study, t)
+    plan.queue(handle.study, only_dead=True)
+    return group
+
+
+def test_an_interrupted_group_is_taken_again_whole_in_member_order(tmp_path):
+    sweep, handle, plan, root = _study(tmp_path)
+    group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
+    trial = plan.take(handle)  # interrupted rows first: seed 1 or 2
+    resume, ordered = take_group(handle, plan, trial, root)
+    assert resume is not None and resume[0] == group
+    assert [row_of(handle.frozen(t)) for t in ordered] == [("base", 2), ("base", 1)]  # member 0 is seed 2, as before
+    assert [d.name for d in resume[1]] == ["0001-base", "0000-base"]  # each continues in its own run directory (seed 2 was #1)
+    assert [spec.seed for _, spec in claim_group(handle, ordered, sweep)] == [2, 1]
+
+
+def test_a_group_that_left_no_checkpoint_starts_afresh_with_the_rows_partners(tmp_path):
+    sweep, handle, plan, root = _study(tmp_path)
+    _interrupted_group(tmp_path, handle, plan, root, checkpoint=False)
+    trial = plan.take(handle)
+    resume, partners = take_group(handle, plan, trial, root)
+    assert resume is None and len(partners) == 1 and row_of(handle.frozen(partners[0]))[0] == "base"
