@@ -19,7 +19,7 @@ from rich.console import Console
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.sweep import probe
-from ablate.sweep.devices import Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
+from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep, member_search_problem
@@ -53,11 +53,18 @@ def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layo
     base = sweep.row_config({}).train
     gpus = [] if base.accelerator == "cpu" else visible_gpus()
     if not gpus:
+        if sweep.members_auto:  # nothing to measure: each trial alone
+            console.print("members auto: 1 (trials train on CPU; give members a number to group them there)")
+            sweep.set_members(1)
         if sweep.trials_per_gpu != 1:
             why = "train.accelerator is cpu" if base.accelerator == "cpu" else "no GPU visible"
             console.print(f"trials_per_gpu {sweep.trials_per_gpu} ignored: trials train on CPU ({why})")
         return Layout([])
-    per_gpu = probe.resolve(sweep, sweep.trials_per_gpu, trials_per_gpu_from, gpus, console.print)
+    members, measured = 1, None
+    if sweep.members_auto:
+        members, measured = probe.resolve_members(sweep, sweep.trials_per_gpu, gpus, console.print)
+        sweep.set_members(members)
+    per_gpu = probe.resolve(sweep, sweep.trials_per_gpu, trials_per_gpu_from, gpus, console.print, members, measured)
     return Layout(gpus, per_gpu, sweep.gpus_per_trial)
 
 
@@ -125,7 +132,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
     if args.n_trials is not None:
         sweep.n_trials = args.n_trials
     if getattr(args, "members", None) is not None:
-        sweep.set_members(args.members)
+        sweep.members_auto = args.members == AUTO
+        sweep.set_members(1 if sweep.members_auto else int(args.members))
         problem = member_search_problem(sweep)
         if problem:
             raise ValueError(f"--members: {problem}")

@@ -35,9 +35,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--n-trials", type=Number(int, 1), default=None, help="override the file's n_trials")
     p.add_argument(
         "--members",
-        type=Number(int, 1),
+        type=members_flag,
         default=None,
-        help="train K trials of a row (its seeds; a search's draws) at once as members of one model (overrides the file's members)",
+        help="train K trials of a row (its seeds; a search's draws) at once as members of one model, K or auto (on GPUs: "
+        "as many as fit); overrides the file's members",
     )
     p.set_defaults(func=run_sweep)
 
@@ -45,6 +46,13 @@ def add_parsers(sub) -> None:
     p.add_argument("target", help="a sweep's out_dir, its sweep file, or a storage URL (sqlite:///, postgresql://, journal:///)")
     p.add_argument("--study", help="the study's name, when the storage holds several")
     p.set_defaults(func=run_status)
+
+
+def members_flag(text: str) -> int | str:
+    """--members: an integer >= 1 or auto."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return Number(int, 1)(text)
 
 
 def run_sweep(args: argparse.Namespace) -> int:

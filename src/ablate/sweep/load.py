@@ -189,6 +189,7 @@ def load_sweep(path: str | Path) -> Sweep:
         workers=fields.count(path, "workers", fields.given(raw, "workers", 1), MAX_PARALLEL),
         gpus_per_trial=fields.count(path, "gpus_per_trial", fields.given(raw, "gpus_per_trial", 1)),
         trials_per_gpu=parse_trials_per_gpu(fields.given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),
+        members_auto=str(raw.get("members", "")).strip().lower() == "auto",
     )
     try:
         sweep.basis = parse_basis(raw.get("basis"), set(map(str, sweep.variants)))
@@ -202,7 +203,7 @@ def _members(path: Path, raw: dict) -> dict:
     """`members: K` and `member_data: own|shared`: the study-wide members.size and members.data (a row sets its own
     with `members.size` among its overrides)."""
     out = {}
-    if "members" in raw:
+    if "members" in raw and str(raw["members"]).strip().lower() != "auto":  # auto: set by `ablate sweep` on GPUs
         out["members.size"] = fields.count(path, "members", raw["members"])
     if "member_data" in raw:
         out["members.data"] = raw["member_data"]
@@ -213,7 +214,7 @@ def member_search_problem(sweep: Sweep) -> str | None:
     """A search grouped into members may only search keys members can differ in (the seed and the scalar knobs)."""
     from ablate.config.members import MEMBER_KEYS
 
-    if not sweep.search or sweep.row_config({}).members.size == 1:
+    if not sweep.search or (sweep.row_config({}).members.size == 1 and not sweep.members_auto):
         return None
     other = [key for key in sweep.search if key not in MEMBER_KEYS]
     if other:

@@ -9,6 +9,7 @@ free memory less HEADROOM. The child's run directory is a temporary one, removed
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -63,7 +64,24 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def resolve(sweep: Sweep, value: int | str, where: str, gpus: list[str], say: Callable[[str], None]) -> int:
+def resolve_members(sweep: Sweep, per_gpu: int | str, gpus: list[str], say: Callable[[str], None]) -> tuple[int, Probe]:
+    """`members: auto`: as many members as fit in a GPU's share of memory beside the other trials on it (an explicit
+    trials_per_gpu; one when that is auto too, which then packs trials of K members), never more than the largest
+    row's seeds (or a search's budget), at least 1. A member model's memory grows with K as K runs' would (weights,
+    Adam state and activations each gain a K axis), so K members need about K times the probe's one-run peak."""
+    probe = measure(sweep, gpus, say)
+    share = int(per_gpu) if per_gpu != AUTO else 1
+    fit = probe.usable // max(share * probe.peak, 1)
+    rows = [len(sweep.row_seeds.get(r) or sweep.seeds or [None]) for r in sweep.variants] or [sweep.n_trials or fit]
+    k = max(1, min(fit, max(rows)))
+    why = f"; {fit} fit, capped at {max(rows)}, the most trials a row has" if k < fit else ("; not even one fits, so 1" if fit < 1 else "")
+    say(f"members auto: {k} per model, {share} model(s) per GPU ({probe.numbers()}{why})")
+    return k, probe
+
+
+def resolve(
+    sweep: Sweep, value: int | str, where: str, gpus: list[str], say: Callable[[str], None], members: int = 1, probe: Probe | None = None
+) -> int:
     """The number of trials per GPU: 1 as given; "auto" from the probe, at most one trial per CPU core the GPU's share
     of them allows (each trial's Python training loop keeps a core busy feeding its GPU; more trials than cores and they
     wait for the CPU, not the GPU); an explicit N > 1 checked against the probe, ValueError with both numbers when it
@@ -73,7 +91,9 @@ def resolve(sweep: Sweep, value: int | str, where: str, gpus: list[str], say: Ca
     if value != AUTO and _corners(sweep) > MAX_CORNERS:
         say(f"{where} {value}: not checked against GPU memory (the search space has {_corners(sweep)} corners to compare)")
         return int(value)
-    probe = measure(sweep, gpus, say)
+    probe = probe or measure(sweep, gpus, say)
+    if members > 1:  # a trial of K members holds about K runs' memory (resolve_members)
+        probe = dataclasses.replace(probe, what=f"{probe.what} x {members} members", peak=probe.peak * members)
     if value == AUTO:
         cap = max(1, cpu_cores() // (len(gpus) * probe.cores_per_trial))
         n = max(1, min(probe.fits, cap))

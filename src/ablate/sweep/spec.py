@@ -50,6 +50,7 @@ class Sweep:
     gpus_per_trial: int = 1
     trials_per_gpu: int | str = 1  # workers pinned to each GPU, or "auto" (ablate.sweep.probe); with GPUs only
     basis: Basis | None = None  # the comparison basis every row (but its exceptions) is held to
+    members_auto: bool = False  # `members: auto`: ablate sweep sets members.size from a GPU memory probe (ablate.sweep.probe)
     _composed: dict[str, ExperimentConfig] = field(default_factory=dict, repr=False, compare=False)
 
     def set_members(self, size: int) -> None:

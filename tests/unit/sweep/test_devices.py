@@ -340,3 +340,33 @@ def test_a_trial_records_the_gpu_its_worker_was_pinned_to_and_none_on_cpu(tmp_pa
         worker.run_worker(sweep, url, 0, gpu=gpu)
         recorded.append([t.user_attrs.get("gpu", "absent") for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))])
     assert recorded == [["GPU-8f3a", "GPU-8f3a"], ["absent", "absent"]]
+
+
+# -- members auto --------------------------------------------------------------------------------------------------
+
+
+def test_members_auto_fills_the_gpu_with_members_capped_by_a_rows_seeds_and_packs_trials_with_what_is_left(gpus, tmp_path, monkeypatch):
+    state = gpus(1)
+    state.probed = report(peak_gib=2.0, free_gib=(80.0,))  # 72 GiB usable: 36 runs' worth
+    monkeypatch.setattr(probe, "cpu_cores", lambda: 32)
+    sweep = load_sweep(sweep_file(tmp_path, "seeds: [1, 2, 3, 4, 5, 6, 7, 8]\nmembers: auto\n"))
+    said = []
+    k, measured = probe.resolve_members(sweep, "auto", ["0"], said.append)
+    assert k == 8 and "members auto: 8 per model" in said[-1] and "36 fit, capped at 8" in said[-1]
+    # trials_per_gpu auto then packs trials of 8 members: 72 // (8 x 2) = 4, one probe for both
+    assert probe.resolve(sweep, "auto", "x", ["0"], said.append, members=8, probe=measured) == 4 and len(state.probes) == 1
+    assert probe.resolve_members(sweep, 3, ["0"], said.append)[0] == 8  # beside 3 trials a GPU: 12 fit, still capped at 8
+    state.probed = report(peak_gib=30.0, free_gib=(80.0,))
+    assert probe.resolve_members(sweep, 2, ["0"], said.append)[0] == 1  # 72 // (2 x 30) = 1
+
+
+def test_members_auto_on_cpu_trains_each_trial_alone_and_says_so(tmp_path, capsys):
+    from ablate.sweep.cli import gpu_layout
+
+    sweep = load_sweep(sweep_file(tmp_path, "members: auto\ntrials_per_gpu: 1\n"))
+    sweep.overrides["train.accelerator"] = "cpu"
+    sweep._composed.clear()
+    from rich.console import Console
+
+    gpu_layout(sweep, "x", Console())
+    assert "members auto: 1 (trials train on CPU" in capsys.readouterr().out and sweep.row_config({}).members.size == 1
