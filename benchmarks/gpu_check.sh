@@ -11,7 +11,8 @@
 #          median from the second on), same sweep file, warm tokenizer cache: trials per hour and their ratio
 #   sync   the gpu-marked test: 20 training steps under torch.cuda.set_sync_debug_mode
 #   members  the table3-gpu base row's seeds as one member model (K = 8, 16) against the same runs one after another
-#          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory
+#          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory; then a
+#          quickstart row's 8 seeds as members through `ablate sweep` (trials/h; the ratio when the sweep part ran too)
 #
 # Logs, one folder a part, are packed after each part into $OUT/gpu-check.tar.gz (default OUT: gpu-check-out/; with
 # `all`, a run cut short still returns what finished), beside $OUT/summary.txt, the headline figures. --tiny rehearses
@@ -170,6 +171,14 @@ part_members() {
       "${args[@]}" --json "$dir/members-$k.json"
   done
   python benchmarks/gpu_check_report.py members "$dir" | tee -a "$logs/summary.txt"
+  # End to end: a row's 8 seeds as one member model through `ablate sweep` (each member its own trial, run directory and
+  # final decoding); against the sweep part's one-at-a-time study when it ran in this call (`gpu_check.sh sweep,members`).
+  local steps=150 tiny_overrides="" seeds="1, 2, 3, 4, 5, 6, 7, 8"
+  ((tiny)) && steps=4 tiny_overrides=", train.val_max_sentences: 8, logging.wandb: false" seeds="1, 2"
+  sweep_file gpu-check-members "$seeds" "members: 8" >"$dir/members-sweep.yaml"
+  run_logged "$dir/members-sweep.log" "$end" "${ablate[@]}" sweep "$dir/members-sweep.yaml"
+  python benchmarks/gpu_check_report.py members-sweep "$dir" "$work/gpu-check-sequential/study.db" "$work/gpu-check-members/study.db" \
+    | tee -a "$logs/summary.txt"
 }
 
 say "gpu check $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $(machine)"

@@ -38,3 +38,4 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     assert "train: multi30k-small: " in summary and "validation" in summary and "(no summary.json)" not in summary
     assert "trials/h" in summary  # both sweep arms finished trials
     assert "members: K=2: " in summary and "(trials/h; target >= 8x" in summary  # the members part measured its ratio
+    assert "members-sweep: one at a time" in summary and "members 2 trials in" in summary  # and a member sweep, end to end
