@@ -140,3 +140,17 @@ def test_the_member_data_and_module_pieces_fit_together(tmp_path):
     assert module.params == MemberModule.from_configs(members[:1], dm.tokenizer.vocab_size).params  # one member's count
     runs = MemberRuns(members, [Path(m.out_dir) for m in members], Path(cfg.out_dir), dm.tokenizer.vocab_size, b"", 0, {})
     assert runs.monitor == "val/bleu" and runs.padded == 0.0
+
+
+def test_each_member_reports_the_average_of_its_own_last_checkpoints(tmp_path):
+    path = write_experiment(tmp_path, "exp", **{**TRAIN, "val_every_steps": 10, "final_average": 2, "precision": "32"})
+    cfg, members = _group(path, {"seed": [1, 2]})
+    summaries = train_members(cfg, members)
+    for member, summary in zip(members, summaries):
+        out = Path(member.out_dir)
+        assert summary["selected"] == "avg of last 2" and summary["averaged_from"] == ["step=20.ckpt", "step=30.ckpt"]
+        averaged = load_checkpoint(out / "checkpoints" / "avg.ckpt")
+        assert averaged["averaged_from"] == [str(out / "checkpoints" / n) for n in summary["averaged_from"]]
+        record = json.loads((out / "eval" / "valid.json").read_text())
+        assert record["checkpoint"] == "avg.ckpt" and record["bleu"] == pytest.approx(summary["last"]["val/bleu"], abs=1e-9)
+    assert summaries[0]["last"]["val/loss"] != summaries[1]["last"]["val/loss"]  # each member's own average
