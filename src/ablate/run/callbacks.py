@@ -16,6 +16,7 @@ import lightning as L
 
 from ablate.registry import Registry
 from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.training.lightning_internals import stop_as_on_sigterm
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,7 @@ class Preemption(L.Callback):
                     self.out / "checkpoints" / "last.ckpt",
                     resume_command(),
                 )
-            # Lightning stops through SIGTERMException once this batch's bookkeeping (logging) is done. It offers no
-            # public way to ask for that stop (trainer.received_sigterm has no setter), hence its signal connector.
-            trainer._signal_connector.received_sigterm = True
+            stop_as_on_sigterm(trainer)  # SIGTERMException once this batch's bookkeeping (logging) is done
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         from lightning.pytorch.utilities.exceptions import SIGTERMException

@@ -45,6 +45,7 @@ from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
 from ablate.training.precision import set_matmul_precision
+from ablate.training.rng import RngState
 
 log = logging.getLogger(__name__)
 FAILED = "FAILED.txt"
@@ -131,7 +132,7 @@ def _trainer(cfg: ExperimentConfig, group: Path, attempt: int, callbacks: list) 
     quiet_dependencies(group)
     bar = cfg.logging.progress and os.isatty(1)
     # The researcher's own callbacks (plugins) see the group's module, MemberModule.
-    callbacks = [*(callback() for callback in CALLBACKS.values()), *callbacks, ProgressFile(group, may_stop_sooner=True)]
+    callbacks = [RngState(), *(callback() for callback in CALLBACKS.values()), *callbacks, ProgressFile(group, may_stop_sooner=True)]
     if cfg.logging.progress:
         callbacks.append(ProgressBar() if bar else PlainProgress())
     every = t.val_every_steps

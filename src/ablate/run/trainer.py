@@ -23,6 +23,7 @@ from ablate.run.stopping import StopRules
 from ablate.training.flops import train_flops
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
+from ablate.training.rng import RngState
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
@@ -50,6 +51,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
             auto_insert_metric_name=False,
             enable_version_counter=False,
         ),
+        RngState(),  # the generators in every checkpoint, restored at the first resumed batch
         *(callback() for callback in CALLBACKS.values()),  # the researcher's own, from plugins
         *extra_callbacks,
         # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner

@@ -27,7 +27,6 @@ from ablate.model.members import member_state_dict, stack_state_dicts
 from ablate.training.member_adam import MemberAdam, noam_rates
 from ablate.training.member_training import initial_weights
 from ablate.training.metrics import bleu
-from ablate.training.module import rng_states, set_rng_states
 
 
 class MemberModule(L.LightningModule):
@@ -153,14 +152,12 @@ class MemberModule(L.LightningModule):
         return member_state_dict(self.model.state_dict(), k)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["rng"] = rng_states()
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["member_active"] = self.optimizer.active.clone()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
-        self._pending_rng = checkpoint.get("rng")
         self._pending_active = checkpoint.get("member_active")
 
     def on_train_start(self) -> None:
@@ -169,8 +166,3 @@ class MemberModule(L.LightningModule):
             for k in (~active).nonzero().flatten().tolist():
                 self.optimizer.freeze(k)
             self._pending_active = None
-
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        if getattr(self, "_pending_rng", None) is not None:
-            set_rng_states(self._pending_rng)
-            self._pending_rng = None

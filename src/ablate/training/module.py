@@ -6,12 +6,9 @@ and validation reporting loss, perplexity and sacreBLEU of beam-search output.
 
 from __future__ import annotations
 
-import logging
 import math
-import random
 
 import lightning as L
-import numpy as np
 import torch
 
 from ablate.config import ExperimentConfig, to_dict
@@ -19,9 +16,8 @@ from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
 from ablate.model.loss import translation_loss
+from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
 from ablate.training.metrics import bleu
-
-log = logging.getLogger(__name__)
 
 
 def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -77,10 +73,7 @@ class TranslationModule(L.LightningModule):
 
     def _logging_step(self, batch_idx: int) -> bool:
         """Whether Lightning writes this batch's metrics to the loggers (every log_every_steps optimizer steps)."""
-        connector = getattr(self._trainer, "_logger_connector", None) if self._trainer is not None else None
-        if connector is None:  # outside a Trainer (tests, benchmarks)
-            return batch_idx % self.cfg.train.log_every_steps == 0
-        return connector.should_update_logs
+        return logs_this_step(self, batch_idx, self.cfg.train.log_every_steps)
 
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(3, device=self.device)
@@ -129,57 +122,7 @@ class TranslationModule(L.LightningModule):
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["params"] = dict(self.params)
-        checkpoint["rng"] = rng_states()
-        if self.trainer.world_size > 1:
-            # Each rank draws its own dropout masks: keep every rank's generators, not just those of the rank that writes.
-            per_rank: list = [None] * self.trainer.world_size
-            torch.distributed.all_gather_object(per_rank, checkpoint["rng"])
-            checkpoint["rng_per_rank"] = per_rank
-        # Lightning's logging-step counter is one ahead in checkpoints taken at an epoch's end or on SIGTERM, compared
-        # with those taken by mid-epoch validation; pin it to the latter so a resumed run logs the steps it would have.
-        loops = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
-        if loops is not None and "_batches_that_stepped" in loops:
-            loops["_batches_that_stepped"] = max(checkpoint.get("global_step", 0) - 1, 0)
+        pin_logging_counter(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
-        # Applied right before the first resumed batch: restoring now would be undone by what runs in between
-        # (creating data iterators draws from torch's generator).
-        per_rank = checkpoint.get("rng_per_rank") or []
-        same_ranks = len(per_rank) == self.trainer.world_size
-        if per_rank and not same_ranks:
-            log.warning(
-                "the checkpoint was written by %d ranks and resumes on %d: dropout masks will differ from the uninterrupted run",
-                len(per_rank),
-                self.trainer.world_size,
-            )
-        self._pending_rng = per_rank[self.trainer.global_rank] if same_ranks else checkpoint.get("rng")
-
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        if getattr(self, "_pending_rng", None) is not None:
-            set_rng_states(self._pending_rng)
-            self._pending_rng = None
-
-
-def rng_states() -> dict:
-    """Every generator training draws from (dropout, shuffling helpers), in types torch.load(weights_only=True) accepts."""
-    _, keys, pos, has_gauss, gauss = np.random.get_state()
-    version, internal, gauss_next = random.getstate()
-    states = {
-        "torch": torch.get_rng_state(),
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": pos, "has_gauss": has_gauss, "gauss": gauss},
-        "python": {"version": version, "internal": list(internal), "gauss": gauss_next},
-    }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    n = states["numpy"]
-    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
-    p = states["python"]
-    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])

@@ -3,9 +3,7 @@ the generator states they carry. Hooks that read the trainer get a two-attribute
 
 from __future__ import annotations
 
-import logging
 import math
-import random
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from helpers import tiny_experiment
 from ablate.config import to_dict
 from ablate.data.batching import collate
 from ablate.model.tokens import PAD_ID
-from ablate.training.module import TranslationModule, noam_factor, rng_states, set_rng_states
+from ablate.training.module import TranslationModule, noam_factor
 
 VOCAB = 64
 
@@ -200,7 +198,7 @@ def test_on_save_checkpoint_refuses_non_finite_weights(tmp_path):
     assert checkpoint == {"global_step": 7}
 
 
-def test_on_save_checkpoint_adds_tokenizer_params_rng_and_pins_the_logging_step(tmp_path):
+def test_on_save_checkpoint_adds_tokenizer_and_params_and_pins_the_logging_step(tmp_path):
     module = make_module(tmp_path)
     module.trainer = StubTrainer(global_step=20)
     module.tokenizer_proto = b"spm-bytes"
@@ -209,54 +207,7 @@ def test_on_save_checkpoint_adds_tokenizer_params_rng_and_pins_the_logging_step(
     module.on_save_checkpoint(checkpoint)
     assert checkpoint["tokenizer_model"] == b"spm-bytes"
     assert checkpoint["params"] == module.params
-    assert torch.equal(checkpoint["rng"]["torch"], torch.get_rng_state())
     assert loops == {"_batches_that_stepped": 19, "other": 1}
-    assert "rng_per_rank" not in checkpoint  # one rank: its states are those in "rng"
-
-
-def draws() -> tuple:
-    """A few numbers from each generator training draws from, Gaussian ones included (they cache a second value)."""
-    return torch.rand(3).tolist(), np.random.rand(2).tolist(), np.random.randn(), random.random(), random.gauss(0, 1)
-
-
-def test_rng_states_survive_a_weights_only_load_and_restore_every_generator(tmp_path):
-    random.gauss(0, 1)  # leaves a cached gauss value in Python's state
-    np.random.seed(5)
-    np.random.randn()  # and numpy's
-    states = rng_states()
-    torch.save(states, tmp_path / "rng.pt")
-    expected = draws()
-    assert draws() != expected  # the generators moved on
-    set_rng_states(torch.load(tmp_path / "rng.pt", weights_only=True))
-    assert draws() == expected
-
-
-def test_on_load_checkpoint_restores_the_generators_at_the_first_resumed_batch_only(tmp_path):
-    module = make_module(tmp_path)
-    module.trainer = StubTrainer()
-    states = rng_states()
-    expected = draws()
-    module.on_load_checkpoint({"rng": states, "tokenizer_model": b"proto"})
+    assert "rng" not in checkpoint  # the generators are the RngState callback's (ablate.training.rng)
+    module.on_load_checkpoint({"tokenizer_model": b"proto"})
     assert module.tokenizer_proto == b"proto"
-    draws()  # what runs between loading and the first batch (data iterators) draws too
-    module.on_train_batch_start(None, 0)
-    assert draws() == expected
-    module.on_train_batch_start(None, 1)  # later batches leave the generators alone
-    assert draws() != expected
-
-
-def test_on_load_checkpoint_from_a_different_rank_count_warns_and_uses_the_writers_states(tmp_path, caplog):
-    module = make_module(tmp_path)
-    module.trainer = StubTrainer(world_size=1)
-    own = rng_states()
-    expected = draws()
-    other = rng_states()
-    lit_log = logging.getLogger("ablate.training.module")
-    lit_log.addHandler(caplog.handler)  # directly: the CLI may have stopped "ablate" propagating to the root
-    try:
-        module.on_load_checkpoint({"rng": own, "rng_per_rank": [other, other]})
-    finally:
-        lit_log.removeHandler(caplog.handler)
-    assert "written by 2 ranks and resumes on 1" in caplog.text
-    module.on_train_batch_start(None, 0)
-    assert draws() == expected

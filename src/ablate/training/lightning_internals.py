@@ -1,0 +1,35 @@
+"""The places ablate reaches into Lightning's private state, each because no public API does the job; kept here,
+so the LightningModules and callbacks use public hooks only, and pinned by tests/unit/training/test_lightning_internals.py,
+which fails when a Lightning release changes what these read or write.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+
+
+def logs_this_step(module: L.LightningModule, batch_idx: int, every: int) -> bool:
+    """Whether Lightning writes this batch's metrics to the loggers. Its own rule (log_every_n_steps, counted in
+    optimizer steps across resumes and accumulation, and the last step) lives in its logger connector; a module that
+    reads values on the host only when they are written must ask the same rule. Outside a Trainer (tests, benchmarks;
+    `module.trainer` raises then, hence the private attribute): every `every`th batch."""
+    trainer = module._trainer
+    connector = getattr(trainer, "_logger_connector", None) if trainer is not None else None
+    if connector is None:
+        return batch_idx % every == 0
+    return connector.should_update_logs
+
+
+def pin_logging_counter(checkpoint: dict) -> None:
+    """Lightning's count of batches that stepped, the step its loggers write rows at, is one ahead in checkpoints taken
+    at an epoch's end or on SIGTERM compared with those taken by mid-epoch validation; pinned to the latter so a resumed
+    run logs the steps it would have. The count is only in the loop's private state dict."""
+    loops = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict")
+    if loops is not None and "_batches_that_stepped" in loops:
+        loops["_batches_that_stepped"] = max(checkpoint.get("global_step", 0) - 1, 0)
+
+
+def stop_as_on_sigterm(trainer: L.Trainer) -> None:
+    """Ask Lightning to stop as it does on SIGTERM (SIGTERMException once this batch's bookkeeping is done), after a
+    callback saved at a step boundary. `trainer.received_sigterm` has no setter: the flag is its signal connector's."""
+    trainer._signal_connector.received_sigterm = True
