@@ -37,6 +37,7 @@ from ablate.model.loss import translation_loss
 from ablate.training.flops import peak_flops, train_flops
 from ablate.training.member_training import MemberTraining, initial_weights
 from ablate.training.module import noam_factor
+from ablate.training.precision import Precision
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import environment, peak_rss, reset_peak_rss, to_device  # noqa: E402
@@ -224,7 +225,9 @@ def main() -> None:
         "ratio_members_vs_runs": statistics.median(seconds["runs"][r] / seconds["members"][r] for r in rounds),
         "ratio_member1_step_vs_run": statistics.median(seconds["member-1"][r] / seconds["run-0"][r] for r in rounds),
     }
-    peak = peak_flops(torch.device(args.device), "bf16-mixed" if args.precision == "bf16" else "32")
+    peak = peak_flops(
+        torch.device(args.device), Precision("bf16-mixed", "high") if args.precision == "bf16" else Precision("32", "highest")
+    )
     if peak:  # aggregate model FLOPs of all members per second over the card's peak (ablate.training.flops)
         flops = sum(train_flops(cfg.model, vocab, collate(samples)) for step in steps for samples in step)
         result["mfu"] = {way: flops / median[way] / peak for way in ("runs", "members")}

@@ -28,6 +28,7 @@ from rich.table import Table
 from ablate.experiment import load_config
 from ablate.model import count_parameters
 from ablate.training.flops import peak_flops, train_flops
+from ablate.training.precision import Precision
 
 sys.path.insert(0, str(Path(__file__).parent))
 import train_arms  # noqa: E402
@@ -119,7 +120,7 @@ def main() -> None:
     del models, opts
 
     flops = sum(train_flops(m, vocab_size, b) for b in timed)  # model FLOPs of one pass (ablate.training.flops)
-    peak = peak_flops(device, "bf16-mixed" if args.precision == "bf16" else "32", args.peak_tflops)
+    peak = peak_flops(device, Precision("bf16-mixed", "high") if args.precision == "bf16" else Precision("32", "highest"), args.peak_tflops)
     results = {}
     for name, secs in seconds.items():
         tok_s = statistics.median(tgt_tokens / s for s in secs)

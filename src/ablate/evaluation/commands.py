@@ -24,7 +24,7 @@ from ablate.model import Transformer, max_length
 from ablate.model.tokens import EOS_ID, PAD_ID
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
 from ablate.training.metrics import bleu, chrf
-from ablate.training.precision import decoding
+from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def translate(
     bar = Progress(
         TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True
     )
-    with bar, decoding(t, device):  # the arithmetic the model trained and validated in
+    with bar, Precision.of(t).decoding(device):  # the arithmetic the model trained and validated in
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
             hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)
@@ -180,7 +180,7 @@ def save_record(
     if checkpoint.parent.name != "checkpoints":
         raise ValueError(f"--save-eval: {checkpoint} is not in a run directory's checkpoints/ folder, so there is no run to save it in")
     device = next(model.parameters()).device
-    with decoding(cfg.train, device):
+    with Precision.of(cfg.train).decoding(device):
         nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate"), device)
     return write_eval_file(
         checkpoint.parent.parent,

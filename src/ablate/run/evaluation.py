@@ -6,7 +6,6 @@ sentence on the same sentences.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from pathlib import Path
@@ -20,6 +19,7 @@ from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, write_ev
 from ablate.evaluation.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
 from ablate.training.module import TranslationModule
+from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +96,9 @@ def write_record(
     decoded = decoded if step == trainer.global_step else {}  # else decoded from earlier weights
     device = trainer.strategy.root_device
     model = module.model.to(device).eval()
-    forward = getattr(trainer.precision_plugin, "forward_context", contextlib.nullcontext)
+    forward = Precision.of(cfg.train).decoding  # as validation decoded under the Trainer's precision plugin
     found: dict[int, tuple] = {}  # index -> (hypothesis ids, nll, tokens)
-    with forward():
+    with forward(device):
         for batch in dm.val_dataloader():
             keep = row_mask(batch["idx"], rows)  # (B,)
             if not keep.any():

@@ -44,7 +44,7 @@ from ablate.training.flops import train_flops
 from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
-from ablate.training.precision import set_matmul_precision
+from ablate.training.precision import Precision
 from ablate.training.rng import RngState
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
         log.warning("resuming the group %s from %s", group, ckpt_path)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    set_matmul_precision(cfg.train)
+    precision = Precision.of(cfg.train)
+    precision.set_matmul()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = MemberDataModule(cfg, [c.seed for c in configs], shared=cfg.members.data == "shared")
     dm.tokenizer = tokenizer
@@ -102,7 +103,7 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
             record_fingerprint(out, cfg.data, proto, "start")
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
     runs = MemberRuns(configs, outs, group, vocab, proto, attempt, extra)
-    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops, precision)
     # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
     stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), speed.flops)
     preemption = Preemption(group)
@@ -141,7 +142,7 @@ def _trainer(cfg: ExperimentConfig, group: Path, attempt: int, callbacks: list) 
         max_epochs=t.max_epochs or -1,
         accelerator=t.accelerator,
         devices=1,
-        precision=t.precision,
+        precision=Precision.of(t).name,
         val_check_interval=every if every else 1.0,
         check_val_every_n_epoch=None if every else 1,
         log_every_n_steps=t.log_every_steps,
@@ -168,7 +169,7 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
     own = TranslationModule.from_config(cfg, module.vocab_size)
     own.model.load_state_dict(module.member_weights(k))
     own.tokenizer_proto = module.tokenizer_proto
-    judge = L.Trainer(accelerator=cfg.train.accelerator, devices=1, precision=cfg.train.precision, logger=False,
+    judge = L.Trainer(accelerator=cfg.train.accelerator, devices=1, precision=Precision.of(cfg.train).name, logger=False,
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     selected = select_weights(cfg, judge, own, dm, out) if validated else {"selected": FINAL}
     last = dict(runs.last[k])

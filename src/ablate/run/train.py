@@ -37,7 +37,7 @@ from ablate.run.rundir import (
 )  # fmt: skip
 from ablate.run.trainer import build_trainer
 from ablate.training.module import TranslationModule
-from ablate.training.precision import set_matmul_precision
+from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, out, force, accept_data_change)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    set_matmul_precision(cfg.train)
+    Precision.of(cfg.train).set_matmul()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     dm = TranslationDataModule(cfg)

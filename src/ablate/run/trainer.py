@@ -23,6 +23,7 @@ from ablate.run.stopping import StopRules
 from ablate.training.flops import train_flops
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
+from ablate.training.precision import Precision
 from ablate.training.rng import RngState
 
 
@@ -67,7 +68,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         accelerator=t.accelerator,
         devices=t.devices,
         strategy=t.strategy,
-        precision=t.precision,
+        precision=Precision.of(t).name,
         accumulate_grad_batches=t.accumulate,
         gradient_clip_val=t.clip_grad or None,
         val_check_interval=every * t.accumulate if every else 1.0,
@@ -103,7 +104,8 @@ def build_trainer(
     """The Trainer `ablate train` fits with: its loggers (CSV, W&B where configured), speed, stop-rule and preemption
     callbacks, then `callbacks`. One function so benchmarks/step_overhead.py times this very Trainer."""
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
-    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops)
+    precision = Precision.of(cfg.train)
+    speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops, precision)
     wandb_logger = make_wandb_logger(cfg, out, extra)
     csv_logger = make_csv_logger(out, attempt)
     loggers = [csv_logger] + ([wandb_logger] if wandb_logger else [])

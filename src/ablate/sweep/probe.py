@@ -200,7 +200,7 @@ def measure_here(config: str, steps: int) -> dict:
     from ablate.data.module import TranslationDataModule
     from ablate.experiment import load_config
     from ablate.training.module import TranslationModule
-    from ablate.training.precision import set_matmul_precision
+    from ablate.training.precision import Precision
 
     gpus = []
     for i in range(torch.cuda.device_count()):
@@ -211,7 +211,7 @@ def measure_here(config: str, steps: int) -> dict:
     if t.num_threads:
         torch.set_num_threads(t.num_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    set_matmul_precision(t)  # as the trial will: TF32 matmuls under mixed precision
+    Precision.of(t).set_matmul()  # as the trial will: TF32 matmuls under mixed precision
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")
@@ -221,7 +221,7 @@ def measure_here(config: str, steps: int) -> dict:
         max_epochs=-1,
         accelerator=t.accelerator,
         devices=1,
-        precision=t.precision,
+        precision=Precision.of(t).name,
         accumulate_grad_batches=t.accumulate,
         gradient_clip_val=t.clip_grad or None,
         val_check_interval=steps * t.accumulate,

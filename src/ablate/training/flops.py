@@ -17,7 +17,7 @@ import re
 
 import torch
 
-from ablate.training.precision import arithmetic
+from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ def _warn_once(name: str, message: str) -> None:
         log.warning("%s; set train.peak_tflops (TFLOP/s) for speed/mfu", message)
 
 
-def peak_flops(device: torch.device, precision: str, override_tflops: float | None = None) -> float | None:
-    """The device's dense peak FLOP/s for `precision` (Lightning's `trainer.precision`, e.g. "bf16-mixed", "32"):
+def peak_flops(device: torch.device, precision: Precision, override_tflops: float | None = None) -> float | None:
+    """The device's dense peak FLOP/s in the run's arithmetic (`precision.arithmetic()`):
     `override_tflops` (train.peak_tflops) if given, else ablate's table (PEAKS), else Lightning's; None on CPU and
     on a card or precision neither table knows (logged once per card)."""
     if override_tflops:
@@ -147,7 +147,7 @@ def peak_flops(device: torch.device, precision: str, override_tflops: float | No
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device)
-    kind = arithmetic(precision)
+    kind = precision.arithmetic()
     key = card(name)
     if key is not None:
         peaks = PEAKS[key]

@@ -27,6 +27,7 @@ from ablate.model.members import member_state_dict, stack_state_dicts
 from ablate.training.member_adam import MemberAdam, noam_rates
 from ablate.training.member_training import initial_weights
 from ablate.training.metrics import bleu
+from ablate.training.precision import Precision
 
 
 class MemberModule(L.LightningModule):
@@ -53,8 +54,7 @@ class MemberModule(L.LightningModule):
         self._val_sums = torch.zeros(self.members, 3)
         self._hyps: list[dict[int, list[int]]] = []
         self._decoders: tuple = ()  # ordinary models member weights are copied into for beam search (not parameters)
-        if cfg.train.precision == "64":
-            self.model.double()  # before Lightning restores a checkpoint into it (ablate.training.module says why)
+        self.model.to(Precision.of(cfg.train).params_dtype)  # float64 from the start for "64" (Precision says why)
         if cfg.train.compile:
             self.model.compile()
 

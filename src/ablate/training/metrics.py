@@ -18,6 +18,7 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from ablate.training.flops import peak_flops
+from ablate.training.precision import Precision
 
 
 @dataclass
@@ -58,8 +59,15 @@ class SpeedCallback(L.Callback):
     check, which decodes nothing and is left out entirely.
     """
 
-    def __init__(self, every: int = 50, flops: Callable[[dict], float] | None = None, peak_tflops: float | None = None):
+    def __init__(
+        self,
+        every: int = 50,
+        flops: Callable[[dict], float] | None = None,
+        peak_tflops: float | None = None,
+        precision: Precision | None = None,
+    ):
         self.every, self.flops, self.peak_tflops = every, flops, peak_tflops
+        self.precision = precision or Precision("32", "highest")  # the run's (ablate.training.precision)
         self.peak: float | None = None  # FLOP/s, set at train start once the device is known
         self.summary: dict[str, float] = {}
         self._total = self._zero()
@@ -75,7 +83,7 @@ class SpeedCallback(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         if self.flops is not None:
-            self.peak = peak_flops(pl_module.device, str(trainer.precision), self.peak_tflops)
+            self.peak = peak_flops(pl_module.device, self.precision, self.peak_tflops)
 
     def _tick(self) -> float:
         now = time.perf_counter()

@@ -18,6 +18,7 @@ from ablate.model import build_transformer, count_parameters
 from ablate.model.loss import translation_loss
 from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
 from ablate.training.metrics import bleu
+from ablate.training.precision import Precision
 
 
 def noam_factor(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -39,10 +40,7 @@ class TranslationModule(L.LightningModule):
         self._hyps: dict[int, list[int]] = {}
         self._bleu_rows: frozenset[int] | None = None  # the fixed sample of validation sentences val/bleu is on; None = all
         self.decoded: tuple[int, dict[int, list[int]]] | None = None  # (global step, {index: ids}) of the last decoding validation
-        if self.cfg.train.precision == "64":
-            # Lightning restores a checkpoint's weights before its precision plugin converts the module: float32
-            # parameters would round a resumed fp64 run's weights (its resume then drifts from the uninterrupted run).
-            self.model.double()
+        self.model.to(Precision.of(self.cfg.train).params_dtype)  # float64 from the start for "64" (Precision says why)
         if self.cfg.train.compile:
             self.model.compile()  # in place: state-dict keys stay those of the plain model
 

@@ -1,12 +1,15 @@
-"""train.precision in one place: the float32 matmul precision that goes with it, the arithmetic a step's FLOPs run in
-(what MFU divides by), and the autocast every decode outside the Trainer runs under, so `ablate evaluate`, `ablate
-translate` and `ablate table --split test` score a model in the arithmetic it trained and validated in (Lightning's
-precision plugin autocasts validation during training; an fp32 decode of a bf16-trained model scores otherwise)."""
+"""`Precision`: train.precision made into one object, once, from the config, and passed down. It says what a run's
+float32 matmuls compute in, the arithmetic a step's FLOPs run in (what MFU divides by), the dtype the model's
+parameters are built in, and the one way every decode outside the Trainer runs (`decoding`): `ablate evaluate`,
+`translate`, `table --split test` and a run's own evaluation record score a model in the arithmetic it trained and
+validated in (Lightning's precision plugin autocasts validation; an fp32 decode of a bf16-trained model scores otherwise).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 import torch
 
@@ -15,37 +18,49 @@ from ablate.config import TrainConfig
 HALF = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}  # the mixed precisions and the dtype each autocasts to
 
 
-def matmul_precision(t: TrainConfig) -> str:
-    """train.matmul_precision, else "high" (TF32) under mixed precision, whose fp32 remainder is not what the run
-    measures, and "highest" in fp32, which promises fp32 arithmetic."""
-    return t.matmul_precision or ("high" if t.precision in HALF else "highest")
+@dataclass(frozen=True)
+class Precision:
+    name: str  # Lightning's: "32", "bf16-mixed", "16-mixed", "64"
+    matmul: str  # torch's float32 matmul precision for the run: "highest" (fp32), "high" (TF32), "medium"
 
+    @classmethod
+    def of(cls, t: TrainConfig) -> Precision:
+        """train.precision with train.matmul_precision, else "high" (TF32) under mixed precision, whose fp32
+        remainder is not what the run measures, and "highest" in fp32, which promises fp32 arithmetic."""
+        return cls(t.precision, t.matmul_precision or ("high" if t.precision in HALF else "highest"))
 
-def set_matmul_precision(t: TrainConfig) -> None:
-    torch.set_float32_matmul_precision(matmul_precision(t))
+    @property
+    def half(self) -> torch.dtype | None:
+        """The dtype autocast runs matmuls in under mixed precision; None otherwise."""
+        return HALF.get(self.name)
 
+    @property
+    def params_dtype(self) -> torch.dtype:
+        """What the model's parameters are held in: float64 for "64" (from the start: Lightning restores a
+        checkpoint's weights before its precision plugin converts the module, and float32 parameters would round
+        them), float32 otherwise (mixed precision keeps fp32 master weights)."""
+        return torch.float64 if self.name == "64" else torch.float32
 
-def arithmetic(precision: str) -> str:
-    """bf16 | fp16 | fp64 | tf32 | fp32: what a run's matmuls compute in (Lightning's precision, e.g. "bf16-mixed", and
-    for fp32 the matmul precision set now: TF32 when it allows it)."""
-    if "bf16" in precision:
-        return "bf16"
-    if "16" in precision:
-        return "fp16"
-    if "64" in precision:
-        return "fp64"
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32"
+    def arithmetic(self) -> str:
+        """bf16 | fp16 | fp64 | tf32 | fp32: what the run's matmuls compute in (the FLOP/s peak MFU divides by)."""
+        if self.half is not None:
+            return "bf16" if self.half == torch.bfloat16 else "fp16"
+        if self.name == "64":
+            return "fp64"
+        return "fp32" if self.matmul == "highest" else "tf32"
 
+    def set_matmul(self) -> None:
+        torch.set_float32_matmul_precision(self.matmul)
 
-@contextmanager
-def decoding(t: TrainConfig, device: torch.device) -> Iterator[None]:
-    """The run's arithmetic for a decode outside the Trainer: its matmul precision, and autocast to its half type
-    under mixed precision (restored afterwards)."""
-    before = torch.get_float32_matmul_precision()
-    set_matmul_precision(t)
-    cast = torch.autocast(device.type, dtype=HALF[t.precision]) if t.precision in HALF else nullcontext()
-    try:
-        with cast:
-            yield
-    finally:
-        torch.set_float32_matmul_precision(before)
+    @contextmanager
+    def decoding(self, device: torch.device) -> Iterator[None]:
+        """The run's arithmetic for a forward pass outside the Trainer: its matmul precision, and autocast to its
+        half type under mixed precision (the process's matmul precision restored afterwards)."""
+        before = torch.get_float32_matmul_precision()
+        self.set_matmul()
+        cast = torch.autocast(device.type, dtype=self.half) if self.half is not None else nullcontext()
+        try:
+            with cast:
+                yield
+        finally:
+            torch.set_float32_matmul_precision(before)

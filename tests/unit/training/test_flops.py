@@ -9,13 +9,14 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from ablate.config import ExperimentConfig
+from ablate.config import ExperimentConfig, TrainConfig
 from ablate.experiment import load_config
 from ablate.model import build_transformer
 from ablate.model.loss import smoothed_nll
 from ablate.training import flops
 from ablate.training.flops import DEVICE_NAMES, PEAKS, card, peak_flops, train_flops
 from ablate.training.metrics import SpeedCallback
+from ablate.training.precision import Precision
 
 V = 97
 
@@ -54,11 +55,15 @@ def test_padding_is_not_counted_as_model_work():
 
 
 def test_peak_flops_from_override_or_unknown_on_cpu():
-    assert peak_flops(torch.device("cpu"), "32") is None
-    assert peak_flops(torch.device("cpu"), "bf16-mixed", 2.5) == 2.5e12
+    assert peak_flops(torch.device("cpu"), Precision("32", "highest")) is None
+    assert peak_flops(torch.device("cpu"), of("bf16-mixed"), 2.5) == 2.5e12
 
 
 CUDA = torch.device("cuda", 0)  # a device object only: nothing runs on it
+
+
+def of(precision: str, matmul: str | None = None) -> Precision:
+    return Precision.of(TrainConfig(precision=precision, matmul_precision=matmul))
 
 
 @pytest.fixture
@@ -89,16 +94,15 @@ def gpu(monkeypatch):
 ])  # fmt: skip
 def test_peak_flops_of_known_cards_are_their_dense_figures(gpu, name, precision, tflops):
     gpu(name)
-    assert peak_flops(CUDA, precision) == pytest.approx(tflops * 1e12)
+    assert peak_flops(CUDA, of(precision)) == pytest.approx(tflops * 1e12)
 
 
-def test_fp32_peak_is_the_tf32_tensor_rate_only_when_tf32_is_allowed(gpu):
+def test_fp32_peak_is_the_tf32_tensor_rate_only_when_the_run_allows_tf32(gpu):
     gpu("NVIDIA H100 PCIe")
-    assert peak_flops(CUDA, "32") == pytest.approx(51.2e12)
-    torch.backends.cuda.matmul.allow_tf32 = True  # restored by the fixture
-    assert peak_flops(CUDA, "32") == pytest.approx(378e12)
+    assert peak_flops(CUDA, of("32")) == pytest.approx(51.2e12)
+    assert peak_flops(CUDA, of("32", "high")) == pytest.approx(378e12)  # train.matmul_precision=high: TF32
     gpu("Tesla V100-SXM2-32GB")  # no TF32 units: fp32 matmuls run at the FP32 rate either way
-    assert peak_flops(CUDA, "32") == pytest.approx(15.7e12)
+    assert peak_flops(CUDA, of("32", "high")) == pytest.approx(15.7e12)
 
 
 @pytest.mark.parametrize(("name", "key"), [
@@ -129,9 +133,8 @@ def test_a_card_ablate_does_not_list_falls_back_to_lightning(gpu, monkeypatch):
     asked = []
     monkeypatch.setattr(throughput, "get_available_flops", lambda device, dtype: asked.append(dtype) or 149.7e12)
     gpu("NVIDIA A40")
-    assert peak_flops(CUDA, "bf16-mixed") == 149.7e12
-    torch.backends.cuda.matmul.allow_tf32 = True
-    peak_flops(CUDA, "32")
+    assert peak_flops(CUDA, of("bf16-mixed")) == 149.7e12
+    peak_flops(CUDA, of("32", "high"))
     assert asked == [torch.bfloat16, "tfloat32"]
 
 
@@ -139,28 +142,28 @@ def test_a_card_ablate_does_not_list_falls_back_to_lightning(gpu, monkeypatch):
 def test_an_unknown_card_has_no_peak_and_says_once_how_to_set_it(gpu, caplog):
     gpu("NVIDIA Imaginary X1")
     with caplog.at_level(logging.WARNING, logger="ablate.training.flops"):
-        assert peak_flops(CUDA, "bf16-mixed") is None
-        assert peak_flops(CUDA, "bf16-mixed") is None
+        assert peak_flops(CUDA, of("bf16-mixed")) is None
+        assert peak_flops(CUDA, of("bf16-mixed")) is None
     (record,) = [r for r in caplog.records if r.name == "ablate.training.flops"]
     assert "NVIDIA Imaginary X1" in record.getMessage() and "train.peak_tflops" in record.getMessage()
 
 
 def test_a_card_without_the_precision_has_no_peak(gpu):
     gpu("Tesla V100-SXM2-16GB")  # Volta has no bf16 tensor cores
-    assert peak_flops(CUDA, "bf16-mixed") is None
-    assert peak_flops(CUDA, "16-mixed") == pytest.approx(125e12)
+    assert peak_flops(CUDA, of("bf16-mixed")) is None
+    assert peak_flops(CUDA, of("16-mixed")) == pytest.approx(125e12)
 
 
 def test_a_mig_slice_has_no_peak_rather_than_the_whole_cards(gpu):
     gpu("NVIDIA A100-SXM4-40GB MIG 3g.20gb")  # Lightning's table would match "a100" and give the whole card's peak
-    assert peak_flops(CUDA, "bf16-mixed") is None
+    assert peak_flops(CUDA, of("bf16-mixed")) is None
 
 
 def test_the_override_wins_over_every_table(gpu):
     gpu("NVIDIA H200")
-    assert peak_flops(CUDA, "bf16-mixed", 500.0) == 500e12
+    assert peak_flops(CUDA, of("bf16-mixed"), 500.0) == 500e12
     gpu("NVIDIA Imaginary X1")
-    assert peak_flops(CUDA, "32", 1.5) == 1.5e12
+    assert peak_flops(CUDA, of("32"), 1.5) == 1.5e12
 
 
 def test_a_run_on_a_known_gpu_writes_mfu_to_its_summary(tmp_path, gpu, monkeypatch):
@@ -181,7 +184,7 @@ def test_a_run_on_a_known_gpu_writes_mfu_to_its_summary(tmp_path, gpu, monkeypat
     monkeypatch.setattr(ablate.training.metrics, "peak_flops", as_if_h200)
     cfg = tiny_experiment(tmp_path, train={"max_steps": 4, "val_every_steps": 4, "log_every_steps": 2, "keep_last": 1})
     summary = json.loads(json.dumps(train(cfg)))
-    assert asked == [("cpu", "32-true", None)]
+    assert asked == [("cpu", of("32"), None)]  # the run's Precision, made from its config: fp32 matmuls
     written = json.loads((tmp_path / "run" / "summary.json").read_text())
     check_summary(written, "the run's summary.json")  # what a run writes is what readers check it against
     assert written["speed/mfu"] == summary["speed/mfu"] > 0

@@ -13,7 +13,7 @@ from ablate.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.data.tokenizer import load_or_train_tokenizer
 from ablate.evaluation.commands import translate
 from ablate.model import build_transformer
-from ablate.training.precision import arithmetic, decoding, matmul_precision
+from ablate.training.precision import Precision
 
 
 @pytest.mark.parametrize(
@@ -27,20 +27,23 @@ from ablate.training.precision import arithmetic, decoding, matmul_precision
     ],
 )
 def test_matmul_precision_follows_train_precision_unless_configured(precision, configured, expected):
-    assert matmul_precision(SimpleNamespace(precision=precision, matmul_precision=configured)) == expected
+    assert Precision.of(SimpleNamespace(precision=precision, matmul_precision=configured)).matmul == expected
 
 
-def test_the_arithmetic_of_each_precision():
-    assert [arithmetic(p) for p in ("bf16-mixed", "16-mixed", "64")] == ["bf16", "fp16", "fp64"]
-    assert arithmetic("32") in ("fp32", "tf32")
+def test_the_arithmetic_and_parameter_dtype_of_each_precision():
+    made = [Precision.of(TrainConfig(precision=p)) for p in ("bf16-mixed", "16-mixed", "64", "32")]
+    assert [p.arithmetic() for p in made] == ["bf16", "fp16", "fp64", "fp32"]
+    assert Precision.of(TrainConfig(precision="32", matmul_precision="high")).arithmetic() == "tf32"
+    assert [p.params_dtype for p in made] == [torch.float32, torch.float32, torch.float64, torch.float32]
+    assert [p.half for p in made] == [torch.bfloat16, torch.float16, None, None]
 
 
 @pytest.mark.parametrize(("precision", "dtype"), [("32", None), ("bf16-mixed", torch.bfloat16)])
 def test_decoding_runs_in_the_runs_arithmetic_and_restores_the_process(precision, dtype):
     before = torch.get_float32_matmul_precision()
     t = TrainConfig(precision=precision)
-    with decoding(t, torch.device("cpu")):
-        assert torch.get_float32_matmul_precision() == matmul_precision(t)
+    with Precision.of(t).decoding(torch.device("cpu")):
+        assert torch.get_float32_matmul_precision() == Precision.of(t).matmul
         assert torch.is_autocast_enabled("cpu") == (dtype is not None)
         if dtype is not None:
             assert torch.get_autocast_dtype("cpu") == dtype
