@@ -12,8 +12,8 @@ import sys
 from ablate.archive import flags as archive_flags
 from ablate.config import ConfigError
 from ablate.data.datasets import DownloadError
-from ablate.evaluation import flags as evaluation_flags
 from ablate.files import signals
+from ablate.inference import flags as inference_flags
 from ablate.messages import logs
 from ablate.run import flags as run_flags
 from ablate.sweep import flags as sweep_flags
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     """One subcommand per package, each adding its own flags (PACKAGE/flags.py), in the order `ablate -h` lists them."""
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for flags in (run_flags, sweep_flags, table_flags, archive_flags, evaluation_flags, training_flags):
+    for flags in (run_flags, sweep_flags, table_flags, archive_flags, inference_flags, training_flags):
         flags.add_parsers(sub)
     return parser
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from helpers import tiny_experiment
 
+from ablate.data.subset import fixed_subset
 from ablate.evaluation.records import read_eval_file
-from ablate.evaluation.sentence_scores import fixed_subset
 from ablate.run import resume_checkpoint
 from ablate.run.train import train
 from ablate.training.flops import train_flops

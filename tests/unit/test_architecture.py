@@ -1,5 +1,6 @@
 """The package's shape: no import cycles (imports inside functions count), dependencies that flow one way
-(cli -> archive -> table -> sweep -> run -> training/evaluation -> data -> model -> config -> files/messages; a run
+(cli -> archive -> table -> sweep -> run -> inference -> training -> evaluation -> data -> model -> config ->
+files/messages; a run
 never imports the sweep), and no source file, in src/ or benchmarks/, over 300 lines."""
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ def reachable(start: str) -> set[str]:
     ("ablate.model", "ablate.run"), ("ablate.model", "ablate.data"), ("ablate.model", "ablate.training"),
     ("ablate.sweep", "ablate.cli"), ("ablate.sweep", "ablate.table"), ("ablate.training", "ablate.run"),
     ("ablate.evaluation", "ablate.run"), ("ablate.data", "ablate.run"), ("ablate.data", "ablate.training"),
+    # evaluation (decoding, sentence scores, BLEU) is below training, which validates with it; the user's decode
+    # commands (inference) are above training, whose checkpoints they load
+    ("ablate.evaluation", "ablate.training"), ("ablate.evaluation", "ablate.inference"), ("ablate.data", "ablate.evaluation"),
+    ("ablate.training", "ablate.inference"), ("ablate.model", "ablate.evaluation"),
     ("ablate.files", "ablate.config"), ("ablate.messages", "ablate.config"), ("ablate.messages", "ablate.files"),
     # config is the ground floor: it asks no registry, imports no plugin, builds no model
     ("ablate.config", "ablate.model"), ("ablate.config", "ablate.data"), ("ablate.config", "ablate.registry"),

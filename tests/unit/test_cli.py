@@ -97,7 +97,7 @@ def test_subcommand_parses_into_its_handler(command):
     args = cli.build_parser().parse_args(argv)
     assert args.command == command
     owner = {"params": "run", "train": "run", "sweep": "sweep", "status": "sweep", "table": "table", "archive": "archive",
-             "translate": "evaluation", "evaluate": "evaluation", "average": "training"}[command]  # fmt: skip
+             "translate": "inference", "evaluate": "inference", "average": "training"}[command]  # fmt: skip
     assert args.func.__module__ == f"ablate.{owner}.flags" and args.func.__name__ == f"run_{command}"  # its package's
     assert {k: getattr(args, k) for k in expected} == expected
 

@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader
 from ablate.data.batching import EncodedSplit, TokenBucketBatchSampler, collate, encode_pairs, make_loader
 from ablate.data.corpus import CorpusStats, read_lines, read_parallel
 from ablate.data.datasets import DATASETS, cache_dir, resolve_split
+from ablate.data.subset import bleu_rows, host_rows
 from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
-from ablate.evaluation.sentence_scores import bleu_rows, host_rows
 
 log = logging.getLogger(__name__)
 

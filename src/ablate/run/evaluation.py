@@ -15,8 +15,9 @@ import torch
 
 from ablate.config import ExperimentConfig
 from ablate.data.module import TranslationDataModule
+from ablate.data.subset import row_mask, validation_subset
 from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, write_eval_file
-from ablate.evaluation.sentence_scores import decode_rows, fixed_subset, row_mask, sentence_nll
+from ablate.evaluation.sentence_scores import decode_rows, sentence_nll
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
@@ -26,9 +27,8 @@ log = logging.getLogger(__name__)
 
 def val_subset(cfg: ExperimentConfig, total: int) -> tuple[list[int] | None, str]:
     """The validation sentences val/bleu and the record are on (None = all) and their description."""
-    t = cfg.train
-    chosen = fixed_subset(total, t.val_max_sentences, t.val_subset_seed)
-    return chosen, describe_subset(total if chosen is None else len(chosen), total, t.val_subset_seed)
+    chosen = validation_subset(total, cfg.train)
+    return chosen, describe_subset(total if chosen is None else len(chosen), total, cfg.train.val_subset_seed)
 
 
 def scored_on(cfg: ExperimentConfig, dm: TranslationDataModule) -> dict:

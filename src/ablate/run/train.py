@@ -178,7 +178,7 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
     """Length extrapolation: BLEU of the selected weights on validation pairs longer than any the run trained on."""
-    from ablate.evaluation.commands import longer_than, score, translate
+    from ablate.inference.commands import longer_than, score, translate
 
     n = cfg.train.eval_longer_than
     srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)

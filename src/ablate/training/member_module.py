@@ -18,7 +18,9 @@ from torch import Tensor
 from ablate.config import to_dict
 from ablate.config.members import member_values
 from ablate.data.member_batches import tile_batch
-from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
+from ablate.data.subset import bleu_rows, host_rows
+from ablate.evaluation.scores import bleu
+from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
 from ablate.model.dropout import Dropout
@@ -26,7 +28,6 @@ from ablate.model.member_loss import member_translation_loss
 from ablate.model.members import member_state_dict, stack_state_dicts
 from ablate.training.member_adam import MemberAdam, noam_rates
 from ablate.training.member_training import initial_weights
-from ablate.training.metrics import bleu
 from ablate.training.precision import Precision
 
 

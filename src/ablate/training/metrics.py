@@ -1,8 +1,6 @@
-"""Translation quality (sacreBLEU on detokenized text, with its signature) and training speed.
-
-`bleu`/`chrf` are plain functions; `SpeedCallback` measures real (non-pad) tokens per second,
-step time and peak memory, excluding validation, and keeps an end-of-run summary that also says how long
-validation took.
+"""Training speed: `SpeedCallback` measures real (non-pad) tokens per second, step time, model FLOP/s and MFU, and
+peak memory, excluding validation, and keeps an end-of-run summary that also says how long validation took.
+(Translation quality, BLEU and chrF, is ablate.evaluation.scores.)
 """
 
 from __future__ import annotations
@@ -11,31 +9,12 @@ import resource
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import lightning as L
 import torch
-from sacrebleu.metrics import BLEU, CHRF
 
 from ablate.training.flops import peak_flops
 from ablate.training.precision import Precision
-
-
-@dataclass
-class Score:
-    score: float
-    signature: str
-
-
-def bleu(hyps: list[str], refs: list[str]) -> Score:
-    """Corpus BLEU with sacreBLEU's default 13a tokenization, as reported in the field since Post (2018)."""
-    metric = BLEU()
-    return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
-
-
-def chrf(hyps: list[str], refs: list[str]) -> Score:
-    metric = CHRF()
-    return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
 
 
 def peak_memory_mb(device: torch.device | None = None) -> float:

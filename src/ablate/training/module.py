@@ -12,12 +12,13 @@ import lightning as L
 import torch
 
 from ablate.config import ExperimentConfig, to_dict
-from ablate.evaluation.sentence_scores import bleu_rows, decode_rows, host_rows
+from ablate.data.subset import bleu_rows, host_rows
+from ablate.evaluation.scores import bleu
+from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
 from ablate.model.loss import translation_loss
 from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
-from ablate.training.metrics import bleu
 from ablate.training.precision import Precision
 
 

@@ -11,10 +11,10 @@ from reference_beam import beam_search as reference_beam_search
 from reference_beam import greedy_decode as reference_greedy
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ablate.evaluation.scores import bleu
 from ablate.evaluation.search import beam_search, greedy_decode
 from ablate.model import build_transformer
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
-from ablate.training.metrics import bleu
 
 pytestmark = pytest.mark.slow  # a model trained, 256 sentences decoded twice: seconds; the default set stays under a minute
 

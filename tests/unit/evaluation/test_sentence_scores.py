@@ -1,4 +1,4 @@
-"""The rows validation decodes: the subset mask without reading indices on the host, the rows found on the host
+"""The rows validation decodes (ablate.data.subset, ablate.evaluation.sentence_scores): the subset mask without reading indices on the host, the rows found on the host
 before a batch moves, and decoding with padding columns cut (by a device read or by a width known beforehand)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from helpers import VOCAB, tiny_model
 
 from ablate.config import ExperimentConfig
 from ablate.data.batching import collate
+from ablate.data.subset import filled_width, host_rows, row_mask
 from ablate.evaluation.search import beam_search
-from ablate.evaluation.sentence_scores import decode_rows, filled_width, host_rows, row_mask
+from ablate.evaluation.sentence_scores import decode_rows
 from ablate.model import build_transformer
 from ablate.model.tokens import PAD_ID
 

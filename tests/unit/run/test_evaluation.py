@@ -15,8 +15,8 @@ from helpers import tiny_experiment
 
 from ablate.config import to_dict
 from ablate.data.module import TranslationDataModule
+from ablate.data.subset import fixed_subset
 from ablate.evaluation.records import read_eval_file
-from ablate.evaluation.sentence_scores import fixed_subset
 from ablate.model.loss import translation_loss
 from ablate.run.evaluation import scored_on, select_weights, val_subset, write_record
 from ablate.run.rundir import resume_checkpoint

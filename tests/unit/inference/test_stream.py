@@ -13,8 +13,8 @@ import torch
 from checkpoints import tiny_checkpoint
 
 from ablate.cli import main
-from ablate.evaluation import stream
-from ablate.evaluation.stream import chunks, translated_chunks
+from ablate.inference import stream
+from ablate.inference.stream import chunks, translated_chunks
 
 
 def test_chunks_are_bounded_by_lines_and_characters_and_keep_every_line_in_order():

@@ -9,11 +9,11 @@ from helpers import write_corpus
 
 from ablate.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
-from ablate.evaluation.commands import length_batches, longer_than, pick_device, score, translate
+from ablate.evaluation.scores import bleu, chrf
 from ablate.evaluation.search import beam_search
+from ablate.inference.commands import length_batches, longer_than, pick_device, score, translate
 from ablate.model import build_transformer
 from ablate.model.tokens import EOS_ID, PAD_ID
-from ablate.training.metrics import bleu, chrf
 
 LINES = ["the big dog runs", "a cat", "the old woman eats a small green bird", "", "red", "blue bird sleeps"]
 

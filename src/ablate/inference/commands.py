@@ -16,14 +16,14 @@ from ablate import plugins
 from ablate.config import ConfigError, ExperimentConfig
 from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.data.tokenizer import Tokenizer
+from ablate.evaluation.scores import bleu, chrf
 from ablate.evaluation.search import beam_search
-from ablate.evaluation.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, run_of_checkpoint
+from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.model import Transformer, max_length
 from ablate.model.tokens import EOS_ID, PAD_ID
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
-from ablate.training.metrics import bleu, chrf
 from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ def translate_cli(args: argparse.Namespace) -> int:
         lines, lambda chunk, first: translate(model, tokenizer, chunk, cfg, a.beam, a.alpha, a.batch_tokens, progress, source, first)
     )
     if args.output == "-":
-        return to_stdout(text)  # each chunk as it is translated (ablate.evaluation.stream)
+        return to_stdout(text)  # each chunk as it is translated (ablate.inference.stream)
     write_file(args.output, text)
     return 0
 

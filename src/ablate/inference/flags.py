@@ -50,12 +50,12 @@ def add_parsers(sub) -> None:
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    from ablate.evaluation.commands import translate_cli
+    from ablate.inference.commands import translate_cli
 
     return translate_cli(args)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from ablate.evaluation.commands import evaluate_cli
+    from ablate.inference.commands import evaluate_cli
 
     return evaluate_cli(args)

@@ -1,0 +1,33 @@
+"""BLEU and chrF with their signatures (ablate.evaluation.scores): sacreBLEU's corpus scores, not means of sentences."""
+
+from __future__ import annotations
+
+import pytest
+import sacrebleu
+
+from ablate.evaluation.scores import bleu, chrf
+
+HYPS = ["the cat sat on the mat .", "a dog runs in the park", "hello there"]
+REFS = ["the cat sat on a mat .", "the dog runs in the big park", "hello there"]
+
+
+def test_bleu_is_sacrebleus_corpus_score_with_the_13a_signature():
+    score = bleu(HYPS, REFS)
+    assert score.score == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+    assert 0 < score.score < 100
+    assert "nrefs:1" in score.signature and "tok:13a" in score.signature and "smooth:exp" in score.signature
+    assert bleu(REFS, REFS).score == pytest.approx(100.0)
+    assert bleu(["x y z w"] * 3, REFS).score == pytest.approx(0.0)
+
+
+def test_bleu_is_corpus_level_not_a_mean_of_sentence_scores():
+    per_sentence = [bleu([h], [r]).score for h, r in zip(HYPS, REFS)]
+    assert bleu(HYPS, REFS).score != pytest.approx(sum(per_sentence) / len(per_sentence))
+
+
+def test_chrf_is_sacrebleus_chrf_with_its_signature():
+    score = chrf(HYPS, REFS)
+    assert score.score == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert 0 < score.score < 100 and score.score != pytest.approx(bleu(HYPS, REFS).score)
+    assert "nrefs:1" in score.signature and "nc:6" in score.signature and "nw:0" in score.signature
+    assert chrf(REFS, REFS).score == pytest.approx(100.0)
