@@ -24,6 +24,7 @@ COVERED_END_TO_END = {
     "ablate.sweep.status": "`ablate status`, whose interface is the command line: tests/unit/sweep/test_status.py",
     "ablate.table.outputs": "`ablate table`'s files rendered, compared and written: tests/unit/table/test_table_cli.py (--force, unchanged files)",
     "ablate.table.latex": "`ablate table`'s .tex: tests/unit/table/test_compare.py (test_cli_writes_markdown_latex_csv_json_and_plot)",
+    "ablate.archive.commands": "`ablate archive`'s body, whose interface is the command line: tests/unit/archive/test_archive.py",
     "ablate.sweep.pruning": "an Optuna callback inside a trial's Lightning fit: tests/integration/test_sweep.py (test_pruner_stops_a_bad_trial_early)",
 }
 

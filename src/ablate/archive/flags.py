@@ -1,4 +1,4 @@
-"""`ablate archive`: its flags; the command is ablate.archive.study.archive_cli."""
+"""`ablate archive`: its flags; the command is ablate.archive.commands."""
 
 from __future__ import annotations
 
@@ -19,6 +19,6 @@ def add_parsers(sub) -> None:
 
 
 def run_archive(args: argparse.Namespace) -> int:
-    from ablate.archive.study import archive_cli
+    from ablate.archive.commands import archive_command
 
-    return archive_cli(args)
+    return archive_command(args)

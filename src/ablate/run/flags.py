@@ -1,9 +1,11 @@
-"""`ablate params` and `ablate train`: their flags, and their entries, which import torch and Lightning only once
-the config has loaded (a bad config is refused in a fraction of a second)."""
+"""`ablate params` and `ablate train`: their flags; the commands (ablate.run.commands) import torch and Lightning only
+once the config has loaded (a bad config is refused in a fraction of a second)."""
 
 from __future__ import annotations
 
 import argparse
+
+from ablate.messages.flag_types import Number
 
 
 def add_parsers(sub) -> None:
@@ -26,7 +28,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--members",
-        type=int,
+        type=Number(int, 1),
         metavar="K",
         help="train K runs of the config as one model (seeds seed..seed+K-1; or give a member-able key one value per "
         "member as KEY=[v1,...]); each is an ordinary run in OUT_DIR/NAME (docs/members.md)",
@@ -35,97 +37,13 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=run_train)
 
 
-def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
-    """`CONFIG [key=value ...]`: the YAML files, then the dotlist overrides."""
-    return [x for x in items if "=" not in x], [x for x in items if "=" in x]
-
-
 def run_params(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    from ablate.run.commands import params_command
 
-    from ablate.experiment import load_config
-    from ablate.run.memory import parameter_count
-
-    cfg = load_config(*split_config_args(args.config))
-    counts = parameter_count(cfg)  # on the meta device: any size is counted, none allocated
-    table = Table(title=f"parameters (shared vocabulary {cfg.data.vocab_size:,})")
-    table.add_column("part")
-    table.add_column("count", justify="right")
-    table.add_column("x10^6", justify="right")
-    for part in ("embeddings", "encoder", "decoder", "total"):
-        table.add_row(part, f"{counts[part]:,}", f"{counts[part] / 1e6:.2f}")
-    Console().print(table)
-    return 0
-
-
-def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
-    """`KEY=[v1, v2, ...]` overrides of member-able keys (`seeds=[...]` for `seed`): one value per member."""
-    from ablate.config.members import MEMBER_KEYS
-    from ablate.files.yaml_file import parse_yaml
-
-    lists, rest = {}, []
-    for item in overrides:
-        key, _, value = item.partition("=")
-        key = "seed" if key == "seeds" else key
-        if key in MEMBER_KEYS and value.strip().startswith("["):
-            parsed = parse_yaml(value, f"the override {item}", lines=False)
-            if not isinstance(parsed, list) or not parsed:
-                raise ValueError(f"the override {item}: expected a list of values, one per member")
-            lists[key] = parsed
-        else:
-            rest.append(item)
-    return lists, rest
+    return params_command(args)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ablate.experiment import load_config
+    from ablate.run.commands import train_command
 
-    files, overrides = split_config_args(args.config)
-    lists, overrides = member_lists(overrides)
-    sizes = {len(v) for v in lists.values()} | ({args.members} if args.members else set())
-    if len(sizes) > 1:
-        raise ValueError(f"--members and the listed values disagree on the number of members ({sorted(sizes)})")
-    overrides += [f"members.size={size}" for size in sizes] + ([f"members.data={args.member_data}"] if args.member_data else [])
-    cfg = load_config(files, overrides)
-    if cfg.members.size > 1:
-        return _run_members(args, cfg, lists)
-    from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
-
-    resume = args.resume
-    if args.auto_resume:
-        from pathlib import Path
-
-        resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
-    try:
-        summary = train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
-    except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
-        raise ValueError(
-            f"training diverged (FloatingPointError: {e}); a smaller train.lr_scale, or model.init_std, train.eps or "
-            "train.weight_decay nearer their defaults, may train"
-        ) from None
-    from ablate.run.closing import print_closing
-
-    print_closing(summary)  # final scores and where the files are
-    return 0
-
-
-def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
-    from pathlib import Path
-
-    from ablate.config import to_dict
-    from ablate.config.members import member_configs
-    from ablate.experiment import from_dict
-
-    configs = [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]  # each member's values checked as any run's
-    from ablate.run.closing import print_closing
-    from ablate.run.members import train_members
-
-    resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
-    summaries = train_members(cfg, configs, resume=resume, aside=args.move_aside)
-    for member, summary in zip(configs, summaries):
-        if summary is None:
-            print(f"{member.out_dir}: diverged (see FAILED.txt there)", flush=True)
-        else:
-            print_closing(summary)
-    return 0 if all(summaries) else 1
+    return train_command(args)

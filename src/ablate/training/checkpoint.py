@@ -7,7 +7,6 @@ interrupted write never replaces a good file.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -23,7 +22,6 @@ from ablate.data.datasets import cache_dir
 from ablate.data.tokenizer import Tokenizer
 from ablate.experiment import from_dict
 from ablate.files.atomic import replacing
-from ablate.files.destination import check_output, run_of_checkpoint
 from ablate.model import Transformer, build_transformer
 
 log = logging.getLogger(__name__)
@@ -151,29 +149,3 @@ def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
         if m:
             found.append((int(m.group(1)), p))
     return [p for _, p in sorted(found)]
-
-
-def average_cli(args: argparse.Namespace) -> int:
-    paths = list(args.checkpoints)
-    if args.run_dir:
-        found = step_checkpoints(args.run_dir)[-args.last :]
-        if 0 < len(found) < args.last:  # e.g. a run that kept fewer (train.keep_last) than the average asks for
-            kept = "1 step checkpoint" if len(found) == 1 else f"{len(found)} step checkpoints"
-            what = "the output holds its weights, nothing averaged" if len(found) == 1 else f"averaging those {len(found)}"
-            log.warning("ablate average: --last %d, but %s/checkpoints holds %s: %s", args.last, args.run_dir, kept, what)
-        paths += found
-    if not paths:
-        raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
-    out = Path(args.output)
-    owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
-    check_output(out, "--output", [("checkpoint", p) for p in paths], owns)  # an input, a link, another run: refused
-    if out.exists() and not args.force:
-        raise CheckpointError(
-            f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
-            "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
-        )
-    save_atomic(average_checkpoints(paths), out)
-    print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
-    for p in paths:
-        print(f"  {p}")
-    return 0

@@ -1,4 +1,4 @@
-"""`ablate average`: its flags; the command (training.checkpoint.average_cli) imports torch."""
+"""`ablate average`: its flags; the command (ablate.training.commands) imports torch."""
 
 from __future__ import annotations
 
@@ -18,6 +18,6 @@ def add_parsers(sub) -> None:
 
 
 def run_average(args: argparse.Namespace) -> int:
-    from ablate.training.checkpoint import average_cli
+    from ablate.training.commands import average_cli
 
     return average_cli(args)

@@ -16,13 +16,13 @@ from ablate.model import build_transformer
 from ablate.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
-    average_cli,
     load_checkpoint,
     model_from_checkpoint,
     save_atomic,
     step_checkpoints,
     tokenizer_from_checkpoint,
 )
+from ablate.training.commands import average_cli
 
 
 def ckpt(weight: torch.Tensor, step: int = 1, model: dict | None = None, **extra) -> dict:

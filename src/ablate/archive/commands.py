@@ -1,0 +1,48 @@
+"""`ablate archive`'s body (its flags: ablate.archive.flags): a study's evidence, without checkpoints or corpus text,
+into a folder to commit, share or continue elsewhere (ablate.archive.study), optionally scoring runs first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ablate.archive.study import archive
+
+
+def archive_command(args) -> int:
+    study = Path(args.study)
+    if study.is_file():  # a sweep file: archive its out_dir
+        from ablate.sweep import load_sweep
+
+        study = load_sweep(study).out_dir
+    evaluate = None
+    if args.split:
+        from ablate.table.evaluation import evaluate_run, selected_checkpoint, wanted_checkpoint
+
+        def evaluate(run: Path) -> None:
+            if selected_checkpoint(run) is None:
+                raise FileNotFoundError(f"{run}: no eval/{args.split}.json and no {wanted_checkpoint(run)} to make one from")
+            print(f"evaluating {selected_checkpoint(run)} on the {args.split} split ...")
+            evaluate_run(run, args.split, args.device)
+
+    report = archive(study, Path(args.dest), evaluate, args.split or "test")
+    print(
+        f"archived {len(report.trials)} finished runs of {study} into {args.dest}"
+        + (f" (scored {len(report.evaluated)} on {args.split} first)" if report.evaluated else "")
+        + (", with the study database" if report.database else ", no study database (not SQLite in the study's folder)")
+    )
+    if report.unfinished:
+        print(
+            f"left out {len(report.unfinished)} unfinished trials (a rerun of the sweep trains them again): {', '.join(report.unfinished)}"
+        )
+    if report.not_finished_in_db:
+        print(
+            f"left out {len(report.not_finished_in_db)} runs with a summary that the study database does not mark finished "
+            f"(the sweep trains those rows again): {', '.join(report.not_finished_in_db)}"
+        )
+    if report.no_config:
+        print(
+            f"warning: {len(report.no_config)} finished runs have no config.yaml, archived as they are: {', '.join(report.no_config)}; "
+            "`ablate table` refuses the study until they have one, and the study database marks them finished (a rerun will not train them "
+            "again): restore each one's config.yaml and archive again"
+        )
+    return 0

@@ -1,0 +1,39 @@
+"""`ablate average`'s body (its flags: ablate.training.flags): the mean of a run's last K checkpoints, or of the ones
+named, written where no input, link or other run's file would be replaced."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from ablate.files.destination import check_output, run_of_checkpoint
+from ablate.training.checkpoint import CheckpointError, average_checkpoints, save_atomic, step_checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def average_cli(args: argparse.Namespace) -> int:
+    paths = list(args.checkpoints)
+    if args.run_dir:
+        found = step_checkpoints(args.run_dir)[-args.last :]
+        if 0 < len(found) < args.last:  # e.g. a run that kept fewer (train.keep_last) than the average asks for
+            kept = "1 step checkpoint" if len(found) == 1 else f"{len(found)} step checkpoints"
+            what = "the output holds its weights, nothing averaged" if len(found) == 1 else f"averaging those {len(found)}"
+            log.warning("ablate average: --last %d, but %s/checkpoints holds %s: %s", args.last, args.run_dir, kept, what)
+        paths += found
+    if not paths:
+        raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
+    out = Path(args.output)
+    owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
+    check_output(out, "--output", [("checkpoint", p) for p in paths], owns)  # an input, a link, another run: refused
+    if out.exists() and not args.force:
+        raise CheckpointError(
+            f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
+            "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
+        )
+    save_atomic(average_checkpoints(paths), out)
+    print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
+    for p in paths:
+        print(f"  {p}")
+    return 0
