@@ -28,24 +28,22 @@ from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
-from ablate.run.callbacks import CALLBACKS, Preemption
-from ablate.run.checkpoint_io import AtomicCheckpointIO
+from ablate.run.callbacks import Preemption
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
 from ablate.run.loggers import make_csv_logger
 from ablate.run.member_runs import MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
-from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
-from ablate.run.quiet import quiet_dependencies
+from ablate.run.progress import ProgressFile
 from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha
 from ablate.run.stopping import StopRules
+from ablate.run.trainer import fit_or_exit, make_trainer
 from ablate.training.flops import train_flops
 from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
-from ablate.training.rng import RngState
 
 log = logging.getLogger(__name__)
 FAILED = "FAILED.txt"
@@ -109,14 +107,10 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
     preemption = Preemption(group)
     # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
     progress = [ProgressFile(out, may_stop_sooner=True) for out in outs]
-    trainer = _trainer(cfg, group, attempt, [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress])
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
-
+    group_callbacks = [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress]
+    trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
     try:
-        try:
-            trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
-        except SIGTERMException:
-            raise SystemExit(preemption.exit_code) from None
+        fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         validated = "valid" in available_splits(cfg.data)
         if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
             trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
@@ -126,37 +120,6 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
         return [_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated) for k in range(len(configs))]
     finally:
         runs.finish()
-
-
-def _trainer(cfg: ExperimentConfig, group: Path, attempt: int, callbacks: list) -> L.Trainer:
-    t = cfg.train
-    quiet_dependencies(group)
-    bar = cfg.logging.progress and os.isatty(1)
-    # The researcher's own callbacks (plugins) see the group's module, MemberModule.
-    callbacks = [RngState(), *(callback() for callback in CALLBACKS.values()), *callbacks, ProgressFile(group, may_stop_sooner=True)]
-    if cfg.logging.progress:
-        callbacks.append(ProgressBar() if bar else PlainProgress())
-    every = t.val_every_steps
-    return L.Trainer(
-        max_steps=t.max_steps,
-        max_epochs=t.max_epochs or -1,
-        accelerator=t.accelerator,
-        devices=1,
-        precision=Precision.of(t).name,
-        val_check_interval=every if every else 1.0,
-        check_val_every_n_epoch=None if every else 1,
-        log_every_n_steps=t.log_every_steps,
-        logger=[make_csv_logger(group, attempt)],
-        callbacks=callbacks,
-        default_root_dir=group,
-        use_distributed_sampler=False,
-        enable_progress_bar=bar,
-        num_sanity_val_steps=1,
-        deterministic=t.deterministic,
-        enable_model_summary=False,
-        enable_checkpointing=False,  # the group's checkpoint is written with each validation's member checkpoints
-        plugins=[AtomicCheckpointIO()],
-    )
 
 
 def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validated) -> dict | None:

@@ -35,7 +35,7 @@ from ablate.run.rundir import (
     resume_checkpoint,
     shape_changes,
 )  # fmt: skip
-from ablate.run.trainer import build_trainer
+from ablate.run.trainer import build_trainer, fit_or_exit
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
 
@@ -91,13 +91,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         record_fingerprint(out, cfg.data, module.tokenizer_proto, fingerprint)
     trainer, parts = build_trainer(cfg, out, vocab, module, attempt, callbacks)
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
-
     try:
-        try:
-            trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
-        except SIGTERMException:
-            raise SystemExit(preemption.exit_code) from None
+        fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         validated = "valid" in available_splits(cfg.data)
         if validated and stop.validated_step != trainer.global_step:
             # The run ended off the validation grid (max_steps or max_epochs not a multiple of val_every_steps), or

@@ -27,51 +27,42 @@ from ablate.training.precision import Precision
 from ablate.training.rng import RngState
 
 
-def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, members: bool = False) -> L.Trainer:
+    """The Trainer of a run, or with `members` of a member group (ablate.run.members): one device, no accumulation,
+    clipping per member in MemberAdam, and each member's checkpoints written by its MemberRuns, not by ModelCheckpoint."""
     t = cfg.train
     monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
     quiet_dependencies(out)
-    callbacks = [
-        ModelCheckpoint(
-            dirpath=out / "checkpoints",
-            filename="best",
-            monitor=monitor,
-            mode=mode,
-            save_top_k=1,
-            auto_insert_metric_name=False,
-            enable_version_counter=False,
-        ),
+    checkpoints = [] if members else [
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
+                        auto_insert_metric_name=False, enable_version_counter=False),
         # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
-        ModelCheckpoint(
-            dirpath=out / "checkpoints",
-            filename="step={step}",
-            monitor="step",
-            mode="max",
-            save_top_k=t.keep_last,
-            save_last=True,
-            auto_insert_metric_name=False,
-            enable_version_counter=False,
-        ),
+        ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max", save_top_k=t.keep_last,
+                        save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
+    ]  # fmt: skip
+    callbacks = [
+        *checkpoints,
         RngState(),  # the generators in every checkpoint, restored at the first resumed batch
-        *(callback() for callback in CALLBACKS.values()),  # the researcher's own, from plugins
+        *(callback() for callback in CALLBACKS.values()),  # the researcher's own, from plugins (a group's see MemberModule)
         *extra_callbacks,
         # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
-        ProgressFile(out, may_stop_sooner=bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
+        ProgressFile(out, may_stop_sooner=members or bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
     ]
     bar = cfg.logging.progress and sys.stdout.isatty()
     if cfg.logging.progress:  # step/total, tokens/s, ETA, latest val loss/BLEU: a bar on a terminal, else plain lines
         callbacks.append(ProgressBar() if bar else PlainProgress())
     every = t.val_every_steps
+    accumulate = 1 if members else t.accumulate
     return L.Trainer(
         max_steps=t.max_steps,
         max_epochs=t.max_epochs or -1,
         accelerator=t.accelerator,
-        devices=t.devices,
-        strategy=t.strategy,
+        devices=1 if members else t.devices,
+        strategy="auto" if members else t.strategy,
         precision=Precision.of(t).name,
-        accumulate_grad_batches=t.accumulate,
-        gradient_clip_val=t.clip_grad or None,
-        val_check_interval=every * t.accumulate if every else 1.0,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=None if members else (t.clip_grad or None),
+        val_check_interval=every * accumulate if every else 1.0,
         check_val_every_n_epoch=None if every else 1,
         log_every_n_steps=t.log_every_steps,
         logger=loggers,
@@ -82,8 +73,20 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         num_sanity_val_steps=1,
         deterministic=t.deterministic,
         enable_model_summary=False,
+        enable_checkpointing=not members,
         plugins=[AtomicCheckpointIO()],
     )
+
+
+def fit_or_exit(trainer: L.Trainer, module: L.LightningModule, dm, ckpt_path: Path | None, preemption: Preemption) -> None:
+    """trainer.fit, from `ckpt_path` when resuming; a run stopped by a signal (saved at a step boundary by
+    `preemption`) exits with its code (75, or 130 for Ctrl-C) instead of going on to its summary."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+    except SIGTERMException:
+        raise SystemExit(preemption.exit_code) from None
 
 
 @dataclass
