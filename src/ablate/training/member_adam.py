@@ -79,6 +79,10 @@ class MemberAdam(torch.optim.Optimizer):
         self.active[member] = False
         self._on_device.pop("active", None)
 
+    def active_on(self, device: torch.device) -> Tensor:
+        """`active` on `device`, copied once per freeze (a copy every step would make the step wait for the host)."""
+        return self._device_copy("active", self.active, device)
+
     def _device_copy(self, name: str, value: Tensor, device: torch.device) -> Tensor:
         if name not in self._on_device or self._on_device[name].device != device:
             self._on_device[name] = value.to(device)

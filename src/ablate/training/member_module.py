@@ -71,7 +71,7 @@ class MemberModule(L.LightningModule):
         loss, nll, ntok = member_translation_loss(self.model, batch, self.smoothing)
         per_token = loss / ntok.to(loss.dtype).clamp(min=1)  # (K,)
         # A frozen member (stopped, or diverged with non-finite weights) adds nothing: where() passes it no gradient.
-        active = self.optimizer.active.to(per_token.device)
+        active = self.optimizer.active_on(per_token.device)
         total = torch.where(active, per_token, torch.zeros_like(per_token)).sum()
         if (self.global_step + 1) % self.cfgs[0].train.log_every_steps == 0:  # the steps Lightning logs a run's at
             # Read on the host only at logging steps (ablate.training.module explains why); members share no
