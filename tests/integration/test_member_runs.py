@@ -97,11 +97,11 @@ def test_a_diverged_member_fails_alone_and_changes_nothing_in_the_others(tmp_pat
         assert _close(bad[0]["last"][key], good[0]["last"][key], 1e-9), key
 
 
-@pytest.mark.parametrize("signame, code", [("TERM", 75), ("INT", 130)])  # a preemption; a Ctrl-C
-def test_a_killed_group_resumes_every_member_exactly(tmp_path, signame, code):
+@pytest.mark.parametrize("at, signame, code", [(20, "TERM", 75), (20, "INT", 130), (5, "TERM", 75)])  # 5: before any validation
+def test_a_killed_group_resumes_every_member_exactly(tmp_path, at, signame, code):
     whole = write_experiment(tmp_path, "whole", **TRAIN)
     assert ablate("train", str(whole), "--members", "2").returncode == 0
-    killed = write_experiment(tmp_path, "killed", plugins=[fault_plugin(tmp_path / "faults", signal_at=f"20:{signame}")], **TRAIN)
+    killed = write_experiment(tmp_path, "killed", plugins=[fault_plugin(tmp_path / "faults", signal_at=f"{at}:{signame}")], **TRAIN)
     # SIGINT's default disposition back: under xdist a worker ignores SIGINT, and its children would inherit that
     first = ablate("train", str(killed), "--members", "2", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert first.returncode == code, first.stderr[-2000:]  # saved every member at a step boundary, then exited

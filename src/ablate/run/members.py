@@ -36,7 +36,7 @@ from ablate.run.member_runs import MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.progress import ProgressFile
-from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha
+from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
 from ablate.run.stopping import StopRules
 from ablate.run.trainer import fit_or_exit, make_trainer
 from ablate.training.flops import train_flops
@@ -61,8 +61,11 @@ def train_members(
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
         for member in configs:
-            (Path(member.out_dir)).mkdir(parents=True, exist_ok=True)
-            locks.append(claim_out_dir(member, resume, aside=False)[1])
+            out = Path(member.out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            # Resuming, a member may hold no checkpoint yet (the group stopped before its first validation): the group's
+            # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
+            locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
         return _train(cfg, configs, group, resume, callbacks)
     finally:
         for fd in filter(None, locks):
