@@ -83,7 +83,8 @@ def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = 
     out = []
     for k, (member, name) in enumerate(zip(members, names)):
         member.out_dir = f"{cfg.out_dir.rstrip('/')}/{name}"
-        member.logging = dataclasses.replace(member.logging, name=f"{base}/{name}")
+        # W&B: the group's runs side by side (a sweep's trials keep the study's group)
+        member.logging = dataclasses.replace(member.logging, name=f"{base}/{name}", group=cfg.logging.group or base)
         member.members = dataclasses.replace(member.members, group=cfg.out_dir, index=k)
         out.append(member)
     member_values(out)

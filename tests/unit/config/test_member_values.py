@@ -49,7 +49,7 @@ def test_member_configs_give_each_member_its_seed_values_and_own_run_directory()
     assert [m.train.lr_scale for m in members] == [0.5, 1.0, 2.0]
     assert [m.out_dir for m in members] == ["runs/g/seed=7,lr_scale=0.5", "runs/g/seed=8,lr_scale=1.0", "runs/g/seed=9,lr_scale=2.0"]
     assert [(m.members.group, m.members.index, m.members.size) for m in members] == [("runs/g", k, 3) for k in range(3)]
-    assert members[1].logging.name == "g/seed=8,lr_scale=1.0"
+    assert members[1].logging.name == "g/seed=8,lr_scale=1.0" and members[1].logging.group == "g"
     listed = member_configs(group, {"seed": [3, 1, 2]})  # a value the members share is left out of the names
     assert [m.out_dir for m in listed] == ["runs/g/seed=3", "runs/g/seed=1", "runs/g/seed=2"]
 
