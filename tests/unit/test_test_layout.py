@@ -29,8 +29,8 @@ COVERED_END_TO_END = {
 
 
 def reexports(package: str) -> dict[str, str]:
-    """Name -> the module a package's __init__ takes it from (`from ablate.config import load_config` counts for
-    ablate.config.load)."""
+    """Name -> the module a package's __init__ takes it from (`from ablate.config import compose` counts for
+    ablate.config.compose)."""
     path = MODULES.get(package)
     if path is None or path.name != "__init__.py":
         return {}
@@ -102,5 +102,5 @@ def test_the_scan_sees_imports_by_name_in_functions_and_through_packages():
     unit = TESTS / "unit"
     assert "ablate.sweep.plan" in IMPORTED[unit / "sweep" / "test_plan.py"]
     assert "ablate.table.controls" in IMPORTED[unit / "table" / "test_controls.py"]  # inside a test function
-    assert "ablate.config.load" in reexports("ablate.config").values()
+    assert "ablate.config.compose" in reexports("ablate.config").values()
     assert "ablate.sweep.pruning" not in set().union(*IMPORTED.values())  # reached by a trial's fit alone

@@ -1,6 +1,6 @@
 """Setting a few leaf keys of a composed config as OmegaConf's merge would, without a merge.
 
-Composing a config (ablate.config.load.compose) copies and merges the whole schema, about 15 ms; a sweep's row
+Composing a config (ablate.config.compose.compose) copies and merges the whole schema, about 15 ms; a sweep's row
 changes two or three keys of its base. So a sweep composes its base once and sets each row's keys on a copy: each
 value goes through the OmegaConf node its field's type names (IntegerNode, FloatNode, ...), which is what a merge
 does to it, so "4" becomes 4 and 1 becomes 1.0 as before. Whatever this cannot set exactly (an unknown key, a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ablate.config.load import flatten, to_dict
+from ablate.config.dicts import flatten, to_dict
 from ablate.config.schema import ExperimentConfig
 from ablate.messages.errors import ConfigError
 
