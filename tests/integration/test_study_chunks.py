@@ -177,7 +177,7 @@ def test_pilot_plan_on_the_cpu_study_matches_ablate_tables_seed_plan(tmp_path):
     if not (study / "study.db").is_file():
         pytest.skip("needs the CPU study's archive")
     from ablate.table.compare import make_table
-    from ablate.table.significance import collect
+    from ablate.table.sentence_records import collect
 
     out = tmp_path / "plan.json"
     argv = [str(study), "--longer", "base-2x", "base-2x-seed5", "--reference", str(study), "--json", str(out)]

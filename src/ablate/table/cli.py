@@ -19,9 +19,8 @@ from ablate.table.left_out import LeftOut, left_out
 from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
-from ablate.table.significance import collect
+from ablate.table.sentence_records import collect
 
-# Where the files go without --out: beside the user's work, not in the study's folder, which may be committed evidence.
 DEFAULT_OUT = Path("tables")
 
 

@@ -76,7 +76,7 @@ def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
 
 
 def evaluator(split: str, device: str = "auto"):
-    """The callback `significance.collect` calls for a run without a record: evaluate it, or say why it cannot."""
+    """The callback `sentence_records.collect` calls for a run without a record: evaluate it, or say why it cannot."""
 
     def evaluate(run: Run) -> EvalFile:
         if run.run_dir is None or selected_checkpoint(run.run_dir) is None:

@@ -19,9 +19,9 @@ from ablate.data.batching import EncodedSplit, collate
 from ablate.evaluation.records import EvalFileError, describe_subset, eval_record, read_eval_file, text_free, write_eval_file
 from ablate.model import build_transformer
 from ablate.model.loss import translation_loss
-from ablate.table import evaluation, stats
+from ablate.table import corpus_scores, evaluation
 from ablate.table.load import Run
-from ablate.table.significance import collect
+from ablate.table.sentence_records import collect
 
 
 def fields(n=30, seed=1):
@@ -101,7 +101,7 @@ def test_text_free_record_scores_as_its_text_and_holds_none(tmp_path):
     path.write_text(json.dumps(stripped))
     rec = read_eval_file(path, "valid")
     assert rec.sentence_bleu_stats() == text_free(stripped)["bleu_stats"]  # already text-free: unchanged
-    assert stats.corpus_bleu(np.array(rec.sentence_bleu_stats())) == pytest.approx(record["bleu"], abs=1e-12)
+    assert corpus_scores.corpus_bleu(np.array(rec.sentence_bleu_stats())) == pytest.approx(record["bleu"], abs=1e-12)
 
 
 def test_text_and_text_free_records_of_one_study_align_and_agree(tmp_path):
