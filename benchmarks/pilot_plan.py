@@ -33,7 +33,7 @@ from scipy import stats as st
 
 from ablate.config.paper import BASE_VARIANTS, row_group
 from ablate.table import detectable_effect, paired_bootstrap, seed_intervals
-from ablate.table.load import check_rows, runs_from_dirs
+from ablate.table.finished_runs import check_rows, runs_from_dirs
 from ablate.table.sentence_records import collect
 
 PPL_BOUND = 0.01  # the interval of the relative PPL change must lie within +-1%

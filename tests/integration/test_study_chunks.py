@@ -21,7 +21,7 @@ from helpers import tiny_experiment
 
 from ablate.config import to_yaml
 from ablate.sweep.ledger import row_of
-from ablate.table.load import check_rows, runs_from_dirs
+from ablate.table.finished_runs import check_rows, runs_from_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))

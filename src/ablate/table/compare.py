@@ -11,7 +11,7 @@ from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import rank_correlation, score_range, seed_intervals, verdicts
 from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
-from ablate.table.load import Run, _effective, check_rows
+from ablate.table.finished_runs import Run, _effective, check_rows
 from ablate.table.row_tests import METRICS, no_test, paired_tests
 from ablate.table.sentence_records import Evidence
 from ablate.table.study_statistics import STUDY_STATISTICS

@@ -18,8 +18,8 @@ from pathlib import Path
 from ablate.config.paper import BASE_VARIANTS, TABLE3
 from ablate.table import paired_bootstrap, seed_intervals, verdicts
 from ablate.table.compare import build_rows
+from ablate.table.finished_runs import Run
 from ablate.table.holm import holm
-from ablate.table.load import Run
 
 PAPER_METRICS = {"val/ppl": ("ppl", verdicts.PPL_TIE), "val/bleu": ("bleu", verdicts.BLEU_TIE)}
 

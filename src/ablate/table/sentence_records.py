@@ -12,7 +12,7 @@ import numpy as np
 
 from ablate.evaluation.records import EvalFile, EvalFileError, eval_path, parse_eval, read_eval_file
 from ablate.table import corpus_scores
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Evidence:
     runs: int = 0
     notes: list[str] = field(default_factory=list)
     per_run: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run.source -> {"bleu": (n, 10), "ppl": (n, 2)}
-    skipped: dict[str, str] = field(default_factory=dict)  # runs left out -> why (`load.runs_from_wandb`, `left_out`)
+    skipped: dict[str, str] = field(default_factory=dict)  # runs left out -> why (`finished_runs.runs_from_wandb`, `left_out`)
     skipped_what: str = "W&B run"  # what those are, as the note names them
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished -> (why, config)
 

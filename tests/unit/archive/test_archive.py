@@ -14,7 +14,7 @@ import pytest
 from ablate.archive.study import archive
 from ablate.cli import main
 from ablate.evaluation.records import read_eval_file, write_eval_file
-from ablate.table.load import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs
 from ablate.table.sentence_records import collect
 
 REFS = ["a dog runs on the beach .", "two men play chess in a park .", "the girl reads a red book .", "a cat sleeps ."]

@@ -21,7 +21,7 @@ from ablate.run.evaluation import scored_on as recorded_on
 from ablate.sweep.load import load_sweep
 from ablate.sweep.results import COLUMNS, log_wandb_table, objective_on, print_summary, scored_on, summarize, summary_run_id
 from ablate.sweep.trial import metric_value
-from ablate.table.load import runs_from_wandb
+from ablate.table.finished_runs import runs_from_wandb
 
 SWEEP = "name: demo\nbase: base.yaml\nobjective: {metric: val/bleu, direction: maximize}\nvariants: {base: {}, A-h1: {model.heads: 1}}\n"
 VALID = 1014  # sentences in the crafted validation split

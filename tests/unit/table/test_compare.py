@@ -18,7 +18,7 @@ from ablate.config import to_yaml
 from ablate.experiment import load_config
 from ablate.sweep.spec import nest
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs
 
 # row -> overrides, [(seed, bleu, ppl)]
 ROWS = {

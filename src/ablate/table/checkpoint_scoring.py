@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.evaluation.sentence_scores import sentence_nll, split_nll
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
 
 # The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
 __all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
