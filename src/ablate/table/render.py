@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ablate.evaluation.records import eval_path
-from ablate.sweep.results import scored_on as summary_scored_on
-from ablate.sweep.results import sentences
+from ablate.sweep.scored_on import scored_on as summary_scored_on
+from ablate.sweep.scored_on import sentences
 from ablate.table.compare import COLUMNS, Table
 from ablate.table.finished_runs import Run
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, notes, with_interval
