@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ablate.table.evaluation import evaluate_run, selected_checkpoint
+from ablate.table.checkpoint_scoring import evaluate_run, selected_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chunk_report import say  # noqa: E402

@@ -1,6 +1,6 @@
 """How often `ablate table`'s paired test rejects a true null: a row and base drawn alike, with the seed spread and
 seed counts a study may have. The README's rates for a one-seed row (borrowed seed variance) and for unequal
-seed spreads come from here; equal spreads with 2-5 seeds each are tested in tests/unit/table/test_stats.py.
+seed spreads come from here; equal spreads with 2-5 seeds each are tested in tests/unit/table/test_paired_bootstrap.py.
 
     python benchmarks/null_rates.py [--studies 1000]
 
@@ -15,7 +15,8 @@ import argparse
 
 import numpy as np
 
-from ablate.table.stats import paired_ppl_stats, ppl_stats
+from ablate.table.corpus_scores import ppl_stats
+from ablate.table.paired_bootstrap import paired_ppl_stats
 
 SCENARIOS = [  # (what, row seeds, base seeds, row seed sd, base seed sd)
     ("one-seed row, equal spread", 1, 5, 0.04, 0.04),

@@ -12,7 +12,7 @@ pair, the PPL improvement's upper bound is under 1% and the mean BLEU gain under
 the optimum) passes, and is said.
 
 Seeds: the MDE `ablate table` computes (80% power at Holm's strictest level, alpha / --rows; the variance model of
-`ablate.table.stats.seeds_for_mde`), from the base's per-seed variance measured in the pilot and each ablation's
+`ablate.table.detectable_effect.seeds_for_mde`), from the base's per-seed variance measured in the pilot and each ablation's
 relative to it taken from --reference (a finished study: each row's per-seed variance over its base's, and the
 sentences' part of Var(delta), from the paired test `ablate table` runs). The plan is the fewest seeds n per row
 (n >= --min-seeds, the base max(n, --min-base-seeds)) at which (a) a row as noisy as the base reaches the target,
@@ -32,9 +32,9 @@ from pathlib import Path
 from scipy import stats as st
 
 from ablate.config.paper import BASE_VARIANTS, row_group
-from ablate.table import stats
-from ablate.table.load import check_rows, runs_from_dirs
-from ablate.table.significance import collect
+from ablate.table import detectable_effect, paired_bootstrap, seed_intervals
+from ablate.table.finished_runs import check_rows, runs_from_dirs
+from ablate.table.sentence_records import collect
 
 PPL_BOUND = 0.01  # the interval of the relative PPL change must lie within +-1%
 BLEU_BOUND = 0.3  # and the mean BLEU change be smaller than this
@@ -65,8 +65,8 @@ def convergence(rows: dict[str, list], base: str, longer: list[str]) -> dict:
     out = {"seeds": [b.config.get("seed") for b, _ in pairs], "updates": sorted({(b.steps, r.steps) for b, r in pairs})}
     if not pairs:
         return out | {"converged": False, "why": "no seed of the longer rows has a base run"}
-    ppl = stats.t_interval([1 - r.ppl / b.ppl for b, r in pairs])
-    bleu = stats.t_interval([r.bleu - b.bleu for b, r in pairs])
+    ppl = seed_intervals.t_interval([1 - r.ppl / b.ppl for b, r in pairs])
+    bleu = seed_intervals.t_interval([r.bleu - b.bleu for b, r in pairs])
     out |= {"ppl_improvement": vars(ppl), "bleu_gain": vars(bleu)}
     if len(pairs) < MIN_PAIRS or ppl.high is None:
         return out | {"converged": False, "why": f"{len(pairs)} seeds pair; {MIN_PAIRS} are needed for an interval to decide on"}
@@ -83,7 +83,7 @@ def per_seed_variance(row_stats: list) -> float:
     row tested against itself: the difference is 0 in every resample, so the test's noise holds the seed parts alone."""
     if len(row_stats) < 2:
         raise SystemExit("the base needs 2 or more seeds for a seed spread")
-    return stats.paired_bleu_stats(row_stats, row_stats, n_boot=1000, seed=0).noise.base
+    return paired_bootstrap.paired_bleu_stats(row_stats, row_stats, n_boot=1000, seed=0).noise.base
 
 
 def reference_rows(rows: dict[str, list], per_run: dict) -> list[dict]:
@@ -94,15 +94,15 @@ def reference_rows(rows: dict[str, list], per_run: dict) -> list[dict]:
     for name, runs in rows.items():
         if name == "base" or row_group(name) == BASE_VARIANTS:
             continue
-        noise = stats.paired_bleu_stats(base, [per_run[r.source]["bleu"] for r in runs], n_boot=1000, seed=0).noise
+        noise = paired_bootstrap.paired_bleu_stats(base, [per_run[r.source]["bleu"] for r in runs], n_boot=1000, seed=0).noise
         if noise is not None and noise.base > 0:
             out.append({"row": name, "ratio": noise.row / noise.base, "sentences": noise.sentences})
     return out
 
 
 def mde(sentences: float, row_var: float, base_var: float, n: int, n_base: int, m: int) -> float:
-    var, df = stats.Noise(sentences, row_var, base_var, n, n_base).at(n, n_base)
-    return stats.mde(math.sqrt(var), m=m, df=df)
+    var, df = paired_bootstrap.Noise(sentences, row_var, base_var, n, n_base).at(n, n_base)
+    return detectable_effect.mde(math.sqrt(var), m=m, df=df)
 
 
 def largest_ratio(sentences: float, base_var: float, n: int, n_base: int, args: argparse.Namespace) -> float:
@@ -115,7 +115,7 @@ def largest_ratio(sentences: float, base_var: float, n: int, n_base: int, args: 
 def plan(base_var: float, refs: list[dict], args: argparse.Namespace) -> dict | None:
     """The fewest seeds a row meeting both rules (module docstring), with each reference row's MDE there."""
     typical = statistics.median([r["sentences"] for r in refs]) if refs else 0.0
-    for n in range(args.min_seeds, stats.MOST_SEEDS + 1):
+    for n in range(args.min_seeds, detectable_effect.MOST_SEEDS + 1):
         n_base = max(n, args.min_base_seeds)
         as_base = mde(typical, base_var, base_var, n, n_base, args.rows)
         mdes = {r["row"]: mde(r["sentences"], r["ratio"] * base_var, base_var, n, n_base, args.rows) for r in refs}
@@ -177,7 +177,7 @@ def show(out: dict, args: argparse.Namespace) -> None:
         print(f"  reference {r['row']}: per-seed variance {r['ratio']:.2f}x the base's, sentences' part {r['sentences']:.4f}")
     for label, p in (("plan", out["plan"]), ("at the base variance's 80% upper bound", out["plan_upper"])):
         if p is None:
-            print(f"{label}: no seed count up to {stats.MOST_SEEDS} meets both rules")
+            print(f"{label}: no seed count up to {detectable_effect.MOST_SEEDS} meets both rules")
             continue
         print(
             f"{label}: {p['seeds']} seeds a row, {p['base_seeds']} for the base: MDE {p['mde_as_base']:.2f} for a row as noisy as the "

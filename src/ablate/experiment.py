@@ -8,8 +8,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from ablate import plugins
-from ablate.config import ConfigError, ExperimentConfig, to_dict
-from ablate.config.load import compose, rebuild
+from ablate.config import ConfigError, ExperimentConfig, compose, rebuild, to_dict
 from ablate.config.validation import problems
 from ablate.data.datasets import dataset_problems
 

@@ -22,8 +22,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from ablate.config.load import is_plugin_file as is_file
-from ablate.config.load import resolve_plugin as resolve
+from ablate.config.compose import is_plugin_file as is_file
+from ablate.config.compose import resolve_plugin as resolve
 from ablate.messages.errors import ConfigError
 from ablate.registry import NameTaken, Registry, restoring
 

@@ -29,7 +29,7 @@ def study_with(n: int) -> optuna.Study:
 
 
 def test_results_json_keeps_its_rows_when_the_disk_fills_while_a_sweep_adds_one(tmp_path, monkeypatch):
-    from ablate.sweep.results import summarize
+    from ablate.sweep.results_files import summarize
 
     sweep = SimpleNamespace(out_dir=tmp_path)
     old = summarize(sweep, study_with(20))

@@ -68,8 +68,8 @@ def test_failed_rows_are_the_rows_left_failed_by_their_own_fault(tmp_path):
     trial that failed before its run directory existed says so instead of naming a log."""
     from unit.sweep.live_study import add
 
+    from ablate.sweep.failure_report import failed_rows, where_logged
     from ablate.sweep.ledger import BOOKKEEPING
-    from ablate.sweep.results import failed_rows, where_logged
 
     study = optuna.create_study()
     add(study, TrialState.FAIL, "a", tmp_path / "0", row=("a", 1), fail_reason="exit code 1: boom")

@@ -21,7 +21,7 @@ from helpers import tiny_experiment
 
 from ablate.config import to_yaml
 from ablate.sweep.ledger import row_of
-from ablate.table.load import check_rows, runs_from_dirs
+from ablate.table.finished_runs import check_rows, runs_from_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -177,7 +177,7 @@ def test_pilot_plan_on_the_cpu_study_matches_ablate_tables_seed_plan(tmp_path):
     if not (study / "study.db").is_file():
         pytest.skip("needs the CPU study's archive")
     from ablate.table.compare import make_table
-    from ablate.table.significance import collect
+    from ablate.table.sentence_records import collect
 
     out = tmp_path / "plan.json"
     argv = [str(study), "--longer", "base-2x", "base-2x-seed5", "--reference", str(study), "--json", str(out)]

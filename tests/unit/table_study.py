@@ -12,6 +12,7 @@ from ablate.config import to_yaml
 from ablate.evaluation.records import write_eval_file
 from ablate.experiment import load_config
 from ablate.sweep.spec import nest
+from ablate.table.finished_runs import Run
 
 VOCAB = [f"w{i}" for i in range(400)]
 SMALL = {"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3}
@@ -37,6 +38,17 @@ def system(refs: list[str], copy_rate: float, seed: int) -> dict:
         "nll": [t * (1.0 if c else 3.0) * float(rng.uniform(0.9, 1.1)) for t, c in zip(tokens, copied)],
         "tokens": tokens,
     }
+
+
+def record_fields(n: int = 30, seed: int = 1) -> dict:
+    """An evaluation record's fields for `n` crafted sentences: hypotheses, NLL and tokens, and the references."""
+    refs = references(n, seed=seed)
+    return {**system(refs, 0.5, seed), "references": refs}
+
+
+def bare_run(row: str, source: str, **kw) -> Run:
+    """A tabulated run with no scores of its own (its record gives them)."""
+    return Run(row=row, config={}, ppl=None, bleu=None, params=None, tokens_per_s=None, step_ms=None, source=source, **kw)
 
 
 def write_run(

@@ -22,7 +22,7 @@ COVERED_END_TO_END = {
     "ablate.training.flags": "the `ablate average` parser: through ablate.cli.main in tests/unit/test_cli.py and tests/unit/training/test_checkpoint.py",
     "ablate.table.cli": "`ablate table`'s body, whose interface is the command line: tests/unit/table/test_table_cli.py",
     "ablate.sweep.status": "`ablate status`, whose interface is the command line: tests/unit/sweep/test_status.py",
-    "ablate.table.outputs": "`ablate table`'s files rendered, compared and written: tests/unit/table/test_table_cli.py (--force, unchanged files)",
+    "ablate.table.file_writes": "`ablate table`'s files rendered, compared and written: tests/unit/table/test_table_cli.py (--force, unchanged files)",
     "ablate.table.latex": "`ablate table`'s .tex: tests/unit/table/test_compare.py (test_cli_writes_markdown_latex_csv_json_and_plot)",
     "ablate.archive.commands": "`ablate archive`'s body, whose interface is the command line: tests/unit/archive/test_archive.py",
     "ablate.sweep.pruning": "an Optuna callback inside a trial's Lightning fit: tests/integration/test_sweep.py (test_pruner_stops_a_bad_trial_early)",
@@ -30,8 +30,8 @@ COVERED_END_TO_END = {
 
 
 def reexports(package: str) -> dict[str, str]:
-    """Name -> the module a package's __init__ takes it from (`from ablate.config import load_config` counts for
-    ablate.config.load)."""
+    """Name -> the module a package's __init__ takes it from (`from ablate.config import compose` counts for
+    ablate.config.compose)."""
     path = MODULES.get(package)
     if path is None or path.name != "__init__.py":
         return {}
@@ -103,5 +103,5 @@ def test_the_scan_sees_imports_by_name_in_functions_and_through_packages():
     unit = TESTS / "unit"
     assert "ablate.sweep.plan" in IMPORTED[unit / "sweep" / "test_plan.py"]
     assert "ablate.table.controls" in IMPORTED[unit / "table" / "test_controls.py"]  # inside a test function
-    assert "ablate.config.load" in reexports("ablate.config").values()
+    assert "ablate.config.compose" in reexports("ablate.config").values()
     assert "ablate.sweep.pruning" not in set().union(*IMPORTED.values())  # reached by a trial's fit alone

@@ -16,7 +16,7 @@ def archive_command(args) -> int:
         study = load_sweep(study).out_dir
     evaluate = None
     if args.split:
-        from ablate.table.evaluation import evaluate_run, selected_checkpoint, wanted_checkpoint
+        from ablate.table.checkpoint_scoring import evaluate_run, selected_checkpoint, wanted_checkpoint
 
         def evaluate(run: Path) -> None:
             if selected_checkpoint(run) is None:

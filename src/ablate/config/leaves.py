@@ -1,6 +1,6 @@
 """Setting a few leaf keys of a composed config as OmegaConf's merge would, without a merge.
 
-Composing a config (ablate.config.load.compose) copies and merges the whole schema, about 15 ms; a sweep's row
+Composing a config (ablate.config.compose.compose) copies and merges the whole schema, about 15 ms; a sweep's row
 changes two or three keys of its base. So a sweep composes its base once and sets each row's keys on a copy: each
 value goes through the OmegaConf node its field's type names (IntegerNode, FloatNode, ...), which is what a merge
 does to it, so "4" becomes 4 and 1 becomes 1.0 as before. Whatever this cannot set exactly (an unknown key, a
@@ -13,16 +13,10 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import fields, is_dataclass
-from types import NoneType, UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
-from omegaconf.errors import OmegaConfBaseException
-from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode, StringNode, ValueNode
-
+from ablate.config.field_types import REFUSED, hints, node_value
 from ablate.config.schema import ExperimentConfig
-
-NODES: dict[type, type[ValueNode]] = {int: IntegerNode, float: FloatNode, bool: BooleanNode, str: StringNode}
-_HINTS: dict[type, dict[str, Any]] = {}
 
 
 def with_leaves(cfg: ExperimentConfig, dotted: dict[str, Any]) -> ExperimentConfig | None:
@@ -34,8 +28,8 @@ def with_leaves(cfg: ExperimentConfig, dotted: dict[str, Any]) -> ExperimentConf
         where = _field(cfg, str(key))
         if where is None:
             return None
-        converted = _converted(value, _hints(type(where[0]))[where[1]])
-        if converted is _REFUSED:
+        converted = node_value(value, hints(type(where[0]))[where[1]])
+        if converted is REFUSED:
             return None
         values.append((str(key), converted))
     out, copied = copy.copy(cfg), {}
@@ -51,9 +45,6 @@ def with_leaves(cfg: ExperimentConfig, dotted: dict[str, Any]) -> ExperimentConf
     return out
 
 
-_REFUSED = object()
-
-
 def _field(cfg: Any, key: str) -> tuple[Any, str] | None:
     """(the dataclass holding the field, its name) for a dotted key naming a field that is no section."""
     *sections, name = key.split(".")
@@ -65,29 +56,6 @@ def _field(cfg: Any, key: str) -> tuple[Any, str] | None:
     if not is_dataclass(owner) or name not in _names(type(owner)) or is_dataclass(getattr(owner, name)):
         return None
     return owner, name
-
-
-def _converted(value: Any, kind: Any) -> Any:
-    """`value` as the node of a field annotated `kind` holds it, or _REFUSED."""
-    optional = get_origin(kind) in (Union, UnionType) and NoneType in get_args(kind)
-    if optional:
-        rest = [a for a in get_args(kind) if a is not NoneType]
-        kind = rest[0] if len(rest) == 1 else None
-    node = NODES.get(kind)
-    if node is None or isinstance(value, (dict, list, tuple)):
-        return _REFUSED
-    if isinstance(value, str) and ("${" in value or value == "???"):  # interpolations and MISSING: OmegaConf's own rules
-        return _REFUSED
-    try:
-        return node(value=value, is_optional=optional)._value()
-    except OmegaConfBaseException:
-        return _REFUSED
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = get_type_hints(cls)
-    return _HINTS[cls]
 
 
 @functools.cache

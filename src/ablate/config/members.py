@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ablate.config.load import flatten, rebuild, to_dict
+from ablate.config.dicts import flatten, to_dict
+from ablate.config.saved import rebuild
 from ablate.config.schema import ExperimentConfig
 from ablate.messages.errors import ConfigError
 

@@ -1,7 +1,7 @@
 """The one structured config schema of ablate; defaults are the paper's base model (Sec. 5, Table 3 "base").
 
 Every key is declared here and only here. OmegaConf rejects unknown keys and wrong types when a file or an
-override is merged onto it (ablate.config.load); cross-field rules are in ablate.config.validation.
+override is merged onto it (ablate.config.merge); cross-field rules are in ablate.config.validation.
 """
 
 from __future__ import annotations

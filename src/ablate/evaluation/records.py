@@ -1,7 +1,7 @@
 """The per-run evaluation file, `RUN_DIR/eval/{split}.json`: the single definition of its format.
 
 One record per run and split holds every scored sentence's hypothesis, reference and teacher-forced NLL, so
-`ablate table` can compare ablation rows on the same sentences (a paired bootstrap, `ablate.table.stats`)
+`ablate table` can compare ablation rows on the same sentences (a paired bootstrap, `ablate.table.paired_bootstrap`)
 instead of comparing one corpus number per run. Training writes it for the validation split,
 `ablate evaluate --split test --save-eval` (or `ablate table --split test`) for the test split; a W&B run carries
 the same record, its lists as a W&B table (`ablate.evaluation.wandb_records`).

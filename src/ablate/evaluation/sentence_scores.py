@@ -2,7 +2,7 @@
 per-sentence records of `ablate.evaluation.records`; BLEU as in Sec. 6.1), on the sentences ablate.data.subset picks.
 
 Plain functions with no Lightning import: validation (`ablate.training.module`), the end-of-run record (`ablate.run.evaluation`)
-and `ablate table --split test` (`ablate.table.evaluation`) share them, so all three score sentences the same way.
+and `ablate table --split test` (`ablate.table.checkpoint_scoring`) share them, so all three score sentences the same way.
 """
 
 from __future__ import annotations

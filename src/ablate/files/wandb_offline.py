@@ -24,7 +24,7 @@ class OfflineRun:
     run_id: str = ""
     name: str = ""
     group: str = ""
-    job_type: str = ""  # "sweep-summary" for a study's summary run (ablate.sweep.results), not a trial
+    job_type: str = ""  # "sweep-summary" for a study's summary run (ablate.sweep.wandb_summary), not a trial
     started: float = 0.0  # Unix time the run (this attempt of it, when resumed) started
     tags: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)

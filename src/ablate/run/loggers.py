@@ -83,7 +83,7 @@ def make_csv_logger(out: Path, attempt: int) -> CSVLogger:
 
 def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bool = False) -> WandbLogger | None:
     """The run's W&B logger: tags each once (W&B keeps a repeated one), job type "sweep-trial" for a trial of a study
-    and "train" otherwise (a study's summary run is "sweep-summary", ablate.sweep.results). `several`: one of the
+    and "train" otherwise (a study's summary run is "sweep-summary", ablate.sweep.wandb_summary). `several`: one of the
     runs a member group logs from one process, each its own W&B run (wandb's reinit="create_new")."""
     lc = cfg.logging
     if not lc.wandb or lc.mode == "disabled":

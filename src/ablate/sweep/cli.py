@@ -20,16 +20,19 @@ from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
+from ablate.sweep.failure_report import report_failures
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep, member_search_problem
 from ablate.sweep.long_table import print_table
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.plan import plan_for
-from ablate.sweep.results import log_wandb_table, print_summary, report_failures, summarize
+from ablate.sweep.results_files import summarize
+from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
+from ablate.sweep.wandb_summary import log_wandb_table
 from ablate.sweep.worker import open_sweep_study, run_worker
 
 ALL_FAILED_EXIT = 1  # the study ran, and no row has a result to compare

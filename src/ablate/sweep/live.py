@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ablate.messages.redact import redact
-from ablate.sweep.picture import RUNNING, Snapshot, plain_summary, plain_trial, render, snapshot
+from ablate.sweep.picture import plain_summary, plain_trial, render
+from ablate.sweep.snapshot import RUNNING, Snapshot, snapshot
 from ablate.sweep.storage import make_storage
 
 PLAIN_EVERY_S = float(os.environ.get("ABLATE_PROGRESS_EVERY", 60))  # plain output: a line per running trial this often

@@ -17,7 +17,8 @@ from rich.console import Console
 
 from ablate.messages.redact import redact
 from ablate.sweep.journal import journal_path
-from ablate.sweep.picture import plain_lines, render, snapshot
+from ablate.sweep.picture import plain_lines, render
+from ablate.sweep.snapshot import snapshot
 from ablate.sweep.storage import driver_reason, make_storage, storage_url
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")

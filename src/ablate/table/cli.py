@@ -11,17 +11,16 @@ from pathlib import Path
 
 from ablate.files.atomic import unwritable
 from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
-from ablate.table import outputs, page, terminal
+from ablate.table import file_writes, page, terminal
 from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
+from ablate.table.finished_runs import runs_from_dirs, runs_from_wandb, select
 from ablate.table.latex import to_latex
 from ablate.table.left_out import LeftOut, left_out
-from ablate.table.load import runs_from_dirs, runs_from_wandb, select
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
-from ablate.table.significance import collect
+from ablate.table.sentence_records import collect
 
-# Where the files go without --out: beside the user's work, not in the study's folder, which may be committed evidence.
 DEFAULT_OUT = Path("tables")
 
 
@@ -55,7 +54,7 @@ def table_cli(args: argparse.Namespace) -> int:
     _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
-        from ablate.table.evaluation import evaluator
+        from ablate.table.checkpoint_scoring import evaluator
 
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
@@ -80,7 +79,7 @@ def table_cli(args: argparse.Namespace) -> int:
         targets[".png"]: lambda p: plot(table, p, title),
     }
     empty = [page_path] if page.awaiting(page_path) else []  # a page's empty place for the table: nothing to lose
-    done = outputs.write(outputs.render({p: w for p, w in writers.items() if w}), args.force, empty)
+    done = file_writes.write(file_writes.render({p: w for p, w in writers.items() if w}), args.force, empty)
     print("\n".join(terminal.lines(table, title, terminal.terminal_width(), page_path.name)))
     _print_done(done)
     return 0
@@ -98,7 +97,7 @@ def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str 
     result["skipped_runs"] = [{"run": run, "reason": why} for run, why in found.runs.items()]
     text = to_markdown(result, title) + "".join(f"{line}\n" for line in skipped_runs(found.runs, "run", list(found.diverged)))
     files = {targets[0]: text.encode("utf-8"), targets[1]: json.dumps(result, indent=2, allow_nan=False).encode("utf-8")}
-    done = outputs.write(files, force)
+    done = file_writes.write(files, force)
     print(text, end="")
     _print_done(done)
     return 0

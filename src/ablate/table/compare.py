@@ -1,5 +1,5 @@
 """Rows of a study compared with its base row and with the paper's Table 3: mean and 95% interval over seeds, Δ
-against base with a Welch interval, the paired test of `significance`, a verdict per row against the paper's sign,
+against base with a Welch interval, the paired test of `row_tests`, a verdict per row against the paper's sign,
 verdict counts, rank correlation with the paper, and the base row's seed noise (Table 3, `ablate.config.paper`)."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import math
 from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
-from ablate.table import stats
+from ablate.table import rank_correlation, score_range, seed_intervals, verdicts
 from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
-from ablate.table.load import Run, _effective, check_rows
-from ablate.table.significance import METRICS, Evidence, no_test, paired_tests
-from ablate.table.statistics import STUDY_STATISTICS
+from ablate.table.finished_runs import Run, _effective, check_rows
+from ablate.table.row_tests import METRICS, no_test, paired_tests
+from ablate.table.sentence_records import Evidence
+from ablate.table.study_statistics import STUDY_STATISTICS
 
 # Table 3's configuration columns: header -> flattened config key.
 COLUMNS = {
@@ -31,7 +32,7 @@ COLUMNS = {
     "kv": "model.kv_heads",
     "steps": "train.max_steps",
 }
-TIE = {"bleu": stats.BLEU_TIE, "ppl": stats.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
+TIE = {"bleu": verdicts.BLEU_TIE, "ppl": verdicts.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Row:
         """Mean, 95% Student-t interval (cut to the score's range: `clipped`), sd and N over seeds; bounds and sd are
         None with one seed, the bounds with seeds all alike, all None with none."""
         v = self.values(attr)
-        iv = stats.t_interval(v, bounds=stats.RANGES[attr]) if v else stats.Interval(None, None, None, 0, None)
+        iv = seed_intervals.t_interval(v, bounds=score_range.RANGES[attr]) if v else seed_intervals.Interval(None, None, None, 0, None)
         return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n, "clipped": iv.clipped}
 
 
@@ -159,7 +160,11 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
     control (`against`: the base runs it is compared with) has no verdict."""
     out = row.interval(metric)
     ours, theirs = row.values(metric), (against or base).values(metric)
-    diff = stats.welch_interval(ours, theirs) if row is not base and ours and theirs else stats.Difference(None, None, None, None, None)
+    diff = (
+        seed_intervals.welch_interval(ours, theirs)
+        if row is not base and ours and theirs
+        else seed_intervals.Difference(None, None, None, None, None)
+    )
     out.update(delta=diff.delta, delta_low=diff.low, delta_high=diff.high)
     out.update(test or no_test())
     paper_base = next(p for p in TABLE3 if p.name == "base")
@@ -170,7 +175,7 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
         out["verdict"] = None
     else:
         interval = None if out["test_low"] is None else (out["test_low"], out["test_high"])
-        out["verdict"] = stats.verdict(out["delta"], out["p_holm"], out["paper_delta"], TIE[metric], interval)
+        out["verdict"] = verdicts.verdict(out["delta"], out["p_holm"], out["paper_delta"], TIE[metric], interval)
     return out
 
 
@@ -263,12 +268,12 @@ def _runs_of(seeds: list) -> str:
 
 
 def _counts(lines: list[dict], metric: str) -> dict:
-    counted = stats.count_verdicts((ln["group"], ln[metric]["verdict"]) for ln in lines)
+    counted = verdicts.count_verdicts((ln["group"], ln[metric]["verdict"]) for ln in lines)
     return {"by_group": counted.by_group, "overall": counted.overall}
 
 
 def _spearman(lines: list[dict], metric: str, n_boot: int, seed: int) -> dict:
     """Spearman's rho of our row means vs the paper's, with a 95% interval from resampling rows."""
     paired = [(ln[metric]["mean"], ln[metric]["paper"]) for ln in lines if ln[metric]["paper"] is not None and not ln["control"]]
-    rho, low, high = stats.spearman_with_interval([o for o, _ in paired], [p for _, p in paired], n_boot=n_boot, seed=seed)
+    rho, low, high = rank_correlation.spearman_with_interval([o for o, _ in paired], [p for _, p in paired], n_boot=n_boot, seed=seed)
     return {"rho": rho, "low": low, "high": high, "rows": sum(o is not None for o, _ in paired)}

@@ -16,11 +16,12 @@ import math
 from pathlib import Path
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3
-from ablate.table import stats
+from ablate.table import paired_bootstrap, seed_intervals, verdicts
 from ablate.table.compare import build_rows
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
+from ablate.table.holm import holm
 
-PAPER_METRICS = {"val/ppl": ("ppl", stats.PPL_TIE), "val/bleu": ("bleu", stats.BLEU_TIE)}
+PAPER_METRICS = {"val/ppl": ("ppl", verdicts.PPL_TIE), "val/bleu": ("bleu", verdicts.BLEU_TIE)}
 
 
 def curve(run_dir: Path, metric: str, last_update: float | None = None) -> dict[int, float]:
@@ -119,20 +120,20 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
         raise ValueError(f"no base row among the runs (rows: {[ln['row'] for ln in lines]}): every row is compared with it")
     for ln in lines:
         if ln is not base and not ln["control"] and ln["seeds"] >= 2 and base["seeds"] >= 2:
-            d = stats.welch_interval(ln["values"], base["values"])
+            d = seed_intervals.welch_interval(ln["values"], base["values"])
             ln |= {"delta": d.delta, "low": d.low, "high": d.high}
             if d.se > 0:  # every run of both rows alike (se 0): no variance, so no test rather than a p of 0 or 1
-                ln["p"] = stats.two_sided_p(d.delta, d.se, d.df)
+                ln["p"] = paired_bootstrap.two_sided_p(d.delta, d.se, d.df)
         if attr and ln["row"] in paper and ln is not base:
             digits = 1 if attr == "bleu" else 2  # the paper's printed precision, as the table has it
             ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
     tested = [ln for ln in lines if "p" in ln]
-    for ln, p in zip(tested, stats.holm([ln["p"] for ln in tested])):
+    for ln, p in zip(tested, holm([ln["p"] for ln in tested])):
         ln["p_holm"] = p
     for ln in lines:
         if "paper_delta" in ln and not ln["control"]:
             interval = (ln["low"], ln["high"]) if "p" in ln else None
-            ln["verdict"] = stats.verdict(ln.get("delta"), ln.get("p_holm"), ln["paper_delta"], tie, interval)
+            ln["verdict"] = verdicts.verdict(ln.get("delta"), ln.get("p_holm"), ln["paper_delta"], tie, interval)
         del ln["values"]
     return {"metric": metric, "update": update, "base": {k: base[k] for k in ("mean", "sd", "seeds")}, "rows": lines}
 
@@ -220,7 +221,7 @@ def _p_text(p: float | None) -> str:
 def _spread(xs: list[float]) -> dict:
     if not xs:
         return {"mean": None, "sd": None}
-    interval = stats.t_interval(xs)
+    interval = seed_intervals.t_interval(xs)
     return {"mean": interval.mean, "sd": interval.sd}
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ablate.config import flatten
 from ablate.files.yaml_file import read_yaml
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
 _ERROR = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error")

@@ -4,10 +4,10 @@ whether seeds share luck across rows, whether runs that trained longer scored be
 
 from __future__ import annotations
 
-from ablate.table import stats
+from ablate.table import detectable_effect, verdicts
 from ablate.table.compare import Table
-from ablate.table.significance import METRICS
-from ablate.table.statistics import STUDY_STATISTICS
+from ablate.table.row_tests import METRICS
+from ablate.table.study_statistics import STUDY_STATISTICS
 from ablate.table.wording import NAMES
 from ablate.table.wording import count as _count
 
@@ -59,7 +59,7 @@ def noise_line(s: dict) -> str:
 
 
 def plan_lines(table: Table) -> list[str]:
-    """How many seeds each tested row would need for the MDE the study aims at (`stats.seeds_for_mde`) and, for each
+    """How many seeds each tested row would need for the MDE the study aims at (`detectable_effect.seeds_for_mde`) and, for each
     row the plan leaves out, why; no line where no ablation has a test (the scores line or the untested note says why)."""
     target = table.summary["bootstrap"].get("target_mde")
     others = [ln for ln in table.lines if ln["row"] != "base"]
@@ -76,7 +76,7 @@ def plan_lines(table: Table) -> list[str]:
         if b["plan_seeds"] is not None:
             return f"{ln['row']} {b['plan_seeds']}"
         beyond = f"its {table.summary['sentences']} sentences alone allow {b['mde_floor']:.2f}"
-        more = f"{ln['row']} more than {stats.MOST_SEEDS}"
+        more = f"{ln['row']} more than {detectable_effect.MOST_SEEDS}"
         return f"{more} ({beyond})" if b["mde_floor"] > b["plan_mde"] else more
 
     base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None and not ln["control"] for ln in table.lines)
@@ -121,11 +121,11 @@ def notes(table: Table) -> list[str]:
 
 def agreement_rows(s: dict) -> list[list[str]]:
     """The verdict counts, header first: per group and overall, per metric."""
-    rows = [["group", "metric", *stats.VERDICTS]]
+    rows = [["group", "metric", *verdicts.VERDICTS]]
     for m in METRICS:
         counts = s["verdicts"][m]
         for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
-            rows.append([g, NAMES[m], *(str(c[v]) for v in stats.VERDICTS)])
+            rows.append([g, NAMES[m], *(str(c[v]) for v in verdicts.VERDICTS)])
     return rows
 
 
@@ -144,5 +144,5 @@ def agreement_notes(s: dict) -> list[str]:
         + ".",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
-        f"precision (|Δ| < {stats.BLEU_TIE} BLEU, < {stats.PPL_TIE} PPL).",
+        f"precision (|Δ| < {verdicts.BLEU_TIE} BLEU, < {verdicts.PPL_TIE} PPL).",
     ]

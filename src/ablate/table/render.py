@@ -8,14 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ablate.evaluation.records import eval_path
-from ablate.sweep.results import scored_on as summary_scored_on
-from ablate.sweep.results import sentences
+from ablate.sweep.scored_on import scored_on as summary_scored_on
+from ablate.sweep.scored_on import sentences
 from ablate.table.compare import COLUMNS, Table
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, notes, with_interval
-from ablate.table.significance import METRICS
+from ablate.table.row_tests import METRICS
 
-# How long each row trained (means over its runs) and why it stopped: header -> line key.
 TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
 
 
@@ -52,7 +51,7 @@ def scored_on_line(table: Table) -> str:
 
 
 def _has_record(run: Run, split: str) -> bool:
-    """Whether `significance.collect` found the run's evaluation record (a file in its run directory, or its summary's)."""
+    """Whether `sentence_records.collect` found the run's evaluation record (a file in its run directory, or its summary's)."""
     nested = run.summary.get("eval")
     in_summary = f"eval/{split}" in run.summary or (isinstance(nested, dict) and split in nested)
     return in_summary or (run.run_dir is not None and eval_path(run.run_dir, split).exists())

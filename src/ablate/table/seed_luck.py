@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ablate.table.stats import finite
+from ablate.table.score_range import finite
 from ablate.table.wording import NAMES, count, p_words
 
 MIN_RUNS = 4  # matched runs, in rows of at least 2, below which no correlation is worth printing

@@ -15,7 +15,7 @@ from ablate.table.compare import Table
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, scores_line, with_interval
 from ablate.table.plot import verdict_interval
 from ablate.table.render import number, p_cell, scored_on_line
-from ablate.table.significance import METRICS
+from ablate.table.row_tests import METRICS
 
 PIPE_WIDTH = 120  # a pipe or a log has no width of its own: this one holds both metrics' verdict columns
 GAP = "  "

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats as st
 
-from ablate.table import stats
+from ablate.table import paired_bootstrap, score_range
 from ablate.table.wording import NAMES, count, p_words
 
 MIN_DF = 2  # residual degrees of freedom below which no slope is worth printing
@@ -43,7 +43,7 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
     from rows of 2+ runs whose lengths differ, or when the scores do not vary about their rows' means."""
     blocks = []
     for runs in rows.values():
-        kept = np.array([(u, v) for u, v in runs if stats.finite(u) and u > 0 and stats.finite(v)], dtype=float).reshape(-1, 2)
+        kept = np.array([(u, v) for u, v in runs if score_range.finite(u) and u > 0 and score_range.finite(v)], dtype=float).reshape(-1, 2)
         if len(kept) >= 2 and np.ptp(kept[:, 0]) > 0:
             x, y = np.log2(kept[:, 0]), kept[:, 1]
             blocks.append((x - x.mean(), y - y.mean(), kept[:, 0]))
@@ -58,7 +58,7 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
     slope = sxy / sxx
     se = math.sqrt(max(syy - slope * sxy, 0.0) / df / sxx)
     q = float(st.t.ppf(0.5 + level / 2, df))
-    p = stats.two_sided_p(slope, se, df)
+    p = paired_bootstrap.two_sided_p(slope, se, df)
     updates = np.concatenate([b[2] for b in blocks])
     return TrainingLength(
         slope=slope,

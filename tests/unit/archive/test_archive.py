@@ -14,8 +14,8 @@ import pytest
 from ablate.archive.study import archive
 from ablate.cli import main
 from ablate.evaluation.records import read_eval_file, write_eval_file
-from ablate.table.load import runs_from_dirs
-from ablate.table.significance import collect
+from ablate.table.finished_runs import runs_from_dirs
+from ablate.table.sentence_records import collect
 
 REFS = ["a dog runs on the beach .", "two men play chess in a park .", "the girl reads a red book .", "a cat sleeps ."]
 HYPS = {1: ["a dog runs on a beach .", "two men play chess .", "a girl reads a book .", "the cat sleeps ."], 2: REFS}

@@ -6,8 +6,9 @@ import logging
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
-from ablate.config import ConfigError, ExperimentConfig, to_dict, to_yaml
+from ablate.config import ConfigError, ExperimentConfig, merge, retired, to_dict, to_yaml
 from ablate.experiment import from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,6 +52,14 @@ def test_unknown_key_in_the_wrong_section_names_the_right_one():
         load_config(overrides=["train.heads=4"])
 
 
+def test_a_merge_onto_a_config_names_its_source_and_the_key():
+    """merge() is what every composed, rebuilt and saved config goes through: its errors name the source given."""
+    merged = merge(OmegaConf.structured(ExperimentConfig), {"model": {"heads": "4"}}, "a.yaml")
+    assert merged.model.heads == 4
+    with pytest.raises(ConfigError, match=r"^a.yaml: bad value for 'model.heads'"):
+        merge(merged, ["model.heads=four"], "a.yaml")
+
+
 def test_duplicate_nested_key_names_the_file_the_key_and_both_lines(tmp_path):
     f = tmp_path / "exp.yaml"
     f.write_text("model:\n  heads: 4\n  d_model: 64\n  heads: 2\ntrain:\n  warmup: 10\n")
@@ -88,7 +97,7 @@ def test_a_retired_key_in_a_file_or_a_saved_config_is_dropped_so_old_runs_still_
     """train.debug_nan_step was a test aid (tests now inject faults through a plugin): a run that saved it loads."""
     path = tmp_path / "old.yaml"
     path.write_text(f"train:\n  debug_nan_step: {value}\n  max_steps: 9\n")
-    with caplog.at_level(logging.WARNING, logger="ablate.config.load"):
+    with caplog.at_level(logging.WARNING, logger=retired.__name__):
         cfg = load_config([path])
     assert cfg.train.max_steps == 9 and not hasattr(cfg.train, "debug_nan_step")
     assert ("train.debug_nan_step=5 is ignored: the key is retired" in caplog.text) == warned, caplog.text

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from ablate.config import to_dict
+from ablate.config.compose import compose
 from ablate.config.leaves import with_leaves
-from ablate.config.load import compose
 
 BASE = {"model": {"d_model": 64, "heads": 4, "d_ff": 128}, "train": {"max_steps": 10}}
 

@@ -14,8 +14,8 @@ from ablate.cli import main
 from ablate.evaluation.records import EvalFileError, eval_record, parse_eval
 from ablate.evaluation.wandb_records import log_record, read_records, table_key
 from ablate.files.wandb_offline import find_runs, read_run
-from ablate.table.load import runs_from_wandb
-from ablate.table.significance import collect
+from ablate.table.finished_runs import runs_from_wandb
+from ablate.table.sentence_records import collect
 
 pytestmark = pytest.mark.slow  # W&B offline runs written and read back: seconds; the default set stays under a minute
 

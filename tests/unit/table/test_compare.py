@@ -1,7 +1,7 @@
 """`ablate table` from run directories' summaries: Table 3 layout, seed intervals, deltas, paper columns and verdicts.
 
 With no per-sentence eval records no row gets a paired test, so every verdict is inconclusive; the statistics on
-records are tested in test_significance.py."""
+records are tested in test_row_tests.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ablate.config import to_yaml
 from ablate.experiment import load_config
 from ablate.sweep.spec import nest
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs
 
 # row -> overrides, [(seed, bleu, ppl)]
 ROWS = {

@@ -14,8 +14,8 @@ from table_study import markdown_rows, references, system, write_run
 from ablate.cli import main
 from ablate.config.paper import TABLE3
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs
-from ablate.table.stats import holm
+from ablate.table.finished_runs import runs_from_dirs
+from ablate.table.holm import holm
 
 OVERRIDES = {p.name: p.overrides for p in TABLE3}
 RULE, LONGER = "to convergence, last-5 average", "at most max_steps 16500, last-5 average"

@@ -12,8 +12,8 @@ from test_compare import write_runs
 
 from ablate.cli import main
 from ablate.table.equal_updates import at_update, curve, to_markdown
-from ablate.table.load import runs_from_dirs
-from ablate.table.stats import holm
+from ablate.table.finished_runs import runs_from_dirs
+from ablate.table.holm import holm
 
 HEADER = "epoch,step,train/loss,val/loss,val/ppl\n"
 PPL = {  # row -> seed -> val/ppl after update 1,000

@@ -6,9 +6,9 @@ import pytest
 from table_study import references, system, write_run
 
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs
 from ablate.table.plot import CONTROLS, figure, verdict_interval
-from ablate.table.significance import collect
+from ablate.table.sentence_records import collect
 
 
 def _error_bars(ax) -> int:

@@ -14,9 +14,9 @@ from rich.cells import cell_len
 from ablate.cli import main
 from ablate.table import terminal
 from ablate.table.compare import make_table
-from ablate.table.load import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs
 from ablate.table.render import p_cell
-from ablate.table.significance import collect
+from ablate.table.sentence_records import collect
 
 STUDY = Path(__file__).parents[3] / "studies" / "table3-small"
 

@@ -1,4 +1,4 @@
-"""The study-wide statistics are listed once (ablate.table.statistics): a new one, added there alone, is measured
+"""The study-wide statistics are listed once (ablate.table.study_statistics): a new one, added there alone, is measured
 into table3.json's summary and read in the notes of every rendering."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from test_compare import write_runs
 
 from ablate.cli import main
 from ablate.table import compare, notes
-from ablate.table.statistics import STUDY_STATISTICS, StudyStatistic
+from ablate.table.study_statistics import STUDY_STATISTICS, StudyStatistic
 
 
 def test_a_statistic_added_to_the_list_alone_reaches_the_summary_and_every_rendering(tmp_path, monkeypatch):

@@ -159,7 +159,7 @@ def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
     its job type: a tag is the user's to choose), an earlier offline copy of a run resumed under the same id."""
     from ablate.evaluation.wandb_records import read_records
     from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
-    from ablate.sweep.results import SUMMARY_JOB_TYPE
+    from ablate.sweep.wandb_summary import SUMMARY_JOB_TYPE
 
     runs, skipped, trials = [], {}, []
     for run in map(read_run, find_runs(root)):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.evaluation.sentence_scores import sentence_nll, split_nll
-from ablate.table.load import Run
+from ablate.table.finished_runs import Run
 
 # The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
 __all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
@@ -76,7 +76,7 @@ def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
 
 
 def evaluator(split: str, device: str = "auto"):
-    """The callback `significance.collect` calls for a run without a record: evaluate it, or say why it cannot."""
+    """The callback `sentence_records.collect` calls for a run without a record: evaluate it, or say why it cannot."""
 
     def evaluate(run: Run) -> EvalFile:
         if run.run_dir is None or selected_checkpoint(run.run_dir) is None:

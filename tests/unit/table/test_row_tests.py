@@ -16,7 +16,8 @@ from table_study import markdown_rows, references, system, write_run
 from ablate.cli import main
 from ablate.config.paper import TABLE3
 from ablate.evaluation.records import text_free
-from ablate.table.stats import holm
+from ablate.table.holm import holm
+from ablate.table.row_tests import METRICS, no_test
 
 OVERRIDES = {p.name: p.overrides for p in TABLE3}
 BASIS = "equal steps, last-5 average"
@@ -335,3 +336,11 @@ def test_records_scored_with_another_bleu_are_refused_naming_both(tmp_path, caps
     (tmp_path / "trials" / "A-h1-s2" / "eval" / "valid.json").unlink()
     (tmp_path / "trials" / "A-h1-s2" / "summary.json").unlink()
     assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "20"]) == 0  # the version differs only
+
+
+def test_a_row_without_a_test_has_every_test_field_empty_and_says_why():
+    """The fields of an untested row (the base row: reason None) are those of a tested one, each empty."""
+    fields = no_test("3 of 3 runs of 'x' saved no eval/valid.json")
+    assert fields["untested"] == "3 of 3 runs of 'x' saved no eval/valid.json"
+    assert all(fields[k] is None for k in ("p", "p_holm", "mde", "se", "df", "plan_seeds", "plan_skipped"))
+    assert no_test()["untested"] is None and METRICS == ("bleu", "ppl")

@@ -13,7 +13,7 @@ from test_compare import ROWS, write_runs
 
 from ablate.cli import main
 from ablate.table.compare import build_rows
-from ablate.table.load import runs_from_dirs, select
+from ablate.table.finished_runs import runs_from_dirs, select
 
 
 def run_dir(root, row="A-h1", seed=1):

@@ -1,6 +1,6 @@
 """Paired tests over sentences, with seed noise, for corpus BLEU and perplexity: is a row better than the base row
-on the same sentences? Each sentence's sufficient statistics are computed once per system and seed, so a resample
-is a weighted sum (1,000 resamples over 1,000 sentences x 5 seeds take well under a second).
+on the same sentences? Each sentence's sufficient statistics (ablate.table.corpus_scores) are computed once per system
+and seed, so a resample is a weighted sum (1,000 resamples over 1,000 sentences x 5 seeds take well under a second).
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sacrebleu.metrics import BLEU
 from scipy import stats as st
 
-from ablate.evaluation.records import sentence_bleu_stats
-
-_BLEU = BLEU()  # the metric ablate.training.metrics reports: 13a tokenisation, exp smoothing
+from ablate.table.corpus_scores import bleu_scores, bleu_stats, ppl_scores
 
 
 @dataclass(frozen=True)
@@ -69,53 +66,6 @@ class PairedTest:
     noise: Noise | None = None
 
 
-def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
-    """Per-sentence sacreBLEU statistics, shape (n, 10): [len_hyp, len_ref, correct_1..4, total_1..4].
-
-    Extracted once per system so a bootstrap resample costs a weighted sum, not a re-tokenisation.
-    """
-    return np.asarray(sentence_bleu_stats(hyps, refs), dtype=np.int64).reshape(len(hyps), -1)
-
-
-def bleu_signature() -> str:
-    """sacreBLEU's signature of the BLEU computed here from one reference per sentence (what every record holds).
-    sacreBLEU knows the number of references only once it has scored, hence the one-sentence score."""
-    metric = BLEU()
-    metric.corpus_score(["a"], [["a"]])
-    return str(metric.get_signature())
-
-
-def corpus_bleu(stats: np.ndarray) -> float:
-    """Corpus BLEU from per-sentence statistics; equals `BLEU().corpus_score(hyps, [refs]).score` exactly."""
-    return _bleu_scores(np.asarray(stats).sum(axis=0, keepdims=True))[0]
-
-
-def _bleu_scores(sums: np.ndarray) -> np.ndarray:
-    """BLEU of each row of summed statistics, by sacreBLEU's own formula (Python ints, so bit-identical)."""
-    rows = np.rint(sums).astype(np.int64).tolist()
-    n = _BLEU.max_ngram_order
-    return np.array(
-        [
-            _BLEU.compute_bleu(
-                correct=r[2 : 2 + n],
-                total=r[2 + n :],
-                sys_len=r[0],
-                ref_len=r[1],
-                smooth_method=_BLEU.smooth_method,
-                smooth_value=_BLEU.smooth_value,
-                effective_order=_BLEU.effective_order,
-                max_ngram_order=n,
-            ).score
-            for r in rows
-        ]
-    )
-
-
-def _ppl_scores(sums: np.ndarray) -> np.ndarray:
-    """Corpus perplexity exp(sum NLL / sum tokens) of each row of summed [nll, tokens]."""
-    return np.exp(sums[:, 0] / sums[:, 1])
-
-
 def paired_bleu(
     base: Sequence[Sequence[str]], row: Sequence[Sequence[str]], refs: Sequence[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> PairedTest:
@@ -134,7 +84,7 @@ def paired_bleu_stats(
     base: Sequence[np.ndarray], row: Sequence[np.ndarray], n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> PairedTest:
     """`paired_bleu` on per-seed `bleu_stats` arrays, so the base's statistics are extracted once for all rows."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), _bleu_scores, n_boot, seed, level)
+    return _paired_bootstrap(np.stack(base), np.stack(row), bleu_scores, n_boot, seed, level)
 
 
 def paired_ppl(
@@ -155,26 +105,14 @@ def paired_ppl(
     def with_tokens(nll: Sequence[Sequence[float]]) -> np.ndarray:
         return np.stack([np.stack([np.asarray(s, dtype=float), t], axis=1) for s in nll])
 
-    return _paired_bootstrap(with_tokens(base_nll), with_tokens(row_nll), _ppl_scores, n_boot, seed, level)
-
-
-def ppl_stats(nll: Sequence[float], tokens: Sequence[float]) -> np.ndarray:
-    """Per-sentence perplexity statistics, shape (n, 2): [summed NLL, target tokens]; `paired_ppl_stats` takes them."""
-    if len(nll) != len(tokens):
-        raise ValueError(f"{len(nll)} NLL values for {len(tokens)} token counts")
-    return np.stack([np.asarray(nll, dtype=float), np.asarray(tokens, dtype=float)], axis=1).reshape(len(nll), 2)
-
-
-def corpus_ppl(stats: np.ndarray) -> float:
-    """Corpus perplexity exp(sum NLL / sum tokens) from `ppl_stats`."""
-    return float(_ppl_scores(np.asarray(stats, dtype=float).sum(axis=0, keepdims=True))[0])
+    return _paired_bootstrap(with_tokens(base_nll), with_tokens(row_nll), ppl_scores, n_boot, seed, level)
 
 
 def paired_ppl_stats(
     base: Sequence[np.ndarray], row: Sequence[np.ndarray], n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> PairedTest:
     """`paired_ppl` on per-seed `ppl_stats` arrays, whose token counts may differ between systems (tokenisers)."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), _ppl_scores, n_boot, seed, level)
+    return _paired_bootstrap(np.stack(base), np.stack(row), ppl_scores, n_boot, seed, level)
 
 
 def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float) -> PairedTest:

@@ -1,5 +1,5 @@
-"""How many seeds a study needs: the paired test's noise split by source (`bootstrap.Noise`) reproduces the test,
-predicts a test with more seeds, and `stats.seeds_for_mde` solves the MDE formula for n (hand values, scipy)."""
+"""How many seeds a study needs: the paired test's noise split by source (`paired_bootstrap.Noise`) reproduces the test,
+predicts a test with more seeds, and `detectable_effect.seeds_for_mde` solves the MDE formula for n (hand values, scipy)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from ablate.table.stats import Noise, mde, paired_ppl_stats, ppl_stats, seeds_for_mde
+from ablate.table.corpus_scores import ppl_stats
+from ablate.table.detectable_effect import mde, seeds_for_mde
+from ablate.table.paired_bootstrap import Noise, paired_ppl_stats
 
 
 def _systems(rng, n_row, n_base, seed_sd=0.05, sentence_sd=0.3, gain_sd=0.0, size=150):
@@ -104,3 +106,11 @@ def test_a_target_below_the_sentences_floor_takes_no_number_of_seeds():
     plan = seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.0)
     assert plan.seeds is None and plan.floor == pytest.approx((st.norm.ppf(0.975) + st.norm.ppf(0.8)) * 0.5)
     assert seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.5).seeds is not None
+
+
+def test_mde_formula():
+    assert mde(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert mde(0.5) == pytest.approx(mde(1.0) / 2)
+    assert mde(1.0, alpha=0.05, m=5) == pytest.approx(st.norm.ppf(1 - 0.005) + st.norm.ppf(0.8))
+    assert mde(1.0, m=5) > mde(1.0) and mde(1.0, power=0.9) > mde(1.0)
+    assert mde(None) is None

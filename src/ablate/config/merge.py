@@ -1,0 +1,98 @@
+"""Merging onto the schema with OmegaConf, which rejects unknown keys and wrong types itself: a nested dict or a
+dotlist (`model.heads=4`) onto a structured config, several in one pass, and OmegaConf's errors turned into
+ConfigErrors that name the source, the key, the value and what is allowed (`_friendly`)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from ablate.config.retired import without_retired
+from ablate.config.schema import ExperimentConfig
+from ablate.files.yaml_file import parse_yaml
+from ablate.messages.errors import ConfigError
+from ablate.messages.hints import did_you_mean
+
+
+def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
+    keys = []
+    for f in fields(schema):
+        value = getattr(schema, f.name)
+        keys.append(prefix + f.name)
+        if is_dataclass(value):
+            keys += _valid_keys(value, prefix + f.name + ".")
+    return keys
+
+
+def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
+    """Turn an OmegaConf error into one that names the key, the value and what is allowed."""
+    key = err.full_key or "?"
+    if isinstance(err, ConfigKeyError) or "not in struct" in str(err) or "Key '" in str(err):
+        valid = [k for k in _valid_keys(ExperimentConfig()) if k.count(".") == key.count(".")]
+        same_leaf = [k for k in valid if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]  # the key in the wrong section
+        hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
+        return ConfigError(f"{source}: unknown config key '{key}'{hint}")
+    if isinstance(err, ValidationError):
+        msg = str(err).splitlines()[0]
+        return ConfigError(f"{source}: bad value for '{key}': {msg}")
+    return ConfigError(f"{source}: {err}")
+
+
+def merge(base: Any, update: dict | list[str], source: str) -> Any:
+    """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
+    try:
+        return OmegaConf.merge(base, _as_config(update, source))
+    except OmegaConfBaseException as e:
+        raise _friendly(e, source) from None
+
+
+def _as_config(update: dict | list[str], source: str) -> Any:
+    if isinstance(update, dict):
+        return OmegaConf.create(without_retired(update, source))
+    for item in update:
+        if "=" not in item:
+            raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
+        parse_yaml(item.partition("=")[2], f"{source}: override '{item}'", lines=False)  # as a file's values are read
+    try:
+        return OmegaConf.from_dotlist(list(update))
+    except yaml.YAMLError as e:  # what OmegaConf's own reader refuses beyond ours (its alias-expansion ratio)
+        detail = str(e).splitlines()[0].split(". See ")[0]  # OmegaConf's advice (to lift its limit) is not the user's
+        raise ConfigError(f"{source}: override {_culprit(update)}: refused: {detail}") from None
+
+
+def _culprit(update: list[str]) -> str:
+    """The first override OmegaConf's reader refuses, quoted (all of them where none alone is refused)."""
+    for item in update:
+        try:
+            OmegaConf.from_dotlist([item])
+        except yaml.YAMLError:
+            return repr(item)
+    return repr(" ".join(update))
+
+
+def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:
+    """`updates` (each with its source) merged onto `base` in one pass: OmegaConf copies the base once per merge, and
+    a sweep composes a config per row. Where that fails, one at a time, so the error names the source at fault."""
+    try:
+        return OmegaConf.merge(base, *(_as_config(update, source) for update, source in updates))
+    except OmegaConfBaseException:
+        for update, source in updates:
+            base = merge(base, update, source)
+        return base
+
+
+@functools.cache
+def _schema_once() -> Any:
+    return OmegaConf.structured(ExperimentConfig)
+
+
+def schema() -> Any:
+    """A fresh structured config of the schema's defaults: a copy of one built once (building one reads every field
+    of every dataclass, several times slower than the copy, and a sweep composes one per row)."""
+    return copy.deepcopy(_schema_once())

@@ -1,0 +1,62 @@
+"""The failure report of a sweep: each row left failed by its own fault (a crash, a NaN, a bad override), why and where
+its log is, on stderr; an error (exit 1) when no row finished, else a warning.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
+
+_RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def failed_rows(study: optuna.Study) -> tuple[list[FrozenTrial], bool]:
+    """The last trial of each row left failed by its own fault (a crash, a NaN, a bad override), and whether no row
+    finished at all. A row that failed and then finished on a rerun, or whose trial was stopped by a signal or died with
+    its worker (it continues on the next run), is not failed; bookkeeping claims are no row. A search trial is its own
+    row."""
+    last: dict = {}
+    finished = set()
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.WAITING, TrialState.RUNNING) or is_bookkeeping(t):
+            continue
+        key = row_of(t) or t.number
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            finished.add(key)
+        if key not in last or t.number > last[key].number:
+            last[key] = t
+    failed = [t for key, t in last.items() if key not in finished and failed_by_itself(t)]
+    return failed, bool(failed) and not finished
+
+
+def where_logged(t: FrozenTrial) -> str:
+    """Where a trial's output is: its process writes stdout and stderr to RUN_DIR/train.log (ablate.sweep.trial)."""
+    if "out_dir" not in t.user_attrs:
+        return "no log: it failed before its run directory was made"
+    return f"log: {Path(t.user_attrs['out_dir']) / 'train.log'}"
+
+
+def report_failures(study: optuna.Study) -> bool:
+    """Name each failed row, why and where its log is, on stderr (whole lines, for logs and CI): an error when no row
+    finished, else a warning. Returns whether no row finished (the sweep then exits 1)."""
+    failed, none_finished = failed_rows(study)
+    if not failed:
+        return False
+    rows = len({row_of(t) or t.number for t in study.get_trials(deepcopy=False, states=_RAN) if not is_bookkeeping(t)})
+    if not none_finished:
+        head = f"warning: {len(failed)} of {rows} rows failed (the others have results)"
+    elif len(failed) == rows:
+        head = f"error: every trial failed ({rows} row{'s' * (rows > 1)}; nothing to compare)"
+    else:  # the rest were stopped or died with their workers, and continue on the next run
+        head = f"error: no row finished: {len(failed)} of {rows} rows failed, the others were stopped"
+    lines = [f"ablate sweep: {head}:"]
+    for t in failed:
+        name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]
+        lines.append(f"  {name}: trial {t.number}, {t.user_attrs.get('fail_reason', '')[:300]}; {where_logged(t)}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    return none_finished

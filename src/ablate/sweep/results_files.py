@@ -1,0 +1,64 @@
+"""A study's trials as a results table in the sweep's out_dir: results.csv and results.json, one row per trial that ran
+(its state, objective, scores and what they are on, ablate.sweep.scored_on), each file whole or not at all.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from ablate.files.atomic import write_file
+from ablate.sweep.scored_on import objective_on, read_summary, scored_on
+from ablate.sweep.spec import Sweep
+
+COLUMNS = [
+    "number",
+    "name",
+    "state",
+    "value",
+    "val/bleu",
+    "val/ppl",
+    "epochs",
+    "params",
+    "speed/tokens_per_s",
+    "speed/step_ms",
+    "wall_seconds",
+    "out_dir",
+    "fail_reason",
+    "val/bleu_on",
+    "val/ppl_on",
+    "objective_on",
+]
+
+
+_FROM_ATTRS = ("val/bleu", "val/ppl", "params", "speed/tokens_per_s", "speed/step_ms", "wall_seconds", "out_dir", "fail_reason")
+
+
+def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.WAITING:
+            continue
+        row = {"number": t.number, "state": t.state.name, "value": t.value, "name": t.user_attrs.get("name", "")}
+        row |= {k: t.user_attrs.get(k) for k in _FROM_ATTRS}
+        run_dir = Path(t.user_attrs["out_dir"]) if t.user_attrs.get("out_dir") else None
+        summary = read_summary(run_dir / "summary.json") if run_dir else {}
+        if summary:
+            on = scored_on(summary, run_dir)
+            epochs = summary.get("epochs")
+            epochs = epochs if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) else None
+            row |= {"epochs": epochs, "val/bleu_on": on["val/bleu"], "val/ppl_on": on["val/ppl"]}
+            row["objective_on"] = objective_on(summary, sweep.objective.terms)
+        rows.append({k: row.get(k) for k in COLUMNS})
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_file(sweep.out_dir / "results.csv", table.getvalue())  # whole or not at all, also on a full disk
+    write_file(sweep.out_dir / "results.json", json.dumps(rows, indent=2))
+    return rows

@@ -1,0 +1,66 @@
+"""A verdict per row: does our Δ against base reproduce the paper's (agree, disagree, inconclusive; no change or no
+row in the paper), with the paper's printed precision as the tie; and the verdicts counted per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"
+
+
+NO_CHANGE, NO_PAPER = "paper: no change", "no paper row"
+
+
+VERDICTS = (AGREE, DISAGREE, INCONCLUSIVE, NO_CHANGE, NO_PAPER)
+
+
+BLEU_TIE = 0.05  # the paper prints BLEU to 1 decimal: a printed Δ below half its last digit is 0
+
+
+PPL_TIE = 0.005  # ... and PPL to 2 decimals
+
+
+@dataclass(frozen=True)
+class VerdictCounts:
+    """How many rows got each verdict, per group and over all groups (every verdict present, zeros included)."""
+
+    by_group: dict[str, dict[str, int]]
+    overall: dict[str, int]
+
+
+def verdict(
+    delta: float | None,
+    p_adj: float | None,
+    paper_delta: float | None,
+    tie: float,
+    interval: tuple[float, float] | None = None,
+    alpha: float = 0.05,
+) -> str:
+    """Does our Δ against base reproduce the paper's? One of `VERDICTS`.
+
+    "no paper row" / "paper: no change" (|paper Δ| < tie, i.e. 0 at the paper's printed precision) are about the
+    paper and counted apart. Otherwise "agree"/"disagree" by sign when significant (Holm-adjusted p <= alpha and
+    the interval, if given, excludes 0), else "inconclusive": a non-significant row says nothing about the sign.
+    """
+    if paper_delta is None:
+        return NO_PAPER
+    if abs(paper_delta) < tie:
+        return NO_CHANGE
+    crosses = interval is not None and interval[0] <= 0.0 <= interval[1]
+    if delta is None or p_adj is None or p_adj > alpha or crosses or delta == 0.0:
+        return INCONCLUSIVE
+    return AGREE if (delta > 0) == (paper_delta > 0) else DISAGREE
+
+
+def count_verdicts(rows: Iterable[tuple[str, str]]) -> VerdictCounts:
+    """Tally (group, verdict) pairs per group and overall, in the order groups first appear."""
+    by_group: dict[str, dict[str, int]] = {}
+    overall = dict.fromkeys(VERDICTS, 0)
+    for group, v in rows:
+        if v not in overall:
+            raise ValueError(f"unknown verdict {v!r}")
+        by_group.setdefault(group, dict.fromkeys(VERDICTS, 0))[v] += 1
+        overall[v] += 1
+    return VerdictCounts(by_group, overall)
