@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -36,12 +37,30 @@ def postgres_url():
 
 # All slow, and importing test_bad_inputs builds its cases.
 GENERATED = ("test_bad_inputs.py", "test_output_paths.py", "test_signal_cases.py")
+# A module-level `pytestmark` that is `pytest.mark.slow` or a list holding it: every test in the file is slow.
+SLOW_MODULE = re.compile(r"^pytestmark = (pytest\.mark\.slow\b|\[\s*(pytest\.mark\.\w+[^\n]*\n\s*)*pytest\.mark\.slow\b)", re.M)
+
+
+def _slow_deselected(config) -> bool:
+    """Whether `-m` deselects every slow test: `not slow` is one of its `and` terms (the default addopts' `not slow
+    and not gpu`); `-m slow`, no `-m` or `not slow or gpu` keep them."""
+    markexpr = config.getoption("markexpr") or ""
+    return "not slow" in (term.strip().strip("()") for term in markexpr.split(" and "))
+
+
+def _all_slow(path: Path) -> bool:
+    """Whether a test file marks itself slow as a whole (a module-level `pytestmark = pytest.mark.slow`)."""
+    return path.name.startswith("test_") and path.suffix == ".py" and SLOW_MODULE.search(path.read_text(encoding="utf-8")) is not None
 
 
 def pytest_ignore_collect(collection_path, config):
-    """The generated fault cases (tests/faults/test_bad_inputs.py: 549, all slow, and the files built on its
-    artefacts) are built only when slow tests may run: building them costs every default collection seconds, in each
-    xdist worker."""
-    if collection_path.name in GENERATED and "not slow" in (config.getoption("markexpr") or ""):
+    """A test file whose tests are all deselected is not imported, when `-m` deselects slow tests (the default set):
+    the generated fault cases (tests/faults/test_bad_inputs.py: 549, all slow, and the files built on its artefacts),
+    and every file with a module-level `pytestmark = pytest.mark.slow` (most of tests/faults, tests/integration and
+    tests/compat). Importing them, with pytest's assertion rewriting, cost every default collection seconds in each
+    xdist worker, only for pytest to deselect what they hold."""
+    if not _slow_deselected(config):
+        return None
+    if collection_path.name in GENERATED or _all_slow(Path(collection_path)):
         return True
     return None

@@ -98,6 +98,7 @@ def test_a_sweep_on_an_unreachable_server_prints_no_fragment_of_the_password(tmp
     assert not leaked(written, out + err), err
 
 
+@pytest.mark.slow  # a subprocess each (a fresh process: no password remembered before): seconds; the default set stays under a minute
 @pytest.mark.parametrize("written", [f"{HEAD}%40{TAIL}", ALL.replace("@", "%40")], ids=["encoded-@", "all-but-@-raw"])
 def test_status_on_an_unreachable_server_is_a_clear_error_with_no_fragment(written):
     url = url_with(written)

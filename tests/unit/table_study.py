@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ablate.config import to_yaml
-from ablate.evaluation.records import write_eval_file
+from ablate.evaluation.records import eval_path, write_eval_file
 from ablate.experiment import load_config
 from ablate.sweep.spec import nest
 from ablate.table.finished_runs import Run
@@ -56,16 +56,40 @@ def write_run(
 ) -> Path:
     """One finished run: config.yaml, summary.json and, per split in `records`, eval/SPLIT.json from `system` fields
     plus "references" (and optionally "indices")."""
-    cfg = load_config(**nest({**SMALL, **(overrides or {}), "seed": seed, "sweep.study": "t", "sweep.row": row}))
     out = root / "trials" / f"{row}-s{seed}"
     out.mkdir(parents=True)
-    (out / "config.yaml").write_text(to_yaml(cfg))
+    (out / "config.yaml").write_text(config_text({**SMALL, **(overrides or {}), "seed": seed, "sweep.study": "t", "sweep.row": row}))
     summary = summary or {"last": {"val/bleu": 20.0, "val/ppl": 9.0}}
     (out / "summary.json").write_text(json.dumps({"params": {"total": 1_000_000}, **summary}))
     for split, fields in (records or {}).items():
         fields = {"indices": range(len(fields["references"])), **fields}
-        write_eval_file(out, split, dataset="multi30k", checkpoint="best.ckpt", **fields)
+        eval_file(out, split, fields)
     return out
+
+
+# The tests write the same few runs again and again (a row's seeds, in every test's study): each distinct config is
+# composed and validated once per process, and each distinct eval record made once and then written as those bytes.
+_CONFIGS: dict[str, str] = {}
+_EVAL_FILES: dict[str, bytes] = {}
+
+
+def config_text(flat: dict) -> str:
+    """The config.yaml ablate writes for the run of these dotted overrides (`load_config`, then `to_yaml`)."""
+    key = json.dumps(flat, sort_keys=True, default=repr)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = to_yaml(load_config(**nest(flat)))
+    return _CONFIGS[key]
+
+
+def eval_file(out: Path, split: str, fields: dict) -> None:
+    """OUT/eval/SPLIT.json as `write_eval_file` writes it for `fields` (written by it the first time, copied after)."""
+    key = json.dumps([split, {k: list(v) if isinstance(v, range) else v for k, v in fields.items()}], sort_keys=True, default=repr)
+    path = eval_path(out, split)
+    if key not in _EVAL_FILES:
+        _EVAL_FILES[key] = write_eval_file(out, split, dataset="multi30k", checkpoint="best.ckpt", **fields).read_bytes()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_EVAL_FILES[key])
 
 
 def markdown_rows(md: str) -> dict[str, dict[str, str]]:

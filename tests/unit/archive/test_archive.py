@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import optuna
@@ -46,7 +47,18 @@ def finished_run(study: Path, name: str, seed: int, splits=("valid",)) -> Path:
     return run
 
 
+_EMPTY_DB: list[bytes] = []  # an Optuna SQLite database with its tables and no study, made once per process
+
+
 def study_db(study: Path, finished: int) -> None:
+    """A study "t" with `finished` COMPLETE trials, each started now, in STUDY/study.db. The file starts as a copy of
+    an empty Optuna database (setting up the schema is most of what a new database costs), as Optuna leaves it."""
+    if not _EMPTY_DB:
+        with tempfile.TemporaryDirectory() as tmp:
+            optuna.storages.RDBStorage(f"sqlite:///{tmp}/empty.db").engine.dispose()
+            _EMPTY_DB.append((Path(tmp) / "empty.db").read_bytes())
+    with open(study / "study.db", "xb") as f:  # never over an existing database
+        f.write(_EMPTY_DB[0])
     s = optuna.create_study(storage=f"sqlite:///{study / 'study.db'}", study_name="t")
     for _ in range(finished):
         s.tell(s.ask(), 1.0)

@@ -11,12 +11,9 @@ import statistics
 
 import pytest
 from scipy import stats as st
-from table_study import write_run
+from table_study import SMALL, config_text, write_run
 
 from ablate.cli import main
-from ablate.config import to_yaml
-from ablate.experiment import load_config
-from ablate.sweep.spec import nest
 from ablate.table.compare import make_table
 from ablate.table.finished_runs import runs_from_dirs
 
@@ -37,23 +34,10 @@ def write_runs(root, rows=ROWS, training=None):
     """`training`: (row, seed) -> extra summary fields (steps, stop_reason, ...)."""
     for row, (overrides, seeds) in rows.items():
         for seed, bleu, ppl in seeds:
-            cfg = load_config(
-                **nest(
-                    {
-                        "model.d_model": 64,
-                        "model.heads": 4,
-                        "model.enc_layers": 3,
-                        "model.dec_layers": 3,
-                        **overrides,
-                        "seed": seed,
-                        "sweep.study": "t",
-                        "sweep.row": row,
-                    }
-                )
-            )
+            flat = {**SMALL, **overrides, "seed": seed, "sweep.study": "t", "sweep.row": row}
             out = root / "trials" / f"{row}-s{seed}"
             out.mkdir(parents=True)
-            (out / "config.yaml").write_text(to_yaml(cfg))
+            (out / "config.yaml").write_text(config_text(flat))  # to_yaml(load_config(...)), composed once a config
             summary = {
                 "last": {"val/bleu": bleu, "val/ppl": ppl},
                 "params": {"total": 1_000_000 + seed},
