@@ -100,7 +100,7 @@ FLAG_RULES = {
     "--n-trials": lambda v: v >= 1,
     "--trials-per-gpu": lambda v: v >= 1,
     "--seeds": lambda v: 0 <= v < 2**32,
-    "--boot": lambda v: 10 <= v <= 1_000_000,  # ablate.table.cli.MIN_BOOT, ablate.cli.MAX_BOOT
+    "--boot": lambda v: 10 <= v <= 1_000_000,  # ablate.table.commands.MIN_BOOT, ablate.cli.MAX_BOOT
     "--seed": lambda v: 0 <= v < 2**32,
     "--target-mde": lambda v: v >= 0,  # "0: off"
     "--at-update": lambda v: v >= 1,

@@ -103,7 +103,7 @@ def test_no_source_file_is_over_300_lines():
 def test_the_graph_sees_imports_inside_functions():
     """The checks above are only as good as the import scan: a function-level import must be an edge."""
     assert "ablate.run.train" in GRAPH["ablate.sweep.trial"]  # `from ablate.run.train import train` inside main()
-    assert "ablate.sweep.cli" in GRAPH["ablate.sweep.flags"]  # inside run_sweep()
+    assert "ablate.sweep.commands" in GRAPH["ablate.sweep.flags"]  # inside run_sweep()
 
 
 def test_sweep_processes_start_without_torch_or_lightning():
@@ -113,8 +113,38 @@ def test_sweep_processes_start_without_torch_or_lightning():
     import sys
 
     code = (
-        "import sys, ablate.cli, ablate.sweep.cli, ablate.sweep.worker, ablate.sweep.trial; "
+        "import sys, ablate.cli, ablate.sweep.commands, ablate.sweep.worker, ablate.sweep.trial; "
         "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_command_is_a_parser_in_flags_and_a_body_in_commands():
+    """A reader finds any subcommand in two steps: PACKAGE/flags.py holds its parser, PACKAGE/commands.py its body. A
+    handler a parser names (`set_defaults(func=...)`) only imports its body from PACKAGE.commands and returns it (so
+    `ablate --help` and a bad flag cost no torch import)."""
+    found, bad = 0, []
+    for flags in sorted((SRC / "ablate").glob("*/flags.py")):
+        tree = ast.parse(flags.read_text())
+        handlers = {
+            kw.value.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "set_defaults"
+            for kw in node.keywords
+            if kw.arg == "func" and isinstance(kw.value, ast.Name)
+        }
+        commands = f"ablate.{flags.parent.name}.commands"
+        for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in handlers):
+            found += 1
+            body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+            thin = (
+                len(body) == 2
+                and isinstance(body[0], ast.ImportFrom)
+                and body[0].module == commands
+                and isinstance(body[1], ast.Return)
+                and isinstance(body[1].value, ast.Call)
+            )
+            if not thin or commands not in MODULES:
+                bad.append(f"{flags.relative_to(SRC)}: {fn.name}")
+    assert found >= 9 and not bad, f"a command's body belongs in PACKAGE/commands.py, its flags.py only imports it: {bad}"

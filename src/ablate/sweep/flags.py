@@ -1,4 +1,4 @@
-"""`ablate sweep` and `ablate status`: their flags; the commands themselves (sweep.cli, sweep.status) import Optuna."""
+"""`ablate sweep` and `ablate status`: their flags; the commands themselves (ablate.sweep.commands) import Optuna."""
 
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ def members_flag(text: str) -> int | str:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from ablate.sweep.cli import sweep_cli
+    from ablate.sweep.commands import sweep_cli
 
     return sweep_cli(args)
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from ablate.sweep.status import status_cli
+    from ablate.sweep.commands import status_cli
 
     return status_cli(args)

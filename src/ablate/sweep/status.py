@@ -1,24 +1,16 @@
-"""`ablate status TARGET`: the picture `ablate sweep` shows live (ablate.sweep.picture), printed once for a study running
-elsewhere or finished, read from its storage and, where this machine can see them, its trials' run directories.
-
-TARGET is a sweep's out_dir (holding study.db), its sweep file (which names the storage), or a storage URL.
-Nothing is written: the study is only read.
+"""The study `ablate status TARGET` reads (its body: ablate.sweep.commands): TARGET is a sweep's out_dir (holding
+study.db), its sweep file (which names the storage), or a storage URL; the study is found there and only read.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from pathlib import Path
 
 import optuna
-from rich.console import Console
 
 from ablate.messages.redact import redact
 from ablate.sweep.journal import journal_path
-from ablate.sweep.picture import plain_lines, render
-from ablate.sweep.snapshot import snapshot
 from ablate.sweep.storage import driver_reason, make_storage, storage_url
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
@@ -69,17 +61,3 @@ def open_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise ValueError(f"no study named '{name}' at {redact(url)}; it holds {optuna.get_all_study_names(storage)}") from None
-
-
-def status_cli(args: argparse.Namespace) -> int:
-    url, name = resolve(args.target, args.study)
-    study = open_study(url, name, hint=Path(args.target).name)
-    snap = snapshot(study)
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    if console.is_terminal:
-        console.print(f"study '{study.study_name}' at {redact(url)}")
-        console.print(render(snap, all_trials=True))
-    else:  # logs and pipes: plain lines, no escape codes
-        print(f"study '{study.study_name}' at {redact(url)}")
-        print("\n".join(plain_lines(snap, all_trials=True)))
-    return 0

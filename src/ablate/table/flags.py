@@ -62,6 +62,6 @@ def add_parsers(sub) -> None:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    from ablate.table.cli import table_cli
+    from ablate.table.commands import table_cli
 
     return table_cli(args)

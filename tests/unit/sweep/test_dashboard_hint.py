@@ -1,9 +1,9 @@
-"""The sweep's closing hint to Optuna's dashboard (`ablate.sweep.cli.dashboard_hint`): a command the user has, or how
+"""The sweep's closing hint to Optuna's dashboard (`ablate.sweep.commands.dashboard_hint`): a command the user has, or how
 to get it (`pip install -e .` brings no dashboard)."""
 
 from __future__ import annotations
 
-from ablate.sweep import cli
+from ablate.sweep import commands as cli
 
 
 def test_the_hint_says_how_to_install_the_dashboard_where_it_is_missing(monkeypatch):

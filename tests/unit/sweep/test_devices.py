@@ -15,7 +15,7 @@ from sweep_files import write
 
 from ablate.cli import main
 from ablate.config import ConfigError
-from ablate.sweep import cli as sweep_cli
+from ablate.sweep import commands as sweep_commands
 from ablate.sweep import devices, probe
 from ablate.sweep.load import load_sweep
 
@@ -76,8 +76,10 @@ def started(monkeypatch):
         def wait(self):
             return 0
 
-    monkeypatch.setattr(sweep_cli, "subprocess", types.SimpleNamespace(Popen=FakePopen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT))
-    monkeypatch.setattr(sweep_cli.signal, "signal", lambda *a: None)  # the test process keeps its own handlers
+    monkeypatch.setattr(
+        sweep_commands, "subprocess", types.SimpleNamespace(Popen=FakePopen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
+    )
+    monkeypatch.setattr(sweep_commands.signal, "signal", lambda *a: None)  # the test process keeps its own handlers
     return procs
 
 
@@ -361,7 +363,7 @@ def test_members_auto_fills_the_gpu_with_members_capped_by_a_rows_seeds_and_pack
 
 
 def test_members_auto_on_cpu_trains_each_trial_alone_and_says_so(tmp_path, capsys):
-    from ablate.sweep.cli import gpu_layout
+    from ablate.sweep.commands import gpu_layout
 
     sweep = load_sweep(sweep_file(tmp_path, "members: auto\ntrials_per_gpu: 1\n"))
     sweep.overrides["train.accelerator"] = "cpu"

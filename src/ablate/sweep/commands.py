@@ -1,4 +1,5 @@
-"""`ablate sweep FILE`: plan (--dry-run), run N workers on one study, and summarise it."""
+"""`ablate sweep FILE` (plan with --dry-run, run N workers on one study, summarise it) and `ablate status TARGET`:
+the commands' bodies (their flags: ablate.sweep.flags)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
@@ -26,10 +28,13 @@ from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep, member_search_problem
 from ablate.sweep.long_table import print_table
 from ablate.sweep.parent_watch import watched_env
+from ablate.sweep.picture import plain_lines, render
 from ablate.sweep.plan import plan_for
 from ablate.sweep.results_files import summarize
 from ablate.sweep.results_terminal import print_summary
+from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
+from ablate.sweep.status import open_study, resolve
 from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -202,3 +207,20 @@ def dashboard_hint(url: str) -> str:
     if shutil.which("optuna-dashboard") is None:
         return f"dashboard: pip install optuna-dashboard, then {command}"
     return f"dashboard: {command}"
+
+
+def status_cli(args: argparse.Namespace) -> int:
+    """`ablate status TARGET`: the picture `ablate sweep` shows live (ablate.sweep.picture), printed once for a study
+    running elsewhere or finished, read from its storage and, where this machine can see them, its trials' run
+    directories. Nothing is written."""
+    url, name = resolve(args.target, args.study)
+    study = open_study(url, name, hint=Path(args.target).name)
+    snap = snapshot(study)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if console.is_terminal:
+        console.print(f"study '{study.study_name}' at {redact(url)}")
+        console.print(render(snap, all_trials=True))
+    else:  # logs and pipes: plain lines, no escape codes
+        print(f"study '{study.study_name}' at {redact(url)}")
+        print("\n".join(plain_lines(snap, all_trials=True)))
+    return 0

@@ -24,7 +24,7 @@ def test_a_rendering_that_fails_changes_none_of_the_files(tmp_path, monkeypatch,
         path.write_bytes(b"\x89PNG half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ablate.table.cli.plot", half_a_plot)
+    monkeypatch.setattr("ablate.table.commands.plot", half_a_plot)
     assert main(["table", str(root), "--out", str(out), "--title", "again"]) == 130  # one line, no traceback (issue 38)
     assert capsys.readouterr().err.strip() == "ablate table: stopped by Ctrl-C (SIGINT); no file was left half-written or temporary"
     # The set is replaced together: the page and JSON written before the plot failed are not swapped in either, so
