@@ -1,4 +1,4 @@
-"""`ablate table`: its flags; the command (table.cli) imports the statistics and the runs."""
+"""`ablate table`: its flags; the command (ablate.table.commands) imports the statistics and the runs."""
 
 from __future__ import annotations
 
