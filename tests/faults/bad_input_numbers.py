@@ -109,10 +109,12 @@ FLAG_RULES = {
     "--batch-tokens": lambda v: v >= 1,
     "--longer-than": lambda v: v >= 0,  # train.eval_longer_than's rule
     "--last": lambda v: v >= 1,
+    "--members": lambda v: 1 <= v <= 1024,  # ablate.config.validation.MAX_MEMBERS (train and sweep)
 }
 VOCAB = 64  # the tiny run's vocabulary (tests/faults/test_bad_inputs.py)
-FLAG_VERBS = {"sweep": "sweep", "table": "table", "translate": "translate", "evaluate": "evaluate", "average": "average"}
-EXTRA_NUMERIC = {("sweep", "--trials-per-gpu"): int}  # "N or auto": typed by hand, so introspection cannot see it
+FLAG_VERBS = {"train": "train", "sweep": "sweep", "table": "table", "translate": "translate", "evaluate": "evaluate", "average": "average"}
+# "N or auto": typed by hand, so introspection cannot see them
+EXTRA_NUMERIC = {("sweep", "--trials-per-gpu"): int, ("sweep", "--members"): int}
 
 
 def numeric_flags() -> list[tuple[str, str, type]]:

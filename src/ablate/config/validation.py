@@ -73,6 +73,7 @@ def _model_problems(p: list[str], m: ModelConfig) -> None:
 
 
 MAX_PARALLEL = 1024  # devices, threads, loader workers: more than any machine ablate runs on has
+MAX_MEMBERS = 1024  # runs trained as one model (members.size, --members): K copies of every weight, moment and batch
 FLOAT32_MAX = 3.4e38  # the largest float32: a setting past it cannot reach the optimizer or the weights
 MAX_OUTPUT = 10_000  # decoding steps of one sentence: far past any MT sentence, and still a bounded loop
 MAX_WEIGHTS = 10**11  # 400 GB of fp32 weights: no machine ablate trains on holds them, and building them would hang
@@ -213,6 +214,7 @@ def problems(cfg: ExperimentConfig) -> list[str]:
     if not 0 <= cfg.seed <= SEED_MAX:
         p.append(f"seed={cfg.seed} must be from 0 to {SEED_MAX} (numpy's range of seeds)")
     _at_least(p, "sweep.trial", cfg.sweep.trial, 0)
-    _at_least(p, "members.size", cfg.members.size, 1)
+    _in_range(p, "members.size", cfg.members.size, 1, MAX_MEMBERS)
+    _at_least(p, "members.index", cfg.members.index, 0)
     choice(p, "members.data", cfg.members.data, ["own", "shared"])
     return p

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ablate.config.validation import MAX_MEMBERS
 from ablate.messages.flag_types import Number
 
 
@@ -28,7 +29,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument(
         "--members",
-        type=Number(int, 1),
+        type=Number(int, 1, MAX_MEMBERS),
         metavar="K",
         help="train K runs of the config as one model (seeds seed..seed+K-1; or give a member-able key one value per "
         "member as KEY=[v1,...]); each is an ordinary run in OUT_DIR/NAME (docs/members.md)",

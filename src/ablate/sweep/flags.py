@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ablate.config.validation import MAX_PARALLEL
+from ablate.config.validation import MAX_MEMBERS, MAX_PARALLEL
 from ablate.messages.flag_types import Number
 
 SWEEP_EXITS = """exit codes:
@@ -52,7 +52,7 @@ def members_flag(text: str) -> int | str:
     """--members: an integer >= 1 or auto."""
     if text.strip().lower() == "auto":
         return "auto"
-    return Number(int, 1)(text)
+    return Number(int, 1, MAX_MEMBERS)(text)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
