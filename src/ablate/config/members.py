@@ -74,7 +74,7 @@ def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = 
             for part in path:
                 node = node[part]
             node[leaf] = vals[k]
-        members.append(rebuild(data))  # the schema's types: a value of the wrong type is refused naming the key
+        members.append(rebuild(data, "members"))  # the schema's types: a value of the wrong type is refused naming the key
     flat = [flatten(to_dict(m)) for m in members]
     shown = [key for key in values if key == "seed" or len({f[key] for f in flat}) > 1]
     names = [",".join(f"{key.rsplit('.', 1)[-1]}={f[key]}" for key in shown) for f in flat]

@@ -18,9 +18,10 @@ from ablate.config.schema import ExperimentConfig
 from ablate.messages.errors import ConfigError
 
 
-def rebuild(data: dict) -> ExperimentConfig:
-    """A config saved in a checkpoint or run dir, typed by the schema (not validated here)."""
-    return OmegaConf.to_object(merge(schema(), data, "saved config"))
+def rebuild(data: dict, source: str = "saved config") -> ExperimentConfig:
+    """A config saved in a checkpoint or run dir (or made from one, `source` naming it), typed by the schema (not
+    validated here)."""
+    return OmegaConf.to_object(merge(schema(), data, source))
 
 
 def with_defaults(saved: dict) -> dict:

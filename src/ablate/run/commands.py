@@ -31,7 +31,9 @@ def params_command(args: argparse.Namespace) -> int:
 
 
 def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
-    """`KEY=[v1, v2, ...]` overrides of member-able keys (`seeds=[...]` for `seed`): one value per member."""
+    """`KEY=[v1, v2, ...]` overrides of member-able keys (`seeds=[...]` for `seed`): one value per member. An error
+    names the override as the config's own errors name one ("command line: override 'KEY=...'")."""
+    from ablate.config import ConfigError
     from ablate.config.members import MEMBER_KEYS
     from ablate.files.yaml_file import parse_yaml
 
@@ -40,9 +42,12 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
         key, _, value = item.partition("=")
         key = "seed" if key == "seeds" else key
         if key in MEMBER_KEYS and value.strip().startswith("["):
-            parsed = parse_yaml(value, f"the override {item}", lines=False)
+            name = f"command line: override '{item}'"
+            parsed = parse_yaml(value, name, lines=False)
             if not isinstance(parsed, list) or not parsed:
-                raise ValueError(f"the override {item}: expected a list of values, one per member")
+                raise ConfigError(f"{name}: expected a list of values, one per member")
+            if any(isinstance(v, (list, dict)) or v is None for v in parsed):
+                raise ConfigError(f"{name}: each member's value must be a single number or word, one per member")
             lists[key] = parsed
         else:
             rest.append(item)
@@ -84,11 +89,15 @@ def train_command(args: argparse.Namespace) -> int:
 def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
     from pathlib import Path
 
-    from ablate.config import to_dict
+    from ablate.config import ConfigError, to_dict
     from ablate.config.members import member_configs
     from ablate.experiment import from_dict
 
-    configs = [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]  # each member's values checked as any run's
+    try:
+        configs = [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]  # each member's values checked as any run's
+    except ConfigError as e:  # a listed value the schema refuses: name the override it came from
+        given = next((f"{k}=[...]" for k in lists if f"'{k}'" in str(e) or f"{k}=" in str(e)), None)
+        raise ConfigError(f"command line: override '{given}': {e}" if given else str(e)) from None
     from ablate.run.closing import print_closing
     from ablate.run.members import train_members
 
