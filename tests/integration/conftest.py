@@ -1,10 +1,10 @@
-"""End-to-end fixtures: one tiny trained run shared by the CLI tests (training is the slow part)."""
+"""End-to-end fixtures: one tiny trained run shared by the CLI tests (training is the slow part), and the sweep\nenvironment the sweep tests share."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_experiment
+from helpers import sweep_writer, tiny_experiment
 
 torch.set_num_threads(1)
 
@@ -25,3 +25,13 @@ def trained_run(tmp_path_factory):
 
     wandb.teardown()  # finish() returns before W&B's service has written the run's file; the tests read it
     return cfg, summary, tmp
+
+
+@pytest.fixture
+def sweep_env(tmp_path, monkeypatch):
+    """A base experiment on a synthetic corpus, short heartbeats, and a writer for sweep files."""
+    monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    write = sweep_writer(tmp_path, {"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="s")
+    return tmp_path, write

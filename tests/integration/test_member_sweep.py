@@ -12,7 +12,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-from helpers import sweep_writer
 from optuna.trial import TrialState
 
 from ablate.files.wandb_offline import find_runs, read_run
@@ -22,15 +21,6 @@ from ablate.sweep.member_trial import FAILED as WORKER_FAILED
 from ablate.sweep.member_trial import GROUP_FILE
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def sweep_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    write = sweep_writer(tmp_path, {"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="m")
-    return tmp_path, write
 
 
 def sweep(path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -74,7 +64,7 @@ def test_each_rows_seeds_train_as_members_each_its_own_trial_run_and_wandb_run(s
     runs = [read_run(p) for p in find_runs(tmp / "sweep" / "trials")]
     member_runs = {r.name: r for r in runs if r.job_type == "sweep-trial"}
     assert set(member_runs) == {f"{row}-s{s}" for row in ("base", "A-h1") for s in (1, 2, 3)}  # one W&B run per member
-    assert all(r.group == "m" and r.config["seed"] == int(name[-1]) and r.history for name, r in member_runs.items())
+    assert all(r.group == "s" and r.config["seed"] == int(name[-1]) and r.history for name, r in member_runs.items())
     from ablate.cli import main
 
     assert main(["table", str(path), "--out", str(tmp / "tables")]) == 0

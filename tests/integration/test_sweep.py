@@ -21,7 +21,7 @@ import optuna
 import pytest
 import yaml
 from fault_injection import fault_plugin
-from helpers import sweep_writer, trial_states
+from helpers import trial_states
 from optuna.trial import TrialState
 
 from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
@@ -29,16 +29,6 @@ from ablate.sweep import load_sweep
 from ablate.sweep.worker import open_sweep_study
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
-
-
-@pytest.fixture
-def sweep_env(tmp_path, monkeypatch):
-    """A base experiment on a synthetic corpus, short heartbeats, and a writer for sweep files."""
-    monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    write = sweep_writer(tmp_path, {"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="s")
-    return tmp_path, write
 
 
 def run_sweep(path: Path, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:

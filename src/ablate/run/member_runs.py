@@ -44,6 +44,12 @@ class MemberRuns(L.Callback):
             logger.log_metrics(metrics, step=step)
             logger.save()
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        # A resumed group: the members that had stopped stay frozen (their reasons came back with this callback's state).
+        for k, reason in enumerate(self.stops.reason):
+            if reason is not None:
+                pl_module.optimizer.freeze(k)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         self._padded[0] += batch["padded"]
         self._padded[1] += 1

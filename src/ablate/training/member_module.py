@@ -155,15 +155,6 @@ class MemberModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
-        checkpoint["member_active"] = self.optimizer.active.clone()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
-        self._pending_active = checkpoint.get("member_active")
-
-    def on_train_start(self) -> None:
-        active = getattr(self, "_pending_active", None)
-        if active is not None:
-            for k in (~active).nonzero().flatten().tolist():
-                self.optimizer.freeze(k)
-            self._pending_active = None
