@@ -78,7 +78,7 @@ part_speed() {
   local dir=$logs/speed end
   end=$(deadline)
   mkdir -p "$dir"
-  local steps=(--steps 20 --warmup 5 --rounds 3) osteps=(--steps 200 --warmup 50)
+  local steps=(--steps 20 --warmup 5 --rounds 3) osteps=(--steps 200 --warmup 50 --rounds 3)  # rounds alternate which arm runs first
   ((tiny)) && steps=(--steps 2 --warmup 1 --rounds 1 --memory-steps 1) osteps=(--steps 5 --warmup 2)
   run_logged "$dir/overhead.log" "$end" python benchmarks/step_overhead.py --device "$device" --set "train.precision=$lit_precision" \
     "${osteps[@]}" --json "$dir/overhead.json"

@@ -110,9 +110,11 @@ def _rate(trials: list) -> tuple[float, float]:
 def sweep(folder: Path, sequential_db: Path, packed_db: Path, label: str = "packed", target: str = "packing") -> list[str]:
     """Trials per hour of a study (`packed`: trials_per_gpu; `members`: a row's seeds as one model) against one trial
     at a time; without the one-at-a-time study (its part did not run in this call), the rate alone."""
+    if not packed_db.exists():
+        return [f"missing (no {packed_db.name}: the {label} sweep did not start, or was cut at the part limit; see its log)"]
     try:
         packed = _trials(packed_db)
-    except Exception as e:  # a missing or unfinished study: say so, the rest of the check goes on
+    except Exception as e:  # an unreadable or unfinished study: say so, the rest of the check goes on
         return [f"missing ({type(e).__name__}: {e})"]
     if len(packed) < 2:
         return [f"too few finished trials ({label} {len(packed)})"]

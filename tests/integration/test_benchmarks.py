@@ -100,6 +100,19 @@ def test_step_overhead_times_ablate_trains_trainer_against_a_bare_loop(tmp_path)
     assert "ablate train step: median" in out and "bare PyTorch step: median" in out and "torch " in out
 
 
+
+def test_profile_step_profiles_only_the_window_of_ablates_trainer(tmp_path):
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))
+    out = run("profile_step.py", "--config", str(cfg), "--warmup", "2", "--steps", "3", "--out", str(tmp_path / "prof"))
+    cprofile, ops = ((tmp_path / "prof" / name).read_text() for name in ("cprofile.txt", "ops.txt"))
+    assert "==== cProfile, 3 steps, by cumulative ====" in cprofile and "by tottime" in cprofile
+    # three training steps inside the window, no more: the step function ran exactly 3 times under cProfile
+    assert re.search(r"^\s+3\s+.*module\.py:\d+\(training_step\)$", cprofile, re.M), cprofile[:3000]
+    assert "==== torch.profiler, by self_cpu_time_total ====" in ops and "aten::mm" in ops
+    assert "wrote" in out
+
+
 def test_decode_throughput_against_generate(tmp_path, trained_run):
     pytest.importorskip("transformers", reason="the MarianMT baseline needs the bench extra")
     cfg, summary, _ = trained_run

@@ -90,6 +90,13 @@ class ScaledDotProduct(AttentionKernel):
     def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, causal: bool = False):
         super().__init__()
         self.dropout, self.causal_fast_path = dropout, causal
+        # Process-wide, once a model uses this kernel: SDPA without cuDNN's backend (a later sdpa_kernel context still
+        # chooses as it says). cuDNN builds an execution graph for each new input shape: on an H200 (torch 2.11,
+        # 2026-11-28, benchmarks/profile_step.py) 20 ms of host time per forward call and 24 ms per backward, 84% of a
+        # quickstart step whose GPU work was 1.5 ms. Token-bucket batches and beam search's growing prefixes bring new
+        # shapes all run long, so the graphs never amortise; FlashAttention and the memory-efficient kernel need no
+        # per-shape setup. A flag rather than a context around each call: torch.compile needs no guard on it.
+        torch.backends.cuda.enable_cudnn_sdp(False)
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | Tensor) -> Tensor:
         if isinstance(scale, Tensor):

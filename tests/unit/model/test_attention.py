@@ -220,3 +220,16 @@ def test_a_subclass_inherits_only_the_options_its_constructor_takes():
         pass
 
     assert Plain.options == () and Keeps.options == ("causal",)
+
+
+def test_a_model_with_the_fused_kernel_switches_cudnn_attention_off():
+    """cuDNN's SDPA builds a graph per input shape (20-24 ms of host time a call on an H200): once a model uses the
+    fused kernel, SDPA runs without that backend, while the other backends stay as the process had them."""
+    before = torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        ScaledDotProduct(heads=4, d_k=8)
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() == before[1]
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before[0])

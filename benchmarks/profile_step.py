@@ -1,0 +1,106 @@
+"""Where `ablate train`'s step spends its time: cProfile and torch.profiler over a window of its real Trainer.
+
+benchmarks/step_overhead.py says how much slower ablate's step is than a bare loop; this says why. It fits the same
+Trainer (build_trainer, every callback and logger the config names) and, between steps WARMUP and WARMUP + STEPS,
+runs Python's cProfile (host time by function, callees included) and torch.profiler (operators, CPU and device time).
+Writes OUT/cprofile.txt (by cumulative and by own time), OUT/ops.txt (key_averages by self CPU and by device time)
+and prints the heads of both.
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/profile_step.py --device cuda --set train.precision=bf16-mixed
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import tempfile
+from pathlib import Path
+
+import lightning as L
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from step_overhead import setup  # noqa: E402
+
+from ablate.experiment import load_config  # noqa: E402
+from ablate.run.trainer import build_trainer  # noqa: E402
+
+
+class Window(L.Callback):
+    """cProfile and torch.profiler on from the start of step `first` to the start of step `last`."""
+
+    def __init__(self, first: int, last: int, device: torch.device):
+        self.first, self.last = first, last
+        self.cprofile = cProfile.Profile()
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.torch = torch.profiler.profile(activities=activities)
+        self.on = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step == self.first:
+            self.torch.__enter__()
+            self.cprofile.enable()
+            self.on = True
+        elif step == self.last and self.on:
+            self.stop()
+
+    def stop(self) -> None:
+        self.cprofile.disable()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the device time of the window's last kernels belongs to it
+        self.torch.__exit__(None, None, None)
+        self.on = False
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", nargs="+", default=["experiments/quickstart.yaml"])
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default="profile-out")
+    p.add_argument("--rows", type=int, default=40)
+    args = p.parse_args()
+    device = torch.device(args.device)
+    total = args.warmup + args.steps + 2
+    overrides = [f"train.max_steps={total}", f"train.val_every_steps={total + 1}", f"train.accelerator={device.type}",
+                 "train.devices=1", *args.set]  # fmt: skip
+    cfg = load_config(args.config, overrides)
+    dm, module = setup(cfg)
+    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    window = Window(args.warmup, args.warmup + args.steps, device)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer, parts = build_trainer(cfg, Path(tmp), dm.tokenizer.vocab_size, module, 0, [window])
+        try:
+            trainer.fit(module, datamodule=dm, weights_only=True)
+        finally:
+            if parts.wandb_logger is not None:
+                import wandb
+
+                wandb.finish()
+    if window.on:
+        window.stop()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        text.write(f"==== cProfile, {args.steps} steps, by {key} ====\n")
+        pstats.Stats(window.cprofile, stream=text).sort_stats(key).print_stats(args.rows)
+    (out / "cprofile.txt").write_text(text.getvalue())
+    ops = window.torch.key_averages()
+    sorts = ["self_cpu_time_total"] + (["self_device_time_total"] if device.type == "cuda" else [])
+    tables = "\n".join(f"==== torch.profiler, by {s} ====\n" + ops.table(sort_by=s, row_limit=args.rows) for s in sorts)
+    (out / "ops.txt").write_text(tables)
+    print(text.getvalue()[:6000])
+    print(tables[:6000])
+    print(f"wrote {out}/cprofile.txt and {out}/ops.txt")
+
+
+if __name__ == "__main__":
+    main()
