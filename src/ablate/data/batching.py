@@ -93,32 +93,42 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+def _scatter_rows(values: list[np.ndarray], lens: np.ndarray, out: np.ndarray, first_col: int = 0) -> None:
+    """Write each row's values into out[row, first_col : first_col + len] in one indexed assignment."""
+    rows = np.repeat(np.arange(len(lens)), lens)
+    starts = np.repeat(np.cumsum(lens) - lens, lens)
+    out[rows, np.arange(len(rows)) - starts + first_col] = np.concatenate(values)
+
+
 def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]], pad_multiple: int = 1) -> dict:
-    """Pad a list of EncodedSplit items into a batch dict of LongTensors, lengths rounded up to `pad_multiple`."""
+    """Pad a list of EncodedSplit items into a batch dict of LongTensors, lengths rounded up to `pad_multiple`.
+
+    Whole-batch numpy writes, not a loop over sentences: on a GPU the training process collates while the device waits
+    (22 ms of an H200's host time for a 4,096-token batch with the loop, against 4.4 ms of device work a step)."""
     b = len(samples)
-    s_len = _round_up(max(len(s) for _, s, _ in samples), pad_multiple)
-    t_len = _round_up(max(len(t) for _, _, t in samples) + 1, pad_multiple)
-    src = torch.full((b, s_len), PAD_ID, dtype=torch.long)  # (B, S)
-    tgt_in = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
-    tgt_out = torch.full((b, t_len), PAD_ID, dtype=torch.long)  # (B, T)
-    for row, (_, s, t) in enumerate(samples):
-        t = torch.from_numpy(t.astype(np.int64))
-        src[row, : len(s)] = torch.from_numpy(s.astype(np.int64))
-        tgt_in[row, 0] = BOS_ID
-        tgt_in[row, 1 : len(t) + 1] = t
-        tgt_out[row, : len(t)] = t
-        tgt_out[row, len(t)] = EOS_ID
-    real = (tgt_out != PAD_ID).flatten()  # (B*T,)
-    keep_index = real.nonzero().flatten()  # (N,)
+    s_lens = np.fromiter((len(s) for _, s, _ in samples), dtype=np.int64, count=b)
+    t_lens = np.fromiter((len(t) for _, _, t in samples), dtype=np.int64, count=b)
+    s_len = _round_up(int(s_lens.max()), pad_multiple)
+    t_len = _round_up(int(t_lens.max()) + 1, pad_multiple)
+    src = np.full((b, s_len), PAD_ID, dtype=np.int64)  # (B, S)
+    tgt_in = np.full((b, t_len), PAD_ID, dtype=np.int64)  # (B, T)
+    tgt_out = np.full((b, t_len), PAD_ID, dtype=np.int64)  # (B, T)
+    targets = [t for _, _, t in samples]
+    _scatter_rows([s for _, s, _ in samples], s_lens, src)
+    tgt_in[:, 0] = BOS_ID
+    _scatter_rows(targets, t_lens, tgt_in, first_col=1)
+    _scatter_rows(targets, t_lens, tgt_out)
+    tgt_out[np.arange(b), t_lens] = EOS_ID
+    keep_index = np.flatnonzero(tgt_out != PAD_ID)  # (N,) flat in B*T, row-major
     return {
-        "src": src,
-        "tgt_in": tgt_in,
-        "tgt_out": tgt_out,
+        "src": torch.from_numpy(src),
+        "tgt_in": torch.from_numpy(tgt_in),
+        "tgt_out": torch.from_numpy(tgt_out),
         "idx": torch.tensor([i for i, _, _ in samples], dtype=torch.long),  # (B,)
         # The real target positions (flat in B*T) and their ids, found here on the host: selecting them on the device
         # with a boolean mask would make the training step wait for the mask's count (see ablate.model.loss).
-        "keep_index": keep_index,
-        "target": tgt_out.flatten()[keep_index],  # (N,)
+        "keep_index": torch.from_numpy(keep_index),
+        "target": torch.from_numpy(tgt_out.reshape(-1)[keep_index]),  # (N,)
         "src_tokens": int((src != PAD_ID).sum()),
         "tgt_tokens": len(keep_index),
     }

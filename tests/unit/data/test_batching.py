@@ -184,3 +184,33 @@ def test_pad_multiple_rounds_lengths_up_and_changes_no_loss():
         a, b = translation_loss(model, plain, 0.1), translation_loss(model, padded, 0.1)
     for x, y in zip(a, b):
         torch.testing.assert_close(x, y)
+
+
+def _collate_row_by_row(samples, pad_multiple=1) -> dict:
+    """The batch written out sentence by sentence: what collate's whole-batch writes must equal."""
+    b = len(samples)
+    s_len = -(-max(len(s) for _, s, _ in samples) // pad_multiple) * pad_multiple
+    t_len = -(-(max(len(t) for _, _, t in samples) + 1) // pad_multiple) * pad_multiple
+    src, tgt_in, tgt_out = (torch.full((b, n), PAD, dtype=torch.long) for n in (s_len, t_len, t_len))
+    for row, (_, s, t) in enumerate(samples):
+        src[row, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        tgt_in[row, 0] = BOS
+        tgt_in[row, 1 : len(t) + 1] = torch.as_tensor(t, dtype=torch.long)
+        tgt_out[row, : len(t)] = torch.as_tensor(t, dtype=torch.long)
+        tgt_out[row, len(t)] = EOS
+    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
+
+
+@pytest.mark.parametrize("pad_multiple", [1, 8])
+def test_collate_equals_the_batch_written_row_by_row(pad_multiple):
+    rng = np.random.default_rng(7)
+    shapes = [(int(rng.integers(1, 40)), int(rng.integers(0, 40))) for _ in range(57)] + [(1, 0), (40, 0)]
+    samples = [(i, s.astype(np.int32), t.astype(np.int32)) for i, s, t in _samples(rng, shapes)]  # EncodedSplit's dtype
+    batch, expected = collate(samples, pad_multiple), _collate_row_by_row(samples, pad_multiple)
+    for key in ("src", "tgt_in", "tgt_out"):
+        assert batch[key].dtype == torch.long and torch.equal(batch[key], expected[key]), key
+    keep = expected["tgt_out"] != PAD
+    assert torch.equal(batch["keep_index"], keep.flatten().nonzero().flatten())
+    assert torch.equal(batch["target"], expected["tgt_out"][keep])
+    assert batch["tgt_tokens"] == sum(t + 1 for _, t in shapes) and batch["src_tokens"] == sum(s for s, _ in shapes)
+    assert torch.equal(batch["idx"], torch.arange(len(shapes)))
