@@ -100,7 +100,6 @@ def test_step_overhead_times_ablate_trains_trainer_against_a_bare_loop(tmp_path)
     assert "ablate train step: median" in out and "bare PyTorch step: median" in out and "torch " in out
 
 
-
 def test_profile_step_profiles_only_the_window_of_ablates_trainer(tmp_path):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))

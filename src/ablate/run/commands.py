@@ -93,11 +93,14 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
     from ablate.config.members import member_configs
     from ablate.experiment import from_dict
 
+    def checked(lists: dict[str, list]) -> list:  # each member's values checked as any run's
+        return [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]
+
     try:
-        configs = [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]  # each member's values checked as any run's
-    except ConfigError as e:  # a listed value the schema refuses: name the override it came from
-        given = next((f"{k}=[...]" for k in lists if f"'{k}'" in str(e) or f"{k}=" in str(e)), None)
-        raise ConfigError(f"command line: override '{given}': {e}" if given else str(e)) from None
+        configs = checked(lists)
+    except ConfigError as e:  # a listed value the schema refuses: name the override it came from, found by trying each
+        given = next((key for key in lists if _refused(checked, {key: lists[key]})), None)
+        raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
     from ablate.run.closing import print_closing
     from ablate.run.members import train_members
 
@@ -109,3 +112,13 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
         else:
             print_closing(summary)
     return 0 if all(summaries) else 1
+
+
+def _refused(checked, lists: dict[str, list]) -> bool:
+    from ablate.config import ConfigError
+
+    try:
+        checked(lists)
+    except ConfigError:
+        return True
+    return False

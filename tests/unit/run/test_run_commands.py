@@ -24,6 +24,8 @@ def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
     (["model.d_model=[32, 64]"], 2, "model.d_model"),
     (["train.lr_scale=[[1], 2]"], None, "override 'train.lr_scale=[[1], 2]': each member's value must be a single"),
     (["train.lr_scale=[fast, slow]"], None, "override 'train.lr_scale=[...]': members: bad value for 'train.lr_scale'"),
+    (["train.warmup=[10, 20]", "train.lr_scale=[1, fast]"], None, "override 'train.lr_scale=[...]': members: bad value"),
+    (["train.lr_scale=[1, 2]", "train.warmup=[10, -5]"], None, "override 'train.warmup=[...]': "),
 ])  # fmt: skip
 def test_a_member_command_line_that_cannot_be_is_refused_naming_why(overrides, members, named):
     args = argparse.Namespace(config=overrides, members=members, member_data=None, resume=False, auto_resume=False,
