@@ -35,15 +35,6 @@ def postgres_url():
     shutil.rmtree(datadir, ignore_errors=True)
 
 
-def pytest_configure(config):
-    """Under xdist each worker runs torch with one intra-op thread: two workers on this project's two cores with
-    torch's default of one thread per core would oversubscribe them."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch
-
-        torch.set_num_threads(1)
-
-
 # All slow, and importing test_bad_inputs builds its cases.
 GENERATED = ("test_bad_inputs.py", "test_output_paths.py", "test_signal_cases.py")
 # A module-level `pytestmark` that is `pytest.mark.slow` or a list holding it: every test in the file is slow.
