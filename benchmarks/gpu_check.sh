@@ -10,6 +10,8 @@
 #   sweep  a packed sweep (trials_per_gpu N, 2N quickstart-size trials) against one trial at a time (3 trials, the
 #          median from the second on), same sweep file, warm tokenizer cache: trials per hour and their ratio
 #   sync   the gpu-marked test: 20 training steps under torch.cuda.set_sync_debug_mode
+#   profile  where a step's time goes (benchmarks/profile_step.py: cProfile and torch.profiler, 10 steps after 20) for one
+#          table3-gpu run and for 8 of its seeds as members: host and device milliseconds a step, the tables in the logs
 #   members  the table3-gpu base row's seeds as one member model (K = 8, 16) against the same runs one after another
 #          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory; then a
 #          quickstart row's 8 seeds as members through `ablate sweep` (trials/h; the ratio when the sweep part ran too)
@@ -24,13 +26,13 @@ root=$PWD
 part=${1:-all}
 tiny=0
 [[ "${2:-}" == "--tiny" ]] && tiny=1
-[[ $part == all ]] && part=sync,speed,train,sweep,members
+[[ $part == all ]] && part=sync,speed,train,sweep,members,profile
 IFS=, read -ra parts <<<"$part"  # a comma list runs those parts in order: several fit one device call
 for p in "${parts[@]}"; do
   case $p in
-    speed | train | sweep | sync | members) ;;
+    speed | train | sweep | sync | members | profile) ;;
     *)
-      echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|members|all|PART,PART,... [--tiny]" >&2
+      echo "usage: bash benchmarks/gpu_check.sh speed|train|sweep|sync|members|profile|all|PART,PART,... [--tiny]" >&2
       exit 2
       ;;
   esac
@@ -158,6 +160,20 @@ part_sync() {
   ((tiny)) && marks=(-m slow)  # the CPU form of the same check (a host-read detector)
   run_logged "$dir/pytest.log" "$end" python -m pytest -q -rA -p no:cacheprovider "${marks[@]}" tests/unit/run/test_host_sync.py
   say "sync: $(tail -1 "$dir/pytest.log")"
+}
+
+part_profile() {
+  local dir=$logs/profile end
+  end=$(deadline)
+  mkdir -p "$dir"
+  local args=(--config experiments/multi30k-table3-gpu.yaml --set "train.precision=$lit_precision" --warmup 20 --steps 10)
+  ((tiny)) && args=(--config experiments/quickstart.yaml --set data.max_tokens=256 logging.wandb=false --warmup 2 --steps 2)
+  for k in 1 8; do
+    ((tiny)) && ((k > 1)) && k=2
+    run_logged "$dir/members-$k.log" "$end" python benchmarks/profile_step.py --device "$device" --members "$k" "${args[@]}" \
+      --out "$dir/members-$k"
+    say "profile: $(grep -h '^per step' "$dir/members-$k.log" || echo "members $k: missing")"
+  done
 }
 
 part_members() {

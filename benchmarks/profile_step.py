@@ -1,8 +1,9 @@
 """Where `ablate train`'s step spends its time: cProfile and torch.profiler over a window of its real Trainer.
 
 benchmarks/step_overhead.py says how much slower ablate's step is than a bare loop; this says why. It fits the same
-Trainer (build_trainer, every callback and logger the config names) and, between steps WARMUP and WARMUP + STEPS,
-runs Python's cProfile (host time by function, callees included) and torch.profiler (operators, CPU and device time).
+Trainer (build_trainer, every callback and logger the config names; with --members K, `ablate train --members K`'s
+own `train_members`) and, between steps WARMUP and WARMUP + STEPS, runs Python's cProfile (host time by function,
+callees included) and torch.profiler (operators, CPU and device time); the run ends there, before any final decoding.
 Writes OUT/cprofile.txt (by cumulative and by own time), OUT/ops.txt (key_averages by self CPU and by device time)
 and prints the heads of both.
 Run: ABLATE_DATA_DIR=../shared/data python benchmarks/profile_step.py --device cuda --set train.precision=bf16-mixed
@@ -11,6 +12,7 @@ Run: ABLATE_DATA_DIR=../shared/data python benchmarks/profile_step.py --device c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import pstats
@@ -28,8 +30,12 @@ from ablate.experiment import load_config  # noqa: E402
 from ablate.run.trainer import build_trainer  # noqa: E402
 
 
+class Done(Exception):
+    """Raised at the window's end: nothing after it (validation, final decoding) is what the profile is for."""
+
+
 class Window(L.Callback):
-    """cProfile and torch.profiler on from the start of step `first` to the start of step `last`."""
+    """cProfile and torch.profiler on from the start of step `first` to the start of step `last`, then `Done`."""
 
     def __init__(self, first: int, last: int, device: torch.device):
         self.first, self.last = first, last
@@ -48,6 +54,7 @@ class Window(L.Callback):
             self.on = True
         elif step == self.last and self.on:
             self.stop()
+            raise Done
 
     def stop(self) -> None:
         self.cprofile.disable()
@@ -57,12 +64,36 @@ class Window(L.Callback):
         self.on = False
 
 
+def fit(cfg, window: Window, out: Path) -> None:
+    """`ablate train`'s fit of `cfg` with `window` among its callbacks, into `out`, until the window raises Done."""
+    if cfg.members.size > 1:
+        from ablate.config.members import member_configs
+        from ablate.run.members import train_members
+
+        with contextlib.suppress(Done):
+            train_members(cfg, member_configs(cfg), callbacks=[lambda runs: window])
+        return
+    dm, module = setup(cfg)
+    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    trainer, parts = build_trainer(cfg, out, dm.tokenizer.vocab_size, module, 0, [window])
+    try:
+        trainer.fit(module, datamodule=dm, weights_only=True)
+    except Done:
+        pass
+    finally:
+        if parts.wandb_logger is not None:
+            import wandb
+
+            wandb.finish()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", nargs="+", default=["experiments/quickstart.yaml"])
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--members", type=int, default=1, help="K > 1: the group step of `ablate train --members K`")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="profile-out")
     p.add_argument("--rows", type=int, default=40)
@@ -71,19 +102,11 @@ def main() -> None:
     total = args.warmup + args.steps + 2
     overrides = [f"train.max_steps={total}", f"train.val_every_steps={total + 1}", f"train.accelerator={device.type}",
                  "train.devices=1", *args.set]  # fmt: skip
-    cfg = load_config(args.config, overrides)
-    dm, module = setup(cfg)
-    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
     window = Window(args.warmup, args.warmup + args.steps, device)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer, parts = build_trainer(cfg, Path(tmp), dm.tokenizer.vocab_size, module, 0, [window])
-        try:
-            trainer.fit(module, datamodule=dm, weights_only=True)
-        finally:
-            if parts.wandb_logger is not None:
-                import wandb
-
-                wandb.finish()
+        out_dir = Path(tmp) / "run"
+        cfg = load_config(args.config, [*overrides, f"out_dir={out_dir}", f"members.size={args.members}"])
+        fit(cfg, window, out_dir)
     if window.on:
         window.stop()
     out = Path(args.out)
@@ -99,6 +122,10 @@ def main() -> None:
     (out / "ops.txt").write_text(tables)
     print(text.getvalue()[:6000])
     print(tables[:6000])
+    host = pstats.Stats(window.cprofile).total_tt / args.steps  # seconds a step the host spent, under the profilers
+    device_us = sum(e.self_device_time_total for e in ops) / args.steps if device.type == "cuda" else None
+    busy = f"device {device_us / 1e3:.1f} ms" if device_us is not None else "device -"
+    print(f"per step ({args.members} member{'s' if args.members > 1 else ''}): host {host * 1e3:.1f} ms, {busy}")
     print(f"wrote {out}/cprofile.txt and {out}/ops.txt")
 
 

@@ -100,16 +100,19 @@ def test_step_overhead_times_ablate_trains_trainer_against_a_bare_loop(tmp_path)
     assert "ablate train step: median" in out and "bare PyTorch step: median" in out and "torch " in out
 
 
-def test_profile_step_profiles_only_the_window_of_ablates_trainer(tmp_path):
+@pytest.mark.parametrize("members", [1, 2])
+def test_profile_step_profiles_only_the_window_of_ablates_trainer(tmp_path, members):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))
-    out = run("profile_step.py", "--config", str(cfg), "--warmup", "2", "--steps", "3", "--out", str(tmp_path / "prof"))
+    out = run("profile_step.py", "--config", str(cfg), "--warmup", "2", "--steps", "3", "--members", str(members),
+              "--out", str(tmp_path / "prof"))  # fmt: skip
     cprofile, ops = ((tmp_path / "prof" / name).read_text() for name in ("cprofile.txt", "ops.txt"))
     assert "==== cProfile, 3 steps, by cumulative ====" in cprofile and "by tottime" in cprofile
     # three training steps inside the window, no more: the step function ran exactly 3 times under cProfile
     assert re.search(r"^\s+3\s+.*module\.py:\d+\(training_step\)$", cprofile, re.M), cprofile[:3000]
-    assert "==== torch.profiler, by self_cpu_time_total ====" in ops and "aten::mm" in ops
-    assert "wrote" in out
+    assert "==== torch.profiler, by self_cpu_time_total ====" in ops and ("aten::mm" in ops or "aten::bmm" in ops)
+    assert ("MemberAdam" in ops) == (members > 1)  # the group's own step, not an ordinary run's
+    assert re.search(rf"per step \({members} members?\): host [0-9.]+ ms, device -", out) and "wrote" in out
 
 
 def test_decode_throughput_against_generate(tmp_path, trained_run):

@@ -28,7 +28,7 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     summary = (tmp_path / "out" / "summary.txt").read_text()
     with tarfile.open(tmp_path / "out" / "gpu-check.tar.gz") as tar:
         names = set(tar.getnames())
-    for part in ("sync", "speed", "train", "sweep", "members"):
+    for part in ("sync", "speed", "train", "sweep", "members", "profile"):
         assert f"{part}: " in summary and any(n.startswith(f"./{part}/") for n in names), (part, summary, sorted(names))
     assert "./summary.txt" in names
     assert "sync: 2 passed" in summary  # the CPU form of the sync check: the detector and its own check
@@ -39,3 +39,5 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     assert "trials/h" in summary  # both sweep arms finished trials
     assert "members: K=2: " in summary and "(trials/h; target >= 8x" in summary  # the members part measured its ratio
     assert "members-sweep: one at a time" in summary and "members 2 trials in" in summary  # and a member sweep, end to end
+    for k in (1, 2):  # the profile part: one run's step and a member group's, host time a step each
+        assert f"profile: per step ({k} member{'s' if k > 1 else ''}): host " in summary
