@@ -144,20 +144,32 @@ class MemberAdam(torch.optim.Optimizer):
                 if key not in views:
                     shape = (self.members,) + (1,) * (p.dim() - 1)
                     views[key] = {name: t.to(p.dtype).view(shape) for name, t in scalars.items()}
-                per = views[key]
-                grad = p.grad if coef is None else p.grad * per["clip"]
-                if group["weight_decay"]:
-                    grad = grad.add(p, alpha=group["weight_decay"])
-                if frozen:
-                    # A frozen member's gradient may be non-finite (it diverged): it must not reach its moments.
-                    grad = torch.where(per["live"] > 0, grad, torch.zeros_like(grad))
-                    state["exp_avg"].lerp_(grad, per["decay1"].expand_as(grad))
-                    state["exp_avg_sq"].mul_(per["keep2"]).addcmul_(grad, grad * per["add2"])
-                else:  # torch.optim.Adam's own arithmetic
-                    state["exp_avg"].lerp_(grad, 1 - beta1)
-                    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                denom = (state["exp_avg_sq"].sqrt() / per["bias2_sqrt"]).add_(group["eps"])
-                p.sub_(state["exp_avg"] / denom * per["step_size"])
+            # One foreach call per operation over every parameter, each tensor's arithmetic exactly the loop's: on a GPU
+            # a parameter-by-parameter loop launched ~9 kernels a parameter from Python, where fused Adam launches two.
+            per = [views[(p.dtype, p.dim())] for p in params]
+            exp_avgs = [self.state[p]["exp_avg"] for p in params]
+            exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
+            grads = [p.grad for p in params]
+            if coef is not None:
+                grads = torch._foreach_mul(grads, [v["clip"] for v in per])
+            if group["weight_decay"]:
+                grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
+            if frozen:
+                # A frozen member's gradient may be non-finite (it diverged): it must not reach its moments.
+                grads = [torch.where(v["live"] > 0, g, torch.zeros_like(g)) for g, v in zip(grads, per)]
+                torch._foreach_lerp_(exp_avgs, grads, [v["decay1"].expand_as(g) for g, v in zip(grads, per)])
+                torch._foreach_mul_(exp_avg_sqs, [v["keep2"] for v in per])
+                torch._foreach_addcmul_(exp_avg_sqs, grads, torch._foreach_mul(grads, [v["add2"] for v in per]))
+            else:  # torch.optim.Adam's own arithmetic
+                torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+                torch._foreach_mul_(exp_avg_sqs, beta2)
+                torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+            denoms = torch._foreach_sqrt(exp_avg_sqs)
+            torch._foreach_div_(denoms, [v["bias2_sqrt"] for v in per])
+            torch._foreach_add_(denoms, group["eps"])
+            updates = torch._foreach_div(exp_avgs, denoms)
+            torch._foreach_mul_(updates, [v["step_size"] for v in per])
+            torch._foreach_sub_(params, updates)
         return loss
 
 
