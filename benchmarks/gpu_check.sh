@@ -195,6 +195,8 @@ part_members() {
   run_logged "$dir/members-sweep.log" "$end" "${ablate[@]}" sweep "$dir/members-sweep.yaml"
   python benchmarks/gpu_check_report.py members-sweep "$dir" "$work/gpu-check-sequential/study.db" "$work/gpu-check-members/study.db" \
     | tee -a "$logs/summary.txt"
+  python benchmarks/gpu_check_report.py members-vs-packed "$dir" "$work/gpu-check-members/study.db" "$work/gpu-check-packed/study.db" \
+    | tee -a "$logs/summary.txt"
 }
 
 say "gpu check $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $(machine)"

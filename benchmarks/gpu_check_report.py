@@ -12,7 +12,16 @@ import statistics
 import sys
 from pathlib import Path
 
-TARGETS = {"overhead": 1.15, "mfu_big": 0.40, "mfu_base": 0.30, "peer_ratio": 1.2, "val_share": 0.20, "packing": 5.0, "members": 8.0}
+TARGETS = {
+    "overhead": 1.15,
+    "mfu_big": 0.40,
+    "mfu_base": 0.30,
+    "peer_ratio": 1.2,
+    "val_share": 0.20,
+    "packing": 5.0,
+    "members": 8.0,
+    "members_vs_packing": 2.0,
+}
 
 
 def _load(path: Path) -> dict | None:
@@ -137,6 +146,25 @@ def sweep(folder: Path, sequential_db: Path, packed_db: Path, label: str = "pack
     ]
 
 
+def members_vs_packed(members_db: Path, packed_db: Path) -> list[str]:
+    """Issue 37: a row's seeds as one member group against the same kind of trials packed several to a GPU
+    (the sweep part's `trials_per_gpu` study, this call): trials per hour over the same span rule, target >= 2x."""
+    if not (members_db.exists() and packed_db.exists()):
+        return ["no packed study in this call to compare (run `gpu_check.sh sweep,members`)"]
+    try:
+        grouped, packed = _trials(members_db), _trials(packed_db)
+    except Exception as e:  # an unreadable or unfinished study: say so
+        return [f"missing ({type(e).__name__}: {e})"]
+    if len(grouped) < 2 or len(packed) < 2:
+        return [f"too few finished trials (members {len(grouped)}, packed {len(packed)})"]
+    (_, members_rate), (_, packed_rate) = _rate(grouped), _rate(packed)
+    ratio = members_rate / packed_rate
+    return [
+        f"members {members_rate:.0f} trials/h against packed {packed_rate:.0f}: {ratio:.1f}x "
+        f"(target >= {TARGETS['members_vs_packing']:g}x: {_check(ratio, TARGETS['members_vs_packing'], True)})"
+    ]
+
+
 def members(folder: Path) -> list[str]:
     """Issue 37: all K members' throughput over one run alone (trials per hour at equal steps; target >= 8x)."""
     lines = []
@@ -162,6 +190,7 @@ def main(argv: list[str]) -> int:
     parts = {"speed": lambda: speed(folder), "train": lambda: train(folder), "members": lambda: members(folder)}
     parts["sweep"] = lambda: sweep(folder, Path(argv[2]), Path(argv[3]))
     parts["members-sweep"] = lambda: sweep(folder, Path(argv[2]), Path(argv[3]), "members", "members")
+    parts["members-vs-packed"] = lambda: members_vs_packed(Path(argv[2]), Path(argv[3]))
     lines = parts[part]()
     print("\n".join(f"{part}: {line}" for line in lines))
     return 0
