@@ -24,10 +24,9 @@ import lightning as L
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from step_overhead import setup  # noqa: E402
+from step_overhead import fit_ablate  # noqa: E402
 
 from ablate.experiment import load_config  # noqa: E402
-from ablate.run.trainer import build_trainer  # noqa: E402
 
 
 class Done(Exception):
@@ -66,25 +65,14 @@ class Window(L.Callback):
 
 def fit(cfg, window: Window, out: Path) -> None:
     """`ablate train`'s fit of `cfg` with `window` among its callbacks, into `out`, until the window raises Done."""
-    if cfg.members.size > 1:
-        from ablate.config.members import member_configs
-        from ablate.run.members import train_members
+    with contextlib.suppress(Done):
+        if cfg.members.size > 1:
+            from ablate.config.members import member_configs
+            from ablate.run.members import train_members
 
-        with contextlib.suppress(Done):
             train_members(cfg, member_configs(cfg), callbacks=[lambda runs: window])
-        return
-    dm, module = setup(cfg)
-    module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
-    trainer, parts = build_trainer(cfg, out, dm.tokenizer.vocab_size, module, 0, [window])
-    try:
-        trainer.fit(module, datamodule=dm, weights_only=True)
-    except Done:
-        pass
-    finally:
-        if parts.wandb_logger is not None:
-            import wandb
-
-            wandb.finish()
+        else:
+            fit_ablate(cfg, out, [window])
 
 
 def main() -> None:

@@ -86,12 +86,11 @@ class StepClock(L.Callback):
         self.batches.append(fingerprint(batch))
 
 
-def run_ablate(cfg, out: Path, window: tuple[int, int]) -> StepClock:
-    """Fit `ablate train`'s own Trainer (build_trainer) for cfg.train.max_steps steps."""
+def fit_ablate(cfg, out: Path, callbacks: list) -> None:
+    """Fit `ablate train`'s own Trainer (build_trainer) with `callbacks` for cfg.train.max_steps steps."""
     dm, module = setup(cfg)
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
-    clock = StepClock(window)
-    trainer, parts = build_trainer(cfg, out, dm.tokenizer.vocab_size, module, 0, [clock])
+    trainer, parts = build_trainer(cfg, out, dm.tokenizer.vocab_size, module, 0, callbacks)
     try:
         trainer.fit(module, datamodule=dm, weights_only=True)
     finally:
@@ -99,6 +98,11 @@ def run_ablate(cfg, out: Path, window: tuple[int, int]) -> StepClock:
             import wandb
 
             wandb.finish()
+
+
+def run_ablate(cfg, out: Path, window: tuple[int, int]) -> StepClock:
+    clock = StepClock(window)
+    fit_ablate(cfg, out, [clock])
     return clock
 
 

@@ -96,10 +96,17 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
     def checked(lists: dict[str, list]) -> list:  # each member's values checked as any run's
         return [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]
 
+    def refused(key: str) -> bool:
+        try:
+            checked({key: lists[key]})
+        except ConfigError:
+            return True
+        return False
+
     try:
         configs = checked(lists)
     except ConfigError as e:  # a listed value the schema refuses: name the override it came from, found by trying each
-        given = next((key for key in lists if _refused(checked, {key: lists[key]})), None)
+        given = next((key for key in lists if refused(key)), None)
         raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
     from ablate.run.closing import print_closing
     from ablate.run.members import train_members
@@ -112,13 +119,3 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
         else:
             print_closing(summary)
     return 0 if all(summaries) else 1
-
-
-def _refused(checked, lists: dict[str, list]) -> bool:
-    from ablate.config import ConfigError
-
-    try:
-        checked(lists)
-    except ConfigError:
-        return True
-    return False

@@ -134,6 +134,7 @@ class MemberAdam(torch.optim.Optimizer):
                 scalars |= {"decay1": torch.where(active, one * (1 - beta1), zero), "keep2": torch.where(active, one * beta2, one),
                             "add2": torch.where(active, one * (1 - beta2), zero), "live": torch.where(active, one, zero)}  # fmt: skip
             views: dict[tuple, dict[str, Tensor]] = {}  # each (dtype, ndim)'s broadcastable (K, 1, ...) copies, made once
+            per, exp_avgs, exp_avg_sqs = [], [], []  # each parameter's
             for p in params:
                 state = self.state[p]
                 if "exp_avg" not in state:
@@ -144,11 +145,11 @@ class MemberAdam(torch.optim.Optimizer):
                 if key not in views:
                     shape = (self.members,) + (1,) * (p.dim() - 1)
                     views[key] = {name: t.to(p.dtype).view(shape) for name, t in scalars.items()}
+                per.append(views[key])
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
             # One foreach call per operation over every parameter, each tensor's arithmetic exactly the loop's: on a GPU
             # a parameter-by-parameter loop launched ~9 kernels a parameter from Python, where fused Adam launches two.
-            per = [views[(p.dtype, p.dim())] for p in params]
-            exp_avgs = [self.state[p]["exp_avg"] for p in params]
-            exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
             grads = [p.grad for p in params]
             if coef is not None:
                 grads = torch._foreach_mul(grads, [v["clip"] for v in per])
