@@ -35,6 +35,7 @@ from ablate.experiment import from_dict, load_config
 from ablate.model import build_transformer
 from ablate.model.loss import translation_loss
 from ablate.training.flops import peak_flops, train_flops
+from ablate.training.host_memory import keep_freed_memory
 from ablate.training.member_training import MemberTraining, initial_weights
 from ablate.training.module import noam_factor
 from ablate.training.precision import Precision
@@ -177,6 +178,7 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help="config overrides, KEY=VALUE")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as `ablate train` does, for every way
     global PRECISION
     PRECISION = args.precision
     if args.memory_child:

@@ -64,20 +64,8 @@ class _LinearSmoothedNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-        n = hidden.size(0)
-        rows = max(128, CHUNK_ELEMENTS // weight.size(0))
         grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight)
-        dtype = upcast(hidden[:0]).dtype
-        loss, nll = hidden.new_zeros((), dtype=dtype), hidden.new_zeros((), dtype=dtype)
-        for start in range(0, n, rows):
-            h, t = hidden[start : start + rows], target[start : start + rows]
-            logp = torch.log_softmax(upcast(h @ weight.T), dim=-1)  # (rows, V)
-            chunk_loss, chunk_nll = _loss_terms(logp, t, smoothing)
-            loss += chunk_loss
-            nll += chunk_nll
-            grad = _logits_grad_(logp, t, smoothing).to(hidden.dtype)
-            torch.mm(grad, weight, out=grad_hidden[start : start + rows])
-            grad_weight.addmm_(grad.T, h)
+        loss, nll = chunked_loss_and_grads_(hidden, weight, target, smoothing, grad_hidden, grad_weight)
         ctx.save_for_backward(grad_hidden, grad_weight)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -89,6 +77,36 @@ class _LinearSmoothedNLL(torch.autograd.Function):
 
 
 CHUNK_ELEMENTS = 1 << 20  # logits per chunk in `linear_smoothed_nll` (4 MiB of fp32): cache-sized on CPUs
+
+
+def chunked_loss_and_grads_(
+    hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float, grad_hidden: Tensor, grad_weight: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Summed smoothed loss and NLL of rows `hidden` (N, D) through the output layer `weight` (V, D), chunk by chunk
+    of rows; writes d loss / d hidden into `grad_hidden` (N, D) and adds d loss / d weight to `grad_weight` (V, D)."""
+    rows = max(128, CHUNK_ELEMENTS // weight.size(0))
+    dtype = upcast(hidden[:0]).dtype
+    loss, nll = hidden.new_zeros((), dtype=dtype), hidden.new_zeros((), dtype=dtype)
+    for start in range(0, hidden.size(0), rows):
+        h, t = hidden[start : start + rows], target[start : start + rows]
+        logp = torch.log_softmax(upcast(h @ weight.T), dim=-1)  # (rows, V)
+        chunk_loss, chunk_nll = _loss_terms(logp, t, smoothing)
+        loss += chunk_loss
+        nll += chunk_nll
+        grad = _logits_grad_(logp, t, smoothing).to(hidden.dtype)
+        torch.mm(grad, weight, out=grad_hidden[start : start + rows])
+        grad_weight.addmm_(grad.T, h)
+    return loss, nll
+
+
+def chunked_loss_applies(src: Tensor) -> bool:
+    """Whether training on `src` takes the chunked output layer: on CPU (cache-bound there; it forms gradients as it
+    goes, so not for evaluation); on GPUs and under autocast the plain path, whose large matmul and fused softmax they
+    run well. Not under torch.compile either: its loop over chunks unrolls by the batch's token count (a recompile per
+    batch), and inductor fuses the plain path itself."""
+    return (
+        src.device.type == "cpu" and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
+    )
 
 
 def linear_smoothed_nll(hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
@@ -120,14 +138,7 @@ def translation_loss(model, batch: dict, smoothing: float) -> tuple[Tensor, Tens
     else:
         select, target = keep, batch["tgt_out"][keep]
     src = batch["src"]
-    # Chunked output layer when training on CPU (cache-bound there; it forms gradients as it goes, so not for
-    # evaluation); on GPUs and under autocast the plain path, whose large matmul and fused softmax they run well.
-    # Not under torch.compile either: its loop over chunks unrolls by the batch's token count (a recompile per
-    # batch), and inductor fuses the plain path itself.
-    chunked = (
-        src.device.type == "cpu" and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-    )
-    if chunked and model.output.bias is None:
+    if chunked_loss_applies(src) and model.output.bias is None:
         hidden = model(src, batch["tgt_in"], keep=select, project=False)  # (N, D)
         loss, nll = linear_smoothed_nll(hidden, model.output.weight, target, smoothing)
     else:

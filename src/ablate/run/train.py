@@ -36,6 +36,7 @@ from ablate.run.rundir import (
     shape_changes,
 )  # fmt: skip
 from ablate.run.trainer import build_trainer, fit_or_exit
+from ablate.training.host_memory import keep_freed_memory
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
 
@@ -72,6 +73,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     ckpt_path, attempt, tokenizer, fingerprint = None, 0, None, "start"
     if resume:
         ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, out, force, accept_data_change)
+    keep_freed_memory()  # a step reuses the host memory the step before freed (no page faults)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     Precision.of(cfg.train).set_matmul()

@@ -85,6 +85,30 @@ def test_each_member_computes_what_its_own_model_computes(variant):
     assert not torch.allclose(loss[0], translation_loss(plains[1], singles[0], 0.0)[0])
 
 
+def test_the_cpu_output_layer_gives_each_member_exactly_its_runs_chunked_loss(monkeypatch):
+    """On CPU each member's real slots go through the ordinary loss's chunks: bitwise its run's loss and gradients,
+    over several chunks, with a member that has fewer slots than the others."""
+    import ablate.model.loss
+
+    monkeypatch.setattr(ablate.model.loss, "CHUNK_ELEMENTS", 128 * VOCAB)  # 128 rows a chunk
+    torch.manual_seed(0)
+    counts, eps = [300, 129, 0], [0.0, 0.1, 0.3]
+    hidden = torch.randn(3, 300, 16, requires_grad=True)
+    weight = (0.3 * torch.randn(3, VOCAB, 16)).requires_grad_()
+    target = torch.randint(0, VOCAB, (3, 300))
+    from ablate.model.member_loss import _MemberLinearSmoothedNLL
+
+    loss, nll = _MemberLinearSmoothedNLL.apply(hidden, weight, target, counts, eps)
+    (loss * torch.tensor([0.5, 2.0, 1.0])).sum().backward()
+    for k, (n, e) in enumerate(zip(counts, eps)):
+        h, w = hidden[k, :n].detach().clone().requires_grad_(), weight[k].detach().clone().requires_grad_()
+        ref, ref_nll = ablate.model.loss.linear_smoothed_nll(h, w, target[k, :n], e)
+        (ref * [0.5, 2.0, 1.0][k]).backward()
+        assert torch.equal(loss[k], ref) and torch.equal(nll[k], ref_nll), k
+        assert torch.equal(hidden.grad[k, :n], h.grad) and torch.equal(weight.grad[k], w.grad), k
+        assert not hidden.grad[k, n:].any(), k  # padded slots: no gradient
+
+
 @pytest.mark.parametrize("attention", sorted(ATTENTION))
 def test_rows_of_padding_only_give_no_loss_no_gradient_and_no_nan_in_any_kernel(attention):
     """A member whose batch has fewer sentences gets rows of padding only; the additive kernel's softmax over a fully
@@ -127,6 +151,9 @@ class _CountOps(TorchDispatchMode):
 
 
 def _step_ops(k: int, variant: dict) -> list[str]:
+    """A step's dispatched operations on the path every accelerator takes (the CPU's chunked output layer goes
+    member by member on purpose: ablate.model.member_loss)."""
+    import ablate.model.member_loss
     from ablate.training.member_adam import MemberAdam, noam_rates
 
     torch.manual_seed(0)
@@ -145,7 +172,8 @@ def _step_ops(k: int, variant: dict) -> list[str]:
     )
     torch.manual_seed(1)
     batch = collated([random_batch(b=2, s=6, t=5) for _ in range(k)])[1]
-    with _CountOps() as counter:
+    with _CountOps() as counter, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ablate.model.member_loss, "chunked_loss_applies", lambda src: False)
         loss, _, ntok = member_translation_loss(group, batch, torch.full((k,), 0.1))
         (loss / ntok).sum().backward()
         opt.step()
