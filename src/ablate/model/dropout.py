@@ -24,10 +24,16 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> Tensor:
     return _random_int16(shape, device) >= round(p * 65536) - 32768
 
 
-def member_keep_mask(shape: torch.Size, rates: Tensor) -> Tensor:
-    """Bool tensor of `shape` (member-major rows, K = len(rates)) viewed as (K, n/K): member k keeps with 1 - rates[k]."""
-    thresholds = (rates * 65536).round().to(torch.int32) - 32768  # (K,)
-    return _random_int16(shape, rates.device).view(rates.numel(), -1) >= thresholds[:, None]
+def member_factors(rates: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Each member's mask threshold (K, 1) int32 (keep with 1 - rates[k]) and scale (K, 1) in `dtype`."""
+    thresholds = (rates * 65536).round().to(torch.int32) - 32768
+    scale = torch.where(rates < 1, 1.0 / (1.0 - rates).clamp(min=1e-12), torch.zeros_like(rates))
+    return thresholds[:, None], scale[:, None].to(dtype)
+
+
+def member_keep_mask(shape: torch.Size, thresholds: Tensor) -> Tensor:
+    """Bool tensor of `shape` (member-major rows, K = len(thresholds)) viewed as (K, n/K)."""
+    return _random_int16(shape, thresholds.device).view(thresholds.size(0), -1) >= thresholds
 
 
 class _MaskedScale(torch.autograd.Function):
@@ -60,14 +66,13 @@ class _MemberMaskedScale(torch.autograd.Function):
         return (grad.reshape(keep.shape) * keep.to(grad.dtype).mul_(scale.to(grad.dtype))).view(grad.shape), None, None
 
 
-def member_dropout(x: Tensor, rates: Tensor, training: bool) -> Tensor:
-    """Dropout of a member-major batch (K*B, ...) at member k's own rate; one mask and one multiply for all members,
-    on every device (the same operations whatever the rates, so a step's work does not depend on K)."""
+def member_dropout(x: Tensor, factors: tuple[Tensor, Tensor], training: bool) -> Tensor:
+    """Dropout of a member-major batch (K*B, ...) at member k's own rate (`member_factors`); one mask and one multiply
+    for all members, on every device (the same operations whatever the rates, so a step's work does not depend on K)."""
     if not training:
         return x
-    keep = member_keep_mask(x.shape, rates)
-    scale = torch.where(rates < 1, 1.0 / (1.0 - rates).clamp(min=1e-12), torch.zeros_like(rates))[:, None]  # (K, 1)
-    return _MemberMaskedScale.apply(x, keep, scale)
+    thresholds, scale = factors
+    return _MemberMaskedScale.apply(x, member_keep_mask(x.shape, thresholds), scale)
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -85,15 +90,24 @@ class Dropout(nn.Module):
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
         self.register_buffer("rates", None, persistent=False)  # per member (K,), set by set_member_rates; then p is unused
+        self._factors: dict = {}  # (device, rates dtype, input dtype) -> member_factors
 
     def set_member_rates(self, rates: Tensor) -> None:
         if not bool(((rates >= 0) & (rates <= 1)).all()):
             raise ValueError(f"dropout probabilities must be in [0, 1], got {rates.tolist()}")
         self.rates = rates.detach().clone()
+        self._factors = {}
+
+    def _member_factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """`member_factors` once per device and dtype, not a dozen small operations every call."""
+        key = (self.rates.device, self.rates.dtype, x.dtype)
+        if key not in self._factors:
+            self._factors = {key: member_factors(self.rates, x.dtype)}
+        return self._factors[key]
 
     def forward(self, x: Tensor) -> Tensor:
         if self.rates is not None:
-            return member_dropout(x, self.rates, self.training)
+            return member_dropout(x, self._member_factors(x), self.training)
         return dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
