@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from ablate.training.host_memory import MMAP_THRESHOLD, keep_freed_memory
+
 PROBE = """
 import resource, sys
 from ablate.training.host_memory import keep_freed_memory
@@ -38,3 +40,10 @@ def test_steps_reuse_freed_memory_instead_of_faulting_it_in_again():
     step_pages = 8 * (8 << 20) // 4096
     assert _faults("default") > 10 * step_pages // 2  # glibc's own thresholds hand the blocks back: faulted in again
     assert kept < step_pages // 10  # kept: not a tenth of one step's pages in 10 steps
+
+
+def test_a_step_s_blocks_fit_under_the_heap_threshold_and_a_second_call_changes_nothing():
+    """glibc refuses an mmap threshold over 32 MiB (then nothing would be kept), and training calls this once a run."""
+    assert MMAP_THRESHOLD <= 32 << 20
+    first = keep_freed_memory()
+    assert keep_freed_memory() == first
