@@ -56,9 +56,9 @@ class _MemberLayerNorm(torch.autograd.Function):
     """Normalise, then each member's affine, with a backward of two passes where autograd's took four.
 
     Autograd's backward of `addcmul(bias, normed, weight)` multiplied the (K*B*T, D) gradient four times (each product
-    and again by addcmul's `value`), and a LayerNorm without weights takes torch's slower CPU kernel: 8 members of
-    table3-small's shapes took 4.3 ms a LayerNorm, forward and backward, against 1.1 ms for the 8 runs' LayerNorms, and
-    2.5 ms this way (bitwise the same values and gradients).
+    and again by addcmul's `value`), and a LayerNorm without weights takes torch's slower CPU kernel: at 8 members of
+    table3-small's shapes a LayerNorm took 3 to 7 ms, forward and backward, against 1.1 ms for the 8 runs' LayerNorms,
+    and 2.5 ms this way (bitwise the same values and gradients).
     """
 
     @staticmethod

@@ -19,6 +19,7 @@ _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # mallopt's param
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks up to 32 MiB come from the heap and stay there
 TRIM_THRESHOLD = 1 << 30  # hand the heap's free top back only past 1 GiB
 TOP_PAD = 64 << 20  # grow the heap 64 MiB at a time (address space; pages cost nothing until touched)
+_SETTINGS = ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD))
 
 
 def keep_freed_memory() -> bool:
@@ -32,6 +33,3 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return all(mallopt(param, value) == 1 for param, value in _SETTINGS)
-
-
-_SETTINGS = ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD))
