@@ -64,7 +64,7 @@ class _MemberLayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, unit: Tensor, eps: float) -> Tensor:
         k, d = weight.shape
-        normed, mean, rstd = torch.native_layer_norm(x, (d,), unit, torch.zeros_like(unit), eps)  # unit weight: the fast kernel
+        normed, mean, rstd = torch.native_layer_norm(x, (d,), unit, None, eps)  # with a (unit) weight: the fast kernel
         ctx.save_for_backward(x, normed, mean, rstd, weight)
         return torch.addcmul(bias[:, None], normed.view(k, -1, d), weight[:, None]).view(x.shape)
 

@@ -128,6 +128,33 @@ def test_rows_of_padding_only_give_no_loss_no_gradient_and_no_nan_in_any_kernel(
         torch.testing.assert_close(p.grad[1], dict(plains[1].named_parameters())[name].grad, rtol=1e-9, atol=1e-12)
 
 
+def test_the_member_layer_norm_is_each_members_own_layer_norm_forward_and_backward():
+    from ablate.model.members import MemberLayerNorm
+
+    torch.manual_seed(0)
+    norms = [torch.nn.LayerNorm(8) for _ in range(3)]
+    for norm in norms:
+        torch.nn.init.normal_(norm.weight)
+        torch.nn.init.normal_(norm.bias)
+    member = MemberLayerNorm(3, 8)
+    member.load_state_dict(stack_state_dicts([n.state_dict() for n in norms]))
+    x = torch.randn(3 * 4, 5, 8, requires_grad=True)  # member-major: 4 rows a member
+    grad = torch.randn(3 * 4, 5, 8)
+    member(x).backward(grad)
+    for k, norm in enumerate(norms):
+        xk = x[4 * k : 4 * (k + 1)].detach().clone().requires_grad_()
+        out = norm(xk)
+        out.backward(grad[4 * k : 4 * (k + 1)])
+        torch.testing.assert_close(member(x)[4 * k : 4 * (k + 1)], out)
+        torch.testing.assert_close(x.grad[4 * k : 4 * (k + 1)], xk.grad)
+        torch.testing.assert_close(member.weight.grad[k], norm.weight.grad)
+        torch.testing.assert_close(member.bias.grad[k], norm.bias.grad)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # normalised in float32, as F.layer_norm is under CUDA's autocast
+        half = member(x.detach().bfloat16())
+    assert half.dtype == torch.float32
+    torch.testing.assert_close(half, member(x.detach().bfloat16().float()))
+
+
 def test_member_weights_come_out_as_the_ordinary_models_state_dicts():
     plains, group = members_of(tiny_model(positional="learned", attention_scaling="learned"), 3)
     state = group.state_dict()
