@@ -102,7 +102,8 @@ class Dropout(nn.Module):
         """`member_factors` once per device and dtype, not a dozen small operations every call."""
         key = (self.rates.device, self.rates.dtype, x.dtype)
         if key not in self._factors:
-            self._factors = {key: member_factors(self.rates, x.dtype)}
+            with torch.inference_mode(False):  # built under an evaluation's inference mode, they would refuse training
+                self._factors = {key: member_factors(self.rates, x.dtype)}
         return self._factors[key]
 
     def forward(self, x: Tensor) -> Tensor:

@@ -90,7 +90,7 @@ class MemberLayerNorm(nn.Module):
         self.register_buffer("unit", torch.ones(d_model), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        if torch.is_autocast_enabled(x.device.type):  # as F.layer_norm under autocast: in float32
+        if torch.is_autocast_enabled(x.device.type):  # in float32, as CUDA's autocast runs F.layer_norm (CPU's keeps bf16)
             with torch.autocast(x.device.type, enabled=False):
                 return _MemberLayerNorm.apply(x.float(), self.weight, self.bias, self.unit.float(), self.eps)
         return _MemberLayerNorm.apply(x, self.weight, self.bias, self.unit, self.eps)

@@ -32,4 +32,4 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # musl and other C libraries have no mallopt
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return all(mallopt(param, value) == 1 for param, value in _SETTINGS)
+    return all([mallopt(param, value) == 1 for param, value in _SETTINGS])  # every setting, even past a refused one

@@ -72,3 +72,15 @@ def test_each_member_drops_at_its_own_rate_and_keeps_the_expectation():
     assert module.eval()(x) is x
     with pytest.raises(ValueError, match="dropout probabilities"):
         module.set_member_rates(torch.tensor([0.1, 1.5]))
+
+
+def test_member_dropout_first_run_under_inference_mode_still_trains_after():
+    """An evaluation under torch.inference_mode before the first training step (trainer.validate, a user's check)
+    must not leave the cached per-member factors as inference tensors, which autograd refuses to save."""
+    module = Dropout(0.1)
+    module.set_member_rates(torch.tensor([0.1, 0.3]))
+    with torch.inference_mode():
+        module.train()(torch.ones(4, 8))
+    x = torch.ones(4, 8, requires_grad=True)
+    module(x).sum().backward()
+    assert x.grad is not None
