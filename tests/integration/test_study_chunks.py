@@ -41,13 +41,13 @@ SWEEP = {
 }
 
 
-def clone(tmp_path: Path, name: str) -> Path:
+def clone(tmp_path: Path, name: str, sweep: dict = SWEEP) -> Path:
     """A checkout as a fresh machine gets it: the experiment and sweep files, no runs/ and no tokenizer cache."""
     root = tmp_path / name
     (root / "experiments").mkdir(parents=True)
     (root / "sweeps").mkdir()
     (root / "experiments" / "tiny.yaml").write_text(to_yaml(tiny_experiment(tmp_path, train=TRAIN, data={"cache_dir": None})))
-    (root / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(SWEEP, sort_keys=False))
+    (root / "sweeps" / "tiny.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
     return root
 
 
@@ -134,6 +134,42 @@ def test_two_chunks_finish_each_trial_once_and_restart_the_cut_one_from_scratch(
     check_rows(runs_from_dirs(archive2))  # `ablate table` would accept it: no row and seed twice
     history = [json.loads(line) for line in (archive2 / "chunks.jsonl").read_text().splitlines()]
     assert len(history) == 2 and history[0]["code"] == history[1]["code"] and history[1]["finished_in_all"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_member_group_cut_by_a_chunks_end_trains_again_as_a_group_in_the_next(tmp_path):
+    """Each row's two seeds train as one member model (docs/members.md): the chunk archives the finished group's
+    members as ordinary trials, and the cut group's members start over together, as new trials, next chunk."""
+    pin = pin_code(tmp_path)
+    sweep = {**SWEEP, "seeds": [1, 2], "members": 2}
+    first = clone(tmp_path, "clone1", sweep)
+    proc, rec = chunk(first, pin, 1.2)  # stopped at 52 s: base's group finished, long's still training
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert rows(rec, "finished") == [("base", 1), ("base", 2)] and rows(rec, "cut") == [("long", 1), ("long", 2)], rec
+    assert rec["problems"] == [] and rec["sweep_exit"] == 75
+    archive1 = first / "studies" / "tiny"
+    assert sorted(p.name for p in (archive1 / "trials").iterdir()) == ["0000-base-s1", "0001-base-s2"]
+    assert not list(archive1.rglob("*.ckpt"))
+    for name, index in (("0000-base-s1", 0), ("0001-base-s2", 1)):  # trained as members, archived as runs
+        config = yaml.safe_load((archive1 / "trials" / name / "config.yaml").read_text())
+        assert config["members"]["index"] == index and (archive1 / "trials" / name / "eval" / "test.json").is_file()
+
+    second = clone(tmp_path, "clone2", sweep)
+    with tarfile.open(first / "chunk-logs" / "archive-update.tar.gz") as tar:
+        tar.extractall(second / "studies" / "tiny", filter="data")
+    proc, rec = chunk(second, pin, 4.0)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [(t["trial"], t["row"], t["seed"]) for t in rec["finished"]] == [(4, "long", 1), (5, "long", 2)], rec
+    assert rec["cut"] == [] and rec["left"] == [] and rec["problems"] == [] and rec["sweep_exit"] == 0
+    archive2 = second / "studies" / "tiny"
+    assert sorted(p.name for p in (archive2 / "trials").iterdir()) == ["0000-base-s1", "0001-base-s2", "0004-long-s1", "0005-long-s2"]
+    done = [t for t in trials(archive2 / "study.db") if t.state.name == "COMPLETE"]
+    assert sorted(row_of(t) for t in done) == [("base", 1), ("base", 2), ("long", 1), ("long", 2)]  # each once
+    assert not list(archive2.rglob("*.ckpt"))
+    check_rows(runs_from_dirs(archive2))
+    history = [json.loads(line) for line in (archive2 / "chunks.jsonl").read_text().splitlines()]
+    assert len(history) == 2 and history[1]["finished_in_all"] == 4
 
 
 def test_a_chunk_refuses_a_used_out_dir_and_other_code(tmp_path, monkeypatch):
