@@ -90,21 +90,21 @@ class Dropout(nn.Module):
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
         self.register_buffer("rates", None, persistent=False)  # per member (K,), set by set_member_rates; then p is unused
-        self._factors: dict = {}  # (device, rates dtype, input dtype) -> member_factors
+        self._factors: tuple | None = None  # ((device, rates dtype, input dtype), member_factors of them)
 
     def set_member_rates(self, rates: Tensor) -> None:
         if not bool(((rates >= 0) & (rates <= 1)).all()):
             raise ValueError(f"dropout probabilities must be in [0, 1], got {rates.tolist()}")
         self.rates = rates.detach().clone()
-        self._factors = {}
+        self._factors = None
 
     def _member_factors(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """`member_factors` once per device and dtype, not a dozen small operations every call."""
         key = (self.rates.device, self.rates.dtype, x.dtype)
-        if key not in self._factors:
+        if self._factors is None or self._factors[0] != key:
             with torch.inference_mode(False):  # built under an evaluation's inference mode, they would refuse training
-                self._factors = {key: member_factors(self.rates, x.dtype)}
-        return self._factors[key]
+                self._factors = (key, member_factors(self.rates, x.dtype))
+        return self._factors[1]
 
     def forward(self, x: Tensor) -> Tensor:
         if self.rates is not None:
