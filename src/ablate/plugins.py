@@ -123,9 +123,9 @@ def _module_file(name: str) -> str | None:
 
 
 def _registries() -> tuple[Registry, ...]:
-    from ablate.model import ATTENTION, POSITIONAL, SCALING
+    from ablate.model import ACTIVATIONS, ATTENTION, POSITIONAL, SCALING
 
-    return ATTENTION, POSITIONAL, SCALING
+    return ATTENTION, POSITIONAL, SCALING, ACTIVATIONS
 
 
 # -- what a saved config needs -------------------------------------------------------------------------------------
@@ -133,9 +133,9 @@ def _registries() -> tuple[Registry, ...]:
 
 def unregistered(model: dict) -> list[str]:
     """The variant keys of a (saved) model section whose names no registry holds now: ["model.attention='x'"]."""
-    from ablate.model import ATTENTION, POSITIONAL, SCALING
+    from ablate.model import ACTIVATIONS, ATTENTION, POSITIONAL, SCALING
 
-    tables = {"attention": ATTENTION, "attention_scaling": SCALING, "positional": POSITIONAL}
+    tables = {"attention": ATTENTION, "attention_scaling": SCALING, "positional": POSITIONAL, "activation": ACTIVATIONS}
     return [f"model.{key}='{model[key]}'" for key, table in tables.items() if key in model and model[key] not in table]
 
 

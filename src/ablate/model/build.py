@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ablate.config.schema import SIZE_KEYS, ModelConfig
+from ablate.model.activations import ACTIVATIONS
 from ablate.model.attention import ATTENTION
 from ablate.model.members import MemberEmbedding, MemberLinear
 from ablate.model.multi_head import MultiHeadAttention
@@ -17,8 +18,6 @@ from ablate.model.scaling import SCALING
 from ablate.model.tokens import PAD_ID
 from ablate.model.transformer import DecoderLayer, Embedding, EncoderLayer, FeedForward, Transformer, layer_norm
 from ablate.registry import lookup
-
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
 def count_parameters(model: Transformer) -> dict[str, int]:
@@ -108,7 +107,8 @@ def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Tran
         )
 
     def ff() -> FeedForward:
-        return FeedForward(d_model=cfg.d_model, d_ff=cfg.d_ff, activation=activation_cls(), members=members)
+        activation = _without_members(activation_cls(), members, f"model.activation={cfg.activation}", "argument")
+        return FeedForward(d_model=cfg.d_model, d_ff=cfg.d_ff, activation=activation, members=members)
 
     def token_table() -> nn.Module:
         if members is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ablate.config.schema import DataConfig, ModelConfig
 from ablate.config.validation import choice
+from ablate.model.activations import ACTIVATIONS
 from ablate.model.attention import ATTENTION
-from ablate.model.build import ACTIVATIONS
 from ablate.model.positional import POSITIONAL
 from ablate.model.scaling import SCALING
 from ablate.model.variants import compatible, compatible_positionals, max_length

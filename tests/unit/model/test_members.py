@@ -65,8 +65,20 @@ def collated(batches):
     return [collate(s) for s in samples], collate_members(samples)
 
 
+def batched_everywhere(patch: pytest.MonkeyPatch) -> None:
+    """The path every accelerator takes, on this CPU: no block member by member (ablate.model.members)."""
+    import ablate.model.member_loss
+    import ablate.model.transformer
+
+    patch.setattr(ablate.model.member_loss, "chunked_loss_applies", lambda src: False)
+    patch.setattr(ablate.model.transformer, "member_by_member", lambda x: False)
+
+
+@pytest.mark.parametrize("path", ["cpu", "batched"])
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())) or "base")
-def test_each_member_computes_what_its_own_model_computes(variant):
+def test_each_member_computes_what_its_own_model_computes(variant, path, monkeypatch):
+    if path == "batched":
+        batched_everywhere(monkeypatch)
     plains, group = members_of(tiny_model(**variant), 3)
     singles, batch = collated(own_batches(3))
     smoothing = torch.tensor([0.0, 0.1, 0.3], dtype=torch.float64)
@@ -178,9 +190,8 @@ class _CountOps(TorchDispatchMode):
 
 
 def _step_ops(k: int, variant: dict) -> list[str]:
-    """A step's dispatched operations on the path every accelerator takes (the CPU's chunked output layer goes
-    member by member on purpose: ablate.model.member_loss)."""
-    import ablate.model.member_loss
+    """A step's dispatched operations on the path every accelerator takes (the CPU's chunked output layer and
+    feed-forward go member by member on purpose: ablate.model.member_loss, ablate.model.members)."""
     from ablate.training.member_adam import MemberAdam, noam_rates
 
     torch.manual_seed(0)
@@ -200,7 +211,7 @@ def _step_ops(k: int, variant: dict) -> list[str]:
     torch.manual_seed(1)
     batch = collated([random_batch(b=2, s=6, t=5) for _ in range(k)])[1]
     with _CountOps() as counter, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ablate.model.member_loss, "chunked_loss_applies", lambda src: False)
+        batched_everywhere(patch)
         loss, _, ntok = member_translation_loss(group, batch, torch.full((k,), 0.1))
         (loss / ntok).sum().backward()
         opt.step()
@@ -229,3 +240,28 @@ def test_a_plugin_kernel_with_parameters_but_no_member_axis_is_refused_naming_it
         build_transformer(tiny_model(attention="gated_test"), VOCAB)  # an ordinary model builds
         with pytest.raises(ValueError, match="model.attention=gated_test has parameters but takes no `members`"):
             build_transformer(tiny_model(attention="gated_test"), VOCAB, members=2)
+
+
+def test_on_cpu_the_feed_forward_runs_member_by_member_and_gives_the_batched_result():
+    """The CPU path keeps each member's hidden activations its own size (no batched matmul over members); values and
+    gradients are those of the batched path every accelerator takes."""
+    import ablate.model.transformer
+
+    torch.manual_seed(0)
+    ff = build_transformer(tiny_model(), VOCAB, members=4).encoder[0].ff.double()
+    x = torch.randn(4 * 3, 5, ff.net[0].in_features, dtype=torch.float64, requires_grad=True)
+    with _CountOps() as counter:
+        y = ff(x)
+        y.square().sum().backward()
+    assert counter.ops.count("aten.addmm.default") == 2 * 4 and not any("bmm" in op for op in counter.ops)
+    grads = [x.grad.clone()] + [p.grad.clone() for p in ff.parameters()]
+    x.grad = None
+    ff.zero_grad()
+    with pytest.MonkeyPatch.context() as patch, _CountOps() as batched:
+        patch.setattr(ablate.model.transformer, "member_by_member", lambda x: False)
+        ref = ff(x)
+        ref.square().sum().backward()
+    assert "aten.baddbmm.default" in batched.ops
+    torch.testing.assert_close(y, ref, rtol=1e-12, atol=0)
+    for got, want in zip(grads, [x.grad] + [p.grad for p in ff.parameters()]):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
