@@ -49,14 +49,14 @@ def member_configs(cfg, k: int) -> list:
     return [from_dict({**to_dict(cfg), "seed": seed}) for seed in range(1, k + 1)]
 
 
-def load_steps(cfg, k: int, steps: int, class_size: int = 2) -> tuple[list[list], int]:
+def load_steps(cfg, k: int, steps: int, tolerance: int = 3) -> tuple[list[list], int]:
     """`steps` steps of K members' own samples (EncodedSplit items) and the vocabulary size."""
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")
     train = dm.encoded("train")
     sampler = MemberBatchSampler(
-        train.src_lens, train.tgt_lens, cfg.data.max_tokens, seeds=range(1, k + 1), group_seed=cfg.seed, class_size=class_size
+        train.src_lens, train.tgt_lens, cfg.data.max_tokens, seeds=range(1, k + 1), group_seed=cfg.seed, tolerance=tolerance
     )
     out = []
     for step in sampler:
@@ -135,7 +135,7 @@ def memory_child(args) -> None:
     """In a fresh process: the memory one way of training adds at its peak over the process before any model."""
     cfg = load_config([args.config], args.overrides)
     configs = member_configs(cfg, args.members)
-    steps, vocab = load_steps(cfg, args.members, args.memory_steps, args.class_size)
+    steps, vocab = load_steps(cfg, args.members, args.memory_steps, args.tolerance)
     batches = batches_for(args.memory_child, steps, args.device)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -158,8 +158,8 @@ def peak_memory(args, way: str) -> float:
         str(args.threads),
         "--memory-steps",
         str(args.memory_steps),
-        "--class-size",
-        str(args.class_size),
+        "--tolerance",
+        str(args.tolerance),
         *args.overrides,
     ]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -177,7 +177,7 @@ def main() -> None:
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--memory-steps", type=int, default=3)
     p.add_argument(
-        "--class-size", type=int, default=2, help="MemberBatchSampler's: 1 pads the members' batches as one run's (what training uses: 2)"
+        "--tolerance", type=int, default=3, help="MemberBatchSampler's: 0 pads the members' batches as one run's (what training uses: 3)"
     )
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--json")
@@ -193,7 +193,7 @@ def main() -> None:
 
     cfg = load_config([args.config], args.overrides)
     configs = member_configs(cfg, args.members)
-    steps, vocab = load_steps(cfg, args.members, args.steps, args.class_size)
+    steps, vocab = load_steps(cfg, args.members, args.steps, args.tolerance)
     member_batches = batches_for("members", steps, args.device)
     tokens = [sum(len(t) + 1 for _, _, t in step[k]) for k in range(args.members) for step in steps]
     total_tokens, run0_tokens = sum(tokens), sum(len(t) + 1 for step in steps for _, _, t in step[0])
@@ -218,7 +218,7 @@ def main() -> None:
         "members": args.members,
         "steps": args.steps,
         "rounds": args.rounds,
-        "class_size": args.class_size,
+        "tolerance": args.tolerance,
         "padded_share": padded,
         "seconds_median": median,
         "tokens_per_s": {

@@ -1,13 +1,21 @@
 """Batches for K members trained as one model: one length schedule for the group, each member's own order within it.
 
 Members share a step, so their batches are padded to one shape (ablate.data.member_batches): batches of unrelated
-lengths would pad each other heavily. The token buckets (ablate.data.batching, cut from the length-sorted corpus)
-are grouped into length classes of `class_size` neighbours. On Multi30k (8 members, the table3-small and table3-gpu
-batch sizes) a step's positions were 4.1% and 6.5% padding with class_size 1 (as one run's batches: every member a
-batch of the same bucket), 12% and 18% with 2, 19% and 27% with 4, and 67% for members' unrelated batches. Each
-epoch the group draws one order of classes, and at every step each member takes the next of its own shuffled buckets
-of that step's class, its pairs ordered with its own random tie-breaking. So every member still sees each pair once an epoch, in an order of its own drawn from its
-own seed, while the batches of one step differ in length only as much as neighbouring buckets do.
+lengths would pad each other heavily (67% of a step's positions on Multi30k at 8 members). The token buckets
+(ablate.data.batching, cut from the length-sorted corpus) are grouped into length classes: a class takes the buckets
+that follow its first while their longest source and target stay within `tolerance` tokens of its first's. Each epoch
+the group draws one order of classes (a class appears once per bucket it holds), and at every step each member takes
+the next of its own shuffled buckets of that step's class, its pairs ordered with its own random tie-breaking. So
+every member still sees each pair once an epoch, in an order of its own drawn from its own seed, and the longest
+sentences of one step's batches lie within `tolerance` tokens a side of its class's first bucket's.
+
+The trade-off is between padding and how much the members' data orders share: a class of c buckets lets two members
+take the same bucket at the same step, so a bigger tolerance (wider classes) decorrelates their orders and pads more.
+Classes by tolerance rather than by a fixed count of neighbours put the wide classes where the corpus is dense: on
+Multi30k, 8 members, the default tolerance 3 both pads less and shares less than the classes of 2 neighbouring buckets
+it replaced (at 2,048 tokens a batch 8.8% padding against 11.5%, and 27% of pairs seen by two members at the same
+step against 40%; at 4,096 tokens 11.9% against 17.8%, and 39% against 43%), while one run's own batches are 4.1% and
+6.5% padding (`benchmarks/member_data.py`; docs/members.md says what the shared part means for intervals).
 """
 
 from __future__ import annotations
@@ -19,9 +27,21 @@ import numpy as np
 from ablate.data.batching import TokenBucketBatchSampler
 
 
+def length_classes(src_max: Sequence[int], tgt_max: Sequence[int], tolerance: int) -> np.ndarray:
+    """The class of each bucket, buckets in length order given their longest source and target: a class starts at a
+    bucket and takes the following ones while both lengths stay within `tolerance` of that first bucket's."""
+    classes, c, first = np.empty(len(src_max), dtype=np.int64), -1, (0, 0)
+    for i, (s, t) in enumerate(zip(src_max, tgt_max)):
+        if c < 0 or abs(s - first[0]) > tolerance or abs(t - first[1]) > tolerance:
+            c, first = c + 1, (s, t)
+        classes[i] = c
+    return classes
+
+
 class MemberBatchSampler:
     """Yields, per step, one list of dataset indices per member.
 
+    `tolerance` 0 pads the members' batches as one run's own (only buckets of the same longest lengths share a step).
     `shared`: every member gets the group's batch, the same pairs in the same order (what one run with seed
     `group_seed` would see). Members then differ only in their initial weights, dropout masks and member-able values,
     so a spread between them leaves out the part of seed-to-seed variation that the order of the data makes.
@@ -34,11 +54,16 @@ class MemberBatchSampler:
         max_tokens: int,
         seeds: Sequence[int],
         group_seed: int,
-        class_size: int = 2,
+        tolerance: int = 3,
         shared: bool = False,
     ):
+        if tolerance < 0:
+            raise ValueError(f"tolerance={tolerance} must be at least 0")
         self.buckets = TokenBucketBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=True, seed=group_seed)
-        self.seeds, self.group_seed, self.class_size, self.shared = list(seeds), group_seed, class_size, shared
+        self.seeds, self.group_seed, self.tolerance, self.shared = list(seeds), group_seed, tolerance, shared
+        b = self.buckets
+        src, tgt = b.src_lens[b._order], b.tgt_lens[b._order]  # ties fall anywhere, but tied pairs have equal lengths
+        self.classes = length_classes([src[i:j].max() for i, j in b._bounds], [tgt[i:j].max() for i, j in b._bounds], tolerance)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -58,8 +83,7 @@ class MemberBatchSampler:
             for batch in self.buckets._all_batches():
                 yield [batch] * len(self.seeds)
             return
-        bounds = self.buckets._bounds
-        classes = np.arange(len(bounds)) // self.class_size  # neighbouring buckets (sorted by length) share a class
+        bounds, classes = self.buckets._bounds, self.classes
         schedule = np.random.default_rng([self.group_seed % 2**63, self.epoch]).permutation(classes)
         members = []
         for seed in self.seeds:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ablate.data.batching import TokenBucketBatchSampler
-from ablate.data.member_sampler import MemberBatchSampler
+from ablate.data.member_sampler import MemberBatchSampler, length_classes
 
 
 def lengths(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -49,8 +49,39 @@ def test_one_length_schedule_keeps_the_padding_between_members_small():
     alone = [[batch] for batch in independent[0]]
     assert padded_share(grouped, src, tgt) < 0.25 * padded_share(unrelated, src, tgt)
     assert padded_share(grouped, src, tgt) < padded_share(alone, src, tgt) + 0.1
-    same_bucket = list(MemberBatchSampler(src, tgt, max_tokens=400, seeds=range(8), group_seed=0, class_size=1))
-    assert padded_share(same_bucket, src, tgt) < padded_share(alone, src, tgt) + 0.01
+    same_lengths = list(MemberBatchSampler(src, tgt, max_tokens=400, seeds=range(8), group_seed=0, tolerance=0))
+    assert padded_share(same_lengths, src, tgt) < padded_share(alone, src, tgt) + 0.01
+
+
+def same_step_share(steps, pairs: int) -> float:
+    """The share of pairs member 0 sees at the same step as member 1."""
+    seen = np.full((2, pairs), -1)
+    for i, step in enumerate(steps):
+        seen[0, step[0]], seen[1, step[1]] = i, i
+    return float((seen[0] == seen[1]).mean())
+
+
+def test_a_wider_length_tolerance_shares_less_of_the_members_data_order_and_pads_more():
+    src, tgt = lengths()
+    steps = {t: list(MemberBatchSampler(src, tgt, max_tokens=400, seeds=[1, 2], group_seed=0, tolerance=t)) for t in (0, 3, 8)}
+    same = {t: same_step_share(s, len(src)) for t, s in steps.items()}
+    padded = {t: padded_share(s, src, tgt) for t, s in steps.items()}
+    assert same[0] > same[3] > same[8] and padded[0] < padded[3] < padded[8]
+    runs = [list(TokenBucketBatchSampler(src, tgt, 400, shuffle=True, seed=s)) for s in (1, 2)]
+    assert same_step_share(list(zip(*runs)), len(src)) < 0.02 < same[8]  # independent runs share (almost) nothing
+
+
+def test_a_length_class_holds_the_buckets_within_the_tolerance_of_its_first():
+    src_max, tgt_max = [10, 11, 13, 9, 12, 12, 20], [5, 5, 6, 7, 7, 8, 8]
+    assert length_classes(src_max, tgt_max, 0).tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert length_classes(src_max, tgt_max, 1).tolist() == [0, 0, 1, 2, 3, 3, 4]
+    assert length_classes(src_max, tgt_max, 3).tolist() == [0, 0, 0, 0, 0, 0, 1]
+    src, tgt = lengths()
+    sampler = MemberBatchSampler(src, tgt, max_tokens=400, seeds=range(4), group_seed=0, tolerance=2)
+    for step in sampler:  # a step's batches differ in their longest sentences by at most the tolerance
+        for side in (src, tgt):
+            longest = [int(side[batch].max()) for batch in step]
+            assert max(longest) - min(longest) <= 2 * 2
 
 
 def test_shared_data_gives_every_member_the_batches_one_run_of_the_group_seed_sees():
