@@ -36,3 +36,19 @@ def test_members_benchmark_reports_throughput_ratios_and_peak_memory(tmp_path):
     assert result["tolerance"] == 3  # the sampler's, as training uses it
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=BENCH).stdout.strip() or None
     assert result["environment"]["commit"] == head  # a result names the code it measured
+
+
+def test_member_data_benchmark_reports_padding_and_shared_order_per_tolerance(tmp_path):
+    """benchmarks/member_data.py: a wider tolerance pads more and shares less; independent runs share nothing."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 64})))
+    out = tmp_path / "data.json"
+    args = ["--config", str(cfg), "--members", "4", "--tolerances", "0", "6", "--json", str(out)]
+    proc = subprocess.run([sys.executable, str(BENCH / "member_data.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())[str(cfg)]
+    narrow, wide, runs = result["tolerance 0"], result["tolerance 6"], result["independent runs"]
+    assert result["one run"]["padded"] == pytest.approx(narrow["padded"], abs=0.02)
+    assert narrow["padded"] < wide["padded"] < runs["padded"]
+    assert narrow["same_step"] > wide["same_step"] > runs["same_step"]
+    assert narrow["classes"] > wide["classes"] >= 1
