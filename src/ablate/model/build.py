@@ -11,6 +11,7 @@ from torch import nn
 from ablate.config.schema import SIZE_KEYS, ModelConfig
 from ablate.model.activations import ACTIVATIONS
 from ablate.model.attention import ATTENTION
+from ablate.model.member_loop import attach_run_model
 from ablate.model.members import MemberEmbedding, MemberLinear
 from ablate.model.multi_head import MultiHeadAttention
 from ablate.model.positional import POSITIONAL, NoPosition
@@ -49,7 +50,11 @@ def build_transformer(cfg: ModelConfig, vocab_size: int, members: int | None = N
     if members is not None and members < 1:
         raise ValueError(f"members={members} must be at least 1")
     try:
-        return _wire(cfg, vocab_size, members)
+        model = _wire(cfg, vocab_size, members)
+        if members is not None:
+            with torch.device("meta"):  # the structure only: member k's weights are swapped in for its call
+                attach_run_model(model, _wire(cfg, vocab_size))
+        return model
     except (MemoryError, RuntimeError) as e:
         if isinstance(e, RuntimeError) and not re.search(r"allocate|overflow", str(e)):
             raise

@@ -15,7 +15,7 @@ exactly where its own run would, and `member_state_dict` takes member k out agai
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -47,12 +47,6 @@ class MemberLinear(nn.Module):
         flat = x.reshape(self.members, -1, x.size(-1))  # (K, B*T, in)
         y = torch.bmm(flat, w.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), flat, w.transpose(1, 2))
         return y.view(*x.shape[:-1], w.size(1))
-
-    def unbound(self) -> list[tuple[Tensor, Tensor | None]]:
-        """Each member's (weight, bias) as views, for `each_member`: one unbind per call, so the backward stacks the
-        K gradients once instead of filling a K-member gradient for every member."""
-        biases = [None] * self.members if self.bias is None else self.bias.unbind(0)
-        return list(zip(self.weight.unbind(0), biases))
 
     def extra_repr(self) -> str:
         return f"members={self.members}, in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -118,23 +112,6 @@ class MemberEmbedding(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         flat = ids.reshape(self.members, -1) + self.offsets[:, None]  # (K, B*L): rows of the stacked (K*V, D) table
         return F.embedding(flat, self.weight.view(-1, self.embedding_dim)).view(*ids.shape, self.embedding_dim)
-
-
-def member_by_member(x: Tensor) -> bool:
-    """Whether a block with a wide intermediate (the feed-forward's) runs one member after another on `x`: on CPU.
-
-    There, batched over members, the block writes all K members' hidden activations before it reads any back: at 8
-    members of table3-small (d_ff 256, 2k-token batches) 16 MiB that leave the cache, against the 2 MiB each run
-    keeps in it, and the feed-forward took 45-51 ms forward and backward against 35 ms for the 8 runs (36 ms member
-    by member). On accelerators, and under torch.compile, the batched block: one kernel serves all members there.
-    """
-    return x.device.type == "cpu" and not torch.compiler.is_compiling()
-
-
-def each_member(x: Tensor, members: int, block: Callable[[int, Tensor], Tensor]) -> Tensor:
-    """`block(k, x_k)` for each member's rows x_k of the member-major `x` (K*B, ..., D), stacked back in its layout."""
-    outputs = [block(k, rows) for k, rows in enumerate(x.reshape(members, -1, x.size(-1)).unbind(0))]
-    return torch.stack(outputs).view(*x.shape[:-1], outputs[0].size(-1))
 
 
 def project(layer: nn.Module, x: Tensor, rows: slice) -> Tensor:

@@ -12,11 +12,10 @@ import math
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ablate.model.dropout import Dropout
-from ablate.model.members import MemberEmbedding, MemberLayerNorm, MemberLinear, each_member, member_by_member
+from ablate.model.members import MemberEmbedding, MemberLayerNorm, MemberLinear
 from ablate.model.multi_head import MultiHeadAttention
 from ablate.model.tokens import PAD_ID
 
@@ -24,21 +23,15 @@ Cache = list[dict]  # one {"self": {...}, "cross": {...}} per decoder layer
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W1 + b1) W2 + b2 (Sec. 3.3). A member model's runs member by member on CPU
-    (ablate.model.members.member_by_member), where K members' hidden activations would leave the cache."""
+    """FFN(x) = act(x W1 + b1) W2 + b2 (Sec. 3.3)."""
 
     def __init__(self, *, d_model: int, d_ff: int, activation: nn.Module, members: int | None = None):
         super().__init__()
         linear = nn.Linear if members is None else partial(MemberLinear, members)
-        self.members = members
         self.net = nn.Sequential(linear(d_model, d_ff), activation, linear(d_ff, d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.members is None or not member_by_member(x):
-            return self.net(x)
-        first, act, second = self.net
-        ins, outs = first.unbound(), second.unbound()
-        return each_member(x, self.members, lambda k, rows: F.linear(act(F.linear(rows, *ins[k])), *outs[k]))
+        return self.net(x)
 
 
 class Residual(nn.Module):

@@ -66,12 +66,10 @@ def collated(batches):
 
 
 def batched_everywhere(patch: pytest.MonkeyPatch) -> None:
-    """The path every accelerator takes, on this CPU: no block member by member (ablate.model.members)."""
+    """The path every accelerator takes, on this CPU: one pass for all members (ablate.model.member_loop)."""
     import ablate.model.member_loss
-    import ablate.model.transformer
 
-    patch.setattr(ablate.model.member_loss, "chunked_loss_applies", lambda src: False)
-    patch.setattr(ablate.model.transformer, "member_by_member", lambda x: False)
+    patch.setattr(ablate.model.member_loss, "member_by_member", lambda src: False)
 
 
 @pytest.mark.parametrize("path", ["cpu", "batched"])
@@ -95,30 +93,6 @@ def test_each_member_computes_what_its_own_model_computes(variant, path, monkeyp
             torch.testing.assert_close(grads[name].grad[k], p.grad, rtol=1e-9, atol=1e-12, msg=f"member {k}: {name}")
     # The members really are different models: member 0's weights give member 1 another loss.
     assert not torch.allclose(loss[0], translation_loss(plains[1], singles[0], 0.0)[0])
-
-
-def test_the_cpu_output_layer_gives_each_member_exactly_its_runs_chunked_loss(monkeypatch):
-    """On CPU each member's real slots go through the ordinary loss's chunks: bitwise its run's loss and gradients,
-    over several chunks, with a member that has fewer slots than the others."""
-    import ablate.model.loss
-
-    monkeypatch.setattr(ablate.model.loss, "CHUNK_ELEMENTS", 128 * VOCAB)  # 128 rows a chunk
-    torch.manual_seed(0)
-    counts, eps = [300, 129, 0], [0.0, 0.1, 0.3]
-    hidden = torch.randn(3, 300, 16, requires_grad=True)
-    weight = (0.3 * torch.randn(3, VOCAB, 16)).requires_grad_()
-    target = torch.randint(0, VOCAB, (3, 300))
-    from ablate.model.member_loss import _MemberLinearSmoothedNLL
-
-    loss, nll = _MemberLinearSmoothedNLL.apply(hidden, weight, target, counts, eps)
-    (loss * torch.tensor([0.5, 2.0, 1.0])).sum().backward()
-    for k, (n, e) in enumerate(zip(counts, eps)):
-        h, w = hidden[k, :n].detach().clone().requires_grad_(), weight[k].detach().clone().requires_grad_()
-        ref, ref_nll = ablate.model.loss.linear_smoothed_nll(h, w, target[k, :n], e)
-        (ref * [0.5, 2.0, 1.0][k]).backward()
-        assert torch.equal(loss[k], ref) and torch.equal(nll[k], ref_nll), k
-        assert torch.equal(hidden.grad[k, :n], h.grad) and torch.equal(weight.grad[k], w.grad), k
-        assert not hidden.grad[k, n:].any(), k  # padded slots: no gradient
 
 
 @pytest.mark.parametrize("attention", sorted(ATTENTION))
@@ -190,8 +164,8 @@ class _CountOps(TorchDispatchMode):
 
 
 def _step_ops(k: int, variant: dict) -> list[str]:
-    """A step's dispatched operations on the path every accelerator takes (the CPU's chunked output layer and
-    feed-forward go member by member on purpose: ablate.model.member_loss, ablate.model.members)."""
+    """A step's dispatched operations on the path every accelerator takes (a CPU steps member by member on purpose:
+    ablate.model.member_loop)."""
     from ablate.training.member_adam import MemberAdam, noam_rates
 
     torch.manual_seed(0)
@@ -242,26 +216,37 @@ def test_a_plugin_kernel_with_parameters_but_no_member_axis_is_refused_naming_it
             build_transformer(tiny_model(attention="gated_test"), VOCAB, members=2)
 
 
-def test_on_cpu_the_feed_forward_runs_member_by_member_and_gives_the_batched_result():
-    """The CPU path keeps each member's hidden activations its own size (no batched matmul over members); values and
-    gradients are those of the batched path every accelerator takes."""
-    import ablate.model.transformer
+def test_on_cpu_each_member_is_exactly_its_own_run_on_its_own_batch(monkeypatch):
+    """Member by member, each member computes what its run computes, bitwise, on its own batch's shape: no rows or
+    columns of the other members' padding."""
+    import ablate.model.member_loop
 
-    torch.manual_seed(0)
-    ff = build_transformer(tiny_model(), VOCAB, members=4).encoder[0].ff.double()
-    x = torch.randn(4 * 3, 5, ff.net[0].in_features, dtype=torch.float64, requires_grad=True)
-    with _CountOps() as counter:
-        y = ff(x)
-        y.square().sum().backward()
-    assert counter.ops.count("aten.addmm.default") == 2 * 4 and not any("bmm" in op for op in counter.ops)
-    grads = [x.grad.clone()] + [p.grad.clone() for p in ff.parameters()]
-    x.grad = None
-    ff.zero_grad()
-    with pytest.MonkeyPatch.context() as patch, _CountOps() as batched:
-        patch.setattr(ablate.model.transformer, "member_by_member", lambda x: False)
-        ref = ff(x)
-        ref.square().sum().backward()
-    assert "aten.baddbmm.default" in batched.ops
-    torch.testing.assert_close(y, ref, rtol=1e-12, atol=0)
-    for got, want in zip(grads, [x.grad] + [p.grad for p in ff.parameters()]):
-        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
+    plains, group = members_of(tiny_model(), 3, dtype=torch.float32)
+    singles, batch = collated(own_batches(3))
+    shapes = []
+    loss_of = ablate.model.member_loop.translation_loss
+    monkeypatch.setattr(ablate.model.member_loop, "translation_loss", lambda m, b, e: shapes.append(b["src"].shape) or loss_of(m, b, e))
+    smoothing = torch.tensor([0.0, 0.1, 0.3], dtype=torch.float64)
+    loss, nll, ntok = member_translation_loss(group, batch, smoothing)
+    (loss / ntok).sum().backward()
+    assert shapes == [single["src"].shape for single in singles] and len(set(shapes)) == 3
+    grads = dict(group.named_parameters())
+    for k, (plain, single) in enumerate(zip(plains, singles)):
+        ref_loss, ref_nll, ref_ntok = translation_loss(plain, single, float(smoothing[k]))
+        (ref_loss / ref_ntok).backward()
+        assert torch.equal(loss[k], ref_loss.to(loss.dtype)) and torch.equal(nll[k], ref_nll.to(nll.dtype)), k
+        for name, p in plain.named_parameters():
+            assert torch.equal(grads[name].grad[k], p.grad), f"member {k}: {name}"
+
+
+def test_on_cpu_each_member_drops_out_at_its_own_rate():
+    """Member k's dropout layers take its own `model.dropout` for its call: rate 0 is its run without dropout."""
+    plains, group = members_of(tiny_model(dropout=0.1), 2, dtype=torch.float32)
+    for m in group.modules():
+        if hasattr(m, "set_member_rates"):
+            m.set_member_rates(torch.tensor([0.0, 0.5]))
+    singles, batch = collated(own_batches(2))
+    loss, _, _ = member_translation_loss(group.train(), batch, torch.zeros(2))
+    still = translation_loss(plains[0].eval(), singles[0], 0.0)[0]
+    assert torch.equal(loss[0], still)  # no dropout at rate 0, even in training mode
+    assert not torch.allclose(loss[1], translation_loss(plains[1].eval(), singles[1], 0.0)[0])  # rate 0.5 drops
