@@ -4,7 +4,8 @@ Each member k has its own seed (1..K), its own batches (ablate.data.member_sampl
 group) and its own weights. Three ways to train them, on the same batches, taking turns round by round:
   runs      K ordinary models, one after another, each as `ablate train` steps it (translation_loss, Adam, schedule);
   member-1  member 0 alone through the member code (MemberTraining with K=1), against run 0 alone;
-  members   all K at once (MemberTraining).
+  members   all K at once (MemberTraining): on a CPU member by member (ablate.model.member_loop), with --batched
+            in one pass for all members, the path accelerators take.
 Throughput counts real target tokens. Reported: the padded share of the member batches, tokens/s (all members, per
 member, one run, the runs one after another), the ratios (all members' tokens/s over one run's: trials per hour at
 equal steps; the runs one after another's time over the members'; member-1's step time over run 0's), and peak
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+import ablate.model.member_loss
 from ablate.config import to_dict
 from ablate.data.batching import collate
 from ablate.data.member_batches import collate_members
@@ -160,6 +162,7 @@ def peak_memory(args, way: str) -> float:
         str(args.memory_steps),
         "--tolerance",
         str(args.tolerance),
+        *(["--batched"] if args.batched else []),
         *args.overrides,
     ]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -180,6 +183,7 @@ def main() -> None:
         "--tolerance", type=int, default=3, help="MemberBatchSampler's: 0 pads the members' batches as one run's (what training uses: 3)"
     )
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--batched", action="store_true", help="members in one pass on a CPU too (the path accelerators take)")
     p.add_argument("--json")
     p.add_argument("--memory-child", choices=WAYS, help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="config overrides, KEY=VALUE")
@@ -188,6 +192,8 @@ def main() -> None:
     keep_freed_memory()  # as `ablate train` does, for every way
     global PRECISION
     PRECISION = args.precision
+    if args.batched:
+        ablate.model.member_loss.member_by_member = lambda src: False
     if args.memory_child:
         return memory_child(args)
 
@@ -219,6 +225,7 @@ def main() -> None:
         "steps": args.steps,
         "rounds": args.rounds,
         "tolerance": args.tolerance,
+        "batched": args.batched or torch.device(args.device).type != "cpu",
         "padded_share": padded,
         "seconds_median": median,
         "tokens_per_s": {

@@ -10,8 +10,9 @@ are its own run's, on its own rows and lengths, and only the optimizer update st
 Member k runs through `run_model(model)`, an ordinary Transformer built on the meta device (no storage of its own),
 with member k's slices of the group's parameters swapped in for the call (`torch.func.functional_call`): gradients
 flow back into the group's stacked parameters, and the group's buffers (positional tables) are used, so device and
-dtype follow the group. Member k's dropout rate is set on the run model's dropout layers for its call. Accelerators,
-and torch.compile, take the batched path (ablate.model.member_loss), whose operations do not depend on K.
+dtype follow the group. Member k's dropout rate is set on the run model's dropout layers for its call. Accelerators
+take the batched path (ablate.model.member_loss), whose operations do not depend on K. `train.compile` compiles the
+member model, which a CPU step does not call: on CPU, members train eagerly.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ablate.model.tokens import PAD_ID
 
 
 def member_by_member(src: Tensor) -> bool:
-    """Whether a member model steps member by member on `src`: on CPU, outside torch.compile."""
+    """Whether a member model steps member by member on `src`: on CPU (and not inside a compiled region)."""
     return src.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
@@ -111,7 +112,11 @@ def attach_run_model(model: nn.Module, run: nn.Module) -> None:
     members = next(iter(params.values())).size(0)
     for name, p in run.named_parameters(remove_duplicate=False):
         if name not in params or params[name].shape != (members, *p.shape):
-            raise ValueError(f"member model and run model disagree on {name}: {tuple(params.get(name, p).shape)} vs {tuple(p.shape)}")
+            found = f"of shape {tuple(params[name].shape)}" if name in params else "missing"
+            raise ValueError(
+                f"a member model's weights must be the ordinary model's with a leading member axis: {name} is {found} "
+                f"in the member model of {members}, of shape {tuple(p.shape)} in the ordinary one"
+            )
     own, buffers = dict(model.named_buffers(remove_duplicate=False)), dict(run.named_buffers(remove_duplicate=False))
     run._buffer_names = frozenset(name for name, b in buffers.items() if b is not None)
     for name in run._buffer_names:

@@ -5,7 +5,7 @@ tensor holds member 0's B rows, then member 1's. A layer with per-member weights
 runs one batched matmul (`MemberLinear`), one normalisation (`MemberLayerNorm`) or one lookup into the stacked tables
 (`MemberEmbedding`); everything without weights (attention kernels, masks, residuals) sees an ordinary batch of K*B
 rows, so one fused attention call serves all members, forward and backward, and a step dispatches the same operations
-for K = 8 as for K = 1.
+for K = 8 as for K = 1. That is the accelerators' path; a CPU steps member by member (ablate.model.member_loop).
 
 A member model is built by `build_transformer(cfg, vocab, members=K)` with any initial weights; training loads the
 weights of K ordinary models into it (`stack_state_dicts`), each built under its member's seed, so member k starts

@@ -216,6 +216,29 @@ def test_a_plugin_kernel_with_parameters_but_no_member_axis_is_refused_naming_it
             build_transformer(tiny_model(attention="gated_test"), VOCAB, members=2)
 
 
+def test_a_member_aware_plugin_whose_weights_are_not_its_ordinary_ones_with_a_member_axis_is_refused_naming_them():
+    """A CPU swaps member k's slices into the ordinary variant, so a member variant's weights must be the ordinary
+    variant's, by name, with a leading K."""
+
+    class Gated(AttentionKernel):
+        options = ("members",)
+
+        def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, members: int | None = None):
+            super().__init__()
+            if members is None:
+                self.gate = torch.nn.Parameter(torch.ones(heads))
+            else:
+                self.gates = torch.nn.Parameter(torch.ones(members, heads))  # another name: not member slices
+
+        def forward(self, q, k, v, mask, scale):
+            return ATTENTION["scaled_dot_product"](heads=1, d_k=1)(q, k, v, mask, scale)
+
+    with restoring(ATTENTION):
+        register(ATTENTION, "gated_members_test")(Gated)
+        with pytest.raises(ValueError, match=r"encoder\.0\.self_attn\.kernel\.gate is missing in the member model of 2, of shape \(4,\)"):
+            build_transformer(tiny_model(attention="gated_members_test"), VOCAB, members=2)
+
+
 def test_on_cpu_each_member_is_exactly_its_own_run_on_its_own_batch(monkeypatch):
     """Member by member, each member computes what its run computes, bitwise, on its own batch's shape: no rows or
     columns of the other members' padding."""
