@@ -38,9 +38,8 @@ from ablate.run.memory import check_fits
 from ablate.run.progress import ProgressFile
 from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
 from ablate.run.stopping import StopRules
-from ablate.run.trainer import fit_or_exit, make_trainer
+from ablate.run.trainer import fit_or_exit, make_trainer, prepare_process
 from ablate.training.flops import train_flops
-from ablate.training.host_memory import keep_freed_memory
 from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
@@ -84,12 +83,7 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
         tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
         attempt = 1 + sum(1 for _ in group.glob("resume-*"))
         log.warning("resuming the group %s from %s", group, ckpt_path)
-    keep_freed_memory()  # a step reuses the host memory the step before freed (no page faults)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    precision = Precision.of(cfg.train)
-    precision.set_matmul()
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    precision = prepare_process(cfg)
     dm = MemberDataModule(cfg, [c.seed for c in configs], shared=cfg.members.data == "shared")
     dm.tokenizer = tokenizer
     dm.prepare_data()

@@ -14,7 +14,6 @@ import math
 import os
 from pathlib import Path
 
-import lightning as L
 import torch
 
 from ablate.config import ExperimentConfig, to_dict, to_yaml
@@ -35,10 +34,8 @@ from ablate.run.rundir import (
     resume_checkpoint,
     shape_changes,
 )  # fmt: skip
-from ablate.run.trainer import build_trainer, fit_or_exit
-from ablate.training.host_memory import keep_freed_memory
+from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
-from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +70,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     ckpt_path, attempt, tokenizer, fingerprint = None, 0, None, "start"
     if resume:
         ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, out, force, accept_data_change)
-    keep_freed_memory()  # a step reuses the host memory the step before freed (no page faults)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    Precision.of(cfg.train).set_matmul()
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    prepare_process(cfg)
 
     dm = TranslationDataModule(cfg)
     dm.tokenizer = tokenizer  # a resume's: the run's own; otherwise None, the tokenizer cache's for this corpus

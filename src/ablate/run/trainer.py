@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
@@ -21,10 +22,23 @@ from ablate.run.quiet import quiet_dependencies
 from ablate.run.rundir import git_sha
 from ablate.run.stopping import StopRules
 from ablate.training.flops import train_flops
+from ablate.training.host_memory import keep_freed_memory
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
 from ablate.training.rng import RngState
+
+
+def prepare_process(cfg: ExperimentConfig) -> Precision:
+    """What a training process sets before it builds anything, for a run and a member group alike: freed host memory
+    kept for the next step (no page faults), torch's threads, the matmul precision and every seed. The precision."""
+    keep_freed_memory()
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    precision = Precision.of(cfg.train)
+    precision.set_matmul()
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    return precision
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, members: bool = False) -> L.Trainer:
