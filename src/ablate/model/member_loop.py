@@ -4,8 +4,9 @@ A CPU step is compute-bound: one batched matmul over K members costs what K smal
 there, and it costs twice. Every member's batch is padded to the group's shape (at 8 members of table3-small, the
 default length tolerance pads 8.8% of a step's positions against a run's 4.1%), and K members' activations (the
 feed-forward's hidden state, the attention's inputs) leave the cache where one run's stay in it. Batched, 8 members
-trained at 0.94x the speed of their 8 runs one after another; member by member, each member's forward and backward
-are its own run's, on its own rows and lengths, and only the optimizer update stays one for all members.
+trained at 0.76x the speed of their 8 runs one after another (0.94x with CPU-only loss and feed-forward paths, since
+removed); member by member, 1.00x (docs/members.md): each member's forward and backward are its own run's, on its own
+rows and lengths, and only the optimizer update stays one for all members.
 
 Member k runs through `run_model(model)`, an ordinary Transformer built on the meta device (no storage of its own),
 with member k's slices of the group's parameters swapped in for the call (`torch.func.functional_call`): gradients
@@ -68,7 +69,9 @@ def looped_member_loss(model: nn.Module, batch: dict, smoothing: Tensor) -> tupl
     slices = {name: unbound.setdefault(id(p), p.unbind(0)) for name, p in model.named_parameters(remove_duplicate=False)}
     buffers = {name: b for name, b in model.named_buffers(remove_duplicate=False) if name in run._buffer_names}
     dropouts = [
-        (run.get_submodule(name), m.rates.tolist()) for name, m in model.named_modules() if isinstance(m, Dropout) and m.rates is not None
+        (run.get_submodule(name), [m.p] * members if m.rates is None else m.rates.tolist())
+        for name, m in model.named_modules()
+        if isinstance(m, Dropout)
     ]
     wrapper = _RunLoss(run)
     eps = smoothing.tolist()
