@@ -1,7 +1,7 @@
 """The feed-forward's activation (`model.activation`; the paper's is ReLU, Sec. 3.3): a registry of modules.
 
 An entry is built once per feed-forward layer with no arguments. A member model refuses one with parameters (it would
-be one set shared by all members) and applies it to each member's rows on its own on CPU (ablate.model.transformer).
+be one set shared by all members).
 """
 
 from __future__ import annotations
