@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers import VOCAB, random_batch, tiny_model
+from member_models import batched_everywhere, collated, members_of, own_batches
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ablate.model import build_transformer
@@ -29,47 +30,6 @@ VARIANTS = [
     {"positional": "alibi", "tie_embeddings": "none", "d_k": 3, "d_v": 5},
     {"attention": "additive", "positional": "t5_bias", "tie_embeddings": "decoder", "norm": "pre", "activation": "gelu"},
 ]
-
-
-def members_of(cfg, k: int, dtype=torch.float64):
-    """K ordinary models (seeds 0..K-1) and the member model holding their weights."""
-    plains = []
-    for seed in range(k):
-        torch.manual_seed(seed)
-        plains.append(build_transformer(cfg, VOCAB).to(dtype))
-    group = build_transformer(cfg, VOCAB, members=k).to(dtype)
-    group.load_state_dict(stack_state_dicts([p.state_dict() for p in plains]))
-    return plains, group
-
-
-def own_batches(k: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """One batch per member, each of its own shape."""
-    torch.manual_seed(100 + seed)
-    return [random_batch(b=2 + i % 3, s=5 + i, t=4 + 2 * (i % 2)) for i in range(k)]
-
-
-def samples_of(src: torch.Tensor, tgt: torch.Tensor) -> list:
-    """EncodedSplit-like items (idx, source ids with eos, target ids) from a random batch."""
-    items = []
-    for i in range(src.size(0)):
-        s, t = src[i][src[i] != 0].numpy(), tgt[i][tgt[i] != 0].numpy()
-        items.append((i, s, t))
-    return items
-
-
-def collated(batches):
-    from ablate.data.batching import collate
-    from ablate.data.member_batches import collate_members
-
-    samples = [samples_of(s, t) for s, t in batches]
-    return [collate(s) for s in samples], collate_members(samples)
-
-
-def batched_everywhere(patch: pytest.MonkeyPatch) -> None:
-    """The path every accelerator takes, on this CPU: one pass for all members (ablate.model.member_loop)."""
-    import ablate.model.member_loss
-
-    patch.setattr(ablate.model.member_loss, "member_by_member", lambda src: False)
 
 
 @pytest.mark.parametrize("path", ["cpu", "batched"])
@@ -214,62 +174,3 @@ def test_a_plugin_kernel_with_parameters_but_no_member_axis_is_refused_naming_it
         build_transformer(tiny_model(attention="gated_test"), VOCAB)  # an ordinary model builds
         with pytest.raises(ValueError, match="model.attention=gated_test has parameters but takes no `members`"):
             build_transformer(tiny_model(attention="gated_test"), VOCAB, members=2)
-
-
-def test_a_member_aware_plugin_whose_weights_are_not_its_ordinary_ones_with_a_member_axis_is_refused_naming_them():
-    """A CPU swaps member k's slices into the ordinary variant, so a member variant's weights must be the ordinary
-    variant's, by name, with a leading K."""
-
-    class Gated(AttentionKernel):
-        options = ("members",)
-
-        def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, members: int | None = None):
-            super().__init__()
-            if members is None:
-                self.gate = torch.nn.Parameter(torch.ones(heads))
-            else:
-                self.gates = torch.nn.Parameter(torch.ones(members, heads))  # another name: not member slices
-
-        def forward(self, q, k, v, mask, scale):
-            return ATTENTION["scaled_dot_product"](heads=1, d_k=1)(q, k, v, mask, scale)
-
-    with restoring(ATTENTION):
-        register(ATTENTION, "gated_members_test")(Gated)
-        with pytest.raises(ValueError, match=r"encoder\.0\.self_attn\.kernel\.gate is missing in the member model of 2, of shape \(4,\)"):
-            build_transformer(tiny_model(attention="gated_members_test"), VOCAB, members=2)
-
-
-def test_on_cpu_each_member_is_exactly_its_own_run_on_its_own_batch(monkeypatch):
-    """Member by member, each member computes what its run computes, bitwise, on its own batch's shape: no rows or
-    columns of the other members' padding."""
-    import ablate.model.member_loop
-
-    plains, group = members_of(tiny_model(), 3, dtype=torch.float32)
-    singles, batch = collated(own_batches(3))
-    shapes = []
-    loss_of = ablate.model.member_loop.translation_loss
-    monkeypatch.setattr(ablate.model.member_loop, "translation_loss", lambda m, b, e: shapes.append(b["src"].shape) or loss_of(m, b, e))
-    smoothing = torch.tensor([0.0, 0.1, 0.3], dtype=torch.float64)
-    loss, nll, ntok = member_translation_loss(group, batch, smoothing)
-    (loss / ntok).sum().backward()
-    assert shapes == [single["src"].shape for single in singles] and len(set(shapes)) == 3
-    grads = dict(group.named_parameters())
-    for k, (plain, single) in enumerate(zip(plains, singles)):
-        ref_loss, ref_nll, ref_ntok = translation_loss(plain, single, float(smoothing[k]))
-        (ref_loss / ref_ntok).backward()
-        assert torch.equal(loss[k], ref_loss.to(loss.dtype)) and torch.equal(nll[k], ref_nll.to(nll.dtype)), k
-        for name, p in plain.named_parameters():
-            assert torch.equal(grads[name].grad[k], p.grad), f"member {k}: {name}"
-
-
-def test_on_cpu_each_member_drops_out_at_its_own_rate():
-    """Member k's dropout layers take its own `model.dropout` for its call: rate 0 is its run without dropout."""
-    plains, group = members_of(tiny_model(dropout=0.1), 2, dtype=torch.float32)
-    for m in group.modules():
-        if hasattr(m, "set_member_rates"):
-            m.set_member_rates(torch.tensor([0.0, 0.5]))
-    singles, batch = collated(own_batches(2))
-    loss, _, _ = member_translation_loss(group.train(), batch, torch.zeros(2))
-    still = translation_loss(plains[0].eval(), singles[0], 0.0)[0]
-    assert torch.equal(loss[0], still)  # no dropout at rate 0, even in training mode
-    assert not torch.allclose(loss[1], translation_loss(plains[1].eval(), singles[1], 0.0)[0])  # rate 0.5 drops
