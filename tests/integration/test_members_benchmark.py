@@ -52,3 +52,22 @@ def test_member_data_benchmark_reports_padding_and_shared_order_per_tolerance(tm
     assert narrow["padded"] < wide["padded"] < runs["padded"]
     assert narrow["same_step"] > wide["same_step"] > runs["same_step"]
     assert narrow["classes"] > wide["classes"] >= 1
+
+
+def test_member_spread_benchmark_compares_a_groups_spread_with_independent_runs(tmp_path):
+    """benchmarks/member_spread.py: every seed's final figures from both arms, and their spreads compared."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, model={"dropout": 0.1}, data={"max_tokens": 128})))
+    out = tmp_path / "spread.json"
+    args = ["--config", str(cfg), "--members", "3", "--json", str(out), "train.max_steps=3", "train.val_every_steps=3"]
+    proc = subprocess.run([sys.executable, str(BENCH / "member_spread.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["seeds"] == [1, 2, 3] and len(result["seconds"]["runs"]) == 3
+    ppl = result["val/ppl"]
+    assert len(ppl["members"]["values"]) == len(ppl["runs"]["values"]) == 3
+    assert ppl["members"]["values"] != ppl["runs"]["values"]  # members see other batches than their runs
+    low, high = ppl["sd_ratio_interval_90"]
+    assert low < ppl["sd_ratio"] < high
+    assert 0 <= ppl["brown_forsythe_p"] <= 1 and 0 <= ppl["welch_p"] <= 1
+    assert "val/ppl" in proc.stdout and "val/bleu" in proc.stdout
