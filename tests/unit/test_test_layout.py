@@ -25,7 +25,6 @@ COVERED_END_TO_END = {
     "ablate.table.file_writes": "`ablate table`'s files rendered, compared and written: tests/unit/table/test_table_command.py (--force, unchanged files)",
     "ablate.table.latex": "`ablate table`'s .tex: tests/unit/table/test_compare.py (test_cli_writes_markdown_latex_csv_json_and_plot)",
     "ablate.archive.commands": "`ablate archive`'s body, whose interface is the command line: tests/unit/archive/test_archive.py",
-    "ablate.sweep.pruning": "an Optuna callback inside a trial's Lightning fit: tests/integration/test_sweep.py (test_pruner_stops_a_bad_trial_early)",
 }
 
 
@@ -104,4 +103,4 @@ def test_the_scan_sees_imports_by_name_in_functions_and_through_packages():
     assert "ablate.sweep.plan" in IMPORTED[unit / "sweep" / "test_plan.py"]
     assert "ablate.table.controls" in IMPORTED[unit / "table" / "test_controls.py"]  # inside a test function
     assert "ablate.config.compose" in reexports("ablate.config").values()
-    assert "ablate.sweep.pruning" not in set().union(*IMPORTED.values())  # reached by a trial's fit alone
+    assert "ablate.sweep.status" not in set().union(*IMPORTED.values())  # reached through the command line alone

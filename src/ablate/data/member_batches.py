@@ -27,7 +27,7 @@ def collate_members(batches: Sequence[Sequence[tuple[int, np.ndarray, np.ndarray
     """K lists of EncodedSplit items (one batch per member) -> one member batch.
 
     Besides the tensors `collate` gives (member-major), `keep_index`/`target`/`slot_weight` are (K, M), `member_tokens`
-    the (K,) real target tokens, `idx` one (B_k,) tensor per member, and `padded` the share of the group's
+    the (K,) real target tokens (`member_tgt_tokens` as ints), `idx` one (B_k,) tensor per member, and `padded` the share of the group's
     source and target positions that are padding (what batching members together costs).
     """
     members = [collate(samples, pad_multiple) for samples in batches]
@@ -61,6 +61,7 @@ def collate_members(batches: Sequence[Sequence[tuple[int, np.ndarray, np.ndarray
         "target": target,
         "slot_weight": slot_weight,
         "member_tokens": torch.tensor(counts, dtype=torch.long),
+        "member_tgt_tokens": counts,  # the same as ints, for host-side counts that must not wait on a device
         "src_tokens": real_src,
         "tgt_tokens": sum(counts),
         "padded": 1.0 - (real_src + sum(counts)) / (src.numel() + tgt_out.numel()),

@@ -64,6 +64,12 @@ def train_command(args: argparse.Namespace) -> int:
         raise ValueError(f"--members and the listed values disagree on the number of members ({sorted(sizes)})")
     overrides += [f"members.size={size}" for size in sizes] + ([f"members.data={args.member_data}"] if args.member_data else [])
     cfg = load_config(files, overrides)
+    if cfg.members.index is not None and cfg.members.size > 1:
+        raise ValueError(
+            f"this config is member {cfg.members.index} of the group {cfg.members.group} (members.index, members.size="
+            f"{cfg.members.size}): to train it again as an ordinary run, add members.size=1; to train or resume its group, "
+            f"give the group's config ({cfg.members.group}/config.yaml)"
+        )
     if cfg.members.size > 1:
         return _run_members(args, cfg, lists)
     from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
@@ -112,7 +118,9 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
     from ablate.run.members import train_members
 
     resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
-    summaries = train_members(cfg, configs, resume=resume, aside=args.move_aside)
+    summaries = train_members(
+        cfg, configs, resume=resume, aside=args.move_aside, force=args.force, accept_data_change=args.accept_data_change
+    )
     for member, summary in zip(configs, summaries):
         if summary is None:
             print(f"{member.out_dir}: diverged (see FAILED.txt there)", flush=True)

@@ -1,7 +1,7 @@
 """Each member of a group as an ordinary run: its own run directory receives what `ablate train` writes there
 (metrics.csv, checkpoints best / step=N / last in the format `evaluate`, `translate` and `average` load, a W&B run),
-at the group's logging steps and validations. The group's own checkpoint, which resumes every member, is elsewhere
-(ablate.run.members). Members that stopped (ablate.run.member_stops) write nothing more.
+at the group's logging steps and validations. The group's own checkpoint, which resumes every member, is
+GroupCheckpoint's. Members that stopped (ablate.run.member_stops) write nothing more.
 """
 
 from __future__ import annotations
@@ -79,18 +79,17 @@ class MemberRuns(L.Callback):
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
         self.record(trainer, pl_module)
-        # The group's own checkpoint, with every member's state and this callback's: `--resume` continues from here.
-        trainer.save_checkpoint(self.group / "checkpoints" / "last.ckpt", weights_only=False)
 
-    def record(self, trainer, pl_module) -> None:
+    def record(self, trainer, pl_module, judge: bool = True) -> None:
         """Write each training member's last validation: its metrics row and checkpoints; then stop members whose
-        rule says so."""
+        rule says so. Without `judge` (the final weights' validation after training, as ablate.run.members makes
+        it), no rule judges, as none judges a run's own final validation; a member validated at this step is done."""
         step = trainer.global_step
         for k, metrics in enumerate(pl_module.member_metrics):
-            if self.stops.reason[k] is not None:
+            if self.stops.reason[k] is not None or (not judge and self.validated_step[k] == step):
                 continue
             self.last[k], self.validated_step[k] = dict(metrics), step
-            reason = self.stops.update(k, metrics, step)
+            reason = self.stops.update(k, metrics, step) if judge else None
             self._write(k, {"epoch": trainer.current_epoch, **metrics}, step - 1)  # as Lightning steps a run's validation row
             if reason != DIVERGED:
                 self._save(k, trainer, pl_module, metrics)
@@ -150,3 +149,18 @@ class MemberRuns(L.Callback):
         self.stops.load_state_dict(state["stops"])
         self.best, self.last, self.validated_step = list(state["best"]), list(state["last"]), list(state["validated_step"])
         self._padded = list(state["padded"])
+
+
+class GroupCheckpoint(L.Callback):
+    """The group's own checkpoint (every member's weights, moments and stop state, every callback's state), which
+    `--resume` continues from, saved at each validation. Last among the group's callbacks, so it holds what all of
+    them made of this validation: a member a pruner or its rules stopped here is still stopped after a kill."""
+
+    def __init__(self, group: Path):
+        self.path = group / "checkpoints" / "last.ckpt"
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        from lightning.pytorch.trainer.states import TrainerFn
+
+        if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
+            trainer.save_checkpoint(self.path, weights_only=False)

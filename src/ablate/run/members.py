@@ -32,12 +32,20 @@ from ablate.run.callbacks import Preemption
 from ablate.run.evaluation import scored_on, select_weights, write_record
 from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
 from ablate.run.loggers import make_csv_logger
-from ablate.run.member_runs import MemberRuns
+from ablate.run.member_progress import MemberProgress
+from ablate.run.member_runs import GroupCheckpoint, MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
-from ablate.run.progress import ProgressFile
-from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
-from ablate.run.stopping import StopRules
+from ablate.run.resume_checks import (
+    checked_config_changes,
+    checked_data,
+    fingerprint_to_record,
+    keep_forced_config,
+    remove_interrupted_saves,
+    resume_attempt,
+)  # fmt: skip
+from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir, saved_config
+from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.trainer import fit_or_exit, make_trainer, prepare_process
 from ablate.training.flops import train_flops
 from ablate.training.member_module import MemberModule
@@ -50,39 +58,50 @@ FAILED = "FAILED.txt"
 
 
 def train_members(
-    cfg: ExperimentConfig, configs: list[ExperimentConfig], resume: bool = False, aside: bool = False, callbacks: list = ()
+    cfg: ExperimentConfig,
+    configs: list[ExperimentConfig],
+    resume: bool = False,
+    aside: bool = False,
+    callbacks: list = (),
+    force: bool = False,
+    accept_data_change: bool = False,
 ) -> list[dict | None]:
     """Train the group `cfg` (its out_dir is the group's) as the member runs `configs`; each member's summary, None
-    for a member that diverged. `resume` continues the group from its last checkpoint. `callbacks(runs)`: makers of
-    callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after it."""
+    for a member that diverged. `resume` continues the group from its last checkpoint, checked as `ablate train
+    --resume` checks a run (`force`, `accept_data_change`: ablate.run.resume_checks), for the group and each member.
+    `callbacks(runs)`: makers of callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after it."""
     check_fits(cfg)  # one member's model: a size no memory here holds is refused before anything is written
     locks = []
     try:
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
+        if resume:
+            _check_same_members(cfg, configs, group)
         for member in configs:
             out = Path(member.out_dir)
             out.mkdir(parents=True, exist_ok=True)
             # Resuming, a member may hold no checkpoint yet (the group stopped before its first validation): the group's
             # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
             locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
-        return _train(cfg, configs, group, resume, callbacks)
+        return _train(cfg, configs, group, resume, callbacks, force, accept_data_change)
     finally:
         for fd in filter(None, locks):
             os.close(fd)
 
 
-def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, resume: bool, callbacks: list) -> list[dict | None]:
+def _train(
+    cfg: ExperimentConfig,
+    configs: list[ExperimentConfig],
+    group: Path,
+    resume: bool,
+    callbacks: list,
+    force: bool,
+    accept_data_change: bool,
+) -> list[dict | None]:
     outs = [Path(c.out_dir) for c in configs]
-    ckpt_path, attempt, tokenizer = None, 0, None
+    ckpt_path, attempt, tokenizer, fingerprint = None, 0, None, "start"
     if resume:
-        ckpt_path = group / "checkpoints" / "last.ckpt"
-        if not ckpt_path.is_file():
-            raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
-        proto = checkpoint_tokenizer(ckpt_path)
-        tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
-        attempt = 1 + sum(1 for _ in group.glob("resume-*"))
-        log.warning("resuming the group %s from %s", group, ckpt_path)
+        ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, configs, group, force, accept_data_change)
     precision = prepare_process(cfg)
     dm = MemberDataModule(cfg, [c.seed for c in configs], shared=cfg.members.data == "shared")
     dm.tokenizer = tokenizer
@@ -97,28 +116,77 @@ def _train(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, 
         write_file(group / "config.yaml", to_yaml(cfg))
         for member, out in zip(configs, outs):
             write_file(out / "config.yaml", to_yaml(member))
-            record_fingerprint(out, cfg.data, proto, "start")
+    if fingerprint:
+        for out in outs:
+            record_fingerprint(out, cfg.data, proto, fingerprint)
     extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
     runs = MemberRuns(configs, outs, group, vocab, proto, attempt, extra)
     speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops, precision)
     # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
-    stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), speed.flops)
+    # max_flops is each member's budget: its share of the group's FLOPs, what its summary reports.
+    stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), lambda b: speed.flops(b) / len(configs))
     preemption = Preemption(group)
     # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
-    progress = [ProgressFile(out, may_stop_sooner=True) for out in outs]
-    group_callbacks = [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress]
+    progress = [MemberProgress(out, k, runs) for k, out in enumerate(outs)]
+    group_callbacks = [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress, GroupCheckpoint(group)]
     trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
     try:
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         validated = "valid" in available_splits(cfg.data)
         if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
             trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
-            runs.record(trainer, module)
+            runs.record(trainer, module, judge=False)
             trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)
         group_reason = stop.summary(trainer, cfg.train)
-        return [_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated) for k in range(len(configs))]
+        summaries, failed = [], None
+        for k in range(len(configs)):  # one member's failure at its end (a decode, a write) costs no other member its own
+            try:
+                summaries.append(_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated))
+            except Exception as e:
+                log.error("member %s: its end failed (%s: %s); the other members' go on", outs[k], type(e).__name__, e)
+                summaries.append(None)
+                failed = failed or e
+        if failed is not None:
+            raise failed
+        return summaries
     finally:
         runs.finish()
+
+
+def _check_same_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path) -> None:
+    """A group resumes with the members it started with: as many, in the same folders (the same seeds and listed
+    values), even with --force."""
+    saved = saved_config(group).get("members", {}).get("size") if (group / "config.yaml").is_file() else None
+    if saved is not None and saved != cfg.members.size:
+        raise ValueError(
+            f"--resume: the group {group} trains {saved} members and this command asks for {cfg.members.size} "
+            f"({group / 'config.yaml'}); a group resumes with the members it started with, even with --force; nothing was changed"
+        )
+    strangers = [c.out_dir for c in configs if not Path(c.out_dir, "config.yaml").is_file()]
+    if strangers:
+        raise ValueError(
+            f"--resume: {strangers[0]} holds no config.yaml, so it is not a member of the group {group}: a group resumes "
+            "with the members it started with (the same seeds and listed values), even with --force; nothing was changed"
+        )
+
+
+def _prepare_resume(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, force: bool, accept_data_change: bool) -> tuple:
+    """Check that the group can continue with `cfg` and these members as a run's resume is checked, for the group's
+    config and each member's, refusing before any file changes; (checkpoint, attempt, tokenizer, fingerprint or None)."""
+    ckpt_path = group / "checkpoints" / "last.ckpt"
+    if not ckpt_path.is_file():
+        raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
+    changes = [(group, cfg, checked_config_changes(group, cfg, force))]
+    changes += [(Path(c.out_dir), c, checked_config_changes(Path(c.out_dir), c, force)) for c in configs]
+    proto = checkpoint_tokenizer(ckpt_path)
+    data_changed = checked_data(Path(configs[0].out_dir), cfg.data, proto, ckpt_path, accept_data_change)  # one corpus
+    attempt = resume_attempt(group)
+    for out, config, changed in changes:
+        remove_interrupted_saves(out)
+        keep_forced_config(out, config, changed, attempt)
+    tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
+    log.warning("resuming the group %s from %s", group, ckpt_path)
+    return ckpt_path, attempt, tokenizer, fingerprint_to_record(data_changed, attempt)
 
 
 def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validated) -> dict | None:
@@ -145,7 +213,8 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
         "epochs": round(steps / max(trainer.num_training_batches, 1), 2) if math.isfinite(trainer.num_training_batches) else None,
         **group_reason,
         "stop_reason": reason,
-        "flops": group_reason["flops"] / module.members,  # the group's model FLOPs, a member's share
+        "flops": group_reason["flops"],  # a member's share of the group's model FLOPs (what its max_flops limits)
+        "convergence": convergence_report(runs.stops.ppl[k], cfg.train.converge_window, cfg.train.converge_tol),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "params": module.params,
         "last": last,

@@ -65,6 +65,7 @@ class ProgressFile(L.Callback):
         self._train_s = self._val_s = 0.0
         self._last_tick: float | None = None
         self._val_started: float | None = None
+        self._after_val = "training"
         self._written = 0.0
 
     # -- clock: training time only, validation is counted apart -----------------------------------------------
@@ -119,6 +120,7 @@ class ProgressFile(L.Callback):
         if trainer.sanity_checking:
             return
         self._val_started = time.perf_counter()
+        self._after_val = "finished" if self.state["phase"] == "finished" else "training"  # the final weights' validation
         self.state["phase"] = "validating"
         self._write(trainer, force=True)
 
@@ -130,11 +132,14 @@ class ProgressFile(L.Callback):
         if self._last_tick is not None:
             self._last_tick += elapsed  # validation is not training time
         self._val_started = None
-        for key in VAL_METRICS:
-            if key in trainer.callback_metrics:
-                self.state[key] = round(float(trainer.callback_metrics[key]), 4)
-        self.state.update(phase="training", val_step=trainer.global_step)
+        self.state.update(self._validation(trainer, pl_module))
+        self.state.update(phase=self._after_val, val_step=trainer.global_step)
         self._write(trainer, force=True)
+
+    def _validation(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, float]:
+        """The metrics of the validation just ended that the file shows (VAL_METRICS)."""
+        metrics = trainer.callback_metrics
+        return {key: round(float(metrics[key]), 4) for key in VAL_METRICS if key in metrics}
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.state.update(phase="finished", step=trainer.global_step, epochs=epochs_done(trainer), eta_s=0.0)

@@ -40,6 +40,19 @@ def convergence_improvement(ppl: list[float], window: float) -> float | None:
     return 1.0 if not math.isfinite(before) else (before - last) / before
 
 
+def convergence_report(ppl: list[float], window: float, tol: float) -> dict:
+    """summary.json's convergence block: the rule over validations `ppl` (over the last fifth when the rule is off)."""
+    window = window or REPORT_WINDOW
+    improvement = convergence_improvement(ppl, window)
+    return {
+        "window": window,
+        "tol": tol,
+        "validations": len(ppl),
+        "improvement": None if improvement is None else round(improvement, 5),
+        "converged": None if improvement is None else improvement < tol,
+    }
+
+
 class EarlyStopping:
     """Stop after `patience` validations in a row without a relative improvement of more than `min_delta`."""
 
@@ -159,19 +172,11 @@ class StopRules(L.Callback):
             reason = "max_steps"
         elif reason is None and t.max_epochs and trainer.current_epoch >= t.max_epochs:
             reason = "max_epochs"
-        window = self.window or REPORT_WINDOW
-        improvement = convergence_improvement(self.ppl, window)
         return {
             "stop_reason": reason or "other",
             "flops": self.flops,
             "wall_seconds": round(self.seconds, 1),
-            "convergence": {
-                "window": window,
-                "tol": self.tol,
-                "validations": len(self.ppl),
-                "improvement": None if improvement is None else round(improvement, 5),
-                "converged": None if improvement is None else improvement < self.tol,
-            },
+            "convergence": convergence_report(self.ppl, self.window, self.tol),
         }
 
 

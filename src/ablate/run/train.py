@@ -18,22 +18,22 @@ import torch
 
 from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data.module import TranslationDataModule, available_splits
-from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
 from ablate.run.evaluation import scored_on, select_weights, write_record
-from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, record_fingerprint, run_tokenizer
+from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
 from ablate.run.memory import check_fits
-from ablate.run.rundir import (
-    FINGERPRINT,
-    changes_from_saved_config,
-    check_disk_space,
-    claim_out_dir,
-    resume_checkpoint,
-    shape_changes,
+from ablate.run.resume_checks import (
+    checked_config_changes,
+    checked_data,
+    fingerprint_to_record,
+    keep_forced_config,
+    remove_interrupted_saves,
+    resume_attempt,
 )  # fmt: skip
+from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
 
@@ -126,44 +126,16 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
 def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:
     """Check that the run in `out` can continue with `cfg` and its corpus files as they are now, refusing before any file
     changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
-    changes = changes_from_saved_config(out, cfg)
-    listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
-    if changes and not force:
-        raise ValueError(
-            f"--resume: the config differs from the run's saved one in {listed} ({out / 'config.yaml'}); use --force to resume anyway"
-        )
-    reshaped = shape_changes(out, cfg, changes) if changes else []
-    if reshaped:
-        raise ValueError(
-            f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
-            f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
-            "(another out_dir) for that config"
-        )
+    changes = checked_config_changes(out, cfg, force)
     ckpt_path = resume_checkpoint(out)
     proto = checkpoint_tokenizer(ckpt_path)
-    # Distinct from --force: a config change is visible in the command, a corpus edited in place is not.
-    data_changed = data_changes(out, cfg.data, proto, ckpt_path)
-    if data_changed and not accept_data_change:
-        raise ValueError(
-            f"--resume: the run's data changed since it started (as {out / FINGERPRINT} records it): {'; '.join(data_changed)}. "
-            "Its checkpoints learned from the files as they were; restore them, start a new run (another out_dir), or pass "
-            "--accept-data-change to go on over the files as they are now with the run's own tokenizer; nothing was changed"
-        )
-    for stale in (out / "checkpoints").glob(".*.tmp"):  # saves a kill interrupted (see AtomicCheckpointIO)
-        stale.unlink()
-    attempt = 1 + sum(1 for _ in out.glob("resume-*"))
-    if changes:  # forced: the new config is the run's config from now on (the old one is kept beside it)
-        write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
-        write_file(out / "config.yaml", to_yaml(cfg))
-    if kept := [k for k in changes if k in SETTINGS_KEYS]:
-        log.warning("the resumed run keeps its tokenizer: %s apply to a new run only", ", ".join(kept))
-    if data_changed is None:
-        log.warning("%s has no fingerprint of its corpus and tokenizer to check (it predates them); recording them as they are now", out)
-    # Recorded anew (after the data is read) when none was or a change was accepted; else the start's record stands.
-    fingerprint = f"resume-{attempt}" if data_changed is None or data_changed else None
+    data_changed = checked_data(out, cfg.data, proto, ckpt_path, accept_data_change)
+    remove_interrupted_saves(out)
+    attempt = resume_attempt(out)
+    keep_forced_config(out, cfg, changes, attempt)
     tokenizer = run_tokenizer(out, proto, ckpt_path) if proto is not None else None
     log.warning("resuming %s from %s", out, ckpt_path)
-    return ckpt_path, attempt, tokenizer, fingerprint
+    return ckpt_path, attempt, tokenizer, fingerprint_to_record(data_changed, attempt)
 
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:

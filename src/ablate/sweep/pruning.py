@@ -20,7 +20,7 @@ class PruningCallback(L.Callback):
         prune = False
         if trainer.is_global_zero:
             self.trial.report(float(trainer.callback_metrics[self.metric]), step=trainer.global_step)
-            prune = self.trial.should_prune()
+            prune = fitting(trainer) and self.trial.should_prune()
         if trainer.strategy.broadcast(prune):
             self.pruned = True
             stop_run(trainer, "pruned")  # the run's summary says why it stopped
@@ -40,5 +40,13 @@ class MemberPruning(L.Callback):
             if self.runs.stops.reason[k] is not None or self.metric not in metrics:
                 continue
             trial.report(float(metrics[self.metric]), step=trainer.global_step)
-            if trial.should_prune():
+            if fitting(trainer) and trial.should_prune():
                 self.runs.stop(k, "pruned", trainer, pl_module)
+
+
+def fitting(trainer: L.Trainer) -> bool:
+    """Whether a validation is one of training's: the final weights' validation after training (off the validation
+    grid) is reported to the trial, but a run that trained all its steps is not pruned."""
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    return trainer.state.fn == TrainerFn.FITTING

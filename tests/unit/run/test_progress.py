@@ -243,3 +243,16 @@ def test_without_a_terminal_the_fields_come_as_plain_lines_every_so_often_and_af
     tr.sanity_checking = True  # Lightning's sanity check is no validation of the run
     plain.on_validation_end(tr, None)
     assert len(out.getvalue().splitlines()) == 3
+
+
+def test_the_final_weights_validation_after_training_leaves_a_finished_run_finished(tmp_path, clock):
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer()
+    cb.on_train_start(tr, None)
+    step(cb, tr, clock)
+    cb.on_train_end(tr, None)
+    cb.on_validation_start(tr, None)  # off the validation grid, after fit (ablate.run.train)
+    assert read_progress(tmp_path)["phase"] == "validating"
+    tr.callback_metrics = {"val/loss": torch.tensor(2.5)}
+    cb.on_validation_end(tr, None)
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["val/loss"], p["val_step"]) == ("finished", 2.5, 1)

@@ -32,3 +32,30 @@ def test_a_member_command_line_that_cannot_be_is_refused_naming_why(overrides, m
                               force=False, move_aside=False, accept_data_change=False)  # fmt: skip
     with pytest.raises(Exception, match=named.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
         train_command(args)
+
+
+def test_a_members_own_config_is_not_taken_for_its_group(tmp_path):
+    """A member's config.yaml names its group (members.group, members.index, members.size K): given to `ablate train`
+    it would train K new members from that member's seed. It is refused, saying how to train it alone or its group;
+    with members.size=1 it trains as an ordinary run."""
+    from helpers import tiny_experiment
+
+    from ablate.config import to_yaml
+    from ablate.run import commands
+
+    member = tiny_experiment(tmp_path)
+    member.members.size, member.members.index, member.members.group = 2, 1, str(tmp_path / "group")
+    path = tmp_path / "config.yaml"
+    path.write_text(to_yaml(member))
+    args = argparse.Namespace(config=[str(path)], members=None, member_data=None, resume=False, auto_resume=False,
+                              force=False, move_aside=False, accept_data_change=False)  # fmt: skip
+    with pytest.raises(
+        ValueError, match=rf"member 1 of the group {tmp_path / 'group'} .*add members.size=1.*{tmp_path / 'group'}/config.yaml"
+    ):
+        train_command(args)
+    args.config = [str(path), "members.size=1"]
+    with pytest.MonkeyPatch.context() as patch:  # trains as one run: stop where training would begin
+        patch.setattr(commands, "_run_members", lambda *a: pytest.fail("trained as a group"))
+        patch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.members.size}")))
+        with pytest.raises(SystemExit, match="run 1"):
+            train_command(args)

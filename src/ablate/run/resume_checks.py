@@ -1,0 +1,75 @@
+"""What `--resume` checks before any file changes, for one run (ablate.run.train) and for a member group and each of its
+members (ablate.run.members) alike: the config against the run's saved config.yaml, and the corpus files against its
+fingerprint.json. A config change is refused unless forced, and always where it changes the model's shapes; a corpus
+edited in place is refused unless accepted (a config change shows in the command, an edited file does not)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ablate.config import ExperimentConfig, to_yaml
+from ablate.data.tokenizer import SETTINGS_KEYS
+from ablate.files.atomic import write_file
+from ablate.run.fingerprint import data_changes
+from ablate.run.rundir import FINGERPRINT, changes_from_saved_config, shape_changes
+
+log = logging.getLogger(__name__)
+
+
+def checked_config_changes(out: Path, cfg: ExperimentConfig, force: bool) -> dict[str, tuple]:
+    """The keys in which `cfg` differs from the run's saved config (key -> (saved, now)), once they may go on."""
+    changes = changes_from_saved_config(out, cfg)
+    listed = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
+    if changes and not force:
+        raise ValueError(
+            f"--resume: the config differs from the run's saved one in {listed} ({out / 'config.yaml'}); use --force to resume anyway"
+        )
+    reshaped = shape_changes(out, cfg, changes) if changes else []
+    if reshaped:
+        raise ValueError(
+            f"--resume: {', '.join(reshaped)} change the shapes of the model's parameters, so no checkpoint "
+            f"of {out} can continue with them, even with --force; nothing was changed. Start a new run "
+            "(another out_dir) for that config"
+        )
+    return changes
+
+
+def checked_data(out: Path, data_cfg, tokenizer: bytes | None, ckpt_path: Path, accept: bool) -> list[str] | None:
+    """How the corpus files differ from the run's fingerprint (None: it has none), once the run may go on over them."""
+    changed = data_changes(out, data_cfg, tokenizer, ckpt_path)
+    if changed and not accept:
+        raise ValueError(
+            f"--resume: the run's data changed since it started (as {out / FINGERPRINT} records it): {'; '.join(changed)}. "
+            "Its checkpoints learned from the files as they were; restore them, start a new run (another out_dir), or pass "
+            "--accept-data-change to go on over the files as they are now with the run's own tokenizer; nothing was changed"
+        )
+    if changed is None:
+        log.warning("%s has no fingerprint of its corpus and tokenizer to check (it predates them); recording them as they are now", out)
+    return changed
+
+
+def keep_forced_config(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple], attempt: int) -> None:
+    """A forced change: the new config is the run's from now on, the old one kept beside it."""
+    if not changes:
+        return
+    write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
+    write_file(out / "config.yaml", to_yaml(cfg))
+    if kept := [k for k in changes if k in SETTINGS_KEYS]:
+        log.warning("the resumed run keeps its tokenizer: %s apply to a new run only", ", ".join(kept))
+
+
+def remove_interrupted_saves(out: Path) -> None:
+    """Checkpoint saves a kill interrupted (see AtomicCheckpointIO): temporary files nothing reads."""
+    for stale in (out / "checkpoints").glob(".*.tmp"):
+        stale.unlink()
+
+
+def resume_attempt(out: Path) -> int:
+    """This resume's number: 1 + the resumes before it (each left a resume-N metrics file)."""
+    return 1 + sum(1 for _ in out.glob("resume-*"))
+
+
+def fingerprint_to_record(changed: list[str] | None, attempt: int) -> str | None:
+    """Recorded anew (after the data is read) when none was or a change was accepted; else the start's record stands."""
+    return f"resume-{attempt}" if changed is None or changed else None

@@ -1,0 +1,87 @@
+"""What `--resume` checks before any file changes (ablate.run.resume_checks), shared by a run and a member group: a
+changed config is refused unless forced and always where it reshapes the model, and a forced one is kept beside the
+new; an edited corpus is refused unless accepted."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from helpers import tiny_sections
+
+from ablate.config import to_yaml
+from ablate.experiment import load_config
+from ablate.run.fingerprint import record_fingerprint
+from ablate.run.resume_checks import (
+    checked_config_changes,
+    checked_data,
+    fingerprint_to_record,
+    keep_forced_config,
+    remove_interrupted_saves,
+    resume_attempt,
+)
+
+MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
+
+
+def saved_run(out, **train):
+    cfg = load_config(model=MODEL, data={"vocab_size": 64}, out_dir=str(out), train=train)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    return cfg
+
+
+def test_a_config_change_is_refused_naming_key_and_file_unless_forced(tmp_path):
+    same = saved_run(tmp_path, lr_scale=1.0)
+    assert checked_config_changes(tmp_path, same, force=False) == {}
+    changed = load_config(model=MODEL, data={"vocab_size": 64}, out_dir=str(tmp_path), train={"lr_scale": 2.0})
+    with pytest.raises(ValueError, match=rf"train.lr_scale: 1.0 -> 2.0 \({tmp_path / 'config.yaml'}\); use --force"):
+        checked_config_changes(tmp_path, changed, force=False)
+    assert checked_config_changes(tmp_path, changed, force=True) == {"train.lr_scale": (1.0, 2.0)}
+
+
+def test_a_change_that_reshapes_the_model_is_refused_even_forced(tmp_path):
+    saved_run(tmp_path)
+    wider = load_config(model={**MODEL, "d_ff": 64}, data={"vocab_size": 64}, out_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="model.d_ff change the shapes of the model's parameters.*even with --force"):
+        checked_config_changes(tmp_path, wider, force=True)
+
+
+def test_a_forced_config_is_the_runs_from_now_on_and_the_old_one_is_kept(tmp_path):
+    saved_run(tmp_path, lr_scale=1.0)
+    before = (tmp_path / "config.yaml").read_text()
+    changed = load_config(model=MODEL, data={"vocab_size": 64}, out_dir=str(tmp_path), train={"lr_scale": 2.0})
+    keep_forced_config(tmp_path, changed, {}, 1)  # nothing changed: nothing written
+    assert not list(tmp_path.glob("config.before-*"))
+    keep_forced_config(tmp_path, changed, {"train.lr_scale": (1.0, 2.0)}, 2)
+    assert (tmp_path / "config.before-resume-2.yaml").read_text() == before
+    assert (tmp_path / "config.yaml").read_text() == to_yaml(changed)
+
+
+def test_an_edited_corpus_is_refused_unless_accepted_and_no_fingerprint_is_recorded_anew(tmp_path, caplog):
+    cfg = load_config(**tiny_sections(tmp_path), out_dir=str(tmp_path / "run"))
+    run = tmp_path / "run"
+    run.mkdir()
+    ckpt = run / "last.ckpt"
+    with caplog.at_level(logging.WARNING):
+        assert checked_data(run, cfg.data, b"tok", ckpt, accept=False) is None  # a run from before fingerprints
+    assert "has no fingerprint" in caplog.text and fingerprint_to_record(None, 3) == "resume-3"
+    record_fingerprint(run, cfg.data, b"tok", "start")
+    assert checked_data(run, cfg.data, b"tok", ckpt, accept=False) == [] and fingerprint_to_record([], 3) is None
+    with open(tmp_path / "corpus" / "train.en", "a") as f:
+        f.write("one more line\n")
+    with pytest.raises(ValueError, match=r"the run's data changed since it started .*train\.en.*--accept-data-change"):
+        checked_data(run, cfg.data, b"tok", ckpt, accept=False)
+    changed = checked_data(run, cfg.data, b"tok", ckpt, accept=True)
+    assert changed and fingerprint_to_record(changed, 3) == "resume-3"
+
+
+def test_interrupted_saves_go_and_attempts_count_the_resumes_before(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / ".last.ckpt.tmp").write_bytes(b"half")
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"whole")
+    remove_interrupted_saves(tmp_path)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["last.ckpt"]
+    assert resume_attempt(tmp_path) == 1
+    (tmp_path / "resume-1").mkdir()
+    assert resume_attempt(tmp_path) == 2
