@@ -1,11 +1,14 @@
-"""What the benchmark scripts share: the machine's description, batches on a device, paired-round timing and peak
-memory of a process."""
+"""What the benchmark scripts share: the machine's description, batches on a device, paired-round timing, peak
+memory of a process and a timed `ablate train` command."""
 
 from __future__ import annotations
 
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,3 +89,12 @@ def paired_ratio(seconds: dict[str, list[float]], ours: str, baselines: list[str
     rounds = len(seconds[ours])
     ratios = [min(seconds[b][r] for b in baselines) / seconds[ours][r] for r in range(rounds)]
     return statistics.median(ratios), ratios
+
+
+def timed_train(*args: str) -> float:
+    """Seconds an `ablate train ARGS` command takes, process start to exit; SystemExit with its stderr's end if it fails."""
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"ablate train {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - began

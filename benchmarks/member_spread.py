@@ -4,12 +4,15 @@ independent `ablate train` runs (issue 37, docs/members.md "The data members see
 A member group's seeds share one length schedule (ablate.data.member_sampler): at 8 members of Multi30k, 27% of the
 batches member 0 sees are seen by another member at the same step, where independent runs share 0.3%. If data order
 drives part of the seed-to-seed spread, members would spread less than runs, and a row's interval from members would
-be too narrow. Both arms are the real commands: `ablate train CONFIG --members K` (seeds 1..K) and `ablate train
-CONFIG seed=S` for S in 1..K, each with its own data order as `ablate train` draws it. Reported per arm: the final
-validation perplexity and BLEU of every seed, their mean and standard deviation; between arms, the ratio of standard
-deviations with its 90% interval (F distribution), the Brown-Forsythe test of equal spread, and Welch's t test of
-equal means. Two workers (one thread each) share the jobs: the member group is one job, each run one.
-Run: ABLATE_DATA_DIR=../shared/data python benchmarks/member_spread.py [--members 12] [--json F] [KEY=VALUE ...]
+be too narrow. Both arms are the real commands: `ablate train CONFIG seed=S --members K` (seeds S..S+K-1, one batch)
+and `ablate train CONFIG seed=S` for each of those seeds, each run with its own data order as `ablate train` draws it.
+Reported per arm: the final validation perplexity and BLEU of every seed; the sd within batches, pooled, and its ratio
+(members / runs) with a 90% interval (F distribution); the Brown-Forsythe test of equal spread (absolute deviations
+from each batch's median) and Welch's t test of equal means. Two workers (one thread each) share the jobs: the member
+group is one job, each run one. `--combine` compares the batches of earlier result files together (each batch's
+members spread about their own group's mean).
+Run: ABLATE_DATA_DIR=../shared/data python benchmarks/member_spread.py [--members 12] [--first-seed 1] [--json F] [KEY=VALUE ...]
+     python benchmarks/member_spread.py --combine A.json B.json [--json F]
 """
 
 from __future__ import annotations
@@ -19,10 +22,8 @@ import json
 import math
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,17 +31,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
-from common import environment  # noqa: E402
+from common import environment, timed_train  # noqa: E402
 
 METRICS = ("val/ppl", "val/bleu")
-
-
-def ablate_train(*args: str) -> float:
-    began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"ablate train {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return time.perf_counter() - began
 
 
 def finals(run: Path) -> dict[str, float]:
@@ -48,13 +41,21 @@ def finals(run: Path) -> dict[str, float]:
     return {m: float(last[m]) for m in METRICS}
 
 
-def spread(members: list[float], runs: list[float]) -> dict:
-    """The two arms' spreads compared: sd ratio (members / runs) with its 90% F interval, Brown-Forsythe, Welch."""
-    n_m, n_r = len(members), len(runs)
-    sd_m, sd_r = statistics.stdev(members), statistics.stdev(runs)
+def _pooled_sd(batches: list[list[float]]) -> tuple[float, int]:
+    """The standard deviation within batches, pooled (each batch about its own mean), and its degrees of freedom."""
+    df = sum(len(b) - 1 for b in batches)
+    return math.sqrt(sum((len(b) - 1) * statistics.variance(b) for b in batches) / df), df
+
+
+def spread(members: list[list[float]], runs: list[list[float]]) -> dict:
+    """The two arms' spreads compared, batch by batch (a batch: one member group and the same seeds as runs): the sd
+    within batches, pooled, and its ratio (members / runs) with a 90% F interval; Brown-Forsythe (absolute deviations
+    from each batch's median); Welch's t test of the means."""
+    (sd_m, df_m), (sd_r, df_r) = _pooled_sd(members), _pooled_sd(runs)
+    flat_m, flat_r = [x for b in members for x in b], [x for b in runs for x in b]
     out = {
-        "members": {"values": members, "mean": statistics.mean(members), "sd": sd_m},
-        "runs": {"values": runs, "mean": statistics.mean(runs), "sd": sd_r},
+        "members": {"mean": statistics.mean(flat_m), "sd": sd_m, "df": df_m},
+        "runs": {"mean": statistics.mean(flat_r), "sd": sd_r, "df": df_r},
         "sd_ratio": None,  # undefined where an arm does not vary at all (BLEU 0 for every seed of a tiny model)
         "sd_ratio_interval_90": None,
         "brown_forsythe_p": None,
@@ -63,42 +64,59 @@ def spread(members: list[float], runs: list[float]) -> dict:
     if sd_m == 0 or sd_r == 0:
         return out
     ratio = (sd_m / sd_r) ** 2
-    upper_q, lower_q = stats.f.ppf(0.95, n_m - 1, n_r - 1), stats.f.ppf(0.05, n_m - 1, n_r - 1)
+    upper_q, lower_q = stats.f.ppf(0.95, df_m, df_r), stats.f.ppf(0.05, df_m, df_r)
+    deviations = [[abs(x - statistics.median(b)) for b in arm for x in b] for arm in (members, runs)]
     out["sd_ratio"] = math.sqrt(ratio)
     out["sd_ratio_interval_90"] = [math.sqrt(ratio / upper_q), math.sqrt(ratio / lower_q)]
-    out["brown_forsythe_p"] = float(stats.levene(members, runs, center="median").pvalue)
-    out["welch_p"] = float(stats.ttest_ind(members, runs, equal_var=False).pvalue)
+    out["brown_forsythe_p"] = float(stats.f_oneway(*deviations).pvalue)
+    out["welch_p"] = float(stats.ttest_ind(flat_m, flat_r, equal_var=False).pvalue)
     return out
+
+
+def measure(args) -> dict:
+    """One batch: a group of K members (seeds first_seed ..) and the same seeds as K runs, two workers."""
+    work = Path(tempfile.mkdtemp(prefix="ablate-member-spread-"))
+    common = [args.config, *args.overrides, "logging.wandb=false", "logging.progress=false", "train.num_threads=1"]
+    seeds = list(range(args.first_seed, args.first_seed + args.members))
+    group = (f"out_dir={work}/group", f"seed={args.first_seed}", "--members", str(args.members))
+    jobs = [group] + [(f"seed={s}", f"out_dir={work}/run-{s}") for s in seeds]
+    try:
+        timed_train(*common, "train.max_steps=1", "train.val_every_steps=1", "train.val_max_sentences=2", f"out_dir={work}/warm")
+        with ThreadPoolExecutor(2) as pool:
+            seconds = list(pool.map(lambda job: timed_train(*common, *job), jobs))
+        arms = {"members": [finals(work / "group" / f"seed={s}") for s in seeds], "runs": [finals(work / f"run-{s}") for s in seeds]}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    values = {m: {arm: [x[m] for x in arms[arm]] for arm in arms} for m in METRICS}
+    return {
+        "seeds": seeds,
+        "seconds": {"members": seconds[0], "runs": seconds[1:]},
+        "values": values,
+        "environment": environment(torch.device("cpu")),
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default="experiments/quickstart.yaml")
     p.add_argument("--members", type=int, default=12)
+    p.add_argument("--first-seed", type=int, default=1, help="the batch's seeds: FIRST .. FIRST+members-1")
+    p.add_argument("--combine", type=Path, nargs="+", help="result files of earlier batches (same config): compared together")
     p.add_argument("--json", type=Path)
     p.add_argument("overrides", nargs="*", help="KEY=VALUE for both arms")
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="ablate-member-spread-"))
-    common = [args.config, *args.overrides, "logging.wandb=false", "logging.progress=false", "train.num_threads=1"]
-    ablate_train(*common, "train.max_steps=1", "train.val_every_steps=1", "train.val_max_sentences=2", f"out_dir={work}/warm")
-    seeds = range(1, args.members + 1)
-    jobs = [(f"out_dir={work}/group", "--members", str(args.members))] + [(f"seed={s}", f"out_dir={work}/run-{s}") for s in seeds]
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            seconds = list(pool.map(lambda job: ablate_train(*common, *job), jobs))
-        arms = {
-            "members": [finals(work / "group" / f"seed={s}") for s in seeds],
-            "runs": [finals(work / f"run-{s}") for s in seeds],
-        }
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if args.combine:
+        earlier = [json.loads(f.read_text()) for f in args.combine]
+        if len({(e["config"], tuple(e["overrides"])) for e in earlier}) > 1:
+            raise SystemExit("--combine: the result files measured different configs or overrides")
+        config, overrides, batches = earlier[0]["config"], earlier[0]["overrides"], [b for e in earlier for b in e["batches"]]
+    else:
+        config, overrides, batches = args.config, args.overrides, [measure(args)]
     result = {
-        "config": args.config,
-        "overrides": args.overrides,
-        "seeds": list(seeds),
-        "seconds": {"members": seconds[0], "runs": seconds[1:]},
-        **{m: spread([x[m] for x in arms["members"]], [x[m] for x in arms["runs"]]) for m in METRICS},
-        "environment": environment(torch.device("cpu")),
+        "config": config,
+        "overrides": overrides,
+        "batches": batches,
+        **{m: spread([b["values"][m]["members"] for b in batches], [b["values"][m]["runs"] for b in batches]) for m in METRICS},
     }
     for m in METRICS:
         r = result[m]
@@ -109,7 +127,7 @@ def main() -> None:
                 f"; sd ratio {r['sd_ratio']:.2f} (90% {low:.2f}-{high:.2f}), Brown-Forsythe p {r['brown_forsythe_p']:.2f}, "
                 f"Welch p {r['welch_p']:.2f}"
             )
-        print(line)
+        print(f"{len(batches)} batch(es), {sum(len(b['seeds']) for b in batches)} seeds an arm: {line}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

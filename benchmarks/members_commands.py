@@ -13,23 +13,13 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
-from common import environment  # noqa: E402
-
-
-def ablate(*args: str) -> float:
-    began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"ablate train {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return time.perf_counter() - began
+from common import environment, timed_train  # noqa: E402
 
 
 def ppl(run: Path) -> float:
@@ -46,13 +36,13 @@ def main() -> None:
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ablate-members-commands-"))
     common = [args.config, *args.overrides, "logging.wandb=false", "logging.progress=false"]
-    ablate(*common, "train.max_steps=1", "train.val_every_steps=1", "train.val_max_sentences=2", f"out_dir={work}/warm")
+    timed_train(*common, "train.max_steps=1", "train.val_every_steps=1", "train.val_max_sentences=2", f"out_dir={work}/warm")
     rounds = []
     try:
         for r in range(args.rounds):
             group = work / f"group-{r}"
-            members = ablate(*common, f"out_dir={group}", "--members", str(args.members))
-            runs = sum(ablate(*common, f"seed={1 + k}", f"out_dir={work}/run-{r}-{k}") for k in range(args.members))
+            members = timed_train(*common, f"out_dir={group}", "--members", str(args.members))
+            runs = sum(timed_train(*common, f"seed={1 + k}", f"out_dir={work}/run-{r}-{k}") for k in range(args.members))
             rounds.append(
                 {
                     "members_s": members,

@@ -63,11 +63,20 @@ def test_member_spread_benchmark_compares_a_groups_spread_with_independent_runs(
     proc = subprocess.run([sys.executable, str(BENCH / "member_spread.py"), *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["seeds"] == [1, 2, 3] and len(result["seconds"]["runs"]) == 3
+    (batch,) = result["batches"]
+    assert batch["seeds"] == [1, 2, 3] and len(batch["seconds"]["runs"]) == 3
+    values = batch["values"]["val/ppl"]
+    assert len(values["members"]) == len(values["runs"]) == 3
+    assert values["members"] != values["runs"]  # members see other batches than their runs
     ppl = result["val/ppl"]
-    assert len(ppl["members"]["values"]) == len(ppl["runs"]["values"]) == 3
-    assert ppl["members"]["values"] != ppl["runs"]["values"]  # members see other batches than their runs
     low, high = ppl["sd_ratio_interval_90"]
-    assert low < ppl["sd_ratio"] < high
+    assert low < ppl["sd_ratio"] < high and ppl["members"]["df"] == ppl["runs"]["df"] == 2
     assert 0 <= ppl["brown_forsythe_p"] <= 1 and 0 <= ppl["welch_p"] <= 1
     assert "val/ppl" in proc.stdout and "val/bleu" in proc.stdout
+    # Batches measured apart are compared together, each about its own mean.
+    again = tmp_path / "again.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "member_spread.py"), "--combine", str(out), str(out), "--json", str(again)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    both = json.loads(again.read_text())["val/ppl"]
+    assert both["members"]["df"] == 4 and both["sd_ratio"] == pytest.approx(ppl["sd_ratio"])
