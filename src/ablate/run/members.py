@@ -30,21 +30,14 @@ from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
 from ablate.run.callbacks import Preemption
 from ablate.run.evaluation import scored_on, select_weights, write_record
-from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
+from ablate.run.fingerprint import record_fingerprint
 from ablate.run.loggers import make_csv_logger
 from ablate.run.member_progress import MemberProgress
+from ablate.run.member_resume import check_same_members, prepare_group_resume
 from ablate.run.member_runs import GroupCheckpoint, MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
-from ablate.run.resume_checks import (
-    checked_config_changes,
-    checked_data,
-    fingerprint_to_record,
-    keep_forced_config,
-    remove_interrupted_saves,
-    resume_attempt,
-)  # fmt: skip
-from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir, saved_config
+from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.trainer import fit_or_exit, make_trainer, prepare_process
 from ablate.training.flops import train_flops
@@ -76,7 +69,7 @@ def train_members(
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
         if resume:
-            _check_same_members(cfg, configs, group)
+            check_same_members(cfg, configs, group)
         for member in configs:
             out = Path(member.out_dir)
             out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +94,7 @@ def _train(
     outs = [Path(c.out_dir) for c in configs]
     ckpt_path, attempt, tokenizer, fingerprint = None, 0, None, "start"
     if resume:
-        ckpt_path, attempt, tokenizer, fingerprint = _prepare_resume(cfg, configs, group, force, accept_data_change)
+        ckpt_path, attempt, tokenizer, fingerprint = prepare_group_resume(cfg, configs, group, force, accept_data_change)
     precision = prepare_process(cfg)
     dm = MemberDataModule(cfg, [c.seed for c in configs], shared=cfg.members.data == "shared")
     dm.tokenizer = tokenizer
@@ -151,42 +144,6 @@ def _train(
         return summaries
     finally:
         runs.finish()
-
-
-def _check_same_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path) -> None:
-    """A group resumes with the members it started with: as many, in the same folders (the same seeds and listed
-    values), even with --force."""
-    saved = saved_config(group).get("members", {}).get("size") if (group / "config.yaml").is_file() else None
-    if saved is not None and saved != cfg.members.size:
-        raise ValueError(
-            f"--resume: the group {group} trains {saved} members and this command asks for {cfg.members.size} "
-            f"({group / 'config.yaml'}); a group resumes with the members it started with, even with --force; nothing was changed"
-        )
-    strangers = [c.out_dir for c in configs if not Path(c.out_dir, "config.yaml").is_file()]
-    if strangers:
-        raise ValueError(
-            f"--resume: {strangers[0]} holds no config.yaml, so it is not a member of the group {group}: a group resumes "
-            "with the members it started with (the same seeds and listed values), even with --force; nothing was changed"
-        )
-
-
-def _prepare_resume(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path, force: bool, accept_data_change: bool) -> tuple:
-    """Check that the group can continue with `cfg` and these members as a run's resume is checked, for the group's
-    config and each member's, refusing before any file changes; (checkpoint, attempt, tokenizer, fingerprint or None)."""
-    ckpt_path = group / "checkpoints" / "last.ckpt"
-    if not ckpt_path.is_file():
-        raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
-    changes = [(group, cfg, checked_config_changes(group, cfg, force))]
-    changes += [(Path(c.out_dir), c, checked_config_changes(Path(c.out_dir), c, force)) for c in configs]
-    proto = checkpoint_tokenizer(ckpt_path)
-    data_changed = checked_data(Path(configs[0].out_dir), cfg.data, proto, ckpt_path, accept_data_change)  # one corpus
-    attempt = resume_attempt(group)
-    for out, config, changed in changes:
-        remove_interrupted_saves(out)
-        keep_forced_config(out, config, changed, attempt)
-    tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
-    log.warning("resuming the group %s from %s", group, ckpt_path)
-    return ckpt_path, attempt, tokenizer, fingerprint_to_record(data_changed, attempt)
 
 
 def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validated) -> dict | None:
