@@ -80,14 +80,14 @@ def looped_member_loss(model: nn.Module, batch: dict, smoothing: Tensor) -> tupl
     members = batch["member_tokens"].numel()
     # Each weight unbound once, so its backward stacks the K gradients once.
     weights = [(slot.places, slot.owner[slot.name].unbind(0)) for slot in plan.weights]
-    for slot in plan.buffers:
-        for places, name in slot.places:
-            places[name] = slot.owner[slot.name]
     rates = [(layer, [own.p] * members if own.rates is None else own.rates.tolist()) for layer, own in plan.dropouts]
     eps = smoothing.tolist()
     losses: list[Tensor | None] = []
     nlls: list[Tensor | None] = []
     try:
+        for slot in plan.buffers:
+            for where, name in slot.places:
+                where[name] = slot.owner[slot.name]
         for k in range(members):
             own = member_batch(batch, k, members)
             if own is None:  # no sentence this step: no loss, and no gradient for its weights

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ablate.run.member_stops import DIVERGED
 from ablate.run.progress import VAL_METRICS, ProgressFile
+from ablate.run.progress_file import read_progress
 
 
 class MemberProgress(ProgressFile):
@@ -17,6 +18,8 @@ class MemberProgress(ProgressFile):
         self.k, self.runs = k, runs
 
     def _stopped(self, trainer) -> bool:
+        """Whether member k stopped; the first time, the file says how (and it is kept fresh after: a reader takes a
+        file that is not rewritten for long for a hung run)."""
         reason = self.runs.stops.reason[self.k]
         if reason is None:
             return False
@@ -25,10 +28,19 @@ class MemberProgress(ProgressFile):
             self._write(trainer, force=True)
         return True
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.runs.stops.reason[self.k] is None:
+            return super().on_train_start(trainer, pl_module)
+        # A resumed group: a member stopped before keeps the file it left (its step, its last validation).
+        saved = read_progress(self.out) or {}
+        self.state.update({key: saved[key] for key in self.state if key in saved})
+        self._stopped(trainer)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if not self._stopped(trainer):
-            own = {"tgt_tokens": batch["member_tgt_tokens"][self.k]} if isinstance(batch, dict) and "member_tgt_tokens" in batch else batch
-            super().on_train_batch_end(trainer, pl_module, outputs, own, batch_idx)
+        if self._stopped(trainer):
+            return self._write(trainer)  # as often as a training member's: only `updated` moves
+        own = {"tgt_tokens": batch["member_tgt_tokens"][self.k]} if isinstance(batch, dict) and "member_tgt_tokens" in batch else batch
+        super().on_train_batch_end(trainer, pl_module, outputs, own, batch_idx)
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if not self._stopped(trainer):
@@ -39,6 +51,8 @@ class MemberProgress(ProgressFile):
         return {key: round(float(metrics[key]), 4) for key in VAL_METRICS if key in metrics}
 
     def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or self._val_started is None:  # not a validation this member took part in
+            return
         super().on_validation_end(trainer, pl_module)
         self._stopped(trainer)  # stopped by this validation: the file says so
 

@@ -23,6 +23,9 @@ COUNTED = ("running", "finished", "pruned", "failed", "interrupted", "waiting")
 
 
 RUNNING = ("starting", "training", "validating")
+# A running trial whose progress file says its training ended: a run's final evaluation, or a member that its rules or
+# pruner stopped while its group trains on (ablate.run.member_progress).
+ENDED = {"finished": "training done, its end to come", "stopped": "training stopped, its end to come"}
 
 
 @dataclass
@@ -86,8 +89,11 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
         v.eta_upper = bool(p.get("eta_upper"))
         v.val_loss, v.val_bleu = _num(p.get("val/loss")), _num(p.get("val/bleu"))
         if t.state == TrialState.RUNNING:
-            v.state = "validating" if p.get("phase") == "validating" else "training"
-            if now - p.get("updated", now) > STALE_S:
+            phase = p.get("phase")
+            v.state = "validating" if phase == "validating" else "training"
+            if phase in ENDED:  # its final evaluation, or a member's group, is still to end: the trial then records it
+                v.note = ENDED[phase]
+            elif now - p.get("updated", now) > STALE_S:
                 v.note = f"no progress for {format_duration(now - p['updated'])}"
     if t.state != TrialState.RUNNING:  # what the trial recorded when it ended wins over a progress file
         v.eta_s = None

@@ -10,7 +10,7 @@ import torch
 
 from ablate.run import progress as progress_module
 from ablate.run.member_progress import MemberProgress
-from ablate.run.progress_file import read_progress
+from ablate.run.progress_file import read_progress, write_progress
 
 
 @pytest.fixture
@@ -64,3 +64,25 @@ def test_each_member_shows_its_own_tokens_and_validation_and_its_own_end(tmp_pat
     for cb in cbs:
         cb.on_train_end(tr, module)
     assert [read_progress(o)["phase"] for o in outs] == ["finished", "finished", "stopped"]
+
+
+def test_a_stopped_member_keeps_its_file_fresh_and_a_resumed_group_keeps_the_file_it_left(tmp_path, clock):
+    tr = SimpleNamespace(estimated_stepping_batches=100, max_epochs=-1, global_step=0, current_epoch=0, is_global_zero=True,
+                         sanity_checking=False, callback_metrics={}, num_training_batches=100, accumulate_grad_batches=1)  # fmt: skip
+    runs = SimpleNamespace(stops=SimpleNamespace(reason=["converged"]))
+    module = SimpleNamespace(member_metrics=[{"val/loss": 3.0}])
+    left = {"phase": "finished", "step": 40, "max_steps": 100, "val/loss": 2.5, "val_step": 40, "updated": clock.t}
+    write_progress(tmp_path, left)
+    cb = MemberProgress(tmp_path, 0, runs)
+    tr.global_step = 60  # the group resumes at 60, after member 0 stopped at 40
+    cb.on_train_start(tr, module)
+    tr.sanity_checking = True  # the resumed fit's sanity check: not this member's validation
+    cb.on_validation_start(tr, module)
+    cb.on_validation_end(tr, module)
+    tr.sanity_checking = False
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["step"], p["val/loss"], p["val_step"]) == ("finished", 40, 2.5, 40)
+    for _ in range(5):
+        group_step([cb], tr, clock)
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["step"]) == ("finished", 40) and p["updated"] == clock.t  # fresh: not taken for a hung run

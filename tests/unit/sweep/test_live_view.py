@@ -142,3 +142,16 @@ def test_a_gpu_column_appears_only_once_a_trial_ran_on_a_gpu(tmp_path):
     lines = plain_lines(snapshot(study, now=NOW))
     assert "trial 7 kv-mqa: training, gpu 1, step 120/300, epochs 0.40, 2,031 tok/s" in lines[2]
     assert lines[0].startswith("trial 1 E-learned: training, step 120/300")  # no gpu recorded: none shown
+
+
+def test_a_running_trial_whose_training_ended_is_not_taken_for_a_hung_one(tmp_path):
+    """Its progress file says `finished` (a run's final evaluation, a member its rules stopped while its group trains
+    on) or `stopped`: the line says so, however long ago the file was written."""
+    study = optuna.create_study(study_name="s", direction="maximize")
+    add(study, TrialState.RUNNING, "member", tmp_path / "0", started=NOW - 1000)
+    progress(tmp_path / "0", phase="finished", updated=NOW - 400)
+    add(study, TrialState.RUNNING, "diverged", tmp_path / "1", started=NOW - 1000)
+    progress(tmp_path / "1", phase="stopped", updated=NOW - 10)
+    lines = plain_lines(snapshot(study, now=NOW))
+    assert lines[0].startswith("trial 0 member: training, step 120/300") and lines[0].endswith("(training done, its end to come)")
+    assert lines[1].endswith("(training stopped, its end to come)")
