@@ -80,3 +80,17 @@ def test_member_spread_benchmark_compares_a_groups_spread_with_independent_runs(
     assert proc.returncode == 0, proc.stderr[-3000:]
     both = json.loads(again.read_text())["val/ppl"]
     assert both["members"]["df"] == 4 and both["sd_ratio"] == pytest.approx(ppl["sd_ratio"])
+
+
+def test_members_commands_benchmark_times_a_group_against_its_runs_as_commands(tmp_path):
+    """benchmarks/members_commands.py: `ablate train --members K` against K `ablate train` commands, round by round."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))
+    out = tmp_path / "commands.json"
+    args = ["--config", str(cfg), "--members", "2", "--rounds", "1", "--json", str(out), "train.max_steps=3", "train.val_every_steps=3"]
+    proc = subprocess.run([sys.executable, str(BENCH / "members_commands.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    (round_,) = result["rounds"]
+    assert round_["members_s"] > 0 and round_["runs_s"] > 0 and len(round_["ppl_members"]) == len(round_["ppl_runs"]) == 2
+    assert result["median_ratio"] == pytest.approx(round_["runs_s"] / round_["members_s"])
