@@ -1,6 +1,7 @@
 """The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, seed
-intervals cut at a score's range or with no spread at all, and rows stopped by a limit before their convergence rule
-was met (`ablate.table.compare` gathers them into the table's notes)."""
+intervals cut at a score's range or with no spread at all, rows stopped by a limit before their convergence rule
+was met, and rows whose seeds trained as members of one model (`ablate.table.compare` gathers them into the table's
+notes)."""
 
 from __future__ import annotations
 
@@ -57,4 +58,16 @@ def capped(rows: list) -> list[str]:
             still = f"; val/ppl still {low if low == high else f'{low}-{high}'}% better over the rule's window"
         by = ", ".join(sorted({r.stop_reason for r in capped}))
         out.append(f"{row.name} ({len(capped)} of {len(row.runs)} runs, by {by}{still})")
+    return out
+
+
+def member_groups(rows: list) -> list[str]:
+    """Rows with seeds trained as members of one model (members.size > 1), e.g. "base (12 of 12 seeds in 1 group)": a
+    group's members share its length schedule and spread less than independent runs (docs/members.md)."""
+    out = []
+    for row in rows:
+        grouped = [r for r in row.runs if (r.config.get("members.size") or 1) > 1]
+        if grouped:
+            groups = len({r.config.get("members.group") for r in grouped})
+            out.append(f"{row.name} ({len(grouped)} of {len(row.runs)} seeds in {groups} group{'' if groups == 1 else 's'})")
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import rank_correlation, score_range, seed_intervals, verdicts
-from ablate.table.caveats import LIMITS, capped, edges, skipped_runs
+from ablate.table.caveats import LIMITS, capped, edges, member_groups, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, _effective, check_rows
 from ablate.table.row_tests import METRICS, no_test, paired_tests
@@ -249,6 +249,13 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         summary["notes"].append(
             f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
             f"still move: {'; '.join(stopped)}."
+        )
+    if grouped := member_groups(table.rows):
+        summary["notes"].append(
+            f"Seeds trained as members of one model: {'; '.join(grouped)}. A group's members share one length schedule "
+            "and spread less than independent runs (measured: docs/members.md), so read these rows' seed intervals, and "
+            "tests against rows trained otherwise, as too narrow; a row's seeds in several groups, or as runs, vary as "
+            "runs do."
         )
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}

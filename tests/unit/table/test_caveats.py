@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ablate.table.caveats import capped, skipped_runs
+from ablate.table.caveats import capped, member_groups, skipped_runs
 
 
 def test_every_run_left_out_is_named_with_why():
@@ -27,3 +27,18 @@ def test_rows_a_limit_stopped_before_the_rule_converged_them_are_named():
     (note,) = capped(rows)
     assert "D-drop0.2 (2 of 3 runs, by max_steps; val/ppl still 2.9-3.6% better over the rule's window)" in note
     assert "base" not in note and "A-h1" not in note
+
+
+def member(size, group):
+    return SimpleNamespace(config={"members.size": size, "members.group": group})
+
+
+def test_rows_with_seeds_trained_as_members_are_named_with_their_groups():
+    rows = [
+        SimpleNamespace(name="base", runs=[member(4, "g/base-1")] * 4),
+        SimpleNamespace(
+            name="A-h1", runs=[member(2, "g/a-1"), member(2, "g/a-1"), member(2, "g/a-3"), member(2, "g/a-3"), member(1, None)]
+        ),
+        SimpleNamespace(name="C-N2", runs=[member(1, None), SimpleNamespace(config={})]),  # runs: not named
+    ]
+    assert member_groups(rows) == ["base (4 of 4 seeds in 1 group)", "A-h1 (4 of 5 seeds in 2 groups)"]
