@@ -104,3 +104,10 @@ def test_the_scan_sees_imports_by_name_in_functions_and_through_packages():
     assert "ablate.table.controls" in IMPORTED[unit / "table" / "test_controls.py"]  # inside a test function
     assert "ablate.config.compose" in reexports("ablate.config").values()
     assert "ablate.sweep.status" not in set().union(*IMPORTED.values())  # reached through the command line alone
+
+
+def test_every_test_file_has_a_name_of_its_own():
+    """pytest imports test files by their base name (its default `prepend` import mode): a second file of one name
+    anywhere under tests/ fails to collect, in whichever run meets both."""
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
