@@ -4,22 +4,11 @@ the members it started with, and the group's config and each member's are checke
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from ablate.config import ExperimentConfig
-from ablate.run.fingerprint import checkpoint_tokenizer, run_tokenizer
-from ablate.run.resume_checks import (
-    checked_config_changes,
-    checked_data,
-    fingerprint_to_record,
-    keep_forced_config,
-    remove_interrupted_saves,
-    resume_attempt,
-)  # fmt: skip
+from ablate.run.resume_checks import prepare_resume
 from ablate.run.rundir import saved_config
-
-log = logging.getLogger(__name__)
 
 
 def check_same_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], group: Path) -> None:
@@ -47,14 +36,6 @@ def prepare_group_resume(
     ckpt_path = group / "checkpoints" / "last.ckpt"
     if not ckpt_path.is_file():
         raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
-    changes = [(group, cfg, checked_config_changes(group, cfg, force))]
-    changes += [(Path(c.out_dir), c, checked_config_changes(Path(c.out_dir), c, force)) for c in configs]
-    proto = checkpoint_tokenizer(ckpt_path)
-    data_changed = checked_data(Path(configs[0].out_dir), cfg.data, proto, ckpt_path, accept_data_change)  # one corpus
-    attempt = resume_attempt(group)
-    for out, config, changed in changes:
-        remove_interrupted_saves(out)
-        keep_forced_config(out, config, changed, attempt)
-    tokenizer = run_tokenizer(group, proto, ckpt_path) if proto is not None else None
-    log.warning("resuming the group %s from %s", group, ckpt_path)
-    return ckpt_path, attempt, tokenizer, fingerprint_to_record(data_changed, attempt)
+    runs = [(group, cfg), *((Path(c.out_dir), c) for c in configs)]
+    fingerprinted = Path(configs[0].out_dir)  # one corpus: each member records it, the group does not
+    return ckpt_path, *prepare_resume(ckpt_path, runs, fingerprinted, group, force, accept_data_change)

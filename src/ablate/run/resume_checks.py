@@ -11,7 +11,7 @@ from pathlib import Path
 from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.files.atomic import write_file
-from ablate.run.fingerprint import data_changes
+from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, run_tokenizer
 from ablate.run.rundir import FINGERPRINT, changes_from_saved_config, shape_changes
 
 log = logging.getLogger(__name__)
@@ -73,3 +73,22 @@ def resume_attempt(out: Path) -> int:
 def fingerprint_to_record(changed: list[str] | None, attempt: int) -> str | None:
     """Recorded anew (after the data is read) when none was or a change was accepted; else the start's record stands."""
     return f"resume-{attempt}" if changed is None or changed else None
+
+
+def prepare_resume(
+    ckpt_path: Path, runs: list[tuple[Path, ExperimentConfig]], fingerprinted: Path, home: Path, force: bool, accept_data_change: bool
+) -> tuple[int, object, str | None]:
+    """A resume from `ckpt_path`, checked before any file changes: each run directory's config in `runs` against its
+    saved one, the corpus against `fingerprinted`'s fingerprint. Then stale saves go, forced configs are kept and the
+    checkpoint's tokenizer is restored in `home` (the directory that resumes: a run's, a group's). Returns (attempt
+    number, that tokenizer or None, the fingerprint record to write or None)."""
+    changes = [(out, cfg, checked_config_changes(out, cfg, force)) for out, cfg in runs]
+    proto = checkpoint_tokenizer(ckpt_path)
+    data_changed = checked_data(fingerprinted, runs[0][1].data, proto, ckpt_path, accept_data_change)
+    attempt = resume_attempt(home)
+    for out, cfg, changed in changes:
+        remove_interrupted_saves(out)
+        keep_forced_config(out, cfg, changed, attempt)
+    tokenizer = run_tokenizer(home, proto, ckpt_path) if proto is not None else None
+    log.warning("resuming %s from %s", home, ckpt_path)
+    return attempt, tokenizer, fingerprint_to_record(data_changed, attempt)

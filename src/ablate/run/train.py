@@ -9,7 +9,6 @@ fingerprint.json (the corpus files and tokenizer it trains on, which a resume ch
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 from pathlib import Path
@@ -23,21 +22,12 @@ from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
 from ablate.run.evaluation import scored_on, select_weights, write_record
-from ablate.run.fingerprint import checkpoint_tokenizer, record_fingerprint, run_tokenizer
+from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
-from ablate.run.resume_checks import (
-    checked_config_changes,
-    checked_data,
-    fingerprint_to_record,
-    keep_forced_config,
-    remove_interrupted_saves,
-    resume_attempt,
-)  # fmt: skip
+from ablate.run.resume_checks import prepare_resume
 from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
-
-log = logging.getLogger(__name__)
 
 
 def train(
@@ -126,16 +116,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
 def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:
     """Check that the run in `out` can continue with `cfg` and its corpus files as they are now, refusing before any file
     changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
-    changes = checked_config_changes(out, cfg, force)
     ckpt_path = resume_checkpoint(out)
-    proto = checkpoint_tokenizer(ckpt_path)
-    data_changed = checked_data(out, cfg.data, proto, ckpt_path, accept_data_change)
-    remove_interrupted_saves(out)
-    attempt = resume_attempt(out)
-    keep_forced_config(out, cfg, changes, attempt)
-    tokenizer = run_tokenizer(out, proto, ckpt_path) if proto is not None else None
-    log.warning("resuming %s from %s", out, ckpt_path)
-    return ckpt_path, attempt, tokenizer, fingerprint_to_record(data_changed, attempt)
+    return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)
 
 
 def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
