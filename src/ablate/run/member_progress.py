@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablate.run.member_stops import DIVERGED
-from ablate.run.progress import VAL_METRICS, ProgressFile
+from ablate.run.progress import ProgressFile
 from ablate.run.progress_file import read_progress
 
 
@@ -46,9 +46,8 @@ class MemberProgress(ProgressFile):
         if not self._stopped(trainer):
             super().on_validation_start(trainer, pl_module)
 
-    def _validation(self, trainer, pl_module) -> dict[str, float]:
-        metrics = pl_module.member_metrics[self.k] if self.k < len(pl_module.member_metrics) else {}
-        return {key: round(float(metrics[key]), 4) for key in VAL_METRICS if key in metrics}
+    def _validation(self, trainer, pl_module) -> dict:
+        return pl_module.member_metrics[self.k] if self.k < len(pl_module.member_metrics) else {}
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or self._val_started is None:  # not a validation this member took part in

@@ -132,14 +132,14 @@ class ProgressFile(L.Callback):
         if self._last_tick is not None:
             self._last_tick += elapsed  # validation is not training time
         self._val_started = None
-        self.state.update(self._validation(trainer, pl_module))
+        metrics = self._validation(trainer, pl_module)
+        self.state.update({key: round(float(metrics[key]), 4) for key in VAL_METRICS if key in metrics})
         self.state.update(phase=self._after_val, val_step=trainer.global_step)
         self._write(trainer, force=True)
 
-    def _validation(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, float]:
-        """The metrics of the validation just ended that the file shows (VAL_METRICS)."""
-        metrics = trainer.callback_metrics
-        return {key: round(float(metrics[key]), 4) for key in VAL_METRICS if key in metrics}
+    def _validation(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict:
+        """The metrics of the validation just ended (the file shows its VAL_METRICS)."""
+        return trainer.callback_metrics
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.state.update(phase="finished", step=trainer.global_step, epochs=epochs_done(trainer), eta_s=0.0)
