@@ -141,6 +141,7 @@ def test_a_forced_change_of_tokenizer_settings_keeps_the_runs_tokenizer_and_says
     resumed run still encodes with its own tokenizer, and says the setting applies to a new run only."""
     from ablate.data.tokenizer import load_or_train_tokenizer
     from ablate.experiment import load_config
+    from ablate.run import resume_checks
     from ablate.run import train as train_module
 
     config, run_dir, corpus = run
@@ -148,11 +149,11 @@ def test_a_forced_change_of_tokenizer_settings_keeps_the_runs_tokenizer_and_says
     cfg = load_config([str(config)], ["data.character_coverage=0.98"])
     assert sha256(load_or_train_tokenizer(cfg.data, corpus / "train.en", corpus / "train.de").path.read_bytes()) != sha256(run_tokenizer)
     probe = TokenizerProbe()
-    train_module.log.addHandler(caplog.handler)
+    resume_checks.log.addHandler(caplog.handler)
     try:
         assert train_module.train(cfg, callbacks=[probe], resume=True, force=True)["steps"] == 20
     finally:
-        train_module.log.removeHandler(caplog.handler)
+        resume_checks.log.removeHandler(caplog.handler)
     assert probe.used and sha256(probe.used[0]) == sha256(run_tokenizer), "the resumed run encoded its data with another tokenizer"
     assert "the resumed run keeps its tokenizer: data.character_coverage apply to a new run only" in caplog.text
     assert not list(run_dir.glob("fingerprint.before-*"))  # the corpus did not change: the start's record stands
