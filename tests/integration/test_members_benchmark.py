@@ -82,6 +82,42 @@ def test_member_spread_benchmark_compares_a_groups_spread_with_independent_runs(
     assert both["members"]["df"] == 4 and both["sd_ratio"] == pytest.approx(ppl["sd_ratio"])
 
 
+def test_member_bias_benchmark_compares_group_means_with_runs(tmp_path):
+    """benchmarks/member_bias.py: G groups on their own schedules, each counted once by its mean, against runs."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, model={"dropout": 0.1}, data={"max_tokens": 128})))
+    out = tmp_path / "bias.json"
+    args = [
+        "--config",
+        str(cfg),
+        "--groups",
+        "2",
+        "--members",
+        "2",
+        "--runs",
+        "2",
+        "--json",
+        str(out),
+        "train.max_steps=3",
+        "train.val_every_steps=3",
+    ]
+    proc = subprocess.run([sys.executable, str(BENCH / "member_bias.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [g["first_seed"] for g in result["groups"]] == [201, 203] and len(result["runs"]["val/ppl"]) == 2
+    ppl = result["val/ppl"]
+    assert ppl["group_means"] == pytest.approx([sum(g["values"]["val/ppl"]) / 2 for g in result["groups"]])
+    low, high = ppl["delta_interval_95"]
+    assert low < ppl["delta"] < high and 0 <= ppl["welch_p"] <= 1 and ppl["members"]["groups"] == 2
+    assert "members - runs" in proc.stdout
+    # Runs of another config are refused, not compared.
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"config": "elsewhere.yaml", "overrides": [], "batches": []}))
+    proc = subprocess.run([sys.executable, str(BENCH / "member_bias.py"), "--config", str(cfg), "--runs-from", str(other)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode != 0 and "another config" in proc.stderr
+
+
 def test_members_commands_benchmark_times_a_group_against_its_runs_as_commands(tmp_path):
     """benchmarks/members_commands.py: `ablate train --members K` against K `ablate train` commands, round by round."""
     cfg = tmp_path / "tiny.yaml"

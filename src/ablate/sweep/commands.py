@@ -27,6 +27,7 @@ from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep, member_search_problem
 from ablate.sweep.long_table import print_table
+from ablate.sweep.member_group import few_groups_note
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.picture import plain_lines, render
 from ablate.sweep.plan import plan_for
@@ -53,6 +54,8 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     header, rows, closing = plan_for(sweep).describe()
     print_table(console, header, rows)
     console.print(closing)
+    if sweep.variants and (note := few_groups_note(sweep)):
+        console.print(f"note: {note}")
 
 
 def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layout:
@@ -155,6 +158,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
         dry_run(sweep, console)
         return 0
     placed = gpu_layout(sweep, per_gpu_from, console)
+    if sweep.variants and (note := few_groups_note(sweep)):  # members fixed now (`members: auto` measured)
+        console.print(f"[yellow]note:[/] {note}")
     workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
     devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)

@@ -23,6 +23,29 @@ from ablate.sweep.storage import StudyHandle
 from ablate.sweep.trial_config import config_changed, trial_config
 
 
+def few_groups_note(sweep: Sweep) -> str | None:
+    """A note for a grid whose members leave a row's seeds in fewer than 4 groups: `ablate table` counts a group once
+    (its members share a length schedule: docs/members.md), so 1 group gives the row no seed interval and 2-3 give a t
+    interval on 1-2 degrees of freedom; None where every row has 4 or more, or trains its seeds as runs."""
+    seeds: dict[str, int] = {}
+    for row, _ in sweep.rows():
+        seeds[row] = seeds.get(row, 0) + 1
+    few = {}
+    for row, n in seeds.items():
+        size = sweep.row_config(sweep.variants[row]).members.size
+        groups = -(-n // size)
+        if size > 1 and n > 1 and groups < 4:
+            few[row] = (n, size, groups)
+    if not few:
+        return None
+    shown = ", ".join(f"{row} ({n} seeds in {g} group{'' if g == 1 else 's'} of up to {k})" for row, (n, k, g) in few.items())
+    return (
+        f"members: {shown}. ablate table counts a group once, by its members' mean (they share its length schedule: "
+        "docs/members.md): a row in 1 group gets no seed interval, in 2-3 a wide one; members of at most a quarter of "
+        "a row's seeds give it 4 groups"
+    )
+
+
 def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tuple[tuple[Path, list[Path]] | None, list[optuna.Trial]]:
     """The partners to train `trial` with. When its last attempt was a member of a group that stopped with no reason
     of its own (preempted, its worker died) and left a group checkpoint, the rows of that group's other members, so

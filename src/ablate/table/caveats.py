@@ -71,3 +71,13 @@ def member_groups(rows: list) -> list[str]:
             groups = len({r.config.get("members.group") for r in grouped})
             out.append(f"{row.name} ({len(grouped)} of {len(row.runs)} seeds in {groups} group{'' if groups == 1 else 's'})")
     return out
+
+
+def member_groups_note(grouped: list[str]) -> str:
+    """The note on rows whose seeds trained as members (`member_groups`): how `ablate table` counted them."""
+    return (
+        f"Seeds trained as members of one model: {'; '.join(grouped)}. A group's members share its length schedule and "
+        "spread less than independent runs (measured: docs/members.md), so each group counts once, by its members' "
+        "mean, in these rows' intervals, Δ and paired tests (ablate.table.replicates): a row in one group has no seed "
+        "interval, and its test takes its seed variance from base or, with base in one group too, has none."
+    )

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
-from ablate.table import rank_correlation, score_range, seed_intervals, verdicts
-from ablate.table.caveats import LIMITS, capped, edges, member_groups, skipped_runs
+from ablate.table import rank_correlation, replicates, score_range, seed_intervals, verdicts
+from ablate.table.caveats import LIMITS, capped, edges, member_groups, member_groups_note, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, _effective, check_rows
 from ablate.table.row_tests import METRICS, no_test, paired_tests
@@ -49,12 +49,18 @@ class Row:
         v = self.values(attr)
         return sum(v) / len(v) if v else None
 
+    def replicate_values(self, attr: str) -> list[float]:
+        """One score per replicate: a run trained alone, or a member group by its members' mean (`replicates`)."""
+        return replicates.replicate_values(self.runs, attr)
+
     def interval(self, attr: str) -> dict:
-        """Mean, 95% Student-t interval (cut to the score's range: `clipped`), sd and N over seeds; bounds and sd are
-        None with one seed, the bounds with seeds all alike, all None with none."""
-        v = self.values(attr)
+        """Mean, 95% Student-t interval (cut to the score's range: `clipped`), sd and n over replicates (seeds, a
+        member group counting once), and the runs scored; bounds and sd are None with one replicate, the bounds with
+        replicates all alike, all None with none."""
+        v = self.replicate_values(attr)
         iv = seed_intervals.t_interval(v, bounds=score_range.RANGES[attr]) if v else seed_intervals.Interval(None, None, None, 0, None)
-        return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n, "clipped": iv.clipped}
+        runs = len(self.values(attr))
+        return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n, "runs": runs, "clipped": iv.clipped}
 
 
 def stop_reasons(row: Row) -> str:
@@ -159,7 +165,7 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
     """One metric of one row: seed interval, Δ against base (Welch), the paired test, the paper and the verdict; a
     control (`against`: the base runs it is compared with) has no verdict."""
     out = row.interval(metric)
-    ours, theirs = row.values(metric), (against or base).values(metric)
+    ours, theirs = row.replicate_values(metric), (against or base).replicate_values(metric)
     diff = (
         seed_intervals.welch_interval(ours, theirs)
         if row is not base and ours and theirs
@@ -214,7 +220,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         "basis": _recorded_basis(table),
         "declared_basis": "; ".join(sorted({str(r.config["sweep.basis"]) for r in runs if r.config.get("sweep.basis")})) or None,
         "base_config": {col: base_line[col] for col in COLUMNS},
-        "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n")} for m in METRICS},
+        "noise_floor": {m: {k: base_line[m][k] for k in ("mean", "low", "high", "sd", "n", "runs")} for m in METRICS},
+        "base_seeds": replicates.seeds_in_groups(table.base.runs),  # "12 seeds in 3 groups": what the floor is over
         "bootstrap": {"resamples": n_boot, "seed": seed, "alpha": 0.05, "power": 0.8, "level": 0.95, "target_mde": target_mde or None},
         "skipped_runs": [{"run": run, "reason": why} for run, why in ev.skipped.items()],
         "notes": skipped_runs(ev.skipped, ev.skipped_what, list(ev.diverged)) + list(ev.notes),
@@ -229,12 +236,12 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
     tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed")}
     if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
-            f"Tested on sentence noise only (one seed there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
+            f"Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
             "read their p and interval as too narrow."
         )
     if tested_on["borrowed"]:  # the one-seed side is assumed to vary across seeds as the other does
         summary["notes"].append(
-            f"One seed in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
+            f"One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
             "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
         )
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
@@ -250,13 +257,9 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
             f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
             f"still move: {'; '.join(stopped)}."
         )
-    if grouped := member_groups(table.rows):
-        summary["notes"].append(
-            f"Seeds trained as members of one model: {'; '.join(grouped)}. A group's members share one length schedule "
-            "and spread less than independent runs (measured: docs/members.md), so read these rows' seed intervals, and "
-            "tests against rows trained otherwise, as too narrow; a row's seeds in several groups, or as runs, vary as "
-            "runs do."
-        )
+    summary["member_groups"] = member_groups(table.rows)
+    if summary["member_groups"]:
+        summary["notes"].append(member_groups_note(summary["member_groups"]))
     if table.compares_with_paper:
         summary["verdicts"] = {m: _counts([ln for ln in others if not ln["control"]], m) for m in METRICS}
         summary["spearman"] = {m: _spearman([ln for ln in table.lines if not ln["diverged"]], m, n_boot, seed) for m in METRICS}

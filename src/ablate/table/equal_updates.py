@@ -3,7 +3,8 @@
 A study whose stopping rule ends runs at different lengths compares each row where its runs stopped; when runs
 that trained longer score better ("Training length within rows" under the table), part of every Δ is training
 length. The curves every run logs (metrics.csv, and resume-N/metrics.csv for a resumed attempt; see `curve`) allow the comparison at equal steps afterwards, with no new training: each row's
-metric after update N, from single checkpoints, against the base by Welch's t over seeds, Holm over the rows (the
+metric after update N, from single checkpoints, against the base by Welch's t over seeds (a member group's seeds
+once, by their mean: ablate.table.replicates), Holm over the rows (the
 controls, `base-…` rows, left out), and a verdict against the paper where the metric is one it printed. It says
 what a row has learned by N updates, not where it ends, and holds no per-sentence test.
 """
@@ -20,6 +21,7 @@ from ablate.table import paired_bootstrap, seed_intervals, verdicts
 from ablate.table.compare import build_rows
 from ablate.table.finished_runs import Run
 from ablate.table.holm import holm
+from ablate.table.replicates import group_of, replicate_index
 
 PAPER_METRICS = {"val/ppl": ("ppl", verdicts.PPL_TIE), "val/bleu": ("bleu", verdicts.BLEU_TIE)}
 
@@ -102,11 +104,14 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     lines = []
     for row in rows:
         there = [r for r in row.runs if update in curves[id(r)]]
-        xs = [curves[id(r)][update] for r in there]
+        index = replicate_index(there)
+        xs = [sum(curves[id(r)][update] for r, k in zip(there, index) if k == j) / index.count(j) for j in range(len(set(index)))]
         line = {
             "row": row.name,
             "runs": len(row.runs),
-            "seeds": len(xs),
+            "seeds": len(there),
+            "replicates": len(xs),  # the seeds there, a member group's counted once
+            "grouped": any(group_of(r) for r in there),
             "seeds_there": sorted(r.config.get("seed") for r in there if r.config.get("seed") is not None),
             "stopped_before": sorted(
                 r.config.get("seed") for r in row.runs if r.steps is not None and r.steps < update and r.config.get("seed") is not None
@@ -119,7 +124,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     if base is None:
         raise ValueError(f"no base row among the runs (rows: {[ln['row'] for ln in lines]}): every row is compared with it")
     for ln in lines:
-        if ln is not base and not ln["control"] and ln["seeds"] >= 2 and base["seeds"] >= 2:
+        if ln is not base and not ln["control"] and ln["replicates"] >= 2 and base["replicates"] >= 2:
             d = seed_intervals.welch_interval(ln["values"], base["values"])
             ln |= {"delta": d.delta, "low": d.low, "high": d.high}
             if d.se > 0:  # every run of both rows alike (se 0): no variance, so no test rather than a p of 0 or 1
@@ -135,7 +140,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
             interval = (ln["low"], ln["high"]) if "p" in ln else None
             ln["verdict"] = verdicts.verdict(ln.get("delta"), ln.get("p_holm"), ln["paper_delta"], tie, interval)
         del ln["values"]
-    return {"metric": metric, "update": update, "base": {k: base[k] for k in ("mean", "sd", "seeds")}, "rows": lines}
+    return {"metric": metric, "update": update, "base": {k: base[k] for k in ("mean", "sd", "seeds", "replicates")}, "rows": lines}
 
 
 def _check_logged(rows: list, curves: dict, update: int, metric: str) -> None:
@@ -188,11 +193,17 @@ def to_markdown(result: dict, title: str | None = None) -> str:
         "rows) are not tested. Seeds: runs with a validation after that update, of the row's runs.",
     ]
     others = [ln for ln in result["rows"] if ln["row"] != "base" and not ln["control"]]
-    if result["base"]["seeds"] < 2:
-        n = result["base"]["seeds"]
-        out.append(f"Not tested: the base has {n} run{'' if n == 1 else 's'} there, and a test needs 2 on each side.")
-    elif short := [f"{ln['row']} ({ln['seeds']} of {ln['runs']})" for ln in others if ln["seeds"] < 2]:
-        out.append(f"Not tested, fewer than 2 runs there: {', '.join(short)}.")
+    if grouped := [ln["row"] for ln in result["rows"] if ln.get("grouped")]:
+        out.append(
+            f"Seeds trained as members of one model: {', '.join(grouped)}. A group's members share its length schedule "
+            "(docs/members.md), so mean, sd, Δ and p count each group once, by its members' mean; 2 groups or lone "
+            "runs on each side make a test."
+        )
+    if result["base"].get("replicates", result["base"]["seeds"]) < 2:
+        out.append(f"Not tested: the base has {_runs_there(result['base'])} there, and a test needs 2 on each side.")
+    elif short := [ln for ln in others if ln.get("replicates", ln["seeds"]) < 2]:
+        shown = ", ".join(f"{ln['row']} ({ln['seeds']} of {ln['runs']}{' in 1 group' if ln['seeds'] > 1 else ''})" for ln in short)
+        out.append(f"Not tested, fewer than 2 runs{' (a member group counting once)' if grouped else ''} there: {shown}.")
     if flat := [ln["row"] for ln in others if "delta" in ln and "p" not in ln]:
         out.append(f"Not tested, no variance (every run of the row and of the base the same there): {', '.join(flat)}.")
     part = [f"{ln['row']} ({_seeds(ln['stopped_before'])})" for ln in result["rows"] if ln["seeds"] >= 2 and ln["stopped_before"]]
@@ -212,6 +223,13 @@ def to_markdown(result: dict, title: str | None = None) -> str:
 
 def _seeds(seeds: list) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def _runs_there(ln: dict) -> str:
+    """ "1 run", "12 runs in 1 group" (members: `replicates` counts a group once)."""
+    n, k = ln["seeds"], ln.get("replicates", ln["seeds"])
+    runs = f"{n} run{'' if n == 1 else 's'}"
+    return runs if k == n else f"{runs} in {k} group{'' if k == 1 else 's'}"
 
 
 def _p_text(p: float | None) -> str:

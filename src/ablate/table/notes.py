@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ablate.table import detectable_effect, verdicts
 from ablate.table.compare import Table
+from ablate.table.replicates import replicate_index, replicate_name
 from ablate.table.row_tests import METRICS
 from ablate.table.study_statistics import STUDY_STATISTICS
 from ablate.table.wording import NAMES
@@ -46,16 +47,21 @@ def base_line(s: dict) -> str:
 
 
 def noise_line(s: dict) -> str:
+    """The base row's spread over seeds; where its seeds trained in member groups, over replicates (a group's mean
+    each: `ablate.table.replicates`)."""
+    grouped = "group" in (s.get("base_seeds") or "")
+    unit = "replicate" if grouped else "seed"
     parts = []
     for m in METRICS:
         nf = s["noise_floor"][m]
         if nf["sd"] is None:
-            parts.append(f"{NAMES[m]} n/a ({_count(nf['n'], 'seed')}: no spread to estimate)")
+            parts.append(f"{NAMES[m]} n/a ({_count(nf['n'], unit)}: no spread to estimate)")
         elif nf["sd"] == 0.0:
-            parts.append(f"{NAMES[m]} no spread (every seed scores {nf['mean']:.2f})")
+            parts.append(f"{NAMES[m]} no spread (every {unit} scores {nf['mean']:.2f})")
         else:
             parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
-    return f"Noise floor (base row over {_count(s['noise_floor']['bleu']['n'], 'seed')}): " + "; ".join(parts) + "."
+    over = f"{s['base_seeds']}, a group counted once by its members' mean" if grouped else _count(s["noise_floor"]["bleu"]["n"], "seed")
+    return f"Noise floor (base row over {over}): " + "; ".join(parts) + "."
 
 
 def plan_lines(table: Table) -> list[str]:
@@ -74,12 +80,15 @@ def plan_lines(table: Table) -> list[str]:
     def need(ln: dict) -> str:
         b = ln["bleu"]
         if b["plan_seeds"] is not None:
-            return f"{ln['row']} {b['plan_seeds']}"
+            unit = b.get("plan_unit") or "seeds"
+            return f"{ln['row']} {b['plan_seeds']}" + ("" if unit == "seeds" else f" {unit}")
         beyond = f"its {table.summary['sentences']} sentences alone allow {b['mde_floor']:.2f}"
         more = f"{ln['row']} more than {detectable_effect.MOST_SEEDS}"
         return f"{more} ({beyond})" if b["mde_floor"] > b["plan_mde"] else more
 
-    base_seeds, tested = len(table.base.runs), sum(ln["bleu"]["p"] is not None and not ln["control"] for ln in table.lines)
+    base_unit = replicate_name(table.base.runs)
+    base_seeds = f"{len(set(replicate_index(table.base.runs)))}" + ("" if base_unit == "seeds" else f" {base_unit}")
+    tested = sum(ln["bleu"]["p"] is not None and not ln["control"] for ln in table.lines)
     not_planned = "; ".join(f"{', '.join(rows)} ({why})" for why, rows in left.items())
     return [
         f"Seeds for an MDE of {target:g} BLEU, per row (the base keeping its {base_seeds} where "
@@ -91,12 +100,14 @@ def plan_lines(table: Table) -> list[str]:
 def reading_lines(s: dict) -> list[str]:
     b = s["bootstrap"]
     controls = bool(s.get("controls"))  # said only where there are some (`ablate.table.controls`)
+    # Said only where some row's seeds trained as members (`ablate.table.replicates`).
+    grouped = " (a member group's seeds once, by their mean)" if s.get("member_groups") else ""
     return [
-        "[95% CI]: Student-t interval over seeds; Δ: row minus base ("
+        f"[95% CI]: Student-t interval over seeds{grouped}; Δ: row minus base ("
         + ("a control's: minus the base's runs of its seeds; " if controls else "")
         + "ΔPPL < 0: the row is better) with a Welch interval over seeds; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
-        "seed noise from the seeds, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
+        f"seed noise from the seeds{grouped}, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
         "the verdict reads; p Holm: corrected over all rows of the metric"
         + (" but the controls, which are corrected apart" if controls else "")
         + f"; MDE: smallest |Δ| found with {b['power']:.0%} power at the corrected level; '-': no test.",

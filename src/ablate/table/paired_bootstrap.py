@@ -1,6 +1,8 @@
 """Paired tests over sentences, with seed noise, for corpus BLEU and perplexity: is a row better than the base row
 on the same sentences? Each sentence's sufficient statistics (ablate.table.corpus_scores) are computed once per system
 and seed, so a resample is a weighted sum (1,000 resamples over 1,000 sentences x 5 seeds take well under a second).
+Seeds that trained as members of one group count once, by their mean (ablate.table.replicates): "seeds" below are
+then replicates.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from scipy import stats as st
 
 from ablate.table.corpus_scores import bleu_scores, bleu_stats, ppl_scores
+from ablate.table.replicates import replicate_means
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,16 @@ def paired_bleu(
 
 
 def paired_bleu_stats(
-    base: Sequence[np.ndarray], row: Sequence[np.ndarray], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+    base: Sequence[np.ndarray],
+    row: Sequence[np.ndarray],
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    replicates: tuple[Sequence[int] | None, Sequence[int] | None] = (None, None),
 ) -> PairedTest:
-    """`paired_bleu` on per-seed `bleu_stats` arrays, so the base's statistics are extracted once for all rows."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), bleu_scores, n_boot, seed, level)
+    """`paired_bleu` on per-seed `bleu_stats` arrays, so the base's statistics are extracted once for all rows.
+    `replicates`: (base's, row's) replicate of each seed (`ablate.table.replicates.replicate_index`), None: each its own."""
+    return _paired_bootstrap(np.stack(base), np.stack(row), bleu_scores, n_boot, seed, level, replicates)
 
 
 def paired_ppl(
@@ -109,14 +118,24 @@ def paired_ppl(
 
 
 def paired_ppl_stats(
-    base: Sequence[np.ndarray], row: Sequence[np.ndarray], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+    base: Sequence[np.ndarray],
+    row: Sequence[np.ndarray],
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    replicates: tuple[Sequence[int] | None, Sequence[int] | None] = (None, None),
 ) -> PairedTest:
-    """`paired_ppl` on per-seed `ppl_stats` arrays, whose token counts may differ between systems (tokenisers)."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), ppl_scores, n_boot, seed, level)
+    """`paired_ppl` on per-seed `ppl_stats` arrays, whose token counts may differ between systems (tokenisers);
+    `replicates` as in `paired_bleu_stats`."""
+    return _paired_bootstrap(np.stack(base), np.stack(row), ppl_scores, n_boot, seed, level, replicates)
 
 
-def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float) -> PairedTest:
-    """The shared test on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric.
+def _paired_bootstrap(
+    base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float, replicates=(None, None)
+) -> PairedTest:
+    """The shared test on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric. With
+    `replicates`, each system's seeds are first averaged per replicate, full scores and resamples alike, and every
+    count below (n, the seed parts' dof) is of replicates.
 
     Var(Δ) = V_sent + σ²_row/n_row + σ²_base/n_base. V_sent is the bootstrap variance of the seed means' difference
     over sentence resamples: it holds every sentence-level difference, seed-by-sentence noise included. σ² is a
@@ -128,12 +147,15 @@ def _paired_bootstrap(base: np.ndarray, row: np.ndarray, score, n_boot: int, see
     """
     if base.shape[1:] != row.shape[1:]:
         raise ValueError(f"systems disagree on sentences/statistics: {base.shape[1:]} vs {row.shape[1:]}")
-    full = {k: score(x.sum(axis=1)) for k, x in (("row", row), ("base", base))}  # (seeds,) corpus scores
+    units = dict(zip(("base", "row"), replicates))
+    full = {k: replicate_means(score(x.sum(axis=1)), units[k]) for k, x in (("row", row), ("base", base))}  # (replicates,) corpus scores
     observed = float(full["row"].mean() - full["base"].mean())
     counts = _resample_counts(base.shape[1], n_boot, np.random.default_rng(seed))
-    resampled = {k: np.stack([score(counts @ s) for s in x]) for k, x in (("row", row), ("base", base))}  # (seeds, B)
+    resampled = {
+        k: replicate_means(np.stack([score(counts @ s) for s in x]), units[k]) for k, x in (("row", row), ("base", base))
+    }  # (replicates, B)
     v_sent = float((resampled["row"].mean(axis=0) - resampled["base"].mean(axis=0)).var(ddof=1))
-    n = {"row": row.shape[0], "base": base.shape[0]}
+    n = {k: full[k].shape[0] for k in full}
     seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s², tau²) or None
     # Seed parts: (sigma², s², tau², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
     # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.

@@ -12,6 +12,7 @@ import numpy as np
 
 from ablate.table import detectable_effect, paired_bootstrap
 from ablate.table.holm import holm
+from ablate.table.replicates import replicate_index, replicate_name
 from ablate.table.sentence_records import Evidence
 
 METRICS = ("bleu", "ppl")
@@ -40,11 +41,13 @@ def paired_tests(
         for row in rows:
             if row is base:
                 continue
-            against, row_stats = _row_stats(controls.get(row.name, base), evidence), _row_stats(row, evidence)
+            other = controls.get(row.name, base)
+            against, row_stats = _row_stats(other, evidence), _row_stats(row, evidence)
             if against is None or row_stats is None:
                 continue
             pair = paired_bootstrap.paired_bleu_stats if metric == "bleu" else paired_bootstrap.paired_ppl_stats
-            t = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed)
+            replicates = (replicate_index(other.runs), replicate_index(row.runs))  # a member group counts once
+            t = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed, replicates=replicates)
             # No variance at all (every resample and seed gives the same Δ): a "p" and "MDE" would be artefacts of se = 0.
             (flat if t.se == 0.0 else tests)[row.name] = t
         adjusted, family_size = {}, {}
@@ -65,10 +68,10 @@ def paired_tests(
                 elif t is None:
                     skipped = "no paired test"
                 elif t.noise is None:
-                    skipped = "one seed in the row or in base, so no seed variance measured to plan from"
+                    skipped = "one seed (or one member group) in the row or in base, so no seed variance measured to plan from"
                 else:
                     plan = detectable_effect.seeds_for_mde(t.noise, target_mde, m=family_size[name])
-            out[name][metric] = fields | _plan_fields(plan, skipped)
+            out[name][metric] = fields | _plan_fields(plan, skipped, replicate_name(row.runs))
     return out
 
 
@@ -122,12 +125,13 @@ def no_test(reason: str | None = None) -> dict:
     }
 
 
-def _plan_fields(plan: detectable_effect.SeedPlan | None, skipped: str | None = None) -> dict:
-    """A seed plan as flat fields (one CSV column each): the MDE aimed at, the seeds it takes, the sentences' floor;
-    or, for a row the plan leaves out, why (`skipped`)."""
+def _plan_fields(plan: detectable_effect.SeedPlan | None, skipped: str | None = None, unit: str = "seeds") -> dict:
+    """A seed plan as flat fields (one CSV column each): the MDE aimed at, the replicates it takes and what one is
+    ("seeds", "groups of 4": `replicates.replicate_name`), the sentences' floor; or, for a row the plan leaves out,
+    why (`skipped`)."""
     if plan is None:
-        return {"plan_mde": None, "plan_seeds": None, "mde_floor": None, "plan_skipped": skipped}
-    return {"plan_mde": plan.target, "plan_seeds": plan.seeds, "mde_floor": plan.floor, "plan_skipped": None}
+        return {"plan_mde": None, "plan_seeds": None, "plan_unit": None, "mde_floor": None, "plan_skipped": skipped}
+    return {"plan_mde": plan.target, "plan_seeds": plan.seeds, "plan_unit": unit, "mde_floor": plan.floor, "plan_skipped": None}
 
 
 def _why_untested(name: str, rows: list, base, evidence: Evidence) -> str:

@@ -302,10 +302,10 @@ def test_the_declared_basis_and_rows_off_the_recorded_one_are_printed(tmp_path):
     assert f"Comparison basis (the sweep file states {declared['sweep.basis']}): {converged}; {longer} (base-2x)." in md
 
 
-def test_rows_whose_seeds_trained_as_members_are_named_as_narrower_than_runs(tmp_path):
+def test_rows_whose_seeds_trained_as_members_are_named_with_how_they_are_counted(tmp_path):
     members = {"members.size": 2, "members.group": str(tmp_path / "groups" / "0000-base")}
     rows = {"base": (members, [(1, 30.0, 5.0), (2, 32.0, 4.0)]), "A-h1": ROWS["A-h1"]}  # A-h1: seeds as runs
     notes = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows))).summary["notes"]
     (note,) = [n for n in notes if n.startswith("Seeds trained as members")]
     assert "members of one model: base (2 of 2 seeds in 1 group)." in note and "A-h1" not in note
-    assert "seed intervals, and tests against rows trained otherwise, as too narrow" in note
+    assert "each group counts once, by its members' mean" in note and "a row in one group has no seed interval" in note

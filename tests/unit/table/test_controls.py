@@ -88,7 +88,7 @@ def test_a_control_is_tested_apart_from_the_ablations_and_has_no_verdict(report)
     assert "Controls (base-... rows, the base trained otherwise): base-2x against the base's run of seed 2." in md
     assert (
         "Holm over the 2 tested rows" in md
-        and "Tested on sentence noise only (one seed there and in base, so no seed variance to add): base-2x" in md
+        and "Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): base-2x" in md
     )
 
 

@@ -102,7 +102,7 @@ def test_every_tested_row_left_out_of_the_seed_plan_says_why(tmp_path):
     t = _table(tmp_path)
     rows = t["rows"]
     assert rows["A-h1"]["bleu"]["plan_mde"] == 1.0 and rows["A-h1"]["bleu"]["plan_skipped"] is None
-    one_seed = "one seed in the row or in base, so no seed variance measured to plan from"
+    one_seed = "one seed (or one member group) in the row or in base, so no seed variance measured to plan from"
     assert rows["C-N2"]["bleu"]["plan_skipped"] == one_seed
     assert rows["base-2x"]["bleu"]["plan_skipped"] == "a control, compared with the base's runs of its seeds"
     assert rows["E-learned"]["bleu"]["plan_skipped"] == "no paired test"

@@ -136,7 +136,10 @@ def test_one_seed_row_has_no_interval_but_is_tested(study):
     # Its paired test has an interval (the base's seed variance stands in for its own): shown, as the verdict reads it.
     assert cells["paired CI BLEU"] == f"[{b['test_low']:+.2f}, {b['test_high']:+.2f}]" and b["test_low"] < b["test_high"]
     assert b["seed_variance"] == "borrowed" and study["rows"]["C-ff4096"]["bleu"]["seed_variance"] == "measured"
-    assert "One seed in the row or in base, so that side's seed variance is assumed to be the other's: C-N2;" in study["md"]
+    assert (
+        "One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: C-N2;"
+        in study["md"]
+    )
 
 
 def test_rows_without_records_get_no_test_and_the_table_says_why(study):
@@ -168,7 +171,7 @@ def test_each_tested_row_says_how_many_seeds_an_mde_of_one_bleu_would_take(study
     planned = [name for name, r in rows.items() if r["bleu"]["plan_mde"] is not None]
     assert set(planned) == {"A-h16", "B-dk16", "C-ff4096", "D-drop0.2"}
     assert rows["C-N2"]["bleu"]["p"] is not None and rows["C-N2"]["bleu"]["plan_mde"] is None
-    one_seed = "one seed in the row or in base, so no seed variance measured to plan from"
+    one_seed = "one seed (or one member group) in the row or in base, so no seed variance measured to plan from"
     assert rows["C-N2"]["bleu"]["plan_skipped"] == one_seed
     assert all(r["ppl"]["plan_mde"] is None for r in rows.values())
     for name in planned:
@@ -296,7 +299,7 @@ def test_a_one_seed_study_says_its_tests_hold_sentence_noise_only(tmp_path):
         write_run(tmp_path, row, 1, OVERRIDES[row], records={"valid": {**system(refs, rate, len(row)), "references": refs}})
     assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "100"]) == 0
     md = (tmp_path / "out" / "table3.md").read_text()
-    assert "Tested on sentence noise only (one seed there and in base, so no seed variance to add): A-h1;" in md
+    assert "Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): A-h1;" in md
     bleu = json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]["bleu"]
     assert bleu["df"] is None and bleu["seed_variance"] == "none"
 
