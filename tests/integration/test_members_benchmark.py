@@ -82,8 +82,9 @@ def test_member_spread_benchmark_compares_a_groups_spread_with_independent_runs(
     assert both["members"]["df"] == 4 and both["sd_ratio"] == pytest.approx(ppl["sd_ratio"])
 
 
-def test_member_bias_benchmark_compares_group_means_with_runs(tmp_path):
-    """benchmarks/member_bias.py: G groups on their own schedules, each counted once by its mean, against runs."""
+def test_member_bias_and_schedule_pairing_benchmarks_compare_group_means(tmp_path):
+    """benchmarks/member_bias.py: G groups on their own schedules, each counted once by its mean, against runs; and
+    benchmarks/schedule_pairing.py: another row's groups on the same schedules against those."""
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(to_yaml(tiny_experiment(tmp_path, model={"dropout": 0.1}, data={"max_tokens": 128})))
     out = tmp_path / "bias.json"
@@ -110,6 +111,17 @@ def test_member_bias_benchmark_compares_group_means_with_runs(tmp_path):
     low, high = ppl["delta_interval_95"]
     assert low < ppl["delta"] < high and 0 <= ppl["welch_p"] <= 1 and ppl["members"]["groups"] == 2
     assert "members - runs" in proc.stdout
+    # schedule_pairing.py: the same groups for another row, schedule by schedule against these.
+    pairs = tmp_path / "pairing.json"
+    args = ["--base-from", str(out), "--json", str(pairs), "model.dropout=0.3"]
+    proc = subprocess.run([sys.executable, str(BENCH / "schedule_pairing.py"), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    paired = json.loads(pairs.read_text())
+    assert paired["first_seeds"] == [201, 203] and paired["row_overrides"] == ["model.dropout=0.3"]
+    ppl = paired["val/ppl"]
+    assert ppl["base"] == pytest.approx(result["val/ppl"]["group_means"]) and ppl["row"] != ppl["base"]
+    assert ppl["delta"] == pytest.approx(sum(ppl["row"]) / 2 - sum(ppl["base"]) / 2) and ppl["se_unpaired"] > 0
+    assert "SE unpaired" in proc.stdout
     # Runs of another config are refused, not compared.
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"config": "elsewhere.yaml", "overrides": [], "batches": []}))
