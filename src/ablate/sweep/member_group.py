@@ -38,7 +38,8 @@ def few_groups_note(sweep: Sweep) -> str | None:
             few[row] = (n, size, groups)
     if not few:
         return None
-    shown = ", ".join(f"{row} ({n} seeds in {g} group{'' if g == 1 else 's'} of up to {k})" for row, (n, k, g) in few.items())
+    # ceil(n / K) is the fewest: workers racing for a row's seeds may form smaller groups, and more of them.
+    shown = ", ".join(f"{row} ({n} seeds in as few as {g} group{'' if g == 1 else 's'} of {k})" for row, (n, k, g) in few.items())
     return (
         f"members: {shown}. ablate table counts a group once, by its members' mean (they share its length schedule: "
         "docs/members.md): a row in 1 group gets no seed interval, in 2-3 a wide one; members of at most a quarter of "

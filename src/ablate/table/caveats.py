@@ -5,6 +5,8 @@ notes)."""
 
 from __future__ import annotations
 
+from ablate.table.replicates import group_of
+
 LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
 LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
 
@@ -38,7 +40,7 @@ def edges(lines: list[dict]) -> list[str]:
         )
     flat = [f"{ln['row']} {LABELS[m]} {ln[m]['mean']:.2f}" for ln in lines for m in LABELS if ln[m]["n"] > 1 and ln[m]["sd"] == 0.0]
     if flat:
-        out.append(f"No spread over seeds (every run the same score, so no interval): {', '.join(flat)}.")
+        out.append(f"No spread over seeds (every run, or member group, the same score, so no interval): {', '.join(flat)}.")
     return out
 
 
@@ -66,9 +68,9 @@ def member_groups(rows: list) -> list[str]:
     group's members share its length schedule and spread less than independent runs (docs/members.md)."""
     out = []
     for row in rows:
-        grouped = [r for r in row.runs if (r.config.get("members.size") or 1) > 1]
+        grouped = [r for r in row.runs if group_of(r) is not None]
         if grouped:
-            groups = len({r.config.get("members.group") for r in grouped})
+            groups = len({group_of(r) for r in grouped})
             out.append(f"{row.name} ({len(grouped)} of {len(row.runs)} seeds in {groups} group{'' if groups == 1 else 's'})")
     return out
 
@@ -80,4 +82,22 @@ def member_groups_note(grouped: list[str]) -> str:
         "spread less than independent runs (measured: docs/members.md), so each group counts once, by its members' "
         "mean, in these rows' intervals, Δ and paired tests (ablate.table.replicates): a row in one group has no seed "
         "interval, and its test takes its seed variance from base or, with base in one group too, has none."
+    )
+
+
+def borrowed_from_groups(rows: list, base, controls: dict, borrowed: list[str]) -> str:
+    """Of the rows whose test borrowed one side's seed variance from the other (`borrowed`), those whose one lone run
+    borrowed it from member groups: a group's mean varies less than one run's score, so their test is narrower still."""
+    by_name = {row.name: row for row in rows}
+    named = []
+    for name in borrowed:
+        sides = [by_name[name].runs, controls.get(name, base).runs]
+        lone = [len(runs) == 1 and group_of(runs[0]) is None for runs in sides]
+        grouped = [any(group_of(r) for r in runs) for runs in sides]
+        if (lone[0] and grouped[1]) or (lone[1] and grouped[0]):
+            named.append(name)
+    if not named:
+        return ""
+    return (
+        f" {', '.join(named)} borrow it from member groups, whose means vary less than one run's score, so read theirs as narrower still."
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import rank_correlation, replicates, score_range, seed_intervals, verdicts
-from ablate.table.caveats import LIMITS, capped, edges, member_groups, member_groups_note, skipped_runs
+from ablate.table.caveats import LIMITS, borrowed_from_groups, capped, edges, member_groups, member_groups_note, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, _effective, check_rows
 from ablate.table.row_tests import METRICS, no_test, paired_tests
@@ -243,6 +243,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         summary["notes"].append(
             f"One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
             "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
+            + borrowed_from_groups(table.rows, table.base, table.controls, tested_on["borrowed"])
         )
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
         summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}

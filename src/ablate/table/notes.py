@@ -105,7 +105,7 @@ def reading_lines(s: dict) -> list[str]:
     return [
         f"[95% CI]: Student-t interval over seeds{grouped}; Δ: row minus base ("
         + ("a control's: minus the base's runs of its seeds; " if controls else "")
-        + "ΔPPL < 0: the row is better) with a Welch interval over seeds; seeds: runs in the row, one per seed.",
+        + f"ΔPPL < 0: the row is better) with a Welch interval over seeds{grouped}; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
         f"seed noise from the seeds{grouped}, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
         "the verdict reads; p Holm: corrected over all rows of the metric"

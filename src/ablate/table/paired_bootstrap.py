@@ -24,7 +24,8 @@ class Noise:
 
     sentences: the variance of Δ from sampling the test set's sentences, which no number of seeds removes (V_sent
     less each system's seed-by-sentence part tau²/n, floored at 0); row/base: the variance of one seed's score about
-    its system's mean, sigma² (floored) + tau², which n seeds divide by n; n_row/n_base: the seeds the test had.
+    its system's mean, sigma² (floored) + tau², which n seeds divide by n; n_row/n_base: the seeds the test had
+    (replicates, where seeds trained as member groups: a group's mean is then what one "seed" scores).
     Assumes a row's seed and the base's run of the same seed number share no seed-by-sentence noise (in the Table 3
     study their residuals correlate -0.05 to +0.06 over sentence resamples, as unmatched seeds' do); where they do,
     the shared part would sit in `sentences` and the plan would ask for too few seeds.

@@ -85,7 +85,7 @@ def figure(table: Table, title: str):
         f"Error bars: the paired test's 95% interval (the Welch interval over seeds where a row has no test); "
         f"*: p Holm <= {alpha}; hatched: "
         + (
-            "one seed or no spread"
+            "one seed (or member group) or no spread"
             if any(ln["seeds"] > 1 and verdict_interval(ln["bleu"]) is None for ln in table.lines if ln["row"] != "base")
             else "one seed"
         )

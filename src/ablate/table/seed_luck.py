@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ablate.table.replicates import group_of
 from ablate.table.score_range import finite
 from ablate.table.wording import NAMES, count, p_words
 
@@ -70,8 +71,12 @@ def seed_luck(
 
 def measure(table, metric: str, seed: int) -> dict | None:
     """Whether the rows' runs of a seed score as the base's run of that seed does (`seed_luck`), or None, from `table`
-    (ablate.table.compare.Table)."""
-    by_seed = {row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None} for row in table.rows}
+    (ablate.table.compare.Table). Runs that trained as members are left out: a member's data order is its group's,
+    and members of one group are no independent draws for the permutation test."""
+    by_seed = {
+        row.name: {r.config["seed"]: getattr(r, metric) for r in row.runs if r.config.get("seed") is not None and group_of(r) is None}
+        for row in table.rows
+    }
     ablations = {k: v for k, v in by_seed.items() if k != table.base.name and k not in table.controls}
     luck = seed_luck(ablations, by_seed[table.base.name], seed=seed)
     return None if luck is None else asdict(luck)

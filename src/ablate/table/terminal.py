@@ -160,7 +160,9 @@ def lines(table: Table, title: str, width: int, page: str) -> list[str]:
         body, legend = _records(table, width), legend + "; mean: over seeds."
     base = table.lines[0]
     means = ", ".join(f"{NAMES[m]} {with_interval(base[m]['mean'], base[m]['low'], base[m]['high'])}" for m in METRICS)
-    legend += f" The base row ({base['seeds']} seed{'' if base['seeds'] == 1 else 's'}, mean [95% CI]): {means}."
+    legend += f" The base row ({table.summary['base_seeds']}, mean [95% CI]): {means}."
+    if table.summary.get("member_groups"):
+        legend += " A member group's seeds count once, by their mean."
     out = [*wrap(title), *wrap(scored_on_line(table)), "", *body, "", *wrap(legend), *wrap(scores_line(table.summary))]
     for note in table.summary["notes"]:  # caveats on particular rows: runs left out, untested rows, controls, limits
         out += wrap(note)

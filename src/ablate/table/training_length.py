@@ -20,6 +20,7 @@ import numpy as np
 from scipy import stats as st
 
 from ablate.table import paired_bootstrap, score_range
+from ablate.table.replicates import group_of
 from ablate.table.wording import NAMES, count, p_words
 
 MIN_DF = 2  # residual degrees of freedom below which no slope is worth printing
@@ -77,8 +78,14 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
 
 
 def measure(table, metric: str, seed: int = 0) -> dict | None:
-    """Whether a row's runs that trained longer scored otherwise (`training_length`), the controls left out, or None."""
-    rows = {row.name: [(r.steps, getattr(r, metric)) for r in row.runs] for row in table.rows if row.name not in table.controls}
+    """Whether a row's runs that trained longer scored otherwise (`training_length`), the controls left out, or None.
+    Runs that trained as members are left out too: a group's members share its schedule, so they are no independent
+    points for the fit."""
+    rows = {
+        row.name: [(r.steps, getattr(r, metric)) for r in row.runs if group_of(r) is None]
+        for row in table.rows
+        if row.name not in table.controls
+    }
     found = training_length(rows)
     return None if found is None else asdict(found)
 

@@ -70,7 +70,16 @@ def test_rows_left_in_fewer_than_four_groups_are_named_with_their_groups(tmp_pat
         (tmp_path / str(k)).mkdir()
         note = few_groups_note(load_sweep(write(tmp_path / str(k), body + members)))
         if k == 0:
-            assert note.startswith("members: base (8 seeds in 3 groups of up to 3).") and "other" not in note
+            assert note.startswith("members: base (8 seeds in as few as 3 groups of 3).") and "other" not in note
             assert "a row in 1 group gets no seed interval" in note
         else:  # 4 groups of 2; seeds as runs
             assert note is None
+
+
+def test_the_dry_run_names_rows_left_in_few_groups(tmp_path, capsys):
+    from ablate.cli import main
+
+    body = "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2, 3, 4]\nmembers: 4\n"
+    assert main(["sweep", str(write(tmp_path, body + f"out_dir: {tmp_path}/out\n")), "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "note: members: base (4 seeds in as few as 1 group of 4)" in out and "gets no seed interval" in out

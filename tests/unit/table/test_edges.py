@@ -83,7 +83,7 @@ def test_rows_that_score_zero_in_every_run_have_no_variance_and_no_test(tmp_path
     assert (cells["p BLEU"], cells["p Holm BLEU"], cells["MDE BLEU"]) == ("-", "-", "-")
     assert "No paired test ('-') for A-h1: every run of 'A-h1' and of 'base' scores 0.00 BLEU: no variance, no test." in t["md"]
     assert "Noise floor (base row over 3 seeds): BLEU no spread (every seed scores 0.00);" in t["md"]
-    assert "No spread over seeds (every run the same score, so no interval): base BLEU 0.00, A-h1 BLEU 0.00." in t["md"]
+    assert "No spread over seeds (every run, or member group, the same score, so no interval): base BLEU 0.00, A-h1 BLEU 0.00." in t["md"]
     assert "+0.00, +0.00" not in t["md"] and "0.00 [0.00, 0.00]" not in t["md"]
 
 

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from table_study import references, system, write_run
 
+from ablate.cli import main
 from ablate.table.compare import make_table
-from ablate.table.corpus_scores import ppl_stats
+from ablate.table.corpus_scores import bleu_stats, ppl_stats
 from ablate.table.equal_updates import at_update, to_markdown
 from ablate.table.finished_runs import Run, runs_from_dirs
-from ablate.table.paired_bootstrap import paired_ppl_stats
+from ablate.table.paired_bootstrap import paired_bleu_stats, paired_ppl_stats
 from ablate.table.replicates import replicate_index, replicate_means, replicate_name, replicate_values, seeds_in_groups
 
 
@@ -143,4 +144,75 @@ def test_at_update_counts_a_group_once(tmp_path):
     assert rows["A-h1"]["delta"] == pytest.approx(1.0) and "p" in rows["A-h1"]
     md = to_markdown(result)
     assert "Seeds trained as members of one model: base, A-h1." in md
+    # A row in one group is one replicate: untested, however many members it has.
+    one = at_update([r for r in runs if r.config.get("members.group") != str(tmp_path / "d")], 100)
+    assert {ln["row"]: ln for ln in one["rows"]}["A-h1"]["replicates"] == 1 and "p" not in one["rows"][1]
+    assert "Not tested, fewer than 2 runs (a member group counting once) there: A-h1 (2 of 2 in 1 group)." in to_markdown(one)
     json.dumps(result)  # what --at-update writes stays JSON
+
+
+def test_the_paired_test_and_the_seed_plan_of_a_table_count_groups(tmp_path):
+    """End to end from eval records: base and C-ff4096 each 2 groups of 2 members (a group's members alike); the
+    row's test is the one over replicates, not over the 4 members, and its seed plan counts groups of 2."""
+    refs = references(200)
+    systems = {"base": (0.3, {"a": 10, "b": 11}), "C-ff4096": (0.6, {"c": 20, "d": 21})}
+    fields = {}
+    for row, (rate, groups) in systems.items():
+        overrides = {"model.d_ff": 4096} if row != "base" else {}
+        for g, (group, made) in enumerate(groups.items()):
+            for k in range(2):
+                seed, fields[(row, 2 * g + k + 1)] = 2 * g + k + 1, system(refs, rate, made)
+                members = {"members.size": 2, "members.group": str(tmp_path / "groups" / group)}
+                write_run(tmp_path, row, seed, {**overrides, **members}, None, {"valid": {**fields[(row, seed)], "references": refs}})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--target-mde", "20"]) == 0
+    doc = json.loads((tmp_path / "out" / "table3.json").read_text())
+    bleu = next(r for r in doc["rows"] if r["row"] == "C-ff4096")["bleu"]
+    stats = {row: [bleu_stats(fields[(row, s)]["hypotheses"], refs) for s in (1, 2, 3, 4)] for row in systems}
+    by_groups = paired_bleu_stats(stats["base"], stats["C-ff4096"], replicates=([0, 0, 1, 1], [0, 0, 1, 1]))
+    by_members = paired_bleu_stats(stats["base"], stats["C-ff4096"])
+    assert (
+        bleu["seed_variance"] == "measured" and bleu["se"] == pytest.approx(by_groups.se) and by_groups.se != pytest.approx(by_members.se)
+    )
+    assert bleu["plan_unit"] == "groups of 2" and bleu["plan_seeds"] is not None
+    md = (tmp_path / "out" / "table3.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("Seeds for an MDE of 20 BLEU"))
+    assert f"C-ff4096 {bleu['plan_seeds']} groups of 2" in line and "the base keeping its 2 groups of 2" in line
+
+
+def test_a_lone_run_that_borrows_from_groups_is_named(tmp_path):
+    refs = references(60)
+    for seed in (1, 2, 3, 4):
+        members = {"members.size": 2, "members.group": str(tmp_path / "groups" / ("a" if seed < 3 else "b"))}
+        write_run(tmp_path, "base", seed, members, None, {"valid": {**system(refs, 0.3, 10 + seed), "references": refs}})
+    write_run(
+        tmp_path, "C-N2", 1, {"model.enc_layers": 2, "model.dec_layers": 2}, None, {"valid": {**system(refs, 0.5, 30), "references": refs}}
+    )
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    md = " ".join((tmp_path / "out" / "table3.md").read_text().split())
+    assert "C-N2 borrow it from member groups, whose means vary less than one run's score" in md
+
+
+def test_a_control_of_grouped_seeds_is_compared_with_the_whole_base():
+    from ablate.table.compare import build_rows
+    from ablate.table.controls import find_controls
+
+    def runs(row, seeds, group=None):
+        return [Run(row=row, config={"seed": s} | ({"members.size": 2, "members.group": group} if group else {}), ppl=5.0, bleu=20.0,
+                    params=None, tokens_per_s=None, step_ms=None, source=f"{row}{s}") for s in seeds]  # fmt: skip
+
+    alone = build_rows(runs("base", [1, 2, 3]) + runs("base-2x", [2]))
+    assert [r.config["seed"] for r in find_controls(alone, alone[0])["base-2x"].runs] == [2]  # seed 2 against seed 2
+    grouped = build_rows(runs("base", [1, 2], "g/a") + runs("base", [3]) + runs("base-2x", [2]))
+    assert len(find_controls(grouped, grouped[0])["base-2x"].runs) == 3  # seed 2's order was its group's
+
+
+def test_seed_luck_and_training_length_leave_members_out(tmp_path):
+    from ablate.table import seed_luck, training_length
+
+    for row, heads in (("base", 4), ("A-h1", 1)):
+        for seed in range(1, 7):
+            members = {"members.size": 3, "members.group": str(tmp_path / f"{row}-{(seed - 1) // 3}")}
+            summary = {"last": {"val/bleu": 20.0 + seed % 3, "val/ppl": 5.0 + seed % 2}, "steps": 100 * seed}
+            write_run(tmp_path, row, seed, {"model.heads": heads, **members}, summary)
+    table = make_table(runs_from_dirs(tmp_path))
+    assert seed_luck.measure(table, "bleu", 0) is None and training_length.measure(table, "bleu") is None

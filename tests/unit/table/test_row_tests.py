@@ -249,7 +249,7 @@ def test_study_without_records_reports_summary_scores_and_no_tests(tmp_path):
     assert "BLEU: sacreBLEU" not in md  # these summaries record no signature, and none is made up
     cells = markdown_rows(md)["C-N2"]
     assert cells["ΔBLEU [95% CI]"] == "-5.00 [-11.08, +1.08]" and cells["ΔPPL [95% CI]"] == "+1.00"  # no spread: no interval
-    assert "No spread over seeds (every run the same score, so no interval): base PPL 5.00, C-N2 PPL 6.00." in md
+    assert "No spread over seeds (every run, or member group, the same score, so no interval): base PPL 5.00, C-N2 PPL 6.00." in md
     assert cells["p BLEU"] == "-" and cells["verdict BLEU"] == "inconclusive" and "No paired test" not in md
 
 
