@@ -54,7 +54,7 @@ def member_values(configs: list[ExperimentConfig]) -> dict[str, list[Any]]:
 def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = None) -> list[ExperimentConfig]:
     """The `cfg.members.size` runs of a group config: member k has seed `cfg.seed + k` and the k-th of each list in
     `values` (member-able key -> one value per member), its own out_dir inside the group's (named by what sets it
-    apart) and W&B name, and `members.group` / `members.index` saying where it trained."""
+    apart) and W&B name, and `members.group` / `members.index` / `members.schedule` saying where it trained."""
     values = dict(values or {})
     size = cfg.members.size
     for key, listed in values.items():
@@ -86,7 +86,7 @@ def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = 
         member.out_dir = f"{cfg.out_dir.rstrip('/')}/{name}"
         # W&B: the group's runs side by side (a sweep's trials keep the study's group)
         member.logging = dataclasses.replace(member.logging, name=f"{base}/{name}", group=cfg.logging.group or base)
-        member.members = dataclasses.replace(member.members, group=cfg.out_dir, index=k)
+        member.members = dataclasses.replace(member.members, group=cfg.out_dir, index=k, schedule=cfg.seed)
         out.append(member)
     member_values(out)
     return out

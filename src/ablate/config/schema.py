@@ -167,9 +167,11 @@ class MembersConfig:
 
     size: int = 1  # K; 1 = an ordinary run
     data: str = "own"  # own: each member its own shuffled batches of one length schedule | shared: the group seed's batches
-    # Filled in by ablate in each member's saved config: the group's directory and this member's place in it.
+    # Filled in by ablate in each member's saved config: the group's directory, this member's place in it, and the seed
+    # of the group's length schedule (the group config's seed), on which `ablate table` pairs rows' groups.
     group: str | None = None
     index: int | None = None
+    schedule: int | None = None
 
 
 @dataclass

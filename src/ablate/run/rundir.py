@@ -163,8 +163,9 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     """Keys whose value differs between the run's saved config.yaml (none saved: every key differs) and `cfg`,
     sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
     if not (out / "config.yaml").exists():
-        return diff({}, to_dict(cfg), ignore=("sweep.",))
-    return diff(saved_config(out), to_dict(cfg), ignore=("sweep.",))
+        return diff({}, to_dict(cfg), ignore=("sweep.", "members.schedule"))
+    # members.schedule: bookkeeping added after some groups were saved (their schedule was their group config's seed)
+    return diff(saved_config(out), to_dict(cfg), ignore=("sweep.", "members.schedule"))
 
 
 def saved_config(out: Path) -> dict:

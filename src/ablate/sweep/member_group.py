@@ -100,7 +100,9 @@ def run_group(
     root = (sweep.out_dir / "trials").resolve()
     first, first_spec = claimed[0]
     group_dir = resume[0] if resume else (sweep.out_dir / "groups").resolve() / f"{first.number:04d}-{safe_name(first_spec.row)}"
-    members = {"members.size": len(claimed), "members.group": str(group_dir)}
+    # The group trains on its first member's config, so on that seed's length schedule (ablate.sweep.member_trial).
+    schedule = first_spec.seed if first_spec.seed is not None else sweep.row_config(first_spec.overrides).seed
+    members = {"members.size": len(claimed), "members.group": str(group_dir), "members.schedule": schedule}
     if resume and any(
         config_changed(d, trial_config(sweep, t, spec, d, {**members, "members.index": k}))
         for k, ((t, spec), d) in enumerate(zip(claimed, resume[1]))

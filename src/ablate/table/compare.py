@@ -233,7 +233,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
     summary["notes"] += edges(table.lines)
-    tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed")}
+    tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed", "paired")}
     if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
             f"Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
@@ -244,6 +244,11 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
             f"One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
             "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
             + borrowed_from_groups(table.rows, table.base, table.controls, tested_on["borrowed"])
+        )
+    if tested_on["paired"]:  # member groups of the row and the base on the same schedules (ablate.table.replicates)
+        summary["notes"].append(
+            f"Tested paired by schedule: {', '.join(tested_on['paired'])}; their member groups and the base's walked the "
+            "same length schedules, whose shift cancels in each group's difference (docs/members.md)."
         )
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
         summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}

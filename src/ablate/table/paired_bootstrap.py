@@ -56,7 +56,8 @@ class PairedTest:
     p_value: two-sided; low/high: the t interval Δ ± t_df * se; seed_variance: where se²'s seed part comes from,
     "measured" (both systems ran two or more seeds), "borrowed" (one ran one seed and is assumed to vary as the
     other does, so the test is too narrow where the ablation widens the seed spread) or "none" (one seed each: se
-    holds sentence noise only); noise: Var(Δ) by source, for planning more seeds (None unless "measured").
+    holds sentence noise only) or "paired" (member groups of the row and the base on the same schedules, paired:
+    `_by_schedule`); noise: Var(Δ) by source, for planning more seeds (None unless "measured" or "paired").
     """
 
     delta: float
@@ -91,10 +92,12 @@ def paired_bleu_stats(
     seed: int = 0,
     level: float = 0.95,
     replicates: tuple[Sequence[int] | None, Sequence[int] | None] = (None, None),
+    by_schedule: bool = False,
 ) -> PairedTest:
     """`paired_bleu` on per-seed `bleu_stats` arrays, so the base's statistics are extracted once for all rows.
-    `replicates`: (base's, row's) replicate of each seed (`ablate.table.replicates.replicate_index`), None: each its own."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), bleu_scores, n_boot, seed, level, replicates)
+    `replicates`: (base's, row's) replicate of each seed (`ablate.table.replicates.replicate_index`), None: each its own.
+    `by_schedule`: replicate k of the row and of the base are member groups on one schedule, and the test pairs them."""
+    return _paired_bootstrap(np.stack(base), np.stack(row), bleu_scores, n_boot, seed, level, replicates, by_schedule)
 
 
 def paired_ppl(
@@ -125,14 +128,15 @@ def paired_ppl_stats(
     seed: int = 0,
     level: float = 0.95,
     replicates: tuple[Sequence[int] | None, Sequence[int] | None] = (None, None),
+    by_schedule: bool = False,
 ) -> PairedTest:
     """`paired_ppl` on per-seed `ppl_stats` arrays, whose token counts may differ between systems (tokenisers);
-    `replicates` as in `paired_bleu_stats`."""
-    return _paired_bootstrap(np.stack(base), np.stack(row), ppl_scores, n_boot, seed, level, replicates)
+    `replicates` and `by_schedule` as in `paired_bleu_stats`."""
+    return _paired_bootstrap(np.stack(base), np.stack(row), ppl_scores, n_boot, seed, level, replicates, by_schedule)
 
 
 def _paired_bootstrap(
-    base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float, replicates=(None, None)
+    base: np.ndarray, row: np.ndarray, score, n_boot: int, seed: int, level: float, replicates=(None, None), by_schedule=False
 ) -> PairedTest:
     """The shared test on (seeds, sentences, statistics) arrays; `score` maps summed statistics to the metric. With
     `replicates`, each system's seeds are first averaged per replicate, full scores and resamples alike, and every
@@ -155,6 +159,8 @@ def _paired_bootstrap(
     resampled = {
         k: replicate_means(np.stack([score(counts @ s) for s in x]), units[k]) for k, x in (("row", row), ("base", base))
     }  # (replicates, B)
+    if by_schedule:
+        return _by_schedule(full["row"] - full["base"], resampled["row"] - resampled["base"], n_boot, level)
     v_sent = float((resampled["row"].mean(axis=0) - resampled["base"].mean(axis=0)).var(ddof=1))
     n = {k: full[k].shape[0] for k in full}
     seeds = {k: _seed_variance(full[k], resampled[k]) for k in full}  # (sigma², s², tau²) or None
@@ -181,12 +187,29 @@ def _paired_bootstrap(
         by_sentences = v_sent - sum(seeds[k][2] / n[k] for k in measured)
         per_seed = {k: seeds[k][0] + seeds[k][2] for k in measured}  # sigma² (floored) + tau²: one seed's variance
         noise = Noise(max(0.0, by_sentences), per_seed["row"], per_seed["base"], n["row"], n["base"])
+    return _tested(observed, var, df, n_boot, level, seed_variance, noise)
+
+
+def _by_schedule(diffs: np.ndarray, resampled: np.ndarray, n_boot: int, level: float) -> PairedTest:
+    """The test paired by schedule: `diffs` (G,) row - base per schedule, `resampled` (G, B) the same per sentence
+    resample. The differences are one system of G replicates: Var(Δ) = V_sent + σ²_Δ / G with σ²_Δ from their spread,
+    less its seed-by-sentence part, as `_paired_bootstrap` takes a system's; df: G - 1 at least (seed_variance
+    "paired"). What a schedule does to both rows alike cancels in each difference."""
+    g = diffs.shape[0]
+    v_sent = float(resampled.mean(axis=0).var(ddof=1))
+    sigma2, s2, tau2 = _seed_variance(diffs, resampled)
+    var, spread = v_sent + sigma2 / g, (s2 / g) ** 2 / (g - 1)
+    df = max(var**2 / spread, g - 1) if spread > 0 else math.inf
+    noise = Noise(max(0.0, v_sent - tau2 / g), sigma2 + tau2, 0.0, g, g)  # a plan in pairs of groups
+    return _tested(float(diffs.mean()), var, df, n_boot, level, "paired", noise)
+
+
+def _tested(observed: float, var: float, df: float, n_boot: int, level: float, seed_variance: str, noise) -> PairedTest:
     if var == 0.0:  # no noise at all: the difference is exact
         return PairedTest(observed, 1.0 if observed == 0.0 else 0.0, observed, observed, 0.0, n_boot, df, seed_variance, noise)
     se = math.sqrt(var)
-    p = two_sided_p(observed, se, df)
     half = float(st.t.ppf(0.5 + level / 2, df)) * se
-    return PairedTest(observed, p, observed - half, observed + half, se, n_boot, df, seed_variance, noise)
+    return PairedTest(observed, two_sided_p(observed, se, df), observed - half, observed + half, se, n_boot, df, seed_variance, noise)
 
 
 def two_sided_p(estimate: float, se: float, df: float) -> float:

@@ -6,6 +6,10 @@ G replicates, and one group alone gives a mean with no interval of its own.
 
 Replicates are treated as exchangeable: a row that mixes lone runs with groups, or groups of different sizes,
 weighs each replicate equally, though a group's mean varies less than one run's score.
+
+Groups that walk the same schedule (`members.schedule`, the group's seed) in a row and in the base are shifted alike
+by it (measured: docs/members.md), so where every group of a row has its schedule's group in the base, the test pairs
+them (`schedule_pairs`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,33 @@ def group_of(run) -> str | None:
     if (cfg.get("members.size") or 1) > 1 and cfg.get("members.group") is not None:
         return str(cfg["members.group"])
     return None
+
+
+def schedule_of(run) -> int | None:
+    """The seed of the length schedule a member's group walked (`members.schedule`); None for a lone run, or a member
+    saved before ablate recorded it."""
+    return run.config.get("members.schedule") if group_of(run) is not None else None
+
+
+def schedule_pairs(row_runs: Sequence, base_runs: Sequence) -> tuple[list[int], list[int | None]] | None:
+    """A test paired by schedule: (each row run's replicate, each base run's replicate or None to leave it out), the
+    replicates numbered by schedule alike on both sides; None unless every run of both trained in a group with a
+    recorded schedule, a schedule is one group a side, and the row has 2 or more, each also in the base (the base's
+    groups on other schedules are left out of the pairing)."""
+    runs = [*row_runs, *base_runs]
+    if not runs or any(schedule_of(r) is None for r in runs):
+        return None
+    groups: dict[tuple[int, int], set[str]] = {}
+    for side, side_runs in enumerate((row_runs, base_runs)):
+        for r in side_runs:
+            groups.setdefault((side, schedule_of(r)), set()).add(group_of(r))
+    if any(len(g) > 1 for g in groups.values()):  # two groups on one schedule in a row: no one-to-one pairing
+        return None
+    schedules = sorted({schedule_of(r) for r in row_runs})
+    if len(schedules) < 2 or any((1, s) not in groups for s in schedules):
+        return None
+    number = {s: k for k, s in enumerate(schedules)}
+    return [number[schedule_of(r)] for r in row_runs], [number.get(schedule_of(r)) for r in base_runs]
 
 
 def replicate_index(runs: Sequence) -> list[int]:

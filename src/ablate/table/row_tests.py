@@ -12,7 +12,7 @@ import numpy as np
 
 from ablate.table import detectable_effect, paired_bootstrap
 from ablate.table.holm import holm
-from ablate.table.replicates import replicate_index, replicate_name
+from ablate.table.replicates import replicate_index, replicate_name, schedule_pairs
 from ablate.table.sentence_records import Evidence
 
 METRICS = ("bleu", "ppl")
@@ -46,8 +46,12 @@ def paired_tests(
             if against is None or row_stats is None:
                 continue
             pair = paired_bootstrap.paired_bleu_stats if metric == "bleu" else paired_bootstrap.paired_ppl_stats
-            replicates = (replicate_index(other.runs), replicate_index(row.runs))  # a member group counts once
-            t = pair(against[metric], row_stats[metric], n_boot=n_boot, seed=seed, replicates=replicates)
+            base_side, replicates, by_schedule = against[metric], (replicate_index(other.runs), replicate_index(row.runs)), False
+            if pairs := schedule_pairs(row.runs, other.runs):  # groups on one schedule, paired: its shift cancels
+                row_index, base_index = pairs
+                base_side = [x for x, k in zip(base_side, base_index) if k is not None]
+                replicates, by_schedule = ([k for k in base_index if k is not None], row_index), True
+            t = pair(base_side, row_stats[metric], n_boot=n_boot, seed=seed, replicates=replicates, by_schedule=by_schedule)
             # No variance at all (every resample and seed gives the same Δ): a "p" and "MDE" would be artefacts of se = 0.
             (flat if t.se == 0.0 else tests)[row.name] = t
         adjusted, family_size = {}, {}

@@ -52,6 +52,8 @@ def test_member_configs_give_each_member_its_seed_values_and_own_run_directory()
     assert members[1].logging.name == "g/seed=8,lr_scale=1.0" and members[1].logging.group == "g"
     listed = member_configs(group, {"seed": [3, 1, 2]})  # a value the members share is left out of the names
     assert [m.out_dir for m in listed] == ["runs/g/seed=3", "runs/g/seed=1", "runs/g/seed=2"]
+    # Every member records the group's schedule, the group config's seed, whatever its own seed is.
+    assert {m.members.schedule for m in members} == {7} and {m.members.schedule for m in listed} == {7}
 
 
 @pytest.mark.parametrize("values, named", [

@@ -269,7 +269,17 @@ def test_without_a_saved_config_every_key_differs(tmp_path):
     out.mkdir()
     cfg = config(out)
     changes = changes_from_saved_config(out, cfg)
-    assert set(changes) == {k for k in flatten(to_dict(cfg)) if not k.startswith("sweep.")}
+    assert set(changes) == {k for k in flatten(to_dict(cfg)) if not k.startswith("sweep.") and k != "members.schedule"}
+
+
+def test_a_members_schedule_recorded_since_a_group_was_saved_is_no_change(tmp_path):
+    """Members saved before ablate recorded their group's schedule resume with it filled in, with no --force."""
+    out = tmp_path / "run"
+    cfg = config(out)
+    out.mkdir()
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    cfg.members.schedule = 7
+    assert changes_from_saved_config(out, cfg) == {}
 
 
 # --- the checkpoint to resume from --------------------------------------------------------------------------------
