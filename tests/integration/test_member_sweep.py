@@ -12,6 +12,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from optuna.trial import TrialState
 
 from ablate.files.wandb_offline import find_runs, read_run
@@ -61,6 +62,12 @@ def test_each_rows_seeds_train_as_members_each_its_own_trial_run_and_wandb_run(s
         for t in ts
     }
     assert len(set(seeds.values())) == 6  # six runs, not three copies
+    # Each member records its group's schedule: the seed of the group's first member, whose config the group trains on.
+    saved = [yaml.safe_load((Path(t.user_attrs["out_dir"]) / "config.yaml").read_text()) for t in ts]
+    for group in groups:
+        members = [c for c in saved if c["members"]["group"] == group]
+        first = next(c for c in members if c["members"]["index"] == 0)
+        assert {c["members"]["schedule"] for c in members} == {first["seed"]}
     runs = [read_run(p) for p in find_runs(tmp / "sweep" / "trials")]
     member_runs = {r.name: r for r in runs if r.job_type == "sweep-trial"}
     assert set(member_runs) == {f"{row}-s{s}" for row in ("base", "A-h1") for s in (1, 2, 3)}  # one W&B run per member
