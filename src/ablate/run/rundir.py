@@ -159,13 +159,17 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
         )
 
 
+# Bookkeeping a resume does not compare: a sweep's, and members.schedule, recorded since some groups were saved (their
+# schedule was their group config's seed).
+NOT_COMPARED = ("sweep.", "members.schedule")
+
+
 def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:
     """Keys whose value differs between the run's saved config.yaml (none saved: every key differs) and `cfg`,
     sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
     if not (out / "config.yaml").exists():
-        return diff({}, to_dict(cfg), ignore=("sweep.", "members.schedule"))
-    # members.schedule: bookkeeping added after some groups were saved (their schedule was their group config's seed)
-    return diff(saved_config(out), to_dict(cfg), ignore=("sweep.", "members.schedule"))
+        return diff({}, to_dict(cfg), ignore=NOT_COMPARED)
+    return diff(saved_config(out), to_dict(cfg), ignore=NOT_COMPARED)
 
 
 def saved_config(out: Path) -> dict:

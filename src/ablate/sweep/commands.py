@@ -54,7 +54,7 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     header, rows, closing = plan_for(sweep).describe()
     print_table(console, header, rows)
     console.print(closing)
-    if sweep.variants and (note := few_groups_note(sweep)):
+    if note := few_groups_note(sweep):
         console.print(f"note: {note}")
 
 
@@ -158,7 +158,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
         dry_run(sweep, console)
         return 0
     placed = gpu_layout(sweep, per_gpu_from, console)
-    if sweep.variants and (note := few_groups_note(sweep)):  # members fixed now (`members: auto` measured)
+    if note := few_groups_note(sweep):  # members fixed now (`members: auto` measured)
         console.print(f"[yellow]note:[/] {note}")
     workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
     devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers

@@ -26,7 +26,8 @@ from ablate.sweep.trial_config import config_changed, trial_config
 def few_groups_note(sweep: Sweep) -> str | None:
     """A note for a grid whose members leave a row's seeds in fewer than 4 groups: `ablate table` counts a group once
     (its members share a length schedule: docs/members.md), so 1 group gives the row no seed interval and 2-3 give a t
-    interval on 1-2 degrees of freedom; None where every row has 4 or more, or trains its seeds as runs."""
+    interval on 1-2 degrees of freedom; None where every row has 4 or more, or trains its seeds as runs, and for a
+    search (no rows)."""
     seeds: dict[str, int] = {}
     for row, _ in sweep.rows():
         seeds[row] = seeds.get(row, 0) + 1

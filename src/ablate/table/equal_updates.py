@@ -16,12 +16,14 @@ import io
 import math
 from pathlib import Path
 
+import numpy as np
+
 from ablate.config.paper import BASE_VARIANTS, TABLE3
 from ablate.table import paired_bootstrap, seed_intervals, verdicts
 from ablate.table.compare import build_rows
 from ablate.table.finished_runs import Run
 from ablate.table.holm import holm
-from ablate.table.replicates import group_of, replicate_index
+from ablate.table.replicates import group_of, replicate_index, replicate_means
 
 PAPER_METRICS = {"val/ppl": ("ppl", verdicts.PPL_TIE), "val/bleu": ("bleu", verdicts.BLEU_TIE)}
 
@@ -104,8 +106,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     lines = []
     for row in rows:
         there = [r for r in row.runs if update in curves[id(r)]]
-        index = replicate_index(there)
-        xs = [sum(curves[id(r)][update] for r, k in zip(there, index) if k == j) / index.count(j) for j in range(len(set(index)))]
+        xs = replicate_means(np.array([curves[id(r)][update] for r in there]), replicate_index(there)).tolist()
         line = {
             "row": row.name,
             "runs": len(row.runs),
