@@ -13,7 +13,8 @@
 #   profile  where a step's time goes (benchmarks/profile_step.py: cProfile and torch.profiler, 10 steps after 20) for one
 #          table3-gpu run and for 8 of its seeds as members: host and device milliseconds a step, the tables in the logs
 #   members  the table3-gpu base row's seeds as one member model (K = 8, 16) against the same runs one after another
-#          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory; then a
+#          and one run alone (benchmarks/members.py, bf16): per-member tokens/s, their ratio, MFU, peak memory; against
+#          the row's runs packed N processes at once as trials_per_gpu auto packs them (benchmarks/packed_runs.py); then a
 #          quickstart row's 8 seeds as members through `ablate sweep` (trials/h; the ratio when the sweep part ran too)
 #
 # Logs, one folder a part, are packed after each part into $OUT/gpu-check.tar.gz (default OUT: gpu-check-out/; with
@@ -181,10 +182,15 @@ part_members() {
   end=$(deadline)
   mkdir -p "$dir"
   local sizes=(8 16) args=(--config experiments/multi30k-table3-gpu.yaml --steps 20 --rounds 3 --threads 4)
+  local packed=(--processes auto --config experiments/multi30k-table3-gpu.yaml --steps 20 --rounds 3)
   ((tiny)) && sizes=(2) args=(--config experiments/quickstart.yaml --steps 2 --rounds 1 --memory-steps 1 data.max_tokens=256)
+  ((tiny)) && packed=(--processes 2 --config experiments/quickstart.yaml --steps 2 --rounds 1 data.max_tokens=256)
   for k in "${sizes[@]}"; do
     run_logged "$dir/members-$k.log" "$end" python benchmarks/members.py --members "$k" --device "$device" --precision "$precision" \
       "${args[@]}" --json "$dir/members-$k.json"
+    # after the first K: the same row's runs packed as trials_per_gpu auto packs them, N processes at once (the >= 2x gate)
+    [[ -f $dir/packed.log ]] || run_logged "$dir/packed.log" "$end" python benchmarks/packed_runs.py --device "$device" \
+      --precision "$precision" "${packed[@]}" --json "$dir/packed.json"
   done
   python benchmarks/gpu_check_report.py members "$dir" | tee -a "$logs/summary.txt"
   # End to end: a row's 8 seeds as one member model through `ablate sweep` (each member its own trial, run directory and

@@ -167,7 +167,7 @@ def members_vs_packed(members_db: Path, packed_db: Path) -> list[str]:
 
 def members(folder: Path) -> list[str]:
     """Issue 37: all K members' throughput over one run alone (trials per hour at equal steps; target >= 8x)."""
-    lines = []
+    lines, packed = [], _load(folder / "packed.json")  # benchmarks/packed_runs.py: the row's runs as trials_per_gpu auto packs them
     for path in sorted(folder.glob("members-*.json"), key=lambda p: int(p.stem.split("-")[1])) or [folder / "members-8.json"]:
         run = _load(path)
         if run is None:
@@ -182,7 +182,20 @@ def members(folder: Path) -> list[str]:
             f"padded {run['padded_share']:.1%}; peak MiB run {peak.get('run-0', float('nan')):.0f}, K members "
             f"{peak.get('members', float('nan')):.0f}"
         )
+        lines[-1] += "; " + _against_packed(run, packed)
     return lines
+
+
+def _against_packed(run: dict, packed: dict | None) -> str:
+    """Issue 37's second gate at the table3-gpu base row: K members' tokens/s over N runs' at once in N processes."""
+    if packed is None:
+        return "vs packed runs: missing (no packed.json: benchmarks/packed_runs.py did not finish; see packed.log)"
+    ratio = run["tokens_per_s"]["members"] / packed["tokens_per_s"]["packed"]
+    fits = {True: "", False: ", their peaks do not fit with the probe's headroom"}.get(packed.get("fits"), "")
+    return (
+        f"vs {packed['processes']} runs packed at once ({packed['tokens_per_s']['packed']:,.0f} tgt tok/s, {packed['mps']}{fits}): "
+        f"{ratio:.2f}x (target >= {TARGETS['members_vs_packing']:g}x: {_check(ratio, TARGETS['members_vs_packing'], True)})"
+    )
 
 
 def main(argv: list[str]) -> int:

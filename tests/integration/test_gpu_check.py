@@ -38,6 +38,7 @@ def test_gpu_check_runs_every_part_at_toy_sizes_and_packs_the_logs(tmp_path):
     assert "train: multi30k-small: " in summary and "validation" in summary and "(no summary.json)" not in summary
     assert "trials/h" in summary  # both sweep arms finished trials
     assert "members: K=2: " in summary and "(trials/h; target >= 8x" in summary  # the members part measured its ratio
+    assert "vs 2 runs packed at once (" in summary and "(target >= 2x" in summary  # and against the row's runs packed
     assert "members-sweep: one at a time" in summary and "members 2 trials in" in summary  # and a member sweep, end to end
     assert "members-vs-packed: members " in summary and "trials/h against packed" in summary  # and against packing
     for k in (1, 2):  # the profile part: one run's step and a member group's, host time a step each

@@ -49,7 +49,8 @@ def base_line(s: dict) -> str:
 def noise_line(s: dict) -> str:
     """The base row's spread over seeds; where its seeds trained in member groups, over replicates (a group's mean
     each: `ablate.table.replicates`)."""
-    grouped = "group" in (s.get("base_seeds") or "")
+    floor = s["noise_floor"]
+    grouped = any((floor[m].get("runs") or 0) > (floor[m]["n"] or 0) for m in METRICS)  # a replicate holds several runs
     unit = "replicate" if grouped else "seed"
     parts = []
     for m in METRICS:
