@@ -117,6 +117,22 @@ def test_a_killed_group_resumes_every_member_exactly(tmp_path, at, signame, code
         assert resumed and resumed[-1]["step"] == 29  # the resumed attempt logs beside the first, from where it stopped
 
 
+def test_a_group_with_dropout_killed_in_an_epochs_last_step_resumes_exactly(tmp_path):
+    # An epoch of this corpus is 13 steps: killed at step 25, the resumed group starts a new epoch's iterator at once,
+    # which must not draw from torch's global generator (dropout's), or every later mask differs from the whole run's.
+    train, dropout = {"max_steps": 40, "val_every_steps": 10, "log_every_steps": 5, "keep_last": 2, "val_bleu": False}, "model.dropout=[0.1,0.1]"
+    whole = write_experiment(tmp_path, "whole", **train)
+    assert ablate("train", str(whole), dropout, "--members", "2").returncode == 0
+    killed = write_experiment(tmp_path, "killed", plugins=[fault_plugin(tmp_path / "faults", signal_at="25:TERM")], **train)
+    assert ablate("train", str(killed), dropout, "--members", "2").returncode == 75
+    again = ablate("train", str(killed), dropout, "--members", "2", "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name in ("seed=1", "seed=2"):
+        a = json.loads((tmp_path / "whole" / name / "summary.json").read_text())["last"]["val/loss"]
+        b = json.loads((tmp_path / "killed" / name / "summary.json").read_text())["last"]["val/loss"]
+        assert a == b, (name, a, b)
+
+
 def test_the_member_data_and_module_pieces_fit_together(tmp_path):
     """The loader gives one batch per member and step, of the group's length schedule; the module's validation
     scores every member on the same sentences; MemberRuns names each member's checkpoint as its own run's."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ablate.data.batching import EncodedSplit
@@ -71,6 +72,9 @@ class MemberDataModule(TranslationDataModule):
             _MemberPairs(enc),
             sampler=steps,
             batch_size=None,  # each item is already a step: K members' index lists
+            # An iterator draws its seed from this generator, not torch's global one, which dropout uses: otherwise where
+            # a group resumes (before or after an epoch's iterator exists) would change dropout masks (as batching.py's).
+            generator=torch.Generator().manual_seed(self.cfg.seed),
             collate_fn=functools.partial(collate_members, pad_multiple=self.data_cfg.pad_multiple),
             num_workers=self.data_cfg.num_workers,
             persistent_workers=self.data_cfg.num_workers > 0,
