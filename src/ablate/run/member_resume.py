@@ -26,6 +26,16 @@ def check_same_members(cfg: ExperimentConfig, configs: list[ExperimentConfig], g
             f"--resume: {strangers[0]} holds no config.yaml, so it is not a member of the group {group}: a group resumes "
             "with the members it started with (the same seeds and listed values), even with --force; nothing was changed"
         )
+    for k, c in enumerate(configs):  # the group checkpoint's slot k is member k: another order would swap their weights
+        path = Path(c.out_dir, "config.yaml")
+        mine = saved_config(Path(c.out_dir))
+        index, seed = mine.get("members", {}).get("index"), mine.get("seed")
+        if (index, seed) != (k, c.seed):
+            raise ValueError(
+                f"--resume: {c.out_dir} trained as member {index} of the group {group} with seed {seed} ({path}), and this "
+                f"command makes it member {k} with seed {c.seed}: give the seeds and listed values in the order the group "
+                "started with, even with --force (another order would swap the members' weights); nothing was changed"
+            )
 
 
 def prepare_group_resume(

@@ -40,3 +40,11 @@ def test_other_seeds_are_refused_naming_the_folder_no_member_had(tmp_path):
     with pytest.raises(ValueError, match=rf"{tmp_path / 'group' / 'seed=5'} holds no config.yaml, so it is not a member"):
         check_same_members(cfg, member_configs(cfg), tmp_path / "group")
     assert not (tmp_path / "group" / "seed=5").exists()
+
+
+def test_the_same_seeds_in_another_order_are_refused_as_they_would_swap_the_members_weights(tmp_path):
+    cfg, members = started(tmp_path)
+    swapped = member_configs(cfg, {"seed": [members[1].seed, members[0].seed]})
+    assert {c.out_dir for c in swapped} == {c.out_dir for c in members}  # the same folders, each in the other's slot
+    with pytest.raises(ValueError, match=r"seed=\d+ trained as member 1 of the group .* makes it member 0 .*even with --force"):
+        check_same_members(cfg, swapped, tmp_path / "group")
