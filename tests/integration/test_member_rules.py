@@ -42,6 +42,18 @@ def test_max_flops_is_each_members_own_budget(tmp_path):
         assert budget <= summary["flops"] < 1.2 * budget
 
 
+def test_a_member_that_stops_early_reports_what_it_had_spent_not_the_groups_totals(tmp_path):
+    path = write_experiment(tmp_path, "exp", max_steps=40, val_every_steps=5)
+    # member 1 barely moves, so early stopping ends it at its second validation; member 0 trains all 40 steps
+    cfg, members = _group(path, "train.early_stop_metric=val/loss", "train.patience=1", "train.min_delta=0.01",
+                          values={"train.lr_scale": [1.0, 1e-9]})  # fmt: skip
+    full, early = train_members(cfg, members)
+    assert early["stop_reason"] == "early_stopping" and early["steps"] < full["steps"] == 40, (early["steps"], full["steps"])
+    # its FLOPs are its own steps' (the same batch shapes as its partner's, step by step), not the group's 40 steps'
+    assert early["flops"] == pytest.approx(full["flops"] * early["steps"] / full["steps"], rel=0.25), (early["flops"], full["flops"])
+    assert early["wall_seconds"] < full["wall_seconds"]
+
+
 def test_each_member_reports_its_own_convergence(tmp_path):
     path = write_experiment(tmp_path, "exp", max_steps=30, val_every_steps=2)
     cfg, members = _group(path, values={"train.lr_scale": [0.5, 4.0]})

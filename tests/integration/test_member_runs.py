@@ -47,9 +47,10 @@ def _close(a: float, b: float, rel: float) -> bool:
 
 def test_a_member_trains_as_its_own_run_would_and_leaves_an_ordinary_run(tmp_path, capsys):
     path = write_experiment(tmp_path, "exp", **TRAIN)
-    cfg, members = _group(path, {"train.lr_scale": [1.0, 2.0]}, data="shared")  # member 0 sees its own seed's batches
+    longer = "train.eval_longer_than=5"  # and the length-extrapolation BLEU, which a member's summary reports too
+    cfg, members = _group(path, {"train.lr_scale": [1.0, 2.0]}, "shared", longer)  # member 0 sees its own seed's batches
     summaries = train_members(cfg, members)
-    alone = train(load_config([path], [f"out_dir={tmp_path / 'alone'}", "train.lr_scale=1.0", "seed=1"]))
+    alone = train(load_config([path], [f"out_dir={tmp_path / 'alone'}", "train.lr_scale=1.0", "seed=1", longer]))
     member = Path(members[0].out_dir)
     ours, theirs = _rows(member), [r for r in _rows(tmp_path / "alone") if len(r) > 1]
     assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [4, 9, 14, 14, 19, 24, 29, 29]
@@ -60,6 +61,12 @@ def test_a_member_trains_as_its_own_run_would_and_leaves_an_ordinary_run(tmp_pat
     assert all(_close(s["last"][k], alone["last"][k], 1e-6) for k in ("val/loss", "val/ppl"))
     assert s["last"]["val/bleu"] == pytest.approx(alone["last"]["val/bleu"], abs=1e-6)
     assert s["members"]["group"] == cfg.out_dir and s["members"]["index"] == 0 and s["members"]["size"] == 2
+    # Every key a run's summary has, but a peak memory of its own (the group's is under members.speed).
+    assert set(alone) - set(s) == {"speed/peak_mem_mb"} and s["members"]["speed"]["speed/peak_mem_mb"] > 0
+    assert (s["git_sha"], s["params/total"], s["vocab_size"]) == (alone["git_sha"], alone["params/total"], alone["vocab_size"])
+    assert s["speed/step_ms"] == s["members"]["speed"]["speed/step_ms"] > 0  # a group step is a step of each member
+    assert s["val_long/sentences"] == alone["val_long/sentences"] > 0
+    assert s["val_long/bleu"] == pytest.approx(alone["val_long/bleu"], abs=1e-6)
     # Its checkpoints are an ordinary run's: the weights its own run ends with, loaded by what reads any run.
     ours_w = load_checkpoint(member / "checkpoints" / "last.ckpt")["state_dict"]
     theirs_w = load_checkpoint(tmp_path / "alone" / "checkpoints" / "last.ckpt")["state_dict"]
@@ -120,7 +127,10 @@ def test_a_killed_group_resumes_every_member_exactly(tmp_path, at, signame, code
 def test_a_group_with_dropout_killed_in_an_epochs_last_step_resumes_exactly(tmp_path):
     # An epoch of this corpus is 13 steps: killed at step 25, the resumed group starts a new epoch's iterator at once,
     # which must not draw from torch's global generator (dropout's), or every later mask differs from the whole run's.
-    train, dropout = {"max_steps": 40, "val_every_steps": 10, "log_every_steps": 5, "keep_last": 2, "val_bleu": False}, "model.dropout=[0.1,0.1]"
+    train, dropout = (
+        {"max_steps": 40, "val_every_steps": 10, "log_every_steps": 5, "keep_last": 2, "val_bleu": False},
+        "model.dropout=[0.1,0.1]",
+    )
     whole = write_experiment(tmp_path, "whole", **train)
     assert ablate("train", str(whole), dropout, "--members", "2").returncode == 0
     killed = write_experiment(tmp_path, "killed", plugins=[fault_plugin(tmp_path / "faults", signal_at="25:TERM")], **train)

@@ -122,3 +122,17 @@ def write_record(
         tokens=[int(found[i][2]) for i in order],
     )
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
+    """Length extrapolation (`train.eval_longer_than`): BLEU of the selected weights on validation pairs longer than any
+    the run trained on; a run's and a member's summary alike."""
+    from ablate.inference.commands import longer_than, score, translate
+
+    n = cfg.train.eval_longer_than
+    srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)
+    if not srcs:
+        return {"val_long/sentences": 0}
+    hyps = translate(module.model.eval(), dm.tokenizer, srcs, cfg)
+    result = score(hyps, refs)
+    return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}

@@ -20,7 +20,7 @@ from ablate.training.member_adam import member_optimizer_state
 
 class MemberRuns(L.Callback):
     def __init__(self, configs: list[ExperimentConfig], outs: list[Path], group: Path, vocab: int, proto: bytes, attempt: int, extra: dict):
-        self.configs, self.outs, self.group, self.vocab, self.proto = configs, outs, group, vocab, proto
+        self.configs, self.outs, self.group, self.vocab, self.proto, self.extra = configs, outs, group, vocab, proto, extra
         t = configs[0].train
         self.monitor, self.sign = ("val/bleu", -1.0) if t.val_bleu else ("val/loss", 1.0)  # sign: lower is better
         self.stops = MemberStops(t, len(configs))

@@ -7,6 +7,7 @@ batch the same shape; the budgets every member shares (max_steps, max_time, max_
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ablate.config import TrainConfig
 from ablate.run.stopping import EarlyStopping, convergence_improvement
@@ -23,6 +24,10 @@ class MemberStops:
         self.ppl: list[list[float]] = [[] for _ in range(members)]
         self.reason: list[str | None] = [None] * members
         self.why: list[str] = [""] * members  # a diverged member's message, as an ordinary run's NaN guard words it
+        # What a member had spent when it stopped (its share of the group's FLOPs, the wall time): its summary reports
+        # these, as a run stopped there would, not the group's totals. `meter` (set by the group) reads them.
+        self.spent: list[dict | None] = [None] * members
+        self.meter: Callable[[], dict] | None = None
 
     @property
     def all_stopped(self) -> bool:
@@ -31,10 +36,16 @@ class MemberStops:
     def stop(self, k: int, reason: str) -> None:
         if self.reason[k] is None:
             self.reason[k] = reason
+            self._mark(k)
 
     def diverge(self, k: int, why: str) -> None:
         if self.reason[k] is None:
             self.reason[k], self.why[k] = DIVERGED, why
+            self._mark(k)
+
+    def _mark(self, k: int) -> None:
+        if self.meter is not None:
+            self.spent[k] = self.meter()
 
     def update(self, k: int, metrics: dict[str, float], step: int) -> str | None:
         """Member k's validation at `step`; the reason it stops now, if it does."""
@@ -54,14 +65,17 @@ class MemberStops:
             improvement = convergence_improvement(self.ppl[k], self.window)
             if improvement is not None and improvement < self.tol:
                 self.reason[k] = "converged"
+        if self.reason[k] is not None:
+            self._mark(k)
         return self.reason[k]
 
     def state_dict(self) -> dict:
         early = [None if e is None else {"best": e.best, "bad": e.bad} for e in self.early]
-        return {"ppl": self.ppl, "reason": self.reason, "why": self.why, "early": early}
+        return {"ppl": self.ppl, "reason": self.reason, "why": self.why, "early": early, "spent": self.spent}
 
     def load_state_dict(self, state: dict) -> None:
         self.ppl, self.reason, self.why = [list(p) for p in state["ppl"]], list(state["reason"]), list(state["why"])
+        self.spent = list(state.get("spent") or [None] * len(self.reason))  # a checkpoint from before it kept them
         for e, saved in zip(self.early, state["early"]):
             if e is not None and saved is not None:
                 e.best, e.bad = saved["best"], saved["bad"]

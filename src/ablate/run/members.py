@@ -29,7 +29,7 @@ from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
 from ablate.run.callbacks import Preemption
-from ablate.run.evaluation import scored_on, select_weights, write_record
+from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.loggers import make_csv_logger
 from ablate.run.member_progress import MemberProgress
@@ -48,6 +48,8 @@ from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
 FAILED = "FAILED.txt"
+SHARED = ("tokens_per_s", "model_tflops", "mfu")  # speed keys a member reports its 1/K share of
+GROUP_ONLY = ("peak_mem_mb",)  # no member has a peak of its own: the group's is under members.speed only
 
 
 def train_members(
@@ -118,6 +120,7 @@ def _train(
     # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
     # max_flops is each member's budget: its share of the group's FLOPs, what its summary reports.
     stop = StopRules(dataclasses.replace(cfg.train, converge_window=0, early_stop_metric=None), lambda b: speed.flops(b) / len(configs))
+    runs.stops.meter = lambda: {"flops": stop.flops, "wall_seconds": round(stop.seconds, 1)}  # what a stopping member had spent
     preemption = Preemption(group)
     # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
     progress = [MemberProgress(out, k, runs) for k, out in enumerate(outs)]
@@ -170,15 +173,22 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
         "epochs": round(steps / max(trainer.num_training_batches, 1), 2) if math.isfinite(trainer.num_training_batches) else None,
         **group_reason,
         "stop_reason": reason,
-        "flops": group_reason["flops"],  # a member's share of the group's model FLOPs (what its max_flops limits)
+        # A member's share of the group's model FLOPs (what its max_flops limits) and the wall time, until it stopped.
+        **(runs.stops.spent[k] or {}),
         "convergence": convergence_report(runs.stops.ppl[k], cfg.train.converge_window, cfg.train.converge_tol),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "params": module.params,
+        **runs.extra,  # params/total, git_sha, vocab_size: as a run's
         "last": last,
         "best": {"metric": runs.monitor, "value": runs.best[k], "checkpoint": str(out / "checkpoints" / "best.ckpt")},
         "bleu_signature": module.bleu_signature,
-        # A member's share of the group's throughput; the group's own figures are under members.speed.
-        **{key: float(f"{v / module.members:.4g}") for key, v in speed.summary.items() if key.endswith("tokens_per_s")},
+        # The group's step time and training seconds (each of its steps was a step of every member) and a member's share
+        # of its throughput and FLOP rate. The group's own figures, its peak memory among them, are under members.speed.
+        **{
+            key: float(f"{(v / module.members if key.endswith(SHARED) else v):.4g}")
+            for key, v in speed.summary.items()
+            if not key.endswith(GROUP_ONLY)
+        },  # fmt: skip
         **selected,
         **(scored_on(cfg, dm) if validated else {}),
         "members": {
@@ -192,6 +202,8 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
     }
     summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))
     summary["data"] = {"dropped": dm.dropped}
+    if cfg.train.eval_longer_than:
+        summary.update(eval_long(cfg, own, dm))
     if cfg.sweep.study:
         summary["sweep"] = to_dict(cfg)["sweep"]
     record = None

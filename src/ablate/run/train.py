@@ -21,7 +21,7 @@ from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
-from ablate.run.evaluation import scored_on, select_weights, write_record
+from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
 from ablate.run.resume_checks import prepare_resume
@@ -90,7 +90,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
         summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so
         summary["data"] = {"dropped": dm.dropped}
         if trainer.is_global_zero and cfg.train.eval_longer_than:
-            summary.update(_eval_long(cfg, module, dm))
+            summary.update(eval_long(cfg, module, dm))
         record = None
         if trainer.is_global_zero and validated and cfg.train.eval_record:
             record = write_record(cfg, trainer, module, dm, out, selected["selected"])
@@ -118,19 +118,6 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
     changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
     ckpt_path = resume_checkpoint(out)
     return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)
-
-
-def _eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
-    """Length extrapolation: BLEU of the selected weights on validation pairs longer than any the run trained on."""
-    from ablate.inference.commands import longer_than, score, translate
-
-    n = cfg.train.eval_longer_than
-    srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)
-    if not srcs:
-        return {"val_long/sentences": 0}
-    hyps = translate(module.model.eval(), dm.tokenizer, srcs, cfg)
-    result = score(hyps, refs)
-    return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}
 
 
 def epochs_trained(trainer, accumulate: int) -> float:
