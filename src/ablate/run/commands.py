@@ -63,6 +63,9 @@ def train_command(args: argparse.Namespace) -> int:
     if len(sizes) > 1:
         raise ValueError(f"--members and the listed values disagree on the number of members ({sorted(sizes)})")
     overrides += [f"members.size={size}" for size in sizes] + ([f"members.data={args.member_data}"] if args.member_data else [])
+    if sizes == {1}:  # one member is one run: each one-element list is that run's value (seeds=[7] is seed=7)
+        overrides += [f"{key}={values[0]}" for key, values in lists.items()]
+        lists = {}
     cfg = load_config(files, overrides)
     if cfg.members.index is not None and cfg.members.size > 1:
         raise ValueError(

@@ -59,3 +59,21 @@ def test_a_members_own_config_is_not_taken_for_its_group(tmp_path):
         patch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.members.size}")))
         with pytest.raises(SystemExit, match="run 1"):
             train_command(args)
+
+
+def test_one_element_lists_are_one_runs_values_not_dropped(tmp_path, monkeypatch):
+    from helpers import tiny_experiment
+
+    from ablate.config import to_yaml
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(to_yaml(tiny_experiment(tmp_path)))
+    trained = []
+    monkeypatch.setattr("ablate.run.train.train", lambda cfg, **kw: trained.append(cfg) or (_ for _ in ()).throw(SystemExit(0)))
+    args = argparse.Namespace(config=[str(path), "seeds=[7]", "train.lr_scale=[0.5]", "model.dropout=[0.25]"], members=None,
+                              member_data=None, resume=False, auto_resume=False, force=False, move_aside=False,
+                              accept_data_change=False)  # fmt: skip
+    with pytest.raises(SystemExit):
+        train_command(args)
+    (cfg,) = trained
+    assert (cfg.members.size, cfg.seed, cfg.train.lr_scale, cfg.model.dropout) == (1, 7, 0.5, 0.25)
