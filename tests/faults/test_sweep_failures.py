@@ -84,6 +84,9 @@ def test_failed_rows_are_the_rows_left_failed_by_their_own_fault(tmp_path):
     assert [t.number for t in failed] == [2, 4] and not none_finished
     assert where_logged(failed[0]) == f"log: {tmp_path / '2' / 'train.log'}"
     assert where_logged(failed[1]) == "no log: it failed before its run directory was made"
+    group = tmp_path / "groups" / "0000-b"  # a member's output is its group process's log, not its own folder's
+    member = optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"out_dir": str(tmp_path / "7"), "members_group": str(group)})
+    assert where_logged(member) == f"log: {group / 'train.log'} (its member group's)"
 
     search = optuna.create_study()
     add(search, TrialState.FAIL, "trial0", tmp_path / "s0", fail_reason="exit code 1: boom")

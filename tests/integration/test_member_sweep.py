@@ -37,12 +37,12 @@ def trials(path: Path) -> list[optuna.trial.FrozenTrial]:
 def test_each_rows_seeds_train_as_members_each_its_own_trial_run_and_wandb_run(sweep_env):
     tmp, write = sweep_env
     path = write(
-        variants={"base": {}, "A-h1": {"model.heads": 1}},
+        variants={"base": {}, "A-h1": {"model.heads": 1, "members.size": 1}},
         seeds=[1, 2, 3],
-        members=3,
+        members=2,
         overrides={"logging.wandb": True, "logging.project": "tests"},
     )
-    proc = sweep(path)
+    proc = sweep(path, "--members", "3")  # over the file's members and a row's own, in the workers too
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "started as 3 members of one model" in proc.stderr
     ts = trials(path)

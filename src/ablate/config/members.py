@@ -40,15 +40,23 @@ def member_values(configs: list[ExperimentConfig]) -> dict[str, list[Any]]:
         if any(v != values[0] for v in values[1:]):
             shown = " vs ".join(dict.fromkeys(map(repr, values)))
             raise ConfigError(f"members: {key} differs between members ({shown}); members may differ only in {', '.join(MEMBER_KEYS)}")
-    if len(configs) > 1 and configs[0].train.precision == "16-mixed":
-        raise ConfigError(
-            "members: train.precision=16-mixed scales the loss of the whole batch by one factor; use bf16-mixed or 32 with members"
-        )
-    if len(configs) > 1 and configs[0].train.accumulate != 1:
-        raise ConfigError("members: train.accumulate must be 1 with members (each step is one batch per member)")
-    if len(configs) > 1 and configs[0].train.devices != 1:
-        raise ConfigError("members: train.devices must be 1 with members (a group trains on one device; run groups side by side)")
+    problem = setting_problem(configs[0]) if len(configs) > 1 else None
+    if problem:
+        raise ConfigError(problem)
     return {key: [f[key] for f in flat] for key in MEMBER_KEYS}
+
+
+def setting_problem(cfg: ExperimentConfig) -> str | None:
+    """Why no group of `cfg`'s runs can train as members, if a setting forbids it: checked where a group trains and
+    where a sweep file is loaded, so a study is refused before its first trial rather than failing every one."""
+    t = cfg.train
+    if t.precision == "16-mixed":
+        return "members: train.precision=16-mixed scales the loss of the whole batch by one factor; use bf16-mixed or 32 with members"
+    if t.accumulate != 1:
+        return "members: train.accumulate must be 1 with members (each step is one batch per member)"
+    if t.devices != 1:
+        return "members: train.devices must be 1 with members (a group trains on one device; run groups side by side)"
+    return None
 
 
 def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = None) -> list[ExperimentConfig]:

@@ -25,7 +25,7 @@ from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_
 from ablate.sweep.failure_report import report_failures
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
-from ablate.sweep.load import load_sweep, member_search_problem
+from ablate.sweep.load import load_sweep, member_search_problem, member_setting_problem
 from ablate.sweep.long_table import print_table
 from ablate.sweep.member_group import few_groups_note
 from ablate.sweep.parent_watch import watched_env
@@ -89,7 +89,7 @@ def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: C
     for i, device in enumerate(devices):
         env = watched_env({**os.environ, STORAGE_ENV: url})  # the URL (it may hold a password) travels by environment, not argv
         if "members.size" in sweep.overrides:  # --members reaches the workers, which load the sweep file themselves
-            env[MEMBERS_ENV] = str(sweep.overrides["members.size"])
+            env[MEMBERS_ENV] = f"{sweep.overrides['members.size']}{'!' if sweep.members_forced else ''}"  # !: over the rows' own
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
         cmd = [
@@ -144,8 +144,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
         sweep.n_trials = args.n_trials
     if getattr(args, "members", None) is not None:
         sweep.members_auto = args.members == AUTO
-        sweep.set_members(1 if sweep.members_auto else int(args.members))
-        problem = member_search_problem(sweep)
+        sweep.set_members(1 if sweep.members_auto else int(args.members), force=True)
+        problem = member_search_problem(sweep) or member_setting_problem(sweep)
         if problem:
             raise ValueError(f"--members: {problem}")
     per_gpu_from = f"{sweep.path}: trials_per_gpu"

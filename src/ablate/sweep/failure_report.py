@@ -35,7 +35,10 @@ def failed_rows(study: optuna.Study) -> tuple[list[FrozenTrial], bool]:
 
 
 def where_logged(t: FrozenTrial) -> str:
-    """Where a trial's output is: its process writes stdout and stderr to RUN_DIR/train.log (ablate.sweep.trial)."""
+    """Where a trial's output is: its process writes stdout and stderr to RUN_DIR/train.log (ablate.sweep.trial); a
+    member's is its group's process, which writes GROUP_DIR/train.log (ablate.sweep.member_group)."""
+    if "members_group" in t.user_attrs:
+        return f"log: {Path(t.user_attrs['members_group']) / 'train.log'} (its member group's)"
     if "out_dir" not in t.user_attrs:
         return "no log: it failed before its run directory was made"
     return f"log: {Path(t.user_attrs['out_dir']) / 'train.log'}"

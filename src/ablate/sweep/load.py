@@ -225,6 +225,25 @@ def member_search_problem(sweep: Sweep) -> str | None:
     return None
 
 
+def member_setting_problem(sweep: Sweep) -> str | None:
+    """A row whose trials train as members (members.size > 1, or `members: auto`, which may give more) under a setting
+    members cannot train with (ablate.config.members.setting_problem), named with the row: refused at load, not by
+    every trial failing."""
+    from ablate.config.members import setting_problem
+
+    rows = {f"variant '{row}'": overrides for row, overrides in sweep.variants.items()} or {"the search": {}}
+    for where, overrides in rows.items():
+        cfg = sweep.row_config(overrides)
+        if cfg.members.size == 1 and not sweep.members_auto:
+            continue
+        if sweep.gpus_per_trial > 1:
+            return f"{where}: members: gpus_per_trial {sweep.gpus_per_trial} cannot be combined with members (a group trains on one device)"
+        problem = setting_problem(cfg)
+        if problem:
+            return f"{where}: {problem}"
+    return None
+
+
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
     for row, overrides in sweep.variants.items():
@@ -243,7 +262,7 @@ def _validate_trials(sweep: Sweep) -> None:
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
-    problem = plan_for(sweep).check() or member_search_problem(sweep)
+    problem = plan_for(sweep).check() or member_search_problem(sweep) or member_setting_problem(sweep)
     if problem:
         raise fields.fail(path, problem)
     problem = component_problem("sampler", sweep.sampler, lambda spec: make_sampler(spec, sweep.search)) or component_problem(

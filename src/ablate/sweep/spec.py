@@ -51,12 +51,21 @@ class Sweep:
     trials_per_gpu: int | str = 1  # workers pinned to each GPU, or "auto" (ablate.sweep.probe); with GPUs only
     basis: Basis | None = None  # the comparison basis every row (but its exceptions) is held to
     members_auto: bool = False  # `members: auto`: ablate sweep sets members.size from a GPU memory probe (ablate.sweep.probe)
+    members_forced: bool = False  # `ablate sweep --members`: its K holds for every row, over a row's own members.size
     _composed: dict[str, ExperimentConfig] = field(default_factory=dict, repr=False, compare=False)
 
-    def set_members(self, size: int) -> None:
-        """`ablate sweep --members K`: every row trains K trials at once as members of one model (as `members: K`)."""
+    def set_members(self, size: int, force: bool | None = None) -> None:
+        """Every row trains K trials at once as members of one model (as `members: K`); `force` (`ablate sweep
+        --members K`, which overrides the file's members) holds K over a row's own members.size too."""
+        if force is not None:
+            self.members_forced = force
         self.overrides["members.size"] = size
         self._composed.clear()
+
+    def _members_held(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        if self.members_forced and "members.size" in overrides:
+            return {**overrides, "members.size": self.overrides["members.size"]}
+        return overrides
 
     def rows(self) -> list[tuple[str, int | None]]:
         """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""
@@ -66,7 +75,7 @@ class Sweep:
         self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None, extra: dict[str, Any] | None = None
     ) -> ExperimentConfig:
         """The base experiment, then the sweep-wide overrides, then the row's (or sampled) overrides."""
-        merged = {**self.overrides, **overrides, **(extra or {})}
+        merged = {**self.overrides, **self._members_held(overrides), **(extra or {})}
         if seed is not None:
             merged["seed"] = seed
         if trial_dir is not None:
@@ -78,6 +87,7 @@ class Sweep:
         composed once, on the base composed once (ablate.config.leaves; in full where that cannot), and a seed set on
         a copy, so a 5,000-row file with 5 seeds a row loads in seconds. Shared: read it, never change it. A trial's
         worker composes its own config afresh (config_for), from the base files as they are then."""
+        overrides = self._members_held(overrides)
         key = repr(list(overrides.items()))
         if key not in self._composed:
             self._composed[key] = self._compose_row(overrides)

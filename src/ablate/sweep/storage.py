@@ -34,7 +34,7 @@ warnings.filterwarnings(
 HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
 GRACE_S = 4 * HEARTBEAT_S
 STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) reaches workers and trials: never argv
-MEMBERS_ENV = "ABLATE_SWEEP_MEMBERS"  # `ablate sweep --members K`, for workers that load the sweep file themselves
+MEMBERS_ENV = "ABLATE_SWEEP_MEMBERS"  # members.size, for workers that load the sweep file themselves; "K!": --members K
 CREATE_TRIES = 5  # opens of a new server database whose tables another process is creating at the same moment
 
 

@@ -185,7 +185,8 @@ if __name__ == "__main__":
     worker_sweep = load_sweep(path)
     worker_sweep.n_trials = int(n_trials) or worker_sweep.n_trials
     if os.environ.get(MEMBERS_ENV):
-        worker_sweep.set_members(int(os.environ[MEMBERS_ENV]))
+        size = os.environ[MEMBERS_ENV]
+        worker_sweep.set_members(int(size.rstrip("!")), force=size.endswith("!"))
     try:
         run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)
     except (ValueError, OSError) as worker_error:  # a damaged study, a full disk: worded where raised, said as `ablate` says them

@@ -179,10 +179,33 @@ def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
     sweep = load_sweep(path)
     assert sweep.row_config({}).members.size == 3 and sweep.row_config({}).members.data == "shared"
     assert sweep.row_config(sweep.variants["big"]).members.size == 1  # a row sets its own
-    sweep.set_members(2)  # `ablate sweep --members 2`
-    assert sweep.row_config({}).members.size == 2
+    sweep.set_members(2)  # `members: auto` resolved to 2: the study-wide size; a row's own stays
+    assert sweep.row_config({}).members.size == 2 and sweep.row_config(sweep.variants["big"]).members.size == 1
+    sweep.set_members(2, force=True)  # `ablate sweep --members 2`, which overrides the file's members: every row's too
+    assert sweep.row_config({}).members.size == 2 and sweep.row_config(sweep.variants["big"]).members.size == 2
+    assert sweep.config_for(sweep.variants["big"], seed=1).members.size == 2  # as a trial's worker composes it
     search = write(
         tmp_path,
         "name: s\nbase: base.yaml\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\n  seed: {type: int, low: 1, high: 9}\nn_trials: 4\nmembers: 2\n",
     )
     assert load_sweep(search).row_config({}).members.size == 2  # member-able keys only: accepted
+
+
+@pytest.mark.parametrize("text, named", [
+    ("members: 2\noverrides: {train.accumulate: 2}\n", "variant 'base': members: train.accumulate must be 1 with members"),
+    ("variants:\n  base: {}\n  fp16: {members.size: 3, train.precision: 16-mixed}\n", "variant 'fp16': members: train.precision=16-mixed"),
+    ("members: auto\ngpus_per_trial: 2\n", "variant 'base': members: gpus_per_trial 2 cannot be combined with members"),
+])  # fmt: skip
+def test_a_setting_members_cannot_train_with_is_refused_at_load_naming_the_row(tmp_path, text, named):
+    head = "name: demo\nbase: base.yaml\nseeds: [1, 2, 3]\n" + ("" if "variants" in text else "variants:\n  base: {}\n")
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
+        load_sweep(write(tmp_path, head + text))
+    sweep = load_sweep(write(tmp_path, head + text.replace("members: 2", "members: 1").replace("members.size: 3", "members.size: 1")
+                             .replace("members: auto", "members: 1")))  # fmt: skip
+    assert sweep.row_config({}).members.size == 1  # without members the same file loads
+
+
+def test_members_from_the_flag_are_checked_against_the_rows_settings(tmp_path, capsys):
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2]\noverrides: {train.accumulate: 2}\n")
+    assert main(["sweep", str(path), "--members", "2", "--dry-run"]) == 2
+    assert "--members: variant 'base': members: train.accumulate must be 1 with members" in capsys.readouterr().err
