@@ -65,7 +65,7 @@ def train_members(
     for a member that diverged. `resume` continues the group from its last checkpoint, checked as `ablate train
     --resume` checks a run (`force`, `accept_data_change`: ablate.run.resume_checks), for the group and each member.
     `callbacks(runs)`: makers of callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after it."""
-    check_fits(cfg)  # one member's model: a size no memory here holds is refused before anything is written
+    check_fits(cfg, len(configs))  # K members' models: a size no memory here holds is refused before anything is written
     locks = []
     try:
         group, lock = claim_out_dir(cfg, resume, aside)

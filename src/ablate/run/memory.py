@@ -30,15 +30,17 @@ def parameter_count(cfg: ExperimentConfig, vocab_size: int | None = None) -> dic
         return count_parameters(build_transformer(cfg.model, vocab_size or cfg.data.vocab_size))
 
 
-def check_fits(cfg: ExperimentConfig) -> None:
-    """ValueError naming the model's size when it cannot train here (memory_problem)."""
-    problem = memory_problem(cfg, parameter_count(cfg)["total"])
+def check_fits(cfg: ExperimentConfig, members: int = 1) -> None:
+    """ValueError naming the model's size when it cannot train here (memory_problem); `members` such models trained
+    as one member model (ablate.run.members) hold that many times its weights, gradients and moments."""
+    problem = memory_problem(cfg, parameter_count(cfg)["total"], members)
     if problem:
         raise ValueError(problem)
 
 
-def memory_problem(cfg: ExperimentConfig, params: int) -> str | None:
-    """Why a model of `params` parameters cannot train here under `cfg`, or None."""
+def memory_problem(cfg: ExperimentConfig, params: int, members: int = 1) -> str | None:
+    """Why `members` models of `params` parameters each cannot train here under `cfg`, or None."""
+    one, params = params, params * members
     gpu = cfg.train.accelerator in ("gpu", "cuda") or (cfg.train.accelerator == "auto" and torch.cuda.is_available())
     places = [("the memory this process can still take", host_available(), (BUILD_BYTES if gpu else TRAINING_BYTES) * params)]
     if gpu and torch.cuda.is_available():
@@ -49,10 +51,11 @@ def memory_problem(cfg: ExperimentConfig, params: int) -> str | None:
         if available is not None and need > available:
             sizes = ", ".join(f"model.{k}={getattr(cfg.model, k)}" for k in SIZE_KEYS if getattr(cfg.model, k) is not None)
             what = "training needs" if need == TRAINING_BYTES * params else "building it needs"
+            group = f"; {members} members (members.size) hold {params:,}" if members > 1 else ""
             return (
-                f"the model has {params:,} parameters ({sizes}, data.vocab_size={cfg.data.vocab_size}): {what} at least "
+                f"the model has {one:,} parameters ({sizes}, data.vocab_size={cfg.data.vocab_size}){group}: {what} at least "
                 f"{_gb(need)} ({need // params} bytes a parameter, before activations), but {where} is {_gb(available)}; "
-                "make the model smaller"
+                + ("make the model smaller or train fewer members" if members > 1 else "make the model smaller")
             )
     return None
 

@@ -197,6 +197,13 @@ def resume_checkpoint(out: Path) -> Path:
             problems.append(str(e))
             log.warning("cannot resume from %s: %s", path, e)
             continue
+        if ckpt.get("member_of"):  # a member's weights and moments, without the group's loops, schedule and data order
+            group = ckpt["member_of"].get("group")
+            problems.append(
+                f"{path}: member {ckpt['member_of'].get('member')} of the member group {group}, whose training state is the "
+                f"group's: resume the group (ablate train {group}/config.yaml --resume), or start a new run from these weights"
+            )
+            continue
         if not ckpt.get("optimizer_states"):  # weights only (`ablate average` writes these): no training state
             problems.append(f"{path}: holds weights only (averaged or exported), no optimizer state to resume")
             continue

@@ -42,6 +42,17 @@ def test_a_model_too_large_for_the_memory_left_is_refused_naming_its_size(monkey
     assert memory_problem(cfg, params) is None
 
 
+def test_a_member_group_needs_its_members_memory_and_is_refused_naming_them(monkeypatch):
+    cfg = ExperimentConfig(model=tiny_model(), data=DataConfig(vocab_size=64))
+    cfg.train.accelerator = "cpu"
+    params = parameter_count(cfg)["total"]
+    monkeypatch.setattr(memory, "host_available", lambda: 16 * params * 4)  # room for four runs' training state
+    assert memory_problem(cfg, params, members=4) is None
+    problem = memory_problem(cfg, params, members=5)
+    assert problem.startswith(f"the model has {params:,} parameters (") and f"; 5 members (members.size) hold {5 * params:,}:" in problem
+    assert problem.endswith("make the model smaller or train fewer members")
+
+
 def test_the_host_memory_left_is_the_least_of_the_kernels_the_address_space_limits_and_the_cgroups(monkeypatch):
     monkeypatch.setattr(memory, "_meminfo", lambda: 8 << 30)
     monkeypatch.setattr(memory, "_cgroup", lambda: None)

@@ -331,6 +331,16 @@ def test_resume_checkpoint_with_nothing_usable_says_why_for_each_file(tmp_path):
     assert "step=5.ckpt: holds weights only" in str(e.value) and "last.ckpt: not a readable checkpoint" in str(e.value)
 
 
+def test_a_members_checkpoints_are_not_resumed_as_a_run_and_say_to_resume_the_group(tmp_path):
+    for name, step in (("step=10.ckpt", 10), ("last.ckpt", 10)):
+        path = checkpoint(tmp_path, name, step)
+        torch.save({**torch.load(path, weights_only=True), "member_of": {"group": "runs/g", "member": 1, "members": 4}}, path)
+    with pytest.raises(ValueError) as e:
+        resume_checkpoint(tmp_path)
+    assert "last.ckpt: member 1 of the member group runs/g" in str(e.value)
+    assert "resume the group (ablate train runs/g/config.yaml --resume)" in str(e.value)
+
+
 # --- shape changes ------------------------------------------------------------------------------------------------
 
 
