@@ -7,6 +7,7 @@ from __future__ import annotations
 import lightning as L
 import optuna
 
+from ablate.run.member_stops import DIVERGED
 from ablate.run.stopping import stop_run
 
 
@@ -36,11 +37,15 @@ class MemberPruning(L.Callback):
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        step = trainer.global_step
         for k, (trial, metrics) in enumerate(zip(self.trials, pl_module.member_metrics)):
-            if self.runs.stops.reason[k] is not None or self.metric not in metrics:
+            reason = self.runs.stops.reason[k]
+            # A member its own rule stopped at this very validation reports it, as a run reports the validation its
+            # rule stops at; one stopped before, or diverged, has no value here.
+            if (reason is not None and self.runs.validated_step[k] != step) or reason == DIVERGED or self.metric not in metrics:
                 continue
-            trial.report(float(metrics[self.metric]), step=trainer.global_step)
-            if fitting(trainer) and trial.should_prune():
+            trial.report(float(metrics[self.metric]), step=step)
+            if reason is None and fitting(trainer) and trial.should_prune():
                 self.runs.stop(k, "pruned", trainer, pl_module)
 
 

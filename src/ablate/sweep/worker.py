@@ -103,6 +103,10 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
             # Our heartbeat went stale (e.g. the machine was suspended) and the trial was failed and
             # retried elsewhere; its result is not recorded twice.
             say(index, f"trial {trial.number} was already failed by its stale heartbeat; result dropped")
+            for t in taken:  # a group's other members stopped with it (their group saved): they continue on a rerun
+                with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                    if handle.frozen(t).state == TrialState.RUNNING:
+                        fail(study, t)
         except Exception as e:  # anything else fails these trials, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
             for t in taken:

@@ -93,3 +93,32 @@ def test_a_trial_s_wandb_tags_are_the_experiment_s_then_the_row_s_each_once(tmp_
     assert cfg.members.size == 1  # a trial trained alone is an ordinary run
     grouped = trial_config(sweep, trial, spec, tmp_path / "t", {"members.size": 3, "members.group": "g", "members.index": 2})
     assert (grouped.members.size, grouped.members.group, grouped.members.index) == (3, "g", 2)
+
+
+def test_a_group_stopped_by_a_stale_heartbeat_leaves_its_other_members_to_continue(tmp_path, monkeypatch, stop_state):
+    """One member's trial failed as stale (its machine suspended): launch stops the group, which saves, and raises for
+    it. The group's other members must not stay RUNNING until their own heartbeats go stale: they are failed without a
+    reason, as a preempted trial is, so a rerun continues them from the group's checkpoint."""
+    from optuna.trial import TrialState
+
+    from ablate.sweep.ledger import was_interrupted
+
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\nseeds: [1, 2]\nmembers: 2\n"))
+    url = f"sqlite:///{tmp_path}/study.db"
+    study = worker.open_sweep_study(sweep, url).study
+    plan_for(sweep).queue(study)
+    groups = []
+
+    def stale_group(handle, claimed, *args):
+        groups.append([t.number for t, _ in claimed])
+        first = claimed[0][0]
+        handle.storage.set_trial_state_values(first._trial_id, TrialState.FAIL)  # another worker's fail_stale_trials
+        Stop.requested = True  # and then this worker is stopped, so the loop ends here
+        raise optuna.exceptions.UpdateFinishedTrialError(f"trial {first.number} is no longer running")
+
+    monkeypatch.setattr(worker, "run_group", stale_group)
+    worker.run_worker(sweep, url)
+    (numbers,) = groups
+    trials = {t.number: t for t in study.get_trials()}
+    assert len(numbers) == 2 and all(trials[n].state == TrialState.FAIL for n in numbers)
+    assert was_interrupted(trials[numbers[1]])  # no reason of its own: its row continues on the next run
