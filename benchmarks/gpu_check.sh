@@ -186,8 +186,10 @@ part_members() {
   ((tiny)) && sizes=(2) args=(--config experiments/quickstart.yaml --steps 2 --rounds 1 --memory-steps 1 data.max_tokens=256)
   ((tiny)) && packed=(--processes 2 --config experiments/quickstart.yaml --steps 2 --rounds 1 data.max_tokens=256)
   for k in "${sizes[@]}"; do
+    local memory=()
+    [[ -f $dir/packed.log ]] && memory=(--no-memory)  # peak memory once, at the first K: the part's minutes go to the gates
     run_logged "$dir/members-$k.log" "$end" python benchmarks/members.py --members "$k" --device "$device" --precision "$precision" \
-      "${args[@]}" --json "$dir/members-$k.json"
+      "${args[@]}" "${memory[@]}" --json "$dir/members-$k.json"
     # after the first K: the same row's runs packed as trials_per_gpu auto packs them, N processes at once (the >= 2x gate)
     [[ -f $dir/packed.log ]] || run_logged "$dir/packed.log" "$end" python benchmarks/packed_runs.py --device "$device" \
       --precision "$precision" "${packed[@]}" --json "$dir/packed.json"

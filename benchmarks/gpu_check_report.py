@@ -179,8 +179,8 @@ def members(folder: Path) -> list[str]:
             f"{run['tokens_per_s']['one_run']:,.0f}: {ratio:.2f}x (trials/h; target >= 8x: {_check(ratio, TARGETS['members'], True)}); "
             f"vs the runs one after another {run['ratio_members_vs_runs']:.2f}x; K=1 step / run step "
             f"{run['ratio_member1_step_vs_run']:.3f}; MFU members {_pct(mfu.get('members'))}, one run {_pct(mfu.get('run-0'))}; "
-            f"padded {run['padded_share']:.1%}; peak MiB run {peak.get('run-0', float('nan')):.0f}, K members "
-            f"{peak.get('members', float('nan')):.0f}"
+            f"padded {run['padded_share']:.1%}; "
+            + (f"peak MiB run {peak['run-0']:.0f}, K members {peak['members']:.0f}" if peak else "peak memory not measured at this K")
         )
         lines[-1] += "; " + _against_packed(run, packed)
     return lines
