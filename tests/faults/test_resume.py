@@ -285,3 +285,26 @@ def test_a_float64_run_resumes_exactly(tmp_path):
     assert saved == 21
     assert min(after) == saved and max(after) == 39
     assert all(after[step] == expected[step] for step in after), {s: (after[s], expected[s]) for s in after if after[s] != expected[s]}
+
+
+@pytest.mark.parametrize("signame, code", [("TERM", 75), ("INT", 130)])
+def test_a_signal_during_the_runs_end_exits_to_resume_it_not_0_without_a_summary(tmp_path, signame, code):
+    """25 steps, validations every 10: the final weights' validation after training (off the grid) is where the signal
+    arrives. Lightning's handler there made `ablate train` exit 0 with no summary; it exits 75 (130) saying to resume,
+    and the resume writes the summary the uninterrupted run writes."""
+    import json
+
+    train = {"max_steps": 25, "val_every_steps": 10}
+    full = ablate("train", str(write_config(tmp_path, "whole", **train)))
+    assert full.wait(timeout=300) == 0
+    path = write_config(tmp_path, "cut", plugins=[fault_plugin(tmp_path / "faults", signal_at=f"25@val:{signame}")], **train)
+    # SIGINT's default disposition back: under xdist a worker ignores SIGINT, and its children would inherit that
+    proc = ablate("train", str(path), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    log = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == code, log[-3000:]
+    assert "after training, before the end of" in log and re.search(r"continue with: ablate train \S+\.yaml --resume", log), log[-2000:]
+    assert "before training started" not in log and not (tmp_path / "cut" / "summary.json").exists()
+    again = ablate("train", str(path), "--resume")
+    assert again.wait(timeout=300) == 0, again.stdout.read().decode()[-3000:]
+    whole, cut = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "cut"))
+    assert cut["steps"] == whole["steps"] == 25 and cut["last"]["val/loss"] == pytest.approx(whole["last"]["val/loss"], rel=1e-6)

@@ -143,6 +143,25 @@ def test_a_group_with_dropout_killed_in_an_epochs_last_step_resumes_exactly(tmp_
         assert a == b, (name, a, b)
 
 
+def test_a_group_signalled_during_its_members_ends_exits_to_resume_them(tmp_path):
+    # The final weights' validation after training (25 steps, validations every 10) is where SIGTERM arrives: the
+    # group exits 75 saying to resume, with no member's summary yet, and the resume ends every member as a whole run.
+    train = {**TRAIN, "max_steps": 25, "val_every_steps": 10}
+    whole = write_experiment(tmp_path, "whole", **train)
+    assert ablate("train", str(whole), "--members", "2").returncode == 0
+    cut = write_experiment(tmp_path, "cut", plugins=[fault_plugin(tmp_path / "faults", signal_at="25@val:TERM")], **train)
+    first = ablate("train", str(cut), "--members", "2")
+    assert first.returncode == 75, first.stderr[-2000:]
+    assert "after training, before the end of" in first.stderr and "--members 2 --resume" in first.stderr
+    assert not any((tmp_path / "cut" / name / "summary.json").exists() for name in ("seed=1", "seed=2"))
+    again = ablate("train", str(cut), "--members", "2", "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name in ("seed=1", "seed=2"):
+        a = json.loads((tmp_path / "whole" / name / "summary.json").read_text())
+        b = json.loads((tmp_path / "cut" / name / "summary.json").read_text())
+        assert a["steps"] == b["steps"] == 25 and _close(a["last"]["val/loss"], b["last"]["val/loss"], 1e-9)
+
+
 def test_the_member_data_and_module_pieces_fit_together(tmp_path):
     """The loader gives one batch per member and step, of the group's length schedule; the module's validation
     scores every member on the same sentences; MemberRuns names each member's checkpoint as its own run's."""

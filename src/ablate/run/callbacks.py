@@ -10,6 +10,8 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -89,7 +91,8 @@ class Preemption(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-        if isinstance(exception, SIGTERMException) and self.saved is None and trainer.is_global_zero:
+        fitting = trainer.state.fn == "fit"  # a validation after training (run_end) says its own line
+        if isinstance(exception, SIGTERMException) and self.saved is None and fitting and trainer.is_global_zero:
             log.warning("stopped by a signal before training started; nothing new to save in %s", self.out / "checkpoints")
         if self.saved is not None and self.signal == signal.SIGUSR1 and os.environ.get("SLURM_JOB_ID") and trainer.is_global_zero:
             subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
@@ -98,6 +101,43 @@ class Preemption(L.Callback):
         for signum, previous in self._previous.items():  # after fit a signal acts as it did before
             if signal.getsignal(signum) == self._note:
                 signal.signal(signum, previous)
+
+
+class _Stopped(BaseException):
+    """A signal during a run's end (run_end): a BaseException, so no `except Exception` on the way out eats it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def run_end(out: Path) -> Iterator[None]:
+    """A run's end after training (the final weights' validation, the reported weights, the evaluation record, the
+    summary) under the signals Preemption handles in training. Training is saved by then, so a signal exits 75 (130
+    for Ctrl-C) saying to resume, which runs the end again; without this, Lightning's SIGTERM in a validation exits 0
+    with no summary, and anywhere else the signal kills the process with no word."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    def stop(signum, frame) -> None:
+        raise _Stopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
+    try:
+        yield
+    except (_Stopped, SIGTERMException) as e:
+        signum = e.signum if isinstance(e, _Stopped) else signal.SIGTERM
+        log.warning(
+            "stopped by %s after training, before the end of %s (final validation, reported weights, evaluation record, "
+            "summary) was written; training is saved: continue with: %s",
+            "Ctrl-C" if signum == signal.SIGINT else "a preemption signal",
+            out,
+            resume_command(),
+        )
+        raise SystemExit(INTERRUPTED_EXIT if signum == signal.SIGINT else PREEMPTED_EXIT) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def resume_command() -> str:

@@ -28,7 +28,7 @@ from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
-from ablate.run.callbacks import Preemption
+from ablate.run.callbacks import Preemption, run_end
 from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.loggers import make_csv_logger
@@ -128,23 +128,24 @@ def _train(
     trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
     try:
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
-        validated = "valid" in available_splits(cfg.data)
-        if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
-            trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
-            runs.record(trainer, module, judge=False)
-            trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)
-        group_reason = stop.summary(trainer, cfg.train)
-        summaries, failed = [], None
-        for k in range(len(configs)):  # one member's failure at its end (a decode, a write) costs no other member its own
-            try:
-                summaries.append(_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated))
-            except Exception as e:
-                log.error("member %s: its end failed (%s: %s); the other members' go on", outs[k], type(e).__name__, e)
-                summaries.append(None)
-                failed = failed or e
-        if failed is not None:
-            raise failed
-        return summaries
+        with run_end(group):  # a signal from here on exits 75 (130), to resume the members' ends, not 0 with none
+            validated = "valid" in available_splits(cfg.data)
+            if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
+                trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
+                runs.record(trainer, module, judge=False)
+                trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)
+            group_reason = stop.summary(trainer, cfg.train)
+            summaries, failed = [], None
+            for k in range(len(configs)):  # one member's failure at its end (a decode, a write) costs no other member its own
+                try:
+                    summaries.append(_finish(k, configs[k], outs[k], trainer, module, dm, runs, speed, group_reason, validated))
+                except Exception as e:
+                    log.error("member %s: its end failed (%s: %s); the other members' go on", outs[k], type(e).__name__, e)
+                    summaries.append(None)
+                    failed = failed or e
+            if failed is not None:
+                raise failed
+            return summaries
     finally:
         runs.finish()
 

@@ -21,6 +21,7 @@ from ablate.evaluation.records import FINAL
 from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
 from ablate.run.basis import comparison_basis
+from ablate.run.callbacks import run_end
 from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
@@ -78,34 +79,35 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     try:
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
-        validated = "valid" in available_splits(cfg.data)
-        if validated and stop.validated_step != trainer.global_step:
-            # The run ended off the validation grid (max_steps or max_epochs not a multiple of val_every_steps), or
-            # resumed after its last step with nothing left to train: validate the final weights, which the summary
-            # reports, and save them as last.ckpt, which `ablate table --split test` scores when they are selected.
-            trainer.validate(module, datamodule=dm, verbose=False)
-            trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)  # full state, as every last.ckpt
-        selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
-        summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
-        summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so
-        summary["data"] = {"dropped": dm.dropped}
-        if trainer.is_global_zero and cfg.train.eval_longer_than:
-            summary.update(eval_long(cfg, module, dm))
-        record = None
-        if trainer.is_global_zero and validated and cfg.train.eval_record:
-            record = write_record(cfg, trainer, module, dm, out, selected["selected"])
-            summary["eval_record"] = "eval/valid.json"
-            # With train.val_bleu off, the record is the only BLEU of the reported weights (on the same sentences
-            # val/bleu would be): a sweep's val/bleu objective reads it from here.
-            if "val/bleu" not in summary["last"]:
-                summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
-        if trainer.is_global_zero:
-            write_file(out / "summary.json", json.dumps(summary, indent=2))
-            if wandb_logger is not None:
-                wandb_logger.experiment.summary.update(summary)
-                if record is not None:
-                    log_record(wandb_logger.experiment, record)
-        return summary
+        with run_end(out):  # a signal from here on exits 75 (130), to resume the end, not 0 with no summary
+            validated = "valid" in available_splits(cfg.data)
+            if validated and stop.validated_step != trainer.global_step:
+                # The run ended off the validation grid (max_steps or max_epochs not a multiple of val_every_steps), or
+                # resumed after its last step with nothing left to train: validate the final weights, which the summary
+                # reports, and save them as last.ckpt, which `ablate table --split test` scores when they are selected.
+                trainer.validate(module, datamodule=dm, verbose=False)
+                trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)  # full state, as every last.ckpt
+            selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
+            summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
+            summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so
+            summary["data"] = {"dropped": dm.dropped}
+            if trainer.is_global_zero and cfg.train.eval_longer_than:
+                summary.update(eval_long(cfg, module, dm))
+            record = None
+            if trainer.is_global_zero and validated and cfg.train.eval_record:
+                record = write_record(cfg, trainer, module, dm, out, selected["selected"])
+                summary["eval_record"] = "eval/valid.json"
+                # With train.val_bleu off, the record is the only BLEU of the reported weights (on the same sentences
+                # val/bleu would be): a sweep's val/bleu objective reads it from here.
+                if "val/bleu" not in summary["last"]:
+                    summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
+            if trainer.is_global_zero:
+                write_file(out / "summary.json", json.dumps(summary, indent=2))
+                if wandb_logger is not None:
+                    wandb_logger.experiment.summary.update(summary)
+                    if record is not None:
+                        log_record(wandb_logger.experiment, record)
+            return summary
     finally:
         if wandb_logger is not None:
             import wandb
