@@ -25,7 +25,7 @@ from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_
 from ablate.sweep.failure_report import report_failures
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
-from ablate.sweep.load import load_sweep, member_search_problem, member_setting_problem
+from ablate.sweep.load import load_sweep, members_problem
 from ablate.sweep.long_table import print_table
 from ablate.sweep.member_group import few_groups_note
 from ablate.sweep.parent_watch import watched_env
@@ -142,12 +142,13 @@ def sweep_cli(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.file)
     if args.n_trials is not None:
         sweep.n_trials = args.n_trials
-    if getattr(args, "members", None) is not None:
+    flag = getattr(args, "members", None) is not None
+    if flag:
         sweep.members_auto = args.members == AUTO
         sweep.set_members(1 if sweep.members_auto else int(args.members), force=True)
-        problem = member_search_problem(sweep) or member_setting_problem(sweep)
-        if problem:
-            raise ValueError(f"--members: {problem}")
+    problem = members_problem(sweep)  # the file's members, or the flag's over them
+    if problem:
+        raise ValueError(f"--members: {problem}" if flag else f"{sweep.path}: {problem}")
     per_gpu_from = f"{sweep.path}: trials_per_gpu"
     if args.trials_per_gpu is not None:
         sweep.trials_per_gpu, per_gpu_from = parse_trials_per_gpu(args.trials_per_gpu, "--trials-per-gpu"), "--trials-per-gpu"
@@ -158,6 +159,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
         dry_run(sweep, console)
         return 0
     placed = gpu_layout(sweep, per_gpu_from, console)
+    if sweep.members_auto and (problem := members_problem(sweep)):  # the K the probe chose
+        raise ValueError(f"members auto: {problem}")
     if note := few_groups_note(sweep):  # members fixed now (`members: auto` measured)
         console.print(f"[yellow]note:[/] {note}")
     workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)

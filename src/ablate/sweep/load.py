@@ -210,6 +210,12 @@ def _members(path: Path, raw: dict) -> dict:
     return out
 
 
+def members_problem(sweep: Sweep) -> str | None:
+    """Why the sweep's rows cannot train as the members it asks for (member_search_problem, member_setting_problem):
+    checked by `ablate sweep` once `--members` is applied, which may set another K than the file's or none."""
+    return member_search_problem(sweep) or member_setting_problem(sweep)
+
+
 def member_search_problem(sweep: Sweep) -> str | None:
     """A search grouped into members may only search keys members can differ in (the seed and the scalar knobs)."""
     from ablate.config.members import MEMBER_KEYS
@@ -226,15 +232,15 @@ def member_search_problem(sweep: Sweep) -> str | None:
 
 
 def member_setting_problem(sweep: Sweep) -> str | None:
-    """A row whose trials train as members (members.size > 1, or `members: auto`, which may give more) under a setting
-    members cannot train with (ablate.config.members.setting_problem), named with the row: refused at load, not by
-    every trial failing."""
+    """A row whose trials train as members (members.size > 1 and more than one seed; `members: auto` once resolved)
+    under a setting members cannot train with (ablate.config.members.setting_problem), named with the row: refused
+    before the study starts, not by every trial failing."""
     from ablate.config.members import setting_problem
 
-    rows = {f"variant '{row}'": overrides for row, overrides in sweep.variants.items()} or {"the search": {}}
-    for where, overrides in rows.items():
+    rows = {f"variant '{row}'": (o, len(sweep.row_seeds.get(row) or sweep.seeds or [None])) for row, o in sweep.variants.items()}
+    for where, (overrides, seeds) in (rows or {"the search": ({}, sweep.n_trials or 2)}).items():
         cfg = sweep.row_config(overrides)
-        if cfg.members.size == 1 and not sweep.members_auto:
+        if cfg.members.size == 1 or seeds < 2:  # trains alone
             continue
         if sweep.gpus_per_trial > 1:
             return f"{where}: members: gpus_per_trial {sweep.gpus_per_trial} cannot be combined with members (a group trains on one device)"
@@ -262,7 +268,7 @@ def _validate_trials(sweep: Sweep) -> None:
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_basis(sweep)
-    problem = plan_for(sweep).check() or member_search_problem(sweep) or member_setting_problem(sweep)
+    problem = plan_for(sweep).check()
     if problem:
         raise fields.fail(path, problem)
     problem = component_problem("sampler", sweep.sampler, lambda spec: make_sampler(spec, sweep.search)) or component_problem(

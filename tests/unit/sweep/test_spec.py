@@ -52,10 +52,6 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: {}\npruner: {name: medain}\n", ["pruner.name", "medain", "median"]),
         ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
-        (
-            "search:\n  model.d_ff: {type: categorical, choices: [32, 64]}\nn_trials: 2\nmembers: 2\n",
-            ["members", "model.d_ff", "cannot differ"],
-        ),
         ("variants:\n  base: {}\nmembers: 0\n", ["members=0", ">= 1"]),
         ("variants:\n  base: {}\nmember_data: mixed\n", ["members.data", "mixed", "shared"]),
     ],
@@ -194,15 +190,28 @@ def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
 @pytest.mark.parametrize("text, named", [
     ("members: 2\noverrides: {train.accumulate: 2}\n", "variant 'base': members: train.accumulate must be 1 with members"),
     ("variants:\n  base: {}\n  fp16: {members.size: 3, train.precision: 16-mixed}\n", "variant 'fp16': members: train.precision=16-mixed"),
-    ("members: auto\ngpus_per_trial: 2\n", "variant 'base': members: gpus_per_trial 2 cannot be combined with members"),
+    ("members: 2\ngpus_per_trial: 2\n", "variant 'base': members: gpus_per_trial 2 cannot be combined with members"),
 ])  # fmt: skip
-def test_a_setting_members_cannot_train_with_is_refused_at_load_naming_the_row(tmp_path, text, named):
+def test_a_setting_members_cannot_train_with_is_refused_before_the_study_naming_the_row(tmp_path, capsys, text, named):
     head = "name: demo\nbase: base.yaml\nseeds: [1, 2, 3]\n" + ("" if "variants" in text else "variants:\n  base: {}\n")
-    with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
-        load_sweep(write(tmp_path, head + text))
-    sweep = load_sweep(write(tmp_path, head + text.replace("members: 2", "members: 1").replace("members.size: 3", "members.size: 1")
-                             .replace("members: auto", "members: 1")))  # fmt: skip
-    assert sweep.row_config({}).members.size == 1  # without members the same file loads
+    path = write(tmp_path, head + text)
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert f"{path}: {named}" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--dry-run", "--members", "1"]) == 0  # the flag overrides the file's members
+
+
+def test_a_search_over_a_key_members_cannot_differ_in_is_refused_unless_the_flag_ungroups_it(tmp_path, capsys):
+    path = write(
+        tmp_path, "name: demo\nbase: base.yaml\nsearch:\n  model.d_ff: {type: categorical, choices: [32, 64]}\nn_trials: 2\nmembers: 2\n"
+    )
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert "members: search key model.d_ff cannot differ between members" in capsys.readouterr().err
+    assert main(["sweep", str(path), "--dry-run", "--members", "1"]) == 0
+
+
+def test_a_row_of_one_seed_trains_alone_whatever_its_members_size(tmp_path, capsys):
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {members.size: 3, train.accumulate: 2}\nseeds: [1]\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err
 
 
 def test_members_from_the_flag_are_checked_against_the_rows_settings(tmp_path, capsys):
