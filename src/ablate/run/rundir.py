@@ -39,7 +39,21 @@ def earlier_run(out: Path) -> list[Path]:
     found = [out / name for name in RUN_FILES if (out / name).exists()]
     # An empty folder holds nothing to lose; a *file* named checkpoints is no run either (prepare_out_dir refuses it).
     found = [p for p in found if (any(p.iterdir()) if p.is_dir() else p.name != "checkpoints")]
-    return found + sorted(out.glob("resume-*")) + sorted(out.glob("*.before-resume-*"))
+    return found + sorted(out.glob("resume-*")) + sorted(out.glob("*.before-resume-*")) + _members_in(out)
+
+
+def _members_in(group: Path) -> list[Path]:
+    """The run folders inside `group` of the member group trained there (`ablate train --members`: each member's
+    config.yaml names it in members.group), which belong to that group's run: moved aside with it, never split off."""
+    members = []
+    for folder in sorted(p for p in group.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
+        try:
+            named = saved_config(folder).get("members", {}).get("group")
+        except (ValueError, OSError):  # a damaged member config: not ours to judge here
+            continue
+        if named and Path(named).resolve() == group.resolve():
+            members.append(folder)
+    return members
 
 
 def move_aside(out: Path) -> Path:

@@ -91,6 +91,27 @@ def test_move_aside_moves_the_earlier_run_whole_into_numbered_siblings(tmp_path)
         assert earlier_run(out) == [] and (out / "trial.yaml").is_file()  # the sweep's file stays
 
 
+def test_a_member_groups_members_are_its_earlier_run_and_move_aside_with_it(tmp_path):
+    """`ablate train --members` keeps each member's run folder inside the group's: moved aside, the group's files and
+    its members go together, so the old group stays whole (resumable) and `ablate table` never sees its members beside
+    the new group's. A folder that is no member of this group stays."""
+    group = tmp_path / "g"
+    cfg = config(group)
+    save_config(group, cfg)
+    for k, seed in enumerate((1, 2)):
+        member = config(group / f"seed={seed}")
+        member.members.group, member.members.index, member.seed = str(group), k, seed
+        save_config(group / f"seed={seed}", member)
+    other = config(group / "notes")
+    other.members.group = str(tmp_path / "elsewhere")
+    save_config(group / "notes", other)
+    (group / "plots").mkdir()
+    assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1", "seed=2"]
+    aside = move_aside(group)
+    assert sorted(p.name for p in aside.iterdir()) == ["config.yaml", "seed=1", "seed=2"]
+    assert sorted(p.name for p in group.iterdir()) == ["notes", "plots"] and earlier_run(group) == []
+
+
 def test_earlier_run_counts_the_fingerprint_the_run_tokenizer_and_what_a_resume_kept(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
