@@ -7,8 +7,15 @@ import argparse
 
 
 def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
-    """`CONFIG [key=value ...]`: the YAML files, then the dotlist overrides."""
-    return [x for x in items if "=" not in x], [x for x in items if "=" in x]
+    """`CONFIG [key=value ...]`: the YAML files, then the dotlist overrides. An argument with "=" is still a file where
+    one is there or its part before "=" is a path (a key has no "/"): a member's `GROUP/seed=5/config.yaml`."""
+
+    def is_file(x: str) -> bool:
+        from pathlib import Path
+
+        return "=" not in x or "/" in x.partition("=")[0] or Path(x).is_file()
+
+    return [x for x in items if is_file(x)], [x for x in items if not is_file(x)]
 
 
 def params_command(args: argparse.Namespace) -> int:

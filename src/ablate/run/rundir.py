@@ -194,6 +194,19 @@ def saved_config(out: Path) -> dict:
     return with_defaults(saved)
 
 
+def member_resume_hint(out: Path, ckpt: dict) -> str:
+    """What continues a member's run: its group, by the command that started the group (its config.yaml keeps no
+    listed seeds or values), or in a sweep the sweep, which continues its groups."""
+    member, group = ckpt["member_of"].get("member"), ckpt["member_of"].get("group")
+    study = ((ckpt.get("hyper_parameters") or {}).get("config") or {}).get("sweep", {}).get("study")
+    how = (
+        "rerun its sweep (ablate sweep ...), which continues the group's members from its checkpoint"
+        if study
+        else "resume the group with the `ablate train ... --members K` command that started it, adding --resume"
+    )
+    return f"{out} is member {member} of the member group {group}; its checkpoints hold its weights, not the group's training state: {how}"
+
+
 def resume_checkpoint(out: Path) -> Path:
     """The checkpoint furthest into training that loads: last.ckpt or a step checkpoint (a kill between the two
     saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
@@ -212,12 +225,7 @@ def resume_checkpoint(out: Path) -> Path:
             log.warning("cannot resume from %s: %s", path, e)
             continue
         if ckpt.get("member_of"):  # a member's weights and moments, without the group's loops, schedule and data order
-            group = ckpt["member_of"].get("group")
-            problems.append(
-                f"{path}: member {ckpt['member_of'].get('member')} of the member group {group}, whose training state is the "
-                f"group's: resume the group (ablate train {group}/config.yaml --resume), or start a new run from these weights"
-            )
-            continue
+            raise ValueError(f"--resume: {member_resume_hint(out, ckpt)}")
         if not ckpt.get("optimizer_states"):  # weights only (`ablate average` writes these): no training state
             problems.append(f"{path}: holds weights only (averaged or exported), no optimizer state to resume")
             continue

@@ -10,8 +10,18 @@ import pytest
 from ablate.run.commands import member_lists, split_config_args, train_command
 
 
+def test_a_members_config_named_from_inside_its_group_is_a_file(tmp_path, monkeypatch):
+    (tmp_path / "seed=5").mkdir()
+    (tmp_path / "seed=5" / "config.yaml").write_text("seed: 5\n")
+    monkeypatch.chdir(tmp_path)
+    assert split_config_args(["seed=5/config.yaml", "seed=7"]) == (["seed=5/config.yaml"], ["seed=7"])
+
+
 def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
     assert split_config_args(["a.yaml", "model.heads=4", "b.yaml"]) == (["a.yaml", "b.yaml"], ["model.heads=4"])
+    # a member's config is a file though its folder has "=" (seed=5), given by its path or found where it is named
+    member = ["runs/g/seed=5/config.yaml", "members.size=1", "logging.name=a/b"]
+    assert split_config_args(member) == (["runs/g/seed=5/config.yaml"], ["members.size=1", "logging.name=a/b"])
     lists, rest = member_lists(["seeds=[3, 5]", "train.lr_scale=[0.5,1]", "model.heads=4", "model.dropout=0.2"])
     assert lists == {"seed": [3, 5], "train.lr_scale": [0.5, 1]} and rest == ["model.heads=4", "model.dropout=0.2"]
     assert member_lists(["logging.tags=[a, b]"]) == ({}, ["logging.tags=[a, b]"])  # a list key of the schema is no member list

@@ -358,8 +358,14 @@ def test_a_members_checkpoints_are_not_resumed_as_a_run_and_say_to_resume_the_gr
         torch.save({**torch.load(path, weights_only=True), "member_of": {"group": "runs/g", "member": 1, "members": 4}}, path)
     with pytest.raises(ValueError) as e:
         resume_checkpoint(tmp_path)
-    assert "last.ckpt: member 1 of the member group runs/g" in str(e.value)
-    assert "resume the group (ablate train runs/g/config.yaml --resume)" in str(e.value)
+    assert str(e.value).count("member 1 of the member group runs/g") == 1  # said once, not once a checkpoint
+    assert "resume the group with the `ablate train ... --members K` command that started it, adding --resume" in str(e.value)
+    (tmp_path / "checkpoints" / "step=10.ckpt").unlink()
+    path = checkpoint(tmp_path, "last.ckpt", 10)  # a sweep's member
+    swept = {"config": {"sweep": {"study": "s"}}}
+    torch.save({**torch.load(path, weights_only=True), "hyper_parameters": swept, "member_of": {"group": "g", "member": 0}}, path)
+    with pytest.raises(ValueError, match="rerun its sweep"):
+        resume_checkpoint(tmp_path)
 
 
 # --- shape changes ------------------------------------------------------------------------------------------------
