@@ -19,6 +19,7 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
+import signal
 import statistics
 import sys
 import time
@@ -51,7 +52,7 @@ def worker(k: int, cfg, vocab: int, samples: list, args, barrier, results) -> No
     bench.timed(run.step, batches, args.device)  # warm-up: every shape once (allocator, kernels)
     spans = []
     for _ in range(args.rounds):
-        barrier.wait()
+        barrier.wait(timeout=args.timeout)  # a parent or partner gone: BrokenBarrierError ends this process, no orphan
         start = time.perf_counter()
         bench.timed(run.step, batches, args.device)
         spans.append((start, time.perf_counter()))
@@ -130,6 +131,7 @@ def main() -> None:
     if args.processes != "auto" and (not args.processes.isdigit() or int(args.processes) < 1):
         p.error(f"--processes: expected a whole number >= 1 or auto, got {args.processes!r}")
     torch.set_num_threads(args.threads)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # measure's finally ends the processes
     result = measure(args)
     print(json.dumps(result, indent=2))
     if args.json:

@@ -39,3 +39,27 @@ def test_packed_runs_refuses_a_process_count_that_is_not_a_whole_number(value):
         [sys.executable, str(BENCH / "packed_runs.py"), "--processes", value], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2 and f"--processes: expected a whole number >= 1 or auto, got '{value}'" in proc.stderr
+
+
+def test_a_terminated_measurement_leaves_no_process_behind(tmp_path):
+    import os
+    import signal
+    import time
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(to_yaml(tiny_experiment(tmp_path, data={"max_tokens": 128})))
+    args = ["--config", str(cfg), "--processes", "2", "--steps", "2", "--rounds", "100000"]  # far longer than the test
+    proc = subprocess.Popen([sys.executable, str(BENCH / "packed_runs.py"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    children: set[int] = set()
+    deadline = time.time() + 120
+    while len(children) < 2 and time.time() < deadline and proc.poll() is None:  # the two trainers (and a resource tracker)
+        time.sleep(0.2)
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = {int(pid) for pid in f.read().split()}
+    assert len(children) >= 2, proc.stderr.read().decode()[-2000:] if proc.poll() is not None else children
+    time.sleep(3)  # into their training
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    time.sleep(2)
+    alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]
+    assert alive == [], alive
