@@ -64,8 +64,10 @@ def replicate_index(runs: Sequence) -> list[int]:
 
 def replicate_means(scores: np.ndarray, index: Sequence[int] | None) -> np.ndarray:
     """Per-run scores (runs first: shape (runs,) or (runs, ...)) averaged per replicate, in replicate order; the
-    scores unchanged where `index` is None or every run is its own replicate."""
-    if index is None or len(set(index)) == len(index):
+    scores unchanged where `index` is None or numbers the runs 0, 1, ... in their order. A permutation is reordered:
+    schedule_pairs numbers replicates by schedule, so two sides whose groups each kept one run, listed in other
+    orders, are still aligned schedule by schedule."""
+    if index is None or list(index) == list(range(len(index))):
         return scores
     idx = np.asarray(index)
     members = (idx[None, :] == np.arange(idx.max() + 1)[:, None]).astype(float)  # (replicates, runs)

@@ -232,6 +232,17 @@ def test_groups_pair_by_schedule_only_where_every_row_group_has_its_schedule_in_
     assert schedule_pairs(twice, base) is None  # two groups on one schedule: no one-to-one pairing
 
 
+def test_paired_replicates_line_up_by_schedule_when_each_group_kept_one_run_in_another_order():
+    # Each row group kept one run (its partners diverged), listed schedule 3's first; the base's groups whole.
+    row = [run(4, "r/b", schedule=3), run(1, "r/a", schedule=1)]
+    base = [run(1, "b/a", schedule=1), run(2, "b/a", schedule=1), run(3, "b/b", schedule=3), run(4, "b/b", schedule=3)]
+    row_index, base_index = schedule_pairs(row, base)
+    assert (row_index, base_index) == ([1, 0], [0, 0, 1, 1])
+    row_scores, base_scores = np.array([31.0, 11.0]), np.array([10.0, 10.0, 30.0, 30.0])  # the row +1 on each schedule
+    differences = replicate_means(row_scores, row_index) - replicate_means(base_scores, base_index)
+    assert differences.tolist() == [1.0, 1.0]  # not [21, -19]: schedule 1 against schedule 1
+
+
 def on_schedules(rng: np.random.Generator, tokens: np.ndarray, rate: np.ndarray, shifts: np.ndarray, effect: float) -> list[np.ndarray]:
     """A system's 4 members on each of the given schedules' `shifts` (nats/token), shifted by `effect` throughout."""
     return [
