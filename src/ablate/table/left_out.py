@@ -2,7 +2,8 @@
 
 A run folder (config.yaml) without summary.json: diverged (its trial's fail reason, or its train.log, says non-finite
 weights or loss), failed (that reason), pruned, stopped or still running, or finished with its summary since lost;
-an earlier attempt of a row and seed another run tabulates is named as that. A trial the study database (SQLite,
+an earlier attempt of a row and seed another run tabulates is named as that. A member group's own folder (its
+checkpoint and log) is no run: its members' folders are. A trial the study database (SQLite,
 `study.db` in the folder) marks finished or failed whose run folder is gone is named too. Rows none of whose runs
 finished, all diverged, are `diverged` rows: the table shows them as such (ablate.table.compare).
 """
@@ -42,6 +43,7 @@ def left_out(root: Path, runs: list[Run]) -> LeftOut:
     out = LeftOut()
     by_row: dict[str, list[tuple[str, dict]]] = {}
     folders = [p.parent for p in sorted(root.rglob("config.yaml")) if "wandb" not in p.parts and not (p.parent / "summary.json").exists()]
+    folders = [f for f in folders if not _is_group(_config(f))]  # a member group's own files; its members are the runs
     for folder in folders:
         if any(folder.resolve().is_relative_to(t) for t in taken) or any(o != folder and folder.is_relative_to(o) for o in folders):
             continue  # a file inside a tabulated run (or another left-out one), not a run of its own
@@ -67,6 +69,12 @@ def left_out(root: Path, runs: list[Run]) -> LeftOut:
         if row not in rows and all(why.startswith("diverged") for why, _ in attempts):
             out.diverged[row] = attempts[0]
     return out
+
+
+def _is_group(config: dict) -> bool:
+    """A member group's config (`ablate train --members K`, a sweep's SWEEP/groups/NNNN-ROW): K > 1 and no member index.
+    Its folder holds the group's checkpoint and log, not a run of its own: each member's folder is one."""
+    return (config.get("members.size") or 1) > 1 and config.get("members.index") is None
 
 
 def _config(folder: Path) -> dict:

@@ -73,6 +73,27 @@ def test_every_run_not_tabulated_is_named_with_why(tmp_path):
     assert found.diverged["B-dk16"][1]["train.lr_scale"] == 1000.0
 
 
+def test_a_member_groups_own_folder_is_no_run_and_its_diverged_member_is_named(tmp_path):
+    """`ablate train --members 2`: the group's folder (its config, checkpoint, log) holds the members' folders. Member 1
+    finished; member 2 diverged (FAILED.txt, no summary). Only member 2 is left out; the group's folder is no run."""
+    from table_study import config_text
+
+    root = tmp_path / "study"
+    group = root / "trials" / "g"
+    members = {"members.size": 2, "members.group": str(group), "members.schedule": 1}
+    group.mkdir(parents=True)
+    for k, seed in enumerate((1, 2)):
+        write_run(root, "base", seed, {**members, "members.index": k}).rename(group / f"seed={seed}")
+    (group / "config.yaml").write_text(config_text({"members.size": 2, "seed": 1, "sweep.study": "t", "sweep.row": "base"}))
+    (group / "train.log").write_text("member seed=2: training diverged (FloatingPointError: train/loss is nan at step 7)\n")
+    (group / "seed=2" / "summary.json").unlink()
+    (group / "seed=2" / "FAILED.txt").write_text("training diverged (FloatingPointError: train/loss is nan at step 7)\n")
+    runs = runs_from_dirs(root)
+    assert [r.config["seed"] for r in runs] == [1]
+    found = left_out(root, runs)
+    assert list(found.runs) == [str(group / "seed=2")], found.runs
+
+
 def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp_path, capsys):
     root = study(tmp_path)
     assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
