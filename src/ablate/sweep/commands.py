@@ -25,8 +25,9 @@ from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_
 from ablate.sweep.failure_report import report_failures
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
-from ablate.sweep.load import load_sweep, members_problem
+from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
+from ablate.sweep.member_checks import members_problem
 from ablate.sweep.member_group import few_groups_note
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.picture import plain_lines, render

@@ -185,36 +185,3 @@ def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
         "name: s\nbase: base.yaml\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\n  seed: {type: int, low: 1, high: 9}\nn_trials: 4\nmembers: 2\n",
     )
     assert load_sweep(search).row_config({}).members.size == 2  # member-able keys only: accepted
-
-
-@pytest.mark.parametrize("text, named", [
-    ("members: 2\noverrides: {train.accumulate: 2}\n", "variant 'base': members: train.accumulate must be 1 with members"),
-    ("variants:\n  base: {}\n  fp16: {members.size: 3, train.precision: 16-mixed}\n", "variant 'fp16': members: train.precision=16-mixed"),
-    ("members: 2\ngpus_per_trial: 2\n", "variant 'base': members: gpus_per_trial 2 cannot be combined with members"),
-])  # fmt: skip
-def test_a_setting_members_cannot_train_with_is_refused_before_the_study_naming_the_row(tmp_path, capsys, text, named):
-    head = "name: demo\nbase: base.yaml\nseeds: [1, 2, 3]\n" + ("" if "variants" in text else "variants:\n  base: {}\n")
-    path = write(tmp_path, head + text)
-    assert main(["sweep", str(path), "--dry-run"]) == 2
-    assert f"{path}: {named}" in capsys.readouterr().err
-    assert main(["sweep", str(path), "--dry-run", "--members", "1"]) == 0  # the flag overrides the file's members
-
-
-def test_a_search_over_a_key_members_cannot_differ_in_is_refused_unless_the_flag_ungroups_it(tmp_path, capsys):
-    path = write(
-        tmp_path, "name: demo\nbase: base.yaml\nsearch:\n  model.d_ff: {type: categorical, choices: [32, 64]}\nn_trials: 2\nmembers: 2\n"
-    )
-    assert main(["sweep", str(path), "--dry-run"]) == 2
-    assert "members: search key model.d_ff cannot differ between members" in capsys.readouterr().err
-    assert main(["sweep", str(path), "--dry-run", "--members", "1"]) == 0
-
-
-def test_a_row_of_one_seed_trains_alone_whatever_its_members_size(tmp_path, capsys):
-    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {members.size: 3, train.accumulate: 2}\nseeds: [1]\n")
-    assert main(["sweep", str(path), "--dry-run"]) == 0, capsys.readouterr().err
-
-
-def test_members_from_the_flag_are_checked_against_the_rows_settings(tmp_path, capsys):
-    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2]\noverrides: {train.accumulate: 2}\n")
-    assert main(["sweep", str(path), "--members", "2", "--dry-run"]) == 2
-    assert "--members: variant 'base': members: train.accumulate must be 1 with members" in capsys.readouterr().err

@@ -1,0 +1,48 @@
+"""Whether a sweep's rows can train as the members it asks for (`members: K`, a row's `members.size`, `ablate sweep
+--members`): a search only over keys members may differ in, and no setting members cannot train with. Checked by
+`ablate sweep` once `--members` is applied (which may set another K than the file's, or none), so a study is refused
+before its first trial, naming the row or key, rather than failing every trial."""
+
+from __future__ import annotations
+
+from ablate.sweep.spec import Sweep
+
+
+def members_problem(sweep: Sweep) -> str | None:
+    """Why the sweep's rows cannot train as the members it asks for (member_search_problem, member_setting_problem):
+    checked by `ablate sweep` once `--members` is applied, which may set another K than the file's or none."""
+    return member_search_problem(sweep) or member_setting_problem(sweep)
+
+
+def member_search_problem(sweep: Sweep) -> str | None:
+    """A search grouped into members may only search keys members can differ in (the seed and the scalar knobs)."""
+    from ablate.config.members import MEMBER_KEYS
+
+    if not sweep.search or (sweep.row_config({}).members.size == 1 and not sweep.members_auto):
+        return None
+    other = [key for key in sweep.search if key not in MEMBER_KEYS]
+    if other:
+        return (
+            f"members: search key {other[0]} cannot differ between members of one model, so trials cannot be grouped; "
+            f"search only {', '.join(MEMBER_KEYS)} with members, or set members: 1"
+        )
+    return None
+
+
+def member_setting_problem(sweep: Sweep) -> str | None:
+    """A row whose trials train as members (members.size > 1 and more than one seed; `members: auto` once resolved)
+    under a setting members cannot train with (ablate.config.members.setting_problem), named with the row: refused
+    before the study starts, not by every trial failing."""
+    from ablate.config.members import setting_problem
+
+    rows = {f"variant '{row}'": (o, len(sweep.row_seeds.get(row) or sweep.seeds or [None])) for row, o in sweep.variants.items()}
+    for where, (overrides, seeds) in (rows or {"the search": ({}, sweep.n_trials or 2)}).items():
+        cfg = sweep.row_config(overrides)
+        if cfg.members.size == 1 or seeds < 2:  # trains alone
+            continue
+        if sweep.gpus_per_trial > 1:
+            return f"{where}: members: gpus_per_trial {sweep.gpus_per_trial} cannot be combined with members (a group trains on one device)"
+        problem = setting_problem(cfg)
+        if problem:
+            return f"{where}: {problem}"
+    return None
