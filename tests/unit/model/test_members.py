@@ -55,10 +55,14 @@ def test_each_member_computes_what_its_own_model_computes(variant, path, monkeyp
     assert not torch.allclose(loss[0], translation_loss(plains[1], singles[0], 0.0)[0])
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["member-by-member", "batched"])
 @pytest.mark.parametrize("attention", sorted(ATTENTION))
-def test_rows_of_padding_only_give_no_loss_no_gradient_and_no_nan_in_any_kernel(attention):
+def test_rows_of_padding_only_give_no_loss_no_gradient_and_no_nan_in_any_kernel(attention, batched, monkeypatch):
     """A member whose batch has fewer sentences gets rows of padding only; the additive kernel's softmax over a fully
-    masked row was NaN, and 0 * NaN reached every weight's gradient."""
+    masked row was NaN, and 0 * NaN reached every weight's gradient. The CPU's member-by-member path drops those rows;
+    the batched path, which accelerators take, runs every kernel over them."""
+    if batched:
+        batched_everywhere(monkeypatch)
     cfg = tiny_model(attention=attention, positional="rotary" if attention == "linear" else "sinusoidal")
     plains, group = members_of(cfg, 2)
     (src0, tgt0), (src1, tgt1) = random_batch(b=3, s=6, t=5), random_batch(b=1, s=6, t=5)
