@@ -7,9 +7,9 @@ G replicates, and one group alone gives a mean with no interval of its own.
 Replicates are treated as exchangeable: a row that mixes lone runs with groups, or groups of different sizes,
 weighs each replicate equally, though a group's mean varies less than one run's score.
 
-Groups that walk the same schedule (`members.schedule`, the group's seed) in a row and in the base are shifted alike
-by it (measured: docs/members.md), so where every group of a row has its schedule's group in the base, the test pairs
-them (`schedule_pairs`).
+Groups that walk the same schedule (`members.schedule`, the group's seed, over the same batches) in a row and in the
+base are shifted alike by it (measured: docs/members.md), so where every group of a row has its schedule's group in
+the base, the test pairs them (`schedule_pairs`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,16 @@ def group_of(run) -> str | None:
     return None
 
 
-def schedule_of(run) -> int | None:
-    """The seed of the length schedule a member's group walked (`members.schedule`); None for a lone run, or a member
-    saved before ablate recorded it."""
-    return run.config.get("members.schedule") if group_of(run) is not None else None
+# What, beside its seed, makes a group's length schedule (ablate.data.member_sampler draws an order of length classes
+# of the corpus's token buckets): groups that differ in one of these walk other schedules under the same seed.
+SCHEDULE_KEYS = ("data.dataset", "data.vocab_size", "data.max_len", "data.max_tokens", "members.data")
+
+
+def schedule_of(run) -> tuple | None:
+    """The length schedule a member's group walked: its seed (`members.schedule`) with what shapes the schedule; None
+    for a lone run, or a member saved before ablate recorded the seed."""
+    seed = run.config.get("members.schedule") if group_of(run) is not None else None
+    return None if seed is None else (seed, *(run.config.get(key) for key in SCHEDULE_KEYS))
 
 
 def schedule_pairs(row_runs: Sequence, base_runs: Sequence) -> tuple[list[int], list[int | None]] | None:
@@ -48,7 +54,7 @@ def schedule_pairs(row_runs: Sequence, base_runs: Sequence) -> tuple[list[int], 
             groups.setdefault((side, schedule_of(r)), set()).add(group_of(r))
     if any(len(g) > 1 for g in groups.values()):  # two groups on one schedule in a row: no one-to-one pairing
         return None
-    schedules = sorted({schedule_of(r) for r in row_runs})
+    schedules = sorted({schedule_of(r) for r in row_runs}, key=lambda s: (s[0], repr(s[1:])))
     if len(schedules) < 2 or any((1, s) not in groups for s in schedules):
         return None
     number = {s: k for k, s in enumerate(schedules)}

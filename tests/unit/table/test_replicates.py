@@ -232,6 +232,15 @@ def test_groups_pair_by_schedule_only_where_every_row_group_has_its_schedule_in_
     assert schedule_pairs(twice, base) is None  # two groups on one schedule: no one-to-one pairing
 
 
+def test_groups_on_other_batches_walk_other_schedules_under_the_same_seed_and_are_not_paired():
+    row = [run(s, f"r/{s // 3}", schedule=s // 3 * 3) for s in (1, 2, 3, 4)]  # schedules 0 and 3
+    base = [run(s, f"b/{s // 3}", schedule=s // 3 * 3) for s in (1, 2, 3, 4)]
+    assert schedule_pairs(row, base) is not None
+    for r in row:  # the row's batches are twice as large: another order of length classes under each seed
+        r.config["data.max_tokens"] = 8192
+    assert schedule_pairs(row, base) is None
+
+
 def test_paired_replicates_line_up_by_schedule_when_each_group_kept_one_run_in_another_order():
     # Each row group kept one run (its partners diverged), listed schedule 3's first; the base's groups whole.
     row = [run(4, "r/b", schedule=3), run(1, "r/a", schedule=1)]
