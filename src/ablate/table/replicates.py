@@ -28,16 +28,21 @@ def group_of(run) -> str | None:
     return None
 
 
-# What, beside its seed, makes a group's length schedule (ablate.data.member_sampler draws an order of length classes
-# of the corpus's token buckets): groups that differ in one of these walk other schedules under the same seed.
-SCHEDULE_KEYS = ("data.dataset", "data.vocab_size", "data.max_len", "data.max_tokens", "members.data")
+# Beside its seed, a group's length schedule (ablate.data.member_sampler draws an order of length classes of the
+# corpus's token buckets) is made by the training corpus, its tokenizer and batches (every data.* key but these) and
+# members.data: groups that differ in one of them walk other schedules under the same seed.
+NOT_SCHEDULE = ("data.dir", "data.cache_dir", "data.num_workers", "data.pad_multiple", "data.valid_prefix", "data.test_prefix",
+                "data.max_dropped_share")  # fmt: skip
 
 
 def schedule_of(run) -> tuple | None:
     """The length schedule a member's group walked: its seed (`members.schedule`) with what shapes the schedule; None
     for a lone run, or a member saved before ablate recorded the seed."""
     seed = run.config.get("members.schedule") if group_of(run) is not None else None
-    return None if seed is None else (seed, *(run.config.get(key) for key in SCHEDULE_KEYS))
+    if seed is None:
+        return None
+    shaping = sorted((k, repr(v)) for k, v in run.config.items() if k.startswith("data.") and k not in NOT_SCHEDULE)
+    return (seed, run.config.get("members.data"), *shaping)
 
 
 def schedule_pairs(row_runs: Sequence, base_runs: Sequence) -> tuple[list[int], list[int | None]] | None:
