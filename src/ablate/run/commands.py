@@ -13,7 +13,12 @@ def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
     def is_file(x: str) -> bool:
         from pathlib import Path
 
-        return "=" not in x or "/" in x.partition("=")[0] or Path(x).is_file()
+        if "=" not in x or "/" in x.partition("=")[0]:
+            return True
+        try:
+            return Path(x).is_file()
+        except (OSError, ValueError):  # no such name can be a file (too long, a NUL byte): an override
+            return False
 
     return [x for x in items if is_file(x)], [x for x in items if not is_file(x)]
 

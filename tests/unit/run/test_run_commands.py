@@ -15,6 +15,8 @@ def test_a_members_config_named_from_inside_its_group_is_a_file(tmp_path, monkey
     (tmp_path / "seed=5" / "config.yaml").write_text("seed: 5\n")
     monkeypatch.chdir(tmp_path)
     assert split_config_args(["seed=5/config.yaml", "seed=7"]) == (["seed=5/config.yaml"], ["seed=7"])
+    long = "train.betas=[" + "[" * 5000 + "]" * 5000 + "]"  # no file name is this long: an override, named as one
+    assert split_config_args([long, "a\0=b"]) == ([], [long, "a\0=b"])
 
 
 def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
