@@ -20,7 +20,10 @@ def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
         except (OSError, ValueError):  # no such name can be a file (too long, a NUL byte): an override
             return False
 
-    return [x for x in items if is_file(x)], [x for x in items if not is_file(x)]
+    files, overrides = [], []
+    for x in items:
+        (files if is_file(x) else overrides).append(x)
+    return files, overrides
 
 
 def params_command(args: argparse.Namespace) -> int:

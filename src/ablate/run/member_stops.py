@@ -60,13 +60,11 @@ class MemberStops:
         if early is not None and early.metric in metrics:
             early.update(metrics[early.metric])
         if early is not None and early.done:
-            self.reason[k] = "early_stopping"
+            self.stop(k, "early_stopping")
         elif self.window:
             improvement = convergence_improvement(self.ppl[k], self.window)
             if improvement is not None and improvement < self.tol:
-                self.reason[k] = "converged"
-        if self.reason[k] is not None:
-            self._mark(k)
+                self.stop(k, "converged")
         return self.reason[k]
 
     def state_dict(self) -> dict:

@@ -5,6 +5,8 @@ before its first trial, naming the row or key, rather than failing every trial."
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ablate.sweep.spec import Sweep
 
 
@@ -35,7 +37,8 @@ def member_setting_problem(sweep: Sweep) -> str | None:
     before the study starts, not by every trial failing."""
     from ablate.config.members import setting_problem
 
-    rows = {f"variant '{row}'": (o, len(sweep.row_seeds.get(row) or sweep.seeds or [None])) for row, o in sweep.variants.items()}
+    seeds = Counter(row for row, _ in sweep.rows())
+    rows = {f"variant '{row}'": (o, seeds[row]) for row, o in sweep.variants.items()}
     for where, (overrides, seeds) in (rows or {"the search": ({}, sweep.n_trials or 2)}).items():
         cfg = sweep.row_config(overrides)
         if cfg.members.size == 1 or seeds < 2:  # trains alone
