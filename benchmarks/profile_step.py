@@ -70,7 +70,7 @@ def fit(cfg, window: Window, out: Path) -> None:
             from ablate.config.members import member_configs
             from ablate.run.members import train_members
 
-            train_members(cfg, member_configs(cfg), callbacks=[lambda runs: window])
+            train_members(cfg, member_configs(cfg), member_callbacks=[lambda runs: window])
         else:
             fit_ablate(cfg, out, [window])
 

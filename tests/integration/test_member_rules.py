@@ -95,7 +95,7 @@ def test_a_member_that_trained_all_its_steps_is_not_pruned_at_its_final_validati
     path = write_experiment(tmp_path, "exp", max_steps=14, val_every_steps=10)
     cfg, members = _group(path)
     trials = [_Trial(), _Trial()]
-    summaries = train_members(cfg, members, callbacks=[lambda runs: MemberPruning(trials, "val/loss", runs)])
+    summaries = train_members(cfg, members, member_callbacks=[lambda runs: MemberPruning(trials, "val/loss", runs)])
     assert [t.steps for t in trials] == [[10, 14], [10, 14]]  # the final validation is reported to each trial
     for member, summary in zip(members, summaries):
         assert summary["stop_reason"] == "max_steps"
@@ -125,7 +125,7 @@ def test_the_group_checkpoint_holds_what_every_callback_made_of_a_validation(tmp
         save(self, trainer, pl_module)
 
     monkeypatch.setattr(member_runs.GroupCheckpoint, "on_validation_end", saving)
-    summaries = train_members(cfg, members, callbacks=[PruneMember1])
+    summaries = train_members(cfg, members, member_callbacks=[PruneMember1])
     assert saved[0] == (10, [None, "pruned"])
     assert summaries[1]["stop_reason"] == "pruned" and summaries[1]["steps"] == 10 and summaries[0]["steps"] == 20
 

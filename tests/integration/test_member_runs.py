@@ -19,8 +19,9 @@ from ablate.config import to_dict
 from ablate.config.members import member_configs
 from ablate.data.member_data import MemberDataModule
 from ablate.experiment import from_dict, load_config
+from ablate.run import FAILED_FILE as FAILED
 from ablate.run.member_runs import MemberRuns
-from ablate.run.members import FAILED, train_members
+from ablate.run.members import train_members
 from ablate.run.train import train
 from ablate.training.checkpoint import average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 from ablate.training.member_module import MemberModule

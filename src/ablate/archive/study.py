@@ -64,7 +64,9 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
             "database over an archive with one (nothing shows the study is newer, and the archive's database would "
             "not match its trials); archive the folder that holds the study's database, or into a new folder"
         )
-    check_output(dest / DATABASE, "the archive", owns=[dest])  # not inside another study or run (ablate.files.destination)
+    check_output(
+        dest / DATABASE, "the archive", owns=[dest], writes_records=True
+    )  # not inside another study or run (ablate.files.destination)
     _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
     report = ArchiveReport(database=has_db)
     # Written into a temporary folder, moved in at the end (ablate.archive.staging). The database is copied first (a

@@ -48,7 +48,8 @@ def member_values(configs: list[ExperimentConfig]) -> dict[str, list[Any]]:
 
 def setting_problem(cfg: ExperimentConfig) -> str | None:
     """Why no group of `cfg`'s runs can train as members, if a setting forbids it: checked where a group trains and
-    where a sweep file is loaded, so a study is refused before its first trial rather than failing every one."""
+    by `ablate sweep` once `--members` is applied (ablate.sweep.member_checks), so a study is refused before its first
+    trial rather than failing every one."""
     t = cfg.train
     if t.precision == "16-mixed":
         return "members: train.precision=16-mixed scales the loss of the whole batch by one factor; use bf16-mixed or 32 with members"

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from fnmatch import fnmatch
 from pathlib import Path
 
 # A run folder: its config beside what training leaves (ablate.run.rundir.RUN_FILES; files/ sits below run/).
 _RUN_FILES = ("summary.json", "metrics.csv", "checkpoints", "fingerprint.json")
 # A study folder: a sweep's database or journal, its results, or an archive (complete or being written).
 _STUDY_FILES = ("study.db", "study.log", "results.csv")
+# What ablate itself wrote in a run or study folder, its record of training: never replaced by a command's output, even
+# in a folder the command may write in (`translate -o RUN/summary.json` is a typo, not a wish). Checkpoints training
+# saved are records too; a new file beside them (an averaged checkpoint) is not.
+_RUN_RECORDS = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "fingerprint.json", "tokenizer.model",
+                "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "eval", "wandb")  # fmt: skip
+_TRAINING_CHECKPOINTS = ("best.ckpt", "last.ckpt", "avg.ckpt", "step=*.ckpt")
+_STUDY_RECORDS = (*_STUDY_FILES, "results.json", "trials", "groups")
 ARCHIVE_INCOMPLETE = ".archive-incomplete"  # in an archive while `ablate archive` writes it; `ablate table` refuses it
 _STREAMS = ("/dev/", "/proc/")  # -o /dev/stdout, /dev/fd/N: a stream to write into, not a file to replace
 
@@ -65,9 +73,11 @@ def check_output(
     flag: str,
     inputs: Iterable[tuple[str, str | os.PathLike | None]] = (),
     owns: Iterable[str | os.PathLike | None] = (),
+    writes_records: bool = False,
 ) -> None:
     """Refuse `path` (given as `flag`) when it is one of `inputs` ((flag, path) pairs), a symbolic link, or inside a
-    study or run folder that is not one of `owns` (nor inside one)."""
+    study or run folder that is not one of `owns` (nor inside one), or in one that is but replacing what ablate wrote
+    there as its record, unless this is the command that `writes_records` (a sweep its results.csv)."""
     if is_stream(path):
         return
     refuse_link(path)
@@ -84,11 +94,31 @@ def check_output(
     for own in filter(None, owns):
         mine = os.path.realpath(own)
         if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+            if not writes_records and (record := _record_of(path, folder, kind)):
+                raise ValueError(
+                    f"{flag} {path} would replace {record} of the {kind} {folder}, which ablate wrote as its record; "
+                    f"choose another {flag}; nothing was written"
+                )
             return
     raise ValueError(
         f"{flag} {path} is inside the {kind} folder {folder}, which this command does not write in (it holds another "
         f"{kind}'s evidence); choose an output outside it; nothing was written"
     )
+
+
+def _record_of(path: str | os.PathLike, folder: Path, kind: str) -> str | None:
+    """The part of the run or study `folder` that `path` would replace, if ablate wrote it (_RUN_RECORDS ...)."""
+    parts = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(folder))).parts
+    if not parts:
+        return None
+    top = parts[0]
+    if kind == "study":
+        return top if top in _STUDY_RECORDS else None
+    if top in _RUN_RECORDS or top.startswith("resume-") or ".before-resume-" in top:
+        return top
+    if top == "checkpoints" and len(parts) == 2 and any(fnmatch(parts[1], name) for name in _TRAINING_CHECKPOINTS):
+        return f"checkpoints/{parts[1]}"
+    return None
 
 
 def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -26,7 +26,15 @@ log = logging.getLogger(__name__)
 CALLBACKS = Registry(L.Callback)
 
 
-def _mid_accumulation(trainer: L.Trainer) -> bool:
+def fit_validation(trainer: L.Trainer) -> bool:
+    """Whether the validation now ending is one of training's: not Lightning's sanity check, nor the final weights'
+    validation after training (`trainer.validate`, off the validation grid), which no stop rule or pruner judges."""
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    return not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING
+
+
+def mid_accumulation(trainer: L.Trainer) -> bool:
     """Whether the batch that just ended left gradients waiting for the next ones (no optimizer step yet): its
     count in the epoch is not a multiple of the accumulation, and it is not the epoch's last batch."""
     progress = trainer.fit_loop.epoch_loop.batch_progress
@@ -69,7 +77,7 @@ class Preemption(L.Callback):
             signal.signal(signum, self._note)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
-        if self.saved is not None or _mid_accumulation(trainer):
+        if self.saved is not None or mid_accumulation(trainer):
             return
         stop = self.signal is not None
         if trainer.world_size > 1:

@@ -133,6 +133,7 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
         given = next((key for key in lists if refused(key)), None)
         raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
     from ablate.run.closing import print_closing
+    from ablate.run.exits import FAILED_FILE
     from ablate.run.members import train_members
 
     resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
@@ -141,7 +142,7 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
     )
     for member, summary in zip(configs, summaries):
         if summary is None:
-            print(f"{member.out_dir}: diverged (see FAILED.txt there)", flush=True)
+            print(f"{member.out_dir}: diverged (see {FAILED_FILE} there)", flush=True)
         else:
             print_closing(summary)
     return 0 if all(summaries) else 1

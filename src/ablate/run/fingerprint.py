@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ablate.files.atomic import replacing, write_file
 from ablate.files.json_file import read_json
-from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER, _other_rank
+from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER, other_rank
 
 
 def corpus_fingerprint(data_cfg) -> dict[str, dict]:
@@ -36,7 +36,7 @@ def corpus_fingerprint(data_cfg) -> dict[str, dict]:
 def record_fingerprint(out: Path, data_cfg, tokenizer: bytes, when: str) -> None:
     """Write RUN/fingerprint.json: the corpus files as they are now and the run's tokenizer (`when`: "start" or
     "resume-N"). A record it replaces is kept as fingerprint.before-{when}.json. DDP ranks other than 0 write nothing."""
-    if _other_rank():
+    if other_rank():
         return
     record = {"recorded": when, "corpus": corpus_fingerprint(data_cfg), "tokenizer": {"sha256": hashlib.sha256(tokenizer).hexdigest()}}
     if (out / FINGERPRINT).exists():

@@ -6,14 +6,18 @@ step count stays where it stopped while the group trains on."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablate.run.member_stops import DIVERGED
 from ablate.run.progress import ProgressFile
 from ablate.run.progress_file import read_progress
 
+if TYPE_CHECKING:
+    from ablate.run.member_runs import MemberRuns
+
 
 class MemberProgress(ProgressFile):
-    def __init__(self, out: str | Path, k: int, runs):
+    def __init__(self, out: str | Path, k: int, runs: MemberRuns):
         super().__init__(out, may_stop_sooner=True)
         self.k, self.runs = k, runs
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import lightning as L
 
 from ablate.config import ExperimentConfig, to_dict
+from ablate.run.callbacks import fit_validation
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.member_stops import DIVERGED, MemberStops
 from ablate.training.checkpoint import save_atomic
@@ -74,11 +75,8 @@ class MemberRuns(L.Callback):
         self._stop_if_done(trainer)
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        from lightning.pytorch.trainer.states import TrainerFn
-
-        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
-            return
-        self.record(trainer, pl_module)
+        if fit_validation(trainer):
+            self.record(trainer, pl_module)
 
     def record(self, trainer, pl_module, judge: bool = True) -> None:
         """Write each training member's last validation: its metrics row and checkpoints; then stop members whose
@@ -110,13 +108,12 @@ class MemberRuns(L.Callback):
     def checkpoint(self, k: int, trainer, pl_module) -> dict:
         """Member k's checkpoint in the format of an ordinary run's (what ablate.training.checkpoint reads)."""
         weights = pl_module.member_weights(k)
-        steps = pl_module.optimizer.state[next(iter(pl_module.model.parameters()))].get("step")
         return {
             "state_dict": {f"model.{name}": t.cpu() for name, t in weights.items()},
             "hyper_parameters": {"config": to_dict(self.configs[k]), "vocab_size": self.vocab},
             "tokenizer_model": self.proto,
             "params": dict(pl_module.params),
-            "global_step": int(steps[k]) if steps is not None else 0,
+            "global_step": int(pl_module.optimizer.steps()[k]),
             "epoch": trainer.current_epoch,
             "pytorch-lightning_version": L.__version__,
             "optimizer_states": [member_optimizer_state(pl_module.optimizer, k)],
@@ -160,7 +157,5 @@ class GroupCheckpoint(L.Callback):
         self.path = group / "checkpoints" / "last.ckpt"
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        from lightning.pytorch.trainer.states import TrainerFn
-
-        if not trainer.sanity_checking and trainer.state.fn == TrainerFn.FITTING:
+        if fit_validation(trainer):
             trainer.save_checkpoint(self.path, weights_only=False)

@@ -10,26 +10,23 @@ FAILED.txt with the reason instead of a summary, as an ordinary run that diverge
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
-import math
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning as L
 import torch
 
-from ablate.config import ExperimentConfig, to_dict, to_yaml
+from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.member_data import MemberDataModule
 from ablate.data.module import available_splits
 from ablate.evaluation.records import FINAL
-from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
-from ablate.run.basis import comparison_basis
 from ablate.run.callbacks import Preemption, run_end
-from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
+from ablate.run.evaluation import select_weights
+from ablate.run.exits import FAILED_FILE
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.loggers import make_csv_logger
 from ablate.run.member_progress import MemberProgress
@@ -37,17 +34,17 @@ from ablate.run.member_resume import check_same_members, prepare_group_resume
 from ablate.run.member_runs import GroupCheckpoint, MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
+from ablate.run.results import complete_summary, publish
 from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
 from ablate.run.stopping import StopRules, convergence_report
-from ablate.run.trainer import fit_or_exit, make_trainer, prepare_process
+from ablate.run.train import epochs_trained
+from ablate.run.trainer import fit_or_exit, judge_trainer, make_trainer, prepare_process
 from ablate.training.flops import train_flops
 from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
-from ablate.training.precision import Precision
 
 log = logging.getLogger(__name__)
-FAILED = "FAILED.txt"
 SHARED = ("tokens_per_s", "model_tflops", "mfu")  # speed keys a member reports its 1/K share of
 GROUP_ONLY = ("peak_mem_mb",)  # no member has a peak of its own: the group's is under members.speed only
 
@@ -57,14 +54,15 @@ def train_members(
     configs: list[ExperimentConfig],
     resume: bool = False,
     aside: bool = False,
-    callbacks: list = (),
+    member_callbacks: Sequence[Callable[[MemberRuns], L.Callback]] = (),
     force: bool = False,
     accept_data_change: bool = False,
 ) -> list[dict | None]:
     """Train the group `cfg` (its out_dir is the group's) as the member runs `configs`; each member's summary, None
     for a member that diverged. `resume` continues the group from its last checkpoint, checked as `ablate train
     --resume` checks a run (`force`, `accept_data_change`: ablate.run.resume_checks), for the group and each member.
-    `callbacks(runs)`: makers of callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after it."""
+    `member_callbacks`: makers of callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after
+    it."""
     check_fits(cfg, len(configs))  # K members' models: a size no memory here holds is refused before anything is written
     locks = []
     try:
@@ -78,7 +76,7 @@ def train_members(
             # Resuming, a member may hold no checkpoint yet (the group stopped before its first validation): the group's
             # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
             locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
-        return _train(cfg, configs, group, resume, callbacks, force, accept_data_change)
+        return _train(cfg, configs, group, resume, member_callbacks, force, accept_data_change)
     finally:
         for fd in filter(None, locks):
             os.close(fd)
@@ -89,7 +87,7 @@ def _train(
     configs: list[ExperimentConfig],
     group: Path,
     resume: bool,
-    callbacks: list,
+    member_callbacks: Sequence[Callable[[MemberRuns], L.Callback]],
     force: bool,
     accept_data_change: bool,
 ) -> list[dict | None]:
@@ -124,7 +122,7 @@ def _train(
     preemption = Preemption(group)
     # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
     progress = [MemberProgress(out, k, runs) for k, out in enumerate(outs)]
-    group_callbacks = [runs, *(make(runs) for make in callbacks), speed, stop, preemption, *progress, GroupCheckpoint(group)]
+    group_callbacks = [runs, *(make(runs) for make in member_callbacks), speed, stop, preemption, *progress, GroupCheckpoint(group)]
     trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
     try:
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
@@ -154,24 +152,23 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
     """Member k's end, as `ablate train` ends a run: the weights it reports, its evaluation record, summary.json."""
     if runs.stops.reason[k] == DIVERGED:
         why = f"training diverged (FloatingPointError: {runs.stops.why[k]})"
-        write_file(out / FAILED, why + "\n")
+        write_file(out / FAILED_FILE, why + "\n")
         log.error("member %s: %s", out, why)
         return None
     own = TranslationModule.from_config(cfg, module.vocab_size)
     own.model.load_state_dict(module.member_weights(k))
     own.tokenizer_proto = module.tokenizer_proto
-    judge = L.Trainer(accelerator=cfg.train.accelerator, devices=1, precision=Precision.of(cfg.train).name, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    judge = judge_trainer(cfg)
     selected = select_weights(cfg, judge, own, dm, out) if validated else {"selected": FINAL}
     last = dict(runs.last[k])
     if selected["selected"] != FINAL:
         last = {key: float(v) for key, v in judge.callback_metrics.items() if key.startswith("val/")}
-    steps = int(module.optimizer.state[next(iter(module.model.parameters()))]["step"][k]) if trainer.global_step else 0
+    steps = int(module.optimizer.steps()[k])
     reason = runs.stops.reason[k] or group_reason["stop_reason"]
     summary = {
         "out_dir": cfg.out_dir,
         "steps": steps,
-        "epochs": round(steps / max(trainer.num_training_batches, 1), 2) if math.isfinite(trainer.num_training_batches) else None,
+        "epochs": epochs_trained(trainer, 1, steps),
         **group_reason,
         "stop_reason": reason,
         # A member's share of the group's model FLOPs (what its max_flops limits) and the wall time, until it stopped.
@@ -181,7 +178,12 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
         "params": module.params,
         **runs.extra,  # params/total, git_sha, vocab_size: as a run's
         "last": last,
-        "best": {"metric": runs.monitor, "value": runs.best[k], "checkpoint": str(out / "checkpoints" / "best.ckpt")},
+        # as a run's (ModelCheckpoint's best_model_path): the file, or "" before any validation made one
+        "best": {
+            "metric": runs.monitor,
+            "value": runs.best[k],
+            "checkpoint": str(out / "checkpoints" / "best.ckpt") if runs.best[k] is not None else "",
+        },
         "bleu_signature": module.bleu_signature,
         # The group's step time and training seconds (each of its steps was a step of every member) and a member's share
         # of its throughput and FLOP rate. The group's own figures, its peak memory among them, are under members.speed.
@@ -190,8 +192,6 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
             for key, v in speed.summary.items()
             if not key.endswith(GROUP_ONLY)
         },  # fmt: skip
-        **selected,
-        **(scored_on(cfg, dm) if validated else {}),
         "members": {
             "group": str(cfg.members.group),
             "index": k,
@@ -201,23 +201,6 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
             "speed": {key: float(f"{v:.4g}") for key, v in speed.summary.items()},
         },
     }
-    summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))
-    summary["data"] = {"dropped": dm.dropped}
-    if cfg.train.eval_longer_than:
-        summary.update(eval_long(cfg, own, dm))
-    if cfg.sweep.study:
-        summary["sweep"] = to_dict(cfg)["sweep"]
-    record = None
-    if validated and cfg.train.eval_record:
-        record = write_record(cfg, judge, own, dm, out, selected["selected"])
-        summary["eval_record"] = "eval/valid.json"
-        if "val/bleu" not in summary["last"]:
-            summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
-    write_file(out / "summary.json", json.dumps(summary, indent=2))
-    wandb_logger = runs.wandb[k]
-    if wandb_logger is not None:
-        with contextlib.suppress(Exception):  # W&B must never be the reason a run's results are lost
-            wandb_logger.experiment.summary.update(summary)
-            if record is not None:
-                log_record(wandb_logger.experiment, record)
+    summary, record = complete_summary(cfg, summary, judge, own, dm, out, selected, validated)
+    publish(out, summary, record, runs.wandb[k])
     return summary

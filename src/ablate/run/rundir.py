@@ -84,7 +84,7 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     earlier run's files (with `aside`, move them to a sibling folder first)."""
     out = Path(cfg.out_dir)
     # DDP ranks other than 0 re-run the command after rank 0 has started the run: its files are not an earlier run.
-    earlier = earlier_run(out) if out.is_dir() and not _other_rank() else []
+    earlier = earlier_run(out) if out.is_dir() and not other_rank() else []
     if earlier and not resume:
         if not aside:
             raise ValueError(
@@ -122,7 +122,7 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
     return out, lock
 
 
-def _other_rank() -> bool:
+def other_rank() -> bool:
     """Whether this process is a DDP rank launched by rank 0 of the same run (which owns the run directory)."""
     return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
 
@@ -131,7 +131,7 @@ def lock_run_dir(out: Path) -> int | None:
     """Hold out_dir for this process: a second `ablate train` on it (or a sweep continuing a trial whose first
     process still runs) is refused instead of interleaving checkpoints. The lock dies with the process, kill -9
     included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
-    if _other_rank():
+    if other_rank():
         return None
     fd = os.open(out / ".run.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:

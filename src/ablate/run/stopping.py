@@ -17,7 +17,7 @@ import lightning as L
 import torch
 
 from ablate.config import TrainConfig
-from ablate.run.callbacks import _mid_accumulation
+from ablate.run.callbacks import fit_validation, mid_accumulation
 
 STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged", "pruned")
 MODES = {"val/loss": "min", "val/ppl": "min", "val/bleu": "max"}
@@ -135,7 +135,7 @@ class StopRules(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         if self.flops_fn is not None:
             self._pending += self.flops_fn(batch)
-        if _mid_accumulation(trainer):
+        if mid_accumulation(trainer):
             return
         pending, self._pending = self._pending, 0.0
         if trainer.world_size > 1:  # every rank's batches count, and every rank must stop at the same step
@@ -148,9 +148,7 @@ class StopRules(L.Callback):
         self._stop(trainer, reason)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        from lightning.pytorch.trainer.states import TrainerFn
-
-        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+        if not fit_validation(trainer):
             return
         self.validated_step = trainer.global_step
         metrics = trainer.callback_metrics

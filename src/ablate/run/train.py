@@ -8,23 +8,21 @@ fingerprint.json (the corpus files and tokenizer it trains on, which a resume ch
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 
 import torch
 
-from ablate.config import ExperimentConfig, to_dict, to_yaml
+from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.module import TranslationDataModule, available_splits
 from ablate.evaluation.records import FINAL
-from ablate.evaluation.wandb_records import log_record
 from ablate.files.atomic import write_file
-from ablate.run.basis import comparison_basis
 from ablate.run.callbacks import run_end
-from ablate.run.evaluation import eval_long, scored_on, select_weights, write_record
+from ablate.run.evaluation import select_weights
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
+from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume
 from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
@@ -88,25 +86,10 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
                 trainer.validate(module, datamodule=dm, verbose=False)
                 trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)  # full state, as every last.ckpt
             selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
-            summary = {**_summary(cfg, trainer, module, speed, stop, extra), **selected, **(scored_on(cfg, dm) if validated else {})}
-            summary["basis"] = comparison_basis(cfg, len(selected.get("averaged_from", [])))  # fewer to average: says so
-            summary["data"] = {"dropped": dm.dropped}
-            if trainer.is_global_zero and cfg.train.eval_longer_than:
-                summary.update(eval_long(cfg, module, dm))
-            record = None
-            if trainer.is_global_zero and validated and cfg.train.eval_record:
-                record = write_record(cfg, trainer, module, dm, out, selected["selected"])
-                summary["eval_record"] = "eval/valid.json"
-                # With train.val_bleu off, the record is the only BLEU of the reported weights (on the same sentences
-                # val/bleu would be): a sweep's val/bleu objective reads it from here.
-                if "val/bleu" not in summary["last"]:
-                    summary["last"]["val/bleu"], summary["bleu_signature"] = record["bleu"], record["bleu_signature"]
+            summary = _summary(cfg, trainer, module, speed, stop, extra)
+            summary, record = complete_summary(cfg, summary, trainer, module, dm, out, selected, validated, trainer.is_global_zero)
             if trainer.is_global_zero:
-                write_file(out / "summary.json", json.dumps(summary, indent=2))
-                if wandb_logger is not None:
-                    wandb_logger.experiment.summary.update(summary)
-                    if record is not None:
-                        log_record(wandb_logger.experiment, record)
+                publish(out, summary, record, wandb_logger)
             return summary
     finally:
         if wandb_logger is not None:
@@ -122,19 +105,20 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
     return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)
 
 
-def epochs_trained(trainer, accumulate: int) -> float:
+def epochs_trained(trainer, accumulate: int, steps: int | None = None) -> float:
     """Epochs trained, a partial one as its fraction (Lightning's current_epoch counts an epoch begun as done): optimizer
-    steps over the steps of an epoch, ceil(batches / accumulate), as Lightning steps on an epoch's last partial window."""
+    steps (the trainer's, or a member's own `steps`) over the steps of an epoch, ceil(batches / accumulate), as
+    Lightning steps on an epoch's last partial window."""
     n = trainer.num_training_batches
     if not n or math.isinf(n):
         return trainer.current_epoch
-    return round(trainer.global_step / math.ceil(n / accumulate), 2)
+    return round((trainer.global_step if steps is None else steps) / math.ceil(n / accumulate), 2)
 
 
 def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
     best = trainer.checkpoint_callbacks[0]
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-    summary = {
+    return {
         "out_dir": cfg.out_dir,
         "steps": trainer.global_step,
         "epochs": epochs_trained(trainer, cfg.train.accumulate),
@@ -151,6 +135,3 @@ def _summary(cfg, trainer, module, speed, stop, extra) -> dict:
         "bleu_signature": module.bleu_signature,
         **{k: float(f"{v:.4g}") for k, v in speed.summary.items()},  # 4 significant digits: TFLOP/s and MFU are small numbers
     }
-    if cfg.sweep.study:
-        summary["sweep"] = to_dict(cfg)["sweep"]
-    return summary

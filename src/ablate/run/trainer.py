@@ -92,6 +92,20 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
     )
 
 
+def judge_trainer(cfg: ExperimentConfig) -> L.Trainer:
+    """A bare Trainer that validates and scores one set of weights (a member's at its end): no loggers, callbacks or
+    checkpoints of its own."""
+    return L.Trainer(
+        accelerator=cfg.train.accelerator,
+        devices=1,
+        precision=Precision.of(cfg.train).name,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+
+
 def fit_or_exit(trainer: L.Trainer, module: L.LightningModule, dm, ckpt_path: Path | None, preemption: Preemption) -> None:
     """trainer.fit, from `ckpt_path` when resuming; a run stopped by a signal (saved at a step boundary by
     `preemption`) exits with its code (75, or 130 for Ctrl-C) instead of going on to its summary."""

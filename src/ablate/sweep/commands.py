@@ -27,8 +27,7 @@ from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
-from ablate.sweep.member_checks import members_problem
-from ablate.sweep.member_group import few_groups_note
+from ablate.sweep.member_checks import few_groups_note, members_problem
 from ablate.sweep.parent_watch import watched_env
 from ablate.sweep.picture import plain_lines, render
 from ablate.sweep.plan import plan_for
@@ -168,7 +167,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)
     for name in ("results.csv", "results.json"):  # refused now, not after the study has trained (ablate.files.destination)
-        check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir])
+        check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     study = open_sweep_study(sweep, url).study
     optuna.storages.fail_stale_trials(study)

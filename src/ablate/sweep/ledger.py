@@ -7,6 +7,8 @@ Bookkeeping failures (a duplicate claim, an empty queue) never ran a row and cou
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -49,3 +51,15 @@ def failed_by_itself(t: FrozenTrial) -> bool:
 def was_interrupted(t: FrozenTrial) -> bool:
     """Failed without a reason: its worker died or it was preempted or stopped, so its row runs (continues) again."""
     return t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs
+
+
+def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
+    """The earlier attempt a new one may continue: the last, if it stopped with no reason of its own (its worker died,
+    or it was preempted) in a run directory directly inside `root` (the sweep's trials/). Whether its files can
+    continue it (a checkpoint, no live process) is for its caller to judge, a run's or a member group's."""
+    if not earlier:
+        return None
+    last = max(earlier, key=lambda t: t.number)
+    if "fail_reason" in last.user_attrs or Path(last.user_attrs.get("out_dir", "")).parent != root:
+        return None
+    return last

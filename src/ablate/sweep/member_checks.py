@@ -1,12 +1,14 @@
 """Whether a sweep's rows can train as the members it asks for (`members: K`, a row's `members.size`, `ablate sweep
 --members`): a search only over keys members may differ in, and no setting members cannot train with. Checked by
 `ablate sweep` once `--members` is applied (which may set another K than the file's, or none), so a study is refused
-before its first trial, naming the row or key, rather than failing every trial."""
+before its first trial, naming the row or key, rather than failing every trial; and a note where a row's seeds
+would be left in too few groups for a seed interval."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ablate.config.members import MEMBER_KEYS, setting_problem
 from ablate.sweep.spec import Sweep
 
 
@@ -18,8 +20,6 @@ def members_problem(sweep: Sweep) -> str | None:
 
 def member_search_problem(sweep: Sweep) -> str | None:
     """A search grouped into members may only search keys members can differ in (the seed and the scalar knobs)."""
-    from ablate.config.members import MEMBER_KEYS
-
     if not sweep.search or (sweep.row_config({}).members.size == 1 and not sweep.members_auto):
         return None
     other = [key for key in sweep.search if key not in MEMBER_KEYS]
@@ -35,8 +35,6 @@ def member_setting_problem(sweep: Sweep) -> str | None:
     """A row whose trials train as members (members.size > 1 and more than one seed; `members: auto` once resolved)
     under a setting members cannot train with (ablate.config.members.setting_problem), named with the row: refused
     before the study starts, not by every trial failing."""
-    from ablate.config.members import setting_problem
-
     seeds = Counter(row for row, _ in sweep.rows())
     rows = {f"variant '{row}'": (o, seeds[row]) for row, o in sweep.variants.items()}
     for where, (overrides, seeds) in (rows or {"the search": ({}, sweep.n_trials or 2)}).items():
@@ -49,3 +47,26 @@ def member_setting_problem(sweep: Sweep) -> str | None:
         if problem:
             return f"{where}: {problem}"
     return None
+
+
+def few_groups_note(sweep: Sweep) -> str | None:
+    """A note for a grid whose members leave a row's seeds in fewer than 4 groups: `ablate table` counts a group once
+    (its members share a length schedule: docs/members.md), so 1 group gives the row no seed interval and 2-3 give a t
+    interval on 1-2 degrees of freedom; None where every row has 4 or more, or trains its seeds as runs, and for a
+    search (no rows)."""
+    seeds = Counter(row for row, _ in sweep.rows())
+    few = {}
+    for row, n in seeds.items():
+        size = sweep.row_config(sweep.variants[row]).members.size
+        groups = -(-n // size)
+        if size > 1 and n > 1 and groups < 4:
+            few[row] = (n, size, groups)
+    if not few:
+        return None
+    # ceil(n / K) is the fewest: workers racing for a row's seeds may form smaller groups, and more of them.
+    shown = ", ".join(f"{row} ({n} seeds in as few as {g} group{'' if g == 1 else 's'} of {k})" for row, (n, k, g) in few.items())
+    return (
+        f"members: {shown}. ablate table counts a group once, by its members' mean (they share its length schedule: "
+        "docs/members.md): a row in 1 group gets no seed interval, in 2-3 a wide one; members of at most a quarter of "
+        "a row's seeds give it 4 groups"
+    )

@@ -16,36 +16,11 @@ from ablate.messages.logs import worker_says as say
 from ablate.run import run_dir_in_use
 from ablate.sweep import member_trial
 from ablate.sweep import trial as trial_process
-from ablate.sweep.ledger import fail, row_of
+from ablate.sweep.ledger import continued_attempt, fail, row_of
 from ablate.sweep.plan import TrialSpec, plan_for
-from ablate.sweep.spec import Sweep, safe_name
+from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import StudyHandle
 from ablate.sweep.trial_config import config_changed, trial_config
-
-
-def few_groups_note(sweep: Sweep) -> str | None:
-    """A note for a grid whose members leave a row's seeds in fewer than 4 groups: `ablate table` counts a group once
-    (its members share a length schedule: docs/members.md), so 1 group gives the row no seed interval and 2-3 give a t
-    interval on 1-2 degrees of freedom; None where every row has 4 or more, or trains its seeds as runs, and for a
-    search (no rows)."""
-    seeds: dict[str, int] = {}
-    for row, _ in sweep.rows():
-        seeds[row] = seeds.get(row, 0) + 1
-    few = {}
-    for row, n in seeds.items():
-        size = sweep.row_config(sweep.variants[row]).members.size
-        groups = -(-n // size)
-        if size > 1 and n > 1 and groups < 4:
-            few[row] = (n, size, groups)
-    if not few:
-        return None
-    # ceil(n / K) is the fewest: workers racing for a row's seeds may form smaller groups, and more of them.
-    shown = ", ".join(f"{row} ({n} seeds in as few as {g} group{'' if g == 1 else 's'} of {k})" for row, (n, k, g) in few.items())
-    return (
-        f"members: {shown}. ablate table counts a group once, by its members' mean (they share its length schedule: "
-        "docs/members.md): a row in 1 group gets no seed interval, in 2-3 a wide one; members of at most a quarter of "
-        "a row's seeds give it 4 groups"
-    )
 
 
 def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tuple[tuple[Path, list[Path]] | None, list[optuna.Trial]]:
@@ -54,11 +29,10 @@ def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tu
     the group continues from its checkpoint: ((group dir, the members' run dirs), every trial in member order).
     Otherwise (None, fresh partners); also when another worker took one of the old group's rows meanwhile."""
     size = plan.members(handle, trial)
-    earlier = plan.earlier_attempts(handle, trial)
-    last = max(earlier, key=lambda t: t.number) if earlier else None
+    last = continued_attempt(plan.earlier_attempts(handle, trial), root)
     mine = row_of(handle.frozen(trial))
     group = Path(last.user_attrs["members_group"]) if last is not None and "members_group" in last.user_attrs else None
-    if group is None or mine is None or "fail_reason" in last.user_attrs or not (group / "checkpoints" / "last.ckpt").is_file():
+    if group is None or mine is None or not (group / "checkpoints" / "last.ckpt").is_file():
         return None, plan.take_partners(handle, trial, size - 1)
     try:
         old = [handle.by_number(n) for n in json.loads((group / member_trial.GROUP_FILE).read_text())["numbers"]]
@@ -98,9 +72,8 @@ def run_group(
     """Claimed trials (two or more) trained as members of one model in one process (ablate.sweep.member_trial). `resume`:
     the group directory and member run directories of an interrupted group these trials continue (`take_group`)."""
     study = handle.study
-    root = (sweep.out_dir / "trials").resolve()
     first, first_spec = claimed[0]
-    group_dir = resume[0] if resume else (sweep.out_dir / "groups").resolve() / f"{first.number:04d}-{safe_name(first_spec.row)}"
+    group_dir = resume[0] if resume else sweep.group_dir(first.number, first_spec.row)
     # The group trains on its first member's config, so on that seed's length schedule (ablate.sweep.member_trial).
     schedule = first_spec.seed if first_spec.seed is not None else sweep.row_config(first_spec.overrides).seed
     members = {"members.size": len(claimed), "members.group": str(group_dir), "members.schedule": schedule}
@@ -110,12 +83,12 @@ def run_group(
     ):
         say(index, f"the rows of {group_dir} changed since it stopped; starting a new group")
         resume = None
-        group_dir = (sweep.out_dir / "groups").resolve() / f"{first.number:04d}-{safe_name(first_spec.row)}"
+        group_dir = sweep.group_dir(first.number, first_spec.row)
         members["members.group"] = str(group_dir)
     trial_dirs = []
     try:
         for k, (t, spec) in enumerate(claimed):
-            trial_dir = resume[1][k] if resume else root / f"{t.number:04d}-{safe_name(spec.name)}"
+            trial_dir = resume[1][k] if resume else sweep.trial_dir(t.number, spec.name)
             cfg = trial_config(sweep, t, spec, trial_dir, {**members, "members.index": k})
             trial_dir.mkdir(parents=True, exist_ok=True)
             (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
@@ -131,7 +104,7 @@ def run_group(
     say(index, f"trials {names} {how} {len(claimed)} members of one model in {group_dir}")
     began = time.time()
     trials = [t for t, _ in claimed]
-    rc = trial_process.launch(handle, trials[0], group_dir, resume is not None, sweep.pruner, sweep.objective.metric, partners=trials[1:])
+    rc = trial_process.launch_group(handle, trials, group_dir, resume is not None, sweep.pruner, sweep.objective.metric)
     states = member_trial.record_group(study, trials, sweep.objective.terms, trial_dirs, group_dir, rc)
     for t, spec, state in zip(trials, (s for _, s in claimed), states):
         reason = handle.frozen(t).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""

@@ -19,12 +19,11 @@ from optuna.trial import TrialState
 
 from ablate.messages import logs
 from ablate.messages.redact import redact
-from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.run import FAILED_FILE, INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.sweep.ledger import fail
 from ablate.sweep.trial import PRUNED_EXIT, fail_reason, record_result
 
 GROUP_FILE = "group.json"
-FAILED = "FAILED.txt"  # what ablate.run.members writes for a member that diverged (kept in step by a test)
 
 
 def start_group(group_dir: Path, trial_dirs: list[Path], numbers: list[int]) -> None:
@@ -44,8 +43,8 @@ def record_group(
         elif summary.exists():
             pruned = json.loads(summary.read_text()).get("stop_reason") == "pruned"
             states.append(record_result(study, trial, terms, trial_dir, PRUNED_EXIT if pruned else 0))
-        elif (trial_dir / FAILED).exists():
-            states.append(fail(study, trial, redact((trial_dir / FAILED).read_text().strip())))
+        elif (trial_dir / FAILED_FILE).exists():
+            states.append(fail(study, trial, redact((trial_dir / FAILED_FILE).read_text().strip())))
         else:
             states.append(fail(study, trial, redact(f"exit code {rc}: {fail_reason(group_dir)}")))
     return states
@@ -73,7 +72,7 @@ def main(argv: list[str]) -> int:
 
         trials, metric = running_trials(), pruned_metric()
         callbacks.append(lambda runs: MemberPruning(trials, metric, runs))
-    train_members(group, configs, resume="--resume" in argv[1:], callbacks=callbacks)
+    train_members(group, configs, resume="--resume" in argv[1:], member_callbacks=callbacks)
     return 0
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import lightning as L
 import optuna
 
+from ablate.run.callbacks import fit_validation
+from ablate.run.member_runs import MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.stopping import stop_run
 
@@ -21,7 +23,7 @@ class PruningCallback(L.Callback):
         prune = False
         if trainer.is_global_zero:
             self.trial.report(float(trainer.callback_metrics[self.metric]), step=trainer.global_step)
-            prune = fitting(trainer) and self.trial.should_prune()
+            prune = fit_validation(trainer) and self.trial.should_prune()
         if trainer.strategy.broadcast(prune):
             self.pruned = True
             stop_run(trainer, "pruned")  # the run's summary says why it stopped
@@ -31,7 +33,7 @@ class MemberPruning(L.Callback):
     """Each member of a group reports to its own trial; one its pruner stops is frozen with stop_reason "pruned".
     After MemberRuns in the callbacks, which records the validation first (ablate.run.member_runs)."""
 
-    def __init__(self, trials: list[optuna.Trial], metric: str, runs):
+    def __init__(self, trials: list[optuna.Trial], metric: str, runs: MemberRuns):
         self.trials, self.metric, self.runs = trials, metric, runs
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -45,13 +47,5 @@ class MemberPruning(L.Callback):
             if (reason is not None and self.runs.validated_step[k] != step) or reason == DIVERGED or self.metric not in metrics:
                 continue
             trial.report(float(metrics[self.metric]), step=step)
-            if reason is None and fitting(trainer) and trial.should_prune():
+            if reason is None and fit_validation(trainer) and trial.should_prune():
                 self.runs.stop(k, "pruned", trainer, pl_module)
-
-
-def fitting(trainer: L.Trainer) -> bool:
-    """Whether a validation is one of training's: the final weights' validation after training (off the validation
-    grid) is reported to the trial, but a run that trained all its steps is not pruned."""
-    from lightning.pytorch.trainer.states import TrainerFn
-
-    return trainer.state.fn == TrainerFn.FITTING

@@ -67,6 +67,19 @@ class Sweep:
             return {**overrides, "members.size": self.overrides["members.size"]}
         return overrides
 
+    @property
+    def trials_root(self) -> Path:
+        """OUT_DIR/trials, resolved: every trial's run directory is directly inside it."""
+        return (self.out_dir / "trials").resolve()
+
+    def trial_dir(self, number: int, name: str) -> Path:
+        """OUT_DIR/trials/NNNN-NAME: where trial `number` (named for its row, or its sampled values) trains."""
+        return _inside(self.trials_root, f"{number:04d}-{safe_name(name)}")
+
+    def group_dir(self, number: int, row: str) -> Path:
+        """OUT_DIR/groups/NNNN-ROW: a member group's own folder, named for its first member's trial and row."""
+        return _inside((self.out_dir / "groups").resolve(), f"{number:04d}-{safe_name(row)}")
+
     def rows(self) -> list[tuple[str, int | None]]:
         """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""
         return [(row, s) for row in self.variants for s in (self.row_seeds.get(row) or self.seeds or [None])]
@@ -119,6 +132,12 @@ def nest(dotted: dict[str, Any]) -> dict:
                 raise ConfigError(f"override '{key}' goes below '{p}', which is not a section")
         node[parts[-1]] = value
     return out
+
+
+def _inside(root: Path, name: str) -> Path:
+    path = root / name
+    assert path.parent == root  # safe_name() keeps every trial and group inside the sweep's out_dir
+    return path
 
 
 def safe_name(name: str) -> str:

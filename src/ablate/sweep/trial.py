@@ -66,12 +66,24 @@ class Stop:
 # -- parent side -------------------------------------------------------------------------------------------------
 
 
-def launch(
-    handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str, partners: list[optuna.Trial] = ()
+def launch(handle: StudyHandle, trial: optuna.Trial, trial_dir: Path, resume: bool, pruner: dict, metric: str) -> int:
+    """Run the trial's process (this module's `__main__`) to its end, beating its heartbeat; returns its exit code."""
+    target = [f"{__package__}.trial", str(trial_dir / "trial.yaml")]
+    return _supervise(handle, [trial], target, trial_dir, resume, pruner, metric)
+
+
+def launch_group(handle: StudyHandle, trials: list[optuna.Trial], group_dir: Path, resume: bool, pruner: dict, metric: str) -> int:
+    """Run a member group's process (ablate.sweep.member_trial), which trains `trials` as one model, to its end,
+    beating every member's heartbeat; returns its exit code."""
+    return _supervise(handle, trials, [f"{__package__}.member_trial", str(group_dir)], group_dir, resume, pruner, metric)
+
+
+def _supervise(
+    handle: StudyHandle, trials: list[optuna.Trial], target: list[str], log_dir: Path, resume: bool, pruner: dict, metric: str
 ) -> int:
-    """Run the trial's process to its end, beating its heartbeat; returns its exit code. With `partners`, `trial_dir`
-    is a member group's directory and the process (ablate.sweep.member_trial) trains them all, each beaten too."""
-    trials = [trial, *partners]
+    """`python -m TARGET [--resume]`, its output appended to LOG_DIR/train.log, watched to its end: the trials' heartbeats
+    beaten while it runs, stopped (SIGTERM) when a trial is no longer RUNNING in the study or this worker is interrupted."""
+    trial = trials[0]
     env = {
         **os.environ,
         STORAGE_ENV: handle.url,
@@ -80,9 +92,8 @@ def launch(
         _PRUNER_ENV: json.dumps(pruner),
         _METRIC_ENV: metric,
     }
-    target = [f"{__package__}.member_trial", str(trial_dir)] if partners else [f"{__package__}.trial", str(trial_dir / "trial.yaml")]
     cmd = [sys.executable, "-m", *target, *(["--resume"] if resume else [])]
-    with open(trial_dir / "train.log", "ab") as log:
+    with open(log_dir / "train.log", "ab") as log:
         # The trial watches this worker: if it dies (even by SIGKILL), the trial saves and exits (ablate.sweep.parent_watch).
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=watched_env(env))
         Stop.child = child

@@ -23,10 +23,10 @@ from ablate.messages.redact import redact
 from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
-from ablate.sweep.ledger import BOOKKEEPING, fail
+from ablate.sweep.ledger import BOOKKEEPING, continued_attempt, fail
 from ablate.sweep.member_group import claim_group, run_group, take_group
 from ablate.sweep.plan import TrialSpec, plan_for
-from ablate.sweep.spec import Sweep, safe_name
+from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
 from ablate.sweep.trial_config import config_changed, trial_config
 
@@ -75,7 +75,7 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
                 taken.append(trial)
                 size = plan.members(handle, trial)  # >1: trained with others as members of one model
                 if size > 1:
-                    resume, partners = take_group(handle, plan, trial, (sweep.out_dir / "trials").resolve())
+                    resume, partners = take_group(handle, plan, trial, sweep.trials_root)
                     taken = partners if resume else [trial, *partners]
                 for t in taken:
                     handle.beat(t)  # from now on a dead worker's trial goes stale
@@ -120,10 +120,8 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     spec = plan.claim(handle, trial) if spec is None else spec
     if isinstance(spec, str):
         return fail(study, trial, spec)
-    root = (sweep.out_dir / "trials").resolve()
-    fresh = root / f"{trial.number:04d}-{safe_name(spec.name)}"
-    assert fresh.parent == root  # safe_name() keeps every trial inside the sweep's out_dir
-    previous = continuable(plan.earlier_attempts(handle, trial), root)
+    fresh = sweep.trial_dir(trial.number, spec.name)
+    previous = continuable(plan.earlier_attempts(handle, trial), sweep.trials_root)
     trial.set_user_attr("name", spec.name)
     try:
         trial_dir = Path(previous.user_attrs["out_dir"]) if previous is not None else fresh
@@ -160,13 +158,12 @@ def continuable(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
     """The earlier attempt to continue rather than start over: the last one, if it stopped with no reason of its
     own (its worker died, or it was preempted) and its run directory holds a readable checkpoint and no live
     training process."""
-    if not earlier:
+    last = continued_attempt(earlier, root)
+    # a member's checkpoints hold its weights, not a run to continue alone (ablate.sweep.member_group continues its group)
+    if last is None or "members_group" in last.user_attrs:
         return None
-    last = max(earlier, key=lambda t: t.number)
-    out_dir = Path(last.user_attrs.get("out_dir", ""))
-    if "members_group" in last.user_attrs:  # a member's checkpoints hold its weights, not a run to continue alone
-        return None
-    if "fail_reason" in last.user_attrs or out_dir.parent != root or not (out_dir / "checkpoints").is_dir():
+    out_dir = Path(last.user_attrs["out_dir"])
+    if not (out_dir / "checkpoints").is_dir():
         return None
     try:
         resume_checkpoint(out_dir)

@@ -88,11 +88,15 @@ class MemberAdam(torch.optim.Optimizer):
             self._on_device[name] = value.to(device)
         return self._on_device[name]
 
+    def steps(self) -> Tensor:
+        """(K,) float64 on the host: the updates each member has taken (its run's Adam `step`; zeros before any)."""
+        p = next(p for g in self.param_groups for p in g["params"])
+        state = self.state.get(p)
+        return state["step"].cpu() if state else torch.zeros(self.members, dtype=torch.float64)
+
     def last_rates(self) -> Tensor:
         """(K,) the learning rate each member's latest step used (of its next step before any)."""
-        p = next(p for g in self.param_groups for p in g["params"])
-        steps = self.state[p]["step"] if self.state.get(p) else torch.zeros(self.members, dtype=torch.float64)
-        return self.schedule(steps.clamp(min=1)).cpu()
+        return self.schedule(self.steps().clamp(min=1)).cpu()
 
     def _clip_coefficients(self, grads: list[Tensor]) -> Tensor | None:
         """(K,) factors that scale each member's gradients to at most its max norm, as clip_grad_norm_ does per run."""

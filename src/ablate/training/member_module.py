@@ -23,11 +23,11 @@ from ablate.evaluation.scores import bleu
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
-from ablate.model.dropout import Dropout
 from ablate.model.member_loss import member_translation_loss
-from ablate.model.members import member_state_dict, stack_state_dicts
-from ablate.training.member_adam import MemberAdam, noam_rates
-from ablate.training.member_training import initial_weights
+from ablate.model.members import member_state_dict
+from ablate.training.lightning_internals import logs_this_step
+from ablate.training.member_adam import MemberAdam
+from ablate.training.member_training import build_member_model, member_adam
 from ablate.training.precision import Precision
 
 
@@ -39,12 +39,8 @@ class MemberModule(L.LightningModule):
         self.members, self.vocab_size = len(configs), vocab_size
         self.values = member_values(self.cfgs)  # refuses a group whose members differ in a key they may not
         self.cfg = cfg = self.cfgs[0]  # what every member shares (a plugin's callback reads it as a run's cfg)
-        self.model = build_transformer(cfg.model, vocab_size, members=self.members)
-        self.model.load_state_dict(stack_state_dicts([initial_weights(c, vocab_size) for c in self.cfgs]))
-        rates = torch.tensor(self.values["model.dropout"], dtype=torch.float32)
-        for module in self.model.modules():
-            if isinstance(module, Dropout):
-                module.set_member_rates(rates)
+        # float64 from the start for "64" (Precision says why)
+        self.model = build_member_model(self.cfgs, vocab_size, dtype=Precision.of(cfg.train).params_dtype)
         self.register_buffer("smoothing", torch.tensor(self.values["train.label_smoothing"], dtype=torch.float64), persistent=False)
         with torch.device("meta"):
             self.params = count_parameters(build_transformer(cfg.model, vocab_size))  # one member's
@@ -55,7 +51,6 @@ class MemberModule(L.LightningModule):
         self._val_sums = torch.zeros(self.members, 3)
         self._hyps: list[dict[int, list[int]]] = []
         self._decoders: tuple = ()  # ordinary models member weights are copied into for beam search (not parameters)
-        self.model.to(Precision.of(cfg.train).params_dtype)  # float64 from the start for "64" (Precision says why)
         if cfg.train.compile:
             self.model.compile()
 
@@ -73,7 +68,7 @@ class MemberModule(L.LightningModule):
         # A frozen member (stopped, or diverged with non-finite weights) adds nothing: where() passes it no gradient.
         active = self.optimizer.active_on(per_token.device)
         total = torch.where(active, per_token, torch.zeros_like(per_token)).sum()
-        if (self.global_step + 1) % self.cfgs[0].train.log_every_steps == 0:  # the steps Lightning logs a run's at
+        if logs_this_step(self, batch_idx, self.cfgs[0].train.log_every_steps):  # the steps Lightning logs a run's at
             # Read on the host only at logging steps (ablate.training.module explains why); members share no
             # parameter, so each member's gradient is its own loss's.
             self.train_losses, self.train_step = per_token.detach().double().cpu(), self.global_step
@@ -134,19 +129,7 @@ class MemberModule(L.LightningModule):
         self.log_dict({key: sum(m[key] for m in live) / len(live) for key in live[0] if all(key in m for m in live)})
 
     def configure_optimizers(self):
-        t, v = self.cfgs[0].train, self.values
-        clip = torch.tensor(v["train.clip_grad"], dtype=torch.float64)
-        warmup = torch.tensor(v["train.warmup"], dtype=torch.float64, device=self.device)
-        scale = torch.tensor(v["train.lr_scale"], dtype=torch.float64, device=self.device)
-        return MemberAdam(
-            self.model.parameters(),
-            members=self.members,
-            lr=noam_rates(self.cfgs[0].model.d_model, warmup, scale),
-            betas=tuple(t.betas),
-            eps=t.eps,
-            weight_decay=t.weight_decay,
-            clip=clip if bool((clip > 0).any()) else None,
-        )
+        return member_adam(self.model.parameters(), self.cfgs, self.device)
 
     def member_weights(self, k: int) -> dict[str, Tensor]:
         """Member k's weights as its own run's model holds them."""

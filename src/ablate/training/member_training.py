@@ -25,40 +25,53 @@ def initial_weights(cfg: ExperimentConfig, vocab_size: int) -> dict[str, Tensor]
     return build_transformer(cfg.model, vocab_size).state_dict()
 
 
+def build_member_model(
+    configs: list[ExperimentConfig], vocab_size: int, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+) -> torch.nn.Module:
+    """The member model of `configs` on `device` in `dtype`: member k starts from run k's own initial weights and
+    drops out at its own `model.dropout`. The one recipe for `ablate train --members` (MemberModule) and the
+    equivalence tests and benchmarks (MemberTraining), so what those check is what a group trains."""
+    values = member_values(configs)  # refuses a group whose members differ in a key they may not
+    model = build_transformer(configs[0].model, vocab_size, members=len(configs))
+    model.load_state_dict(stack_state_dicts([initial_weights(c, vocab_size) for c in configs]))
+    model.to(device=device, dtype=dtype)
+    rates = torch.tensor(values["model.dropout"], dtype=torch.float32, device=next(model.parameters()).device)
+    for module in model.modules():
+        if isinstance(module, Dropout):
+            module.set_member_rates(rates)
+    return model
+
+
+def member_adam(params, configs: list[ExperimentConfig], device: torch.device) -> MemberAdam:
+    """MemberAdam over `params` with each member's own schedule (warmup, lr_scale) and gradient clipping."""
+    values, t = member_values(configs), configs[0].train
+    clip = torch.tensor(values["train.clip_grad"], dtype=torch.float64)
+    warmup = torch.tensor(values["train.warmup"], dtype=torch.float64, device=device)
+    scale = torch.tensor(values["train.lr_scale"], dtype=torch.float64, device=device)
+    return MemberAdam(
+        params,
+        members=len(configs),
+        lr=noam_rates(configs[0].model.d_model, warmup, scale),
+        betas=tuple(t.betas),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        clip=clip if bool((clip > 0).any()) else None,
+    )
+
+
 class MemberTraining:
-    """The member model, each member's loss knobs and the optimizer, on `device` in `dtype`."""
+    """The member model, each member's loss knobs and the optimizer, on `device` in `dtype`: a group's step without
+    Lightning, for the equivalence tests and benchmarks."""
 
     def __init__(
         self, configs: list[ExperimentConfig], vocab_size: int, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
     ):
-        values = member_values(configs)
         self.configs, self.members = configs, len(configs)
-        cfg = configs[0]
-        state = stack_state_dicts([initial_weights(c, vocab_size) for c in configs])
-        self.model = build_transformer(cfg.model, vocab_size, members=self.members)
-        self.model.load_state_dict(state)
-        self.model.to(device=device, dtype=dtype)
+        self.model = build_member_model(configs, vocab_size, device, dtype)
         self.device = next(self.model.parameters()).device
-        rates = torch.tensor(values["model.dropout"], dtype=torch.float32, device=self.device)
-        for module in self.model.modules():
-            if isinstance(module, Dropout):
-                module.set_member_rates(rates)
-        self.smoothing = torch.tensor(values["train.label_smoothing"], dtype=torch.float64, device=self.device)
-        clip = torch.tensor(values["train.clip_grad"], dtype=torch.float64)
-        warmup, scale = (
-            torch.tensor(values["train.warmup"], dtype=torch.float64),
-            torch.tensor(values["train.lr_scale"], dtype=torch.float64),
-        )
-        t = cfg.train
-        self.optimizer = MemberAdam(
-            self.model.parameters(),
-            members=self.members,
-            lr=noam_rates(cfg.model.d_model, warmup.to(self.device), scale.to(self.device)),
-            betas=tuple(t.betas),
-            eps=t.eps,
-            weight_decay=t.weight_decay,
-            clip=clip if bool((clip > 0).any()) else None,
-        )
+        smoothing = member_values(configs)["train.label_smoothing"]
+        self.smoothing = torch.tensor(smoothing, dtype=torch.float64, device=self.device)
+        self.optimizer = member_adam(self.model.parameters(), configs, self.device)
 
     def loss(self, batch: dict) -> tuple[Tensor, Tensor, Tensor]:
         """Per member (K,): summed smoothed loss, summed NLL, real target tokens."""

@@ -43,11 +43,36 @@ def test_outputs_inside_a_study_or_run_are_refused_unless_the_command_owns_it(tm
     with pytest.raises(ValueError, match=f"is inside the run folder {other}"):
         check_output(other / "avg.ckpt", "-o", owns=[run])
     check_output(run / "hyp.txt", "-o", owns=[run])
-    check_output(run / "eval" / "x.json", "--out", owns=[study])  # inside a run inside the study it owns
+    check_output(run / "notes" / "x.json", "--out", owns=[study])  # inside a run inside the study it owns
     check_output(tmp_path / "elsewhere" / "x", "-o")
     (tmp_path / "arch").mkdir()
     (tmp_path / "arch" / ARCHIVE_INCOMPLETE).touch()
     assert folder_kind(tmp_path / "arch") == "study"
+
+
+@pytest.mark.parametrize("written, named", [
+    ("summary.json", "summary.json"), ("config.yaml", "config.yaml"), ("metrics.csv", "metrics.csv"),
+    ("progress.json", "progress.json"), ("eval/valid.json", "eval"), ("resume-1/metrics.csv", "resume-1"),
+    ("config.before-resume-1.yaml", "config.before-resume-1.yaml"), ("checkpoints/last.ckpt", "checkpoints/last.ckpt"),
+    ("checkpoints/step=400.ckpt", "checkpoints/step=400.ckpt"), ("checkpoints/best.ckpt", "checkpoints/best.ckpt"),
+])  # fmt: skip
+def test_what_ablate_wrote_in_a_run_is_never_replaced_even_by_a_command_that_owns_the_run(tmp_path, written, named):
+    """`translate -o RUN/checkpoints/last.ckpt` (a typo) replaced the run's resume point with one line of text."""
+    run = run_folder(tmp_path / "run")
+    with pytest.raises(ValueError, match=f"-o {run / written} would replace {named} of the run {run}, which ablate wrote"):
+        check_output(run / written, "-o", owns=[run])
+    check_output(run / "checkpoints" / "avg5.ckpt", "-o", owns=[run])  # a new file beside the training checkpoints
+    check_output(run / "hyp.de", "-o", owns=[run])
+
+
+def test_a_study_s_own_files_are_never_replaced_by_the_table_that_owns_it(tmp_path):
+    study = tmp_path / "study"
+    (study / "trials").mkdir(parents=True)
+    (study / "study.db").write_bytes(b"")
+    for name in ("results.csv", "results.json", "study.db"):
+        with pytest.raises(ValueError, match=f"--out {study / name} would replace {name} of the study {study}"):
+            check_output(study / name, "--out", owns=[study])
+    check_output(study / "table3.csv", "--out", owns=[study])
 
 
 def test_streams_and_linked_parent_folders_are_written(tmp_path):

@@ -8,7 +8,7 @@ from sweep_files import write
 
 from ablate.cli import main
 from ablate.sweep.load import load_sweep
-from ablate.sweep.member_checks import members_problem
+from ablate.sweep.member_checks import few_groups_note, members_problem
 
 
 def test_a_file_that_asks_for_no_members_has_no_members_problem(tmp_path):
@@ -50,3 +50,24 @@ def test_members_from_the_flag_are_checked_against_the_rows_settings(tmp_path, c
     path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2]\noverrides: {train.accumulate: 2}\n")
     assert main(["sweep", str(path), "--members", "2", "--dry-run"]) == 2
     assert "--members: variant 'base': members: train.accumulate must be 1 with members" in capsys.readouterr().err
+
+
+def test_rows_left_in_fewer_than_four_groups_are_named_with_their_groups(tmp_path):
+    """A row's seeds in one group get no seed interval from `ablate table` (a group counts once), so the sweep says so
+    before it trains, naming each such row; members that leave every row 4 groups, or none, say nothing."""
+    body = "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n  other: {members.size: 1}\nseeds: [1, 2, 3, 4, 5, 6, 7, 8]\n"
+    for k, members in enumerate(("members: 3\n", "members: 2\n", "")):
+        (tmp_path / str(k)).mkdir()
+        note = few_groups_note(load_sweep(write(tmp_path / str(k), body + members)))
+        if k == 0:
+            assert note.startswith("members: base (8 seeds in as few as 3 groups of 3).") and "other" not in note
+            assert "a row in 1 group gets no seed interval" in note
+        else:  # 4 groups of 2; seeds as runs
+            assert note is None
+
+
+def test_the_dry_run_names_rows_left_in_few_groups(tmp_path, capsys):
+    body = "name: demo\nbase: base.yaml\nvariants:\n  base: {}\nseeds: [1, 2, 3, 4]\nmembers: 4\n"
+    assert main(["sweep", str(write(tmp_path, body + f"out_dir: {tmp_path}/out\n")), "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "note: members: base (4 seeds in as few as 1 group of 4)" in out and "gets no seed interval" in out
