@@ -71,3 +71,37 @@ def test_a_forced_resume_that_changes_a_model_setting_averages_only_its_own_chec
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 20 and summary["averaged_from"] == ["step=16.ckpt", "step=20.ckpt"], summary.get("averaged_from")
     assert summary["selected"] == "avg of last 2" and summary["basis"].endswith("last-2 average")
+
+
+def test_a_finished_run_resumed_further_and_stopped_reads_unfinished_not_done(tmp_path):
+    """`--resume --force` with more steps, stopped by SIGTERM, left the old summary.json (6 steps), and `ablate table`
+    counted the run finished at 6 steps; now the resume sets it aside, the table leaves the run out naming it, and the
+    resume that ends writes the summary anew."""
+    done = write_experiment(tmp_path, "short", out_dir=tmp_path / "base", max_steps=6)
+    assert ablate("train", str(done)).returncode == 0
+    further = write_experiment(
+        tmp_path, "long", out_dir=tmp_path / "base", max_steps=20, plugins=[fault_plugin(tmp_path, signal_at="12:TERM")]
+    )
+    stopped = ablate("train", str(further), "--resume", "--force")
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    assert not (tmp_path / "base" / "summary.json").exists()
+    assert json.loads((tmp_path / "base" / "summary.before-resume-1.json").read_text())["steps"] == 6
+    table = ablate("table", str(tmp_path))
+    assert f"left out: {tmp_path / 'base'} (no summary.json" in table.stderr, table.stdout + table.stderr
+    finished = ablate("train", str(further), "--resume", "--force")
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert json.loads((tmp_path / "base" / "summary.json").read_text())["steps"] == 20
+
+
+def test_a_member_group_resumed_as_a_run_is_refused_before_touching_it(tmp_path):
+    """`ablate train CONFIG --resume --force` on a group's folder (no --members) rewrote its config.yaml and only then
+    failed with a size-mismatch traceback, after which the right command was refused too."""
+    config = write_experiment(tmp_path, max_steps=4)
+    assert ablate("train", str(config), "--members", "2").returncode == 0
+    group = tmp_path / "run"
+    before = snapshot(group)
+    proc = ablate("train", str(config), "--resume", "--force")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "is a group of 2 members" in proc.stderr and "--members 2" in proc.stderr, proc.stderr[-2000:]
+    assert snapshot(group) == before
+    assert ablate("train", str(config), "train.max_steps=6", "--members", "2", "--resume", "--force").returncode == 0

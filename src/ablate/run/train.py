@@ -24,7 +24,7 @@ from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume
-from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint
+from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint, saved_config
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
 
@@ -101,6 +101,13 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
 def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:
     """Check that the run in `out` can continue with `cfg` and its corpus files as they are now, refusing before any file
     changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
+    members = saved_config(out).get("members", {}) if (out / "config.yaml").is_file() else {}
+    if (size := members.get("size") or 1) > 1 and members.get("group") is None:  # a member names its group: resume_checkpoint says
+        raise ValueError(  # its checkpoint holds K members' weights, which no run's model loads, even with --force
+            f"--resume: {out} is a group of {size} members ({out / 'config.yaml'}: members.size {size}), not a run: resume "
+            f"it with the command that started it, --members {size} and its seeds or listed values, adding --resume; "
+            "nothing was changed"
+        )
     ckpt_path = resume_checkpoint(out)
     return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)
 

@@ -19,6 +19,7 @@ from ablate.run.resume_checks import (
     keep_forced_config,
     remove_interrupted_saves,
     resume_attempt,
+    set_aside_results,
 )
 
 MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
@@ -85,3 +86,22 @@ def test_interrupted_saves_go_and_attempts_count_the_resumes_before(tmp_path):
     assert resume_attempt(tmp_path) == 1
     (tmp_path / "resume-1").mkdir()
     assert resume_attempt(tmp_path) == 2
+
+
+def test_a_resume_sets_the_runs_earlier_results_aside_so_a_stopped_resume_reads_unfinished(tmp_path):
+    """A finished run resumed with more steps and stopped (exit 75) kept its old summary.json, and `ablate table`
+    counted it finished at its old step count; its results now wait as *.before-resume-N until the resume ends."""
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "summary.json").write_text('{"steps": 6}')
+    (tmp_path / "eval" / "valid.json").write_text("{}")
+    (tmp_path / "eval" / "test.json").write_text("[]")
+    set_aside_results(tmp_path, 1)
+    assert not (tmp_path / "summary.json").exists() and not list((tmp_path / "eval").glob("????.json"))
+    assert (tmp_path / "summary.before-resume-1.json").read_text() == '{"steps": 6}'
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["test.before-resume-1.json", "valid.before-resume-1.json"]
+    set_aside_results(tmp_path, 2)  # nothing new to set aside: the earlier ones stay as they are
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == [
+        "summary.before-resume-1.json",
+        "test.before-resume-1.json",
+        "valid.before-resume-1.json",
+    ]
