@@ -51,7 +51,8 @@ def _members_in(group: Path) -> list[Path]:
             named = saved_config(folder).get("members", {}).get("group")
         except (ValueError, OSError):  # a damaged member config: not ours to judge here
             continue
-        if named and Path(named).resolve() == group.resolve():
+        # The group as it was named when it trained: relative to that command's working directory, maybe not this one's
+        if named and (Path(named).resolve() == group.resolve() or Path(named).name == group.resolve().name):
             members.append(folder)
     return members
 

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
+from ablate.files.atomic import write_file
 from ablate.messages.logs import worker_says as say
 from ablate.run import run_dir_in_use
 from ablate.sweep import member_trial
@@ -50,6 +51,24 @@ def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tu
     return (group, dirs), ordered
 
 
+def other_grouping(earlier: list[FrozenTrial], root: Path, grouped: bool) -> str | None:
+    """Why an interrupted attempt's checkpoint is not continued, if that is because it trained as a member and this
+    attempt trains alone, or the reverse (`--members` changed between runs of the sweep): said, not passed over."""
+    last = continued_attempt(earlier, root)
+    if last is None or ("members_group" in last.user_attrs) == grouped:
+        return None
+    group = last.user_attrs.get("members_group")
+    saved = Path(group) / "checkpoints" / "last.ckpt" if group else Path(last.user_attrs["out_dir"]) / "checkpoints"
+    if not saved.exists():
+        return None
+    was = f"as a member of the group {group}" if group else "alone"
+    now = "as a member" if grouped else "alone"
+    return (
+        f"trial {last.number} was interrupted training {was}, and members changed, so this trains {now} from the start; "
+        f"rerun the sweep with its earlier --members to continue it instead ({saved} is kept)"
+    )
+
+
 def claim_group(handle: StudyHandle, trials: list[optuna.Trial], sweep: Sweep) -> list[tuple[optuna.Trial, TrialSpec]]:
     """Each trial's spec; a trial that must not run (ablate.sweep.plan's claim) is failed and left out."""
     plan, claimed = plan_for(sweep), []
@@ -86,12 +105,15 @@ def run_group(
         group_dir = sweep.group_dir(first.number, first_spec.row)
         members["members.group"] = str(group_dir)
     trial_dirs = []
+    plan = plan_for(sweep)
     try:
         for k, (t, spec) in enumerate(claimed):
+            if not resume and (note := other_grouping(plan.earlier_attempts(handle, t), sweep.trials_root, grouped=True)):
+                say(index, f"trial {t.number} ({spec.name}): {note}")
             trial_dir = resume[1][k] if resume else sweep.trial_dir(t.number, spec.name)
             cfg = trial_config(sweep, t, spec, trial_dir, {**members, "members.index": k})
             trial_dir.mkdir(parents=True, exist_ok=True)
-            (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
+            write_file(trial_dir / "trial.yaml", to_yaml(cfg))
             t.set_user_attr("name", spec.name)
             t.set_user_attr("out_dir", str(trial_dir))
             t.set_user_attr("members_group", str(group_dir))

@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ablate.files.atomic import write_file
 from ablate.messages import logs
 from ablate.messages.redact import redact
 from ablate.run import FAILED_FILE, INTERRUPTED_EXIT, PREEMPTED_EXIT
@@ -28,7 +29,7 @@ GROUP_FILE = "group.json"
 
 def start_group(group_dir: Path, trial_dirs: list[Path], numbers: list[int]) -> None:
     group_dir.mkdir(parents=True, exist_ok=True)
-    (group_dir / GROUP_FILE).write_text(json.dumps({"trials": [str(d / "trial.yaml") for d in trial_dirs], "numbers": numbers}, indent=1))
+    write_file(group_dir / GROUP_FILE, json.dumps({"trials": [str(d / "trial.yaml") for d in trial_dirs], "numbers": numbers}, indent=1))
 
 
 def record_group(

@@ -18,13 +18,14 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
+from ablate.files.atomic import write_file
 from ablate.messages.logs import worker_says as say
 from ablate.messages.redact import redact
 from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
 from ablate.sweep.ledger import BOOKKEEPING, continued_attempt, fail
-from ablate.sweep.member_group import claim_group, run_group, take_group
+from ablate.sweep.member_group import claim_group, other_grouping, run_group, take_group
 from ablate.sweep.plan import TrialSpec, plan_for
 from ablate.sweep.spec import Sweep
 from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
@@ -121,7 +122,10 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     if isinstance(spec, str):
         return fail(study, trial, spec)
     fresh = sweep.trial_dir(trial.number, spec.name)
-    previous = continuable(plan.earlier_attempts(handle, trial), sweep.trials_root)
+    earlier = plan.earlier_attempts(handle, trial)
+    previous = continuable(earlier, sweep.trials_root)
+    if previous is None and (note := other_grouping(earlier, sweep.trials_root, grouped=False)):
+        say(index, f"trial {trial.number} ({spec.name}): {note}")
     trial.set_user_attr("name", spec.name)
     try:
         trial_dir = Path(previous.user_attrs["out_dir"]) if previous is not None else fresh
@@ -131,7 +135,7 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
             previous, trial_dir = None, fresh
             cfg = trial_config(sweep, trial, spec, trial_dir)
         trial_dir.mkdir(parents=True, exist_ok=True)
-        (trial_dir / "trial.yaml").write_text(to_yaml(cfg))
+        write_file(trial_dir / "trial.yaml", to_yaml(cfg))
     except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
         return fail(study, trial, f"{type(e).__name__}: {e}")
     trial.set_user_attr("out_dir", str(trial_dir))

@@ -112,6 +112,18 @@ def test_a_member_groups_members_are_its_earlier_run_and_move_aside_with_it(tmp_
     assert sorted(p.name for p in group.iterdir()) == ["notes", "plots"] and earlier_run(group) == []
 
 
+def test_members_named_by_a_relative_group_move_aside_with_it_from_any_working_directory(tmp_path, monkeypatch):
+    """`members.group` is the out_dir as given (`out_dir=rel/g`); --move-aside run from another directory split the
+    members off the group into folders inside the new group's."""
+    group = tmp_path / "rel" / "g"
+    save_config(group, config(group))
+    member = config(group / "seed=1")
+    member.members.group, member.members.index = "rel/g", 0
+    save_config(group / "seed=1", member)
+    monkeypatch.chdir(tmp_path / "rel")  # rel/g means nothing here
+    assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1"]
+
+
 def test_earlier_run_counts_the_fingerprint_the_run_tokenizer_and_what_a_resume_kept(tmp_path):
     out = tmp_path / "run"
     out.mkdir()

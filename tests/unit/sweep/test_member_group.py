@@ -9,7 +9,7 @@ from sweep_files import write
 
 from ablate.sweep.ledger import fail, row_of
 from ablate.sweep.load import load_sweep
-from ablate.sweep.member_group import claim_group, take_group
+from ablate.sweep.member_group import claim_group, other_grouping, take_group
 from ablate.sweep.member_trial import GROUP_FILE
 from ablate.sweep.plan import plan_for
 from ablate.sweep.worker import open_sweep_study
@@ -58,3 +58,25 @@ def test_a_group_that_left_no_checkpoint_starts_afresh_with_the_rows_partners(tm
     trial = plan.take(handle)
     resume, partners = take_group(handle, plan, trial, root)
     assert resume is None and len(partners) == 1 and row_of(handle.frozen(partners[0]))[0] == "base"
+
+
+def test_an_interrupted_attempt_in_the_other_grouping_is_named_not_passed_over(tmp_path):
+    """`ablate sweep --members 2` after a plain run was interrupted (or the reverse) trained the row from step 0 and
+    said nothing; the worker now says which attempt it does not continue, and how to continue it."""
+    sweep, handle, plan, root = _study(tmp_path)
+    group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
+    again = plan.take(handle)
+    earlier = plan.earlier_attempts(handle, again)
+    assert other_grouping(earlier, root, grouped=True) is None  # continued as a group: nothing to say
+    note = other_grouping(earlier, root, grouped=False)
+    assert note.startswith(f"trial {max(t.number for t in earlier)} was interrupted training as a member of the group {group}")
+    assert "rerun the sweep with its earlier --members to continue it" in note
+    alone = plan.take(handle, lambda key: key == ("base", 3))
+    (root / f"{alone.number:04d}-base" / "checkpoints").mkdir(parents=True)
+    alone.set_user_attr("out_dir", str(root / f"{alone.number:04d}-base"))
+    fail(handle.study, alone)
+    plan.queue(handle.study, only_dead=True)
+    retry = plan.take(handle, lambda key: key == ("base", 3))
+    earlier = plan.earlier_attempts(handle, retry)
+    assert other_grouping(earlier, root, grouped=False) is None
+    assert other_grouping(earlier, root, grouped=True).startswith(f"trial {alone.number} was interrupted training alone")
