@@ -7,8 +7,10 @@ schema in order, then dotlist overrides (`model.heads=4 model.positional=learned
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
+from ablate import __version__
 from ablate.archive import flags as archive_flags
 from ablate.config import ConfigError
 from ablate.data.datasets import DownloadError
@@ -25,17 +27,60 @@ from ablate.training import flags as training_flags
 OWN_SIGNAL_HANDLING = ("train", "sweep")
 
 
+# One line each command's --help ends with: a command that works from the repository's root.
+EXAMPLES = {
+    "params": "ablate params experiments/base.yaml model.d_model=1024",
+    "train": "ablate train experiments/quickstart.yaml model.heads=4 out_dir=runs/h4",
+    "sweep": "ablate sweep sweeps/quickstart.yaml --dry-run",
+    "status": "ablate status runs/sweeps/quickstart",
+    "table": "ablate table runs/sweeps/quickstart --split test",
+    "archive": "ablate archive runs/sweeps/quickstart studies/quickstart",
+    "translate": "echo 'A dog runs on the beach.' | ablate translate runs/h4/checkpoints/best.ckpt",
+    "evaluate": "ablate evaluate runs/h4/checkpoints/best.ckpt --split test",
+    "average": "ablate average --run-dir runs/h4 --last 5 -o runs/h4/avg5.ckpt",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """One subcommand per package, each adding its own flags (PACKAGE/flags.py), in the order `ablate -h` lists them."""
+    """One subcommand per package, each adding its own flags (PACKAGE/flags.py), in the order `ablate -h` lists them;
+    each command's --help opens with what `ablate -h` says of it and ends with an example."""
     parser = argparse.ArgumentParser(prog="ablate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ablate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for flags in (run_flags, sweep_flags, table_flags, archive_flags, inference_flags, training_flags):
         flags.add_parsers(sub)
+    for action in sub._choices_actions:  # argparse keeps each command's help= only for the list in `ablate -h`
+        command = sub.choices[action.dest]
+        command.description = command.description or action.help
+        example = f"example: {EXAMPLES[action.dest]}\ndocs: README.md and docs/ (docs/configuration.md: configs and overrides)"
+        command.epilog = f"{command.epilog}\n\n{example}" if command.epilog else example
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown flag is refused by its command's parser (its usage, not ablate's), with the nearest
+    flag it has or, for a command that reads a config, the override the flag may have meant (`--out_dir x` ->
+    `out_dir=x`)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command = sub.choices[args.command]
+    flags = [o for a in command._actions for o in a.option_strings]
+    hints = []
+    for arg in (a for a in extra if a.startswith("-")):
+        name = arg.split("=", 1)[0]
+        if near := difflib.get_close_matches(name, flags, n=1, cutoff=0.75):
+            hints.append(f"{name}: did you mean {near[0]}?")
+        elif hasattr(args, "config") and ("." in name or name.lstrip("-") in ("out_dir", "seed", "seeds")):
+            hints.append(f"{name}: config keys are overrides, written KEY=VALUE ({name.lstrip('-')}=...)")
+    command.error(f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     logs.to_stderr()
     if args.command not in OWN_SIGNAL_HANDLING:
         signals.raise_on_sigterm()

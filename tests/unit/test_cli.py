@@ -4,10 +4,12 @@ and `ablate params` prints the parameter table of a config."""
 from __future__ import annotations
 
 import logging
+import shlex
 
 import pytest
 import yaml
 
+import ablate
 from ablate import cli
 from ablate.config import ConfigError
 from ablate.experiment import load_config
@@ -105,8 +107,8 @@ def test_subcommand_parses_into_its_handler(command):
 def test_defaults_of_decoding_and_training_flags():
     args = cli.build_parser().parse_args(["translate", "m.ckpt"])
     assert (args.input, args.output, args.beam, args.plugins) == ("-", "-", None, [])
-    args = cli.build_parser().parse_args(["train"])
-    assert args.config == [] and not (args.resume or args.auto_resume or args.force or args.move_aside)
+    args = cli.build_parser().parse_args(["train", "a.yaml"])
+    assert args.config == ["a.yaml"] and not (args.resume or args.auto_resume or args.force or args.move_aside)
     args = cli.build_parser().parse_args(["evaluate", "m.ckpt", "--plugins", "a.py", "--plugins", "b.py"])
     assert args.plugins == ["a.py", "b.py"]  # repeated --plugins add up
 
@@ -205,3 +207,34 @@ def test_params_prints_the_parameter_table_of_a_config(tmp_path, capsys):
     for part, (count, millions) in rows.items():
         assert count == f"{counts[part]:,}" and millions == f"{counts[part] / 1e6:.2f}"
     assert counts["decoder"] > counts["encoder"] > 0  # two decoder layers with cross-attention, one encoder layer
+
+
+def test_a_mistyped_flag_is_refused_by_its_command_with_the_flag_or_override_it_meant(capsys):
+    """`ablate sweep FILE --dry_run` got ablate's top-level usage and no hint; `--out_dir x` no word that config keys
+    are overrides."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["sweep", "s.yaml", "--dry_run"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: ablate sweep" in err and "--dry_run: did you mean --dry-run?" in err
+    with pytest.raises(SystemExit):
+        cli.main(["train", "a.yaml", "--out_dir", "runs/x"])
+    err = capsys.readouterr().err
+    assert "usage: ablate train" in err and "--out_dir: config keys are overrides, written KEY=VALUE (out_dir=...)" in err
+
+
+def test_train_without_a_config_is_refused_not_trained_on_the_schemas_defaults(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train"])
+    assert e.value.code == 2 and "the following arguments are required: config" in capsys.readouterr().err
+
+
+def test_version_and_each_commands_help_with_its_summary_and_an_example(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"ablate {ablate.__version__}"
+    for command in sorted(subcommands()):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        assert f"example: {cli.EXAMPLES[command]}" in out and out.split("\n\n")[1].strip(), command
+        assert cli.build_parser().parse_args(shlex.split(cli.EXAMPLES[command].split("| ")[-1])[1:]).command == command

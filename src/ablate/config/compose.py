@@ -22,6 +22,9 @@ from ablate.messages.errors import ConfigError
 
 def _read_yaml(path: Path) -> dict:
     """A config file's sections; ablate.files.yaml_file refuses unsafe tags and duplicate keys."""
+    if not Path(path).exists() and "." in str(path) and not str(path).endswith((".yaml", ".yml")) and "/" not in str(path):
+        # `model.heads 4`: an override missing its '=', read as a file name
+        raise ConfigError(f"config file not found: {path} (an override is written KEY=VALUE, e.g. {path}=...)")
     data = read_yaml(path, "config file")
     if data is None:
         return {}

@@ -34,8 +34,10 @@ def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
     """Turn an OmegaConf error into one that names the key, the value and what is allowed."""
     key = err.full_key or "?"
     if isinstance(err, ConfigKeyError) or "not in struct" in str(err) or "Key '" in str(err):
-        valid = [k for k in _valid_keys(ExperimentConfig()) if k.count(".") == key.count(".")]
-        same_leaf = [k for k in valid if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]  # the key in the wrong section
+        every = _valid_keys(ExperimentConfig())
+        valid = [k for k in every if k.count(".") == key.count(".")]
+        # the key in the wrong section, or in none (`heads=4` for model.heads)
+        same_leaf = [k for k in every if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
         hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
         return ConfigError(f"{source}: unknown config key '{key}'{hint}")
     if isinstance(err, ValidationError):

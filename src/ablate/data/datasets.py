@@ -201,22 +201,36 @@ def resolve_split(data_cfg, split: str) -> tuple[Path, Path]:
     names = [spec.filename(split, lang) for lang in langs]
 
     # Explicit wins: a data.dir without the files is a mistake to report, not a reason to download.
+    # The folder itself, or its DATASET/ subfolder (a data root holding several corpora), for either.
     if data_cfg.dir:
         folder = Path(data_cfg.dir).expanduser()
-        if hit := _find(folder, names):
+        if hit := _find(folder, names) or _find(folder / spec.name, names):
             return hit
         missing = [n for n in names if _find_one(folder, n) is None]
-        raise FileNotFoundError(f"data.dir='{data_cfg.dir}' lacks {missing} for the {split} split of '{spec.name}'")
+        raise FileNotFoundError(
+            f"data.dir='{data_cfg.dir}' lacks {missing} for the {split} split of '{spec.name}' (nor has {folder / spec.name})"
+        )
     # Files the user put in data.dir or $ABLATE_DATA_DIR are used unverified: they may be a deliberate variant
     # (re-cleaned, decompressed); only bytes we download ourselves are checked against the registry's hashes.
-    if env := os.environ.get("ABLATE_DATA_DIR"):
-        for folder in (Path(env).expanduser() / spec.name, Path(env).expanduser()):
+    env = os.environ.get("ABLATE_DATA_DIR")
+    if env:
+        root = Path(env).expanduser()
+        if not root.is_dir():  # a mistyped path is a mistake to report, not a reason to download
+            raise FileNotFoundError(
+                f"ABLATE_DATA_DIR={env} is no folder here ({root.absolute()}); point it at the folder holding {spec.name}/"
+            )
+        for folder in (root / spec.name, root):
             if hit := _find(folder, names):
                 return hit
     cached = cache_dir(data_cfg) / "datasets" / spec.name
     if hit := _find(cached, names):
         return hit
-    spec.fetch(split, langs, cached)
+    try:
+        spec.fetch(split, langs, cached)
+    except DownloadError as e:
+        if env:  # the variable is set, to a folder without this corpus: say so beside the download's error
+            raise DownloadError(f"{e} (ABLATE_DATA_DIR={env} holds neither {root / spec.name} nor {names} itself)") from None
+        raise
     hit = _find(cached, names)
     assert hit is not None, f"{spec.name}.fetch() did not produce {names} in {cached}"
     return hit

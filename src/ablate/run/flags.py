@@ -11,11 +11,12 @@ from ablate.messages.flag_types import Number
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("params", help="print the parameter count of a config")
-    p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
+    p.add_argument("config", nargs="*", help="YAML files, then key=value overrides; none: the schema's defaults")
     p.set_defaults(func=run_params)
 
     p = sub.add_parser("train", help="train one model")
-    p.add_argument("config", nargs="*", help="YAML files and key=value overrides")
+    # One at least: `ablate train` alone trained the schema's defaults (a 48M-parameter model, 100,000 steps) into runs/default
+    p.add_argument("config", nargs="+", help="YAML files, then key=value overrides (e.g. experiments/quickstart.yaml model.heads=4)")
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")
     p.add_argument("--auto-resume", action="store_true", help="resume when out_dir holds checkpoints, else start (for requeued jobs)")
     p.add_argument("--force", action="store_true", help="with --resume: accept a config that differs from the saved one")

@@ -34,6 +34,12 @@ class CheckpointError(ValueError):
 def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply."""
     path = Path(path)
+    if path.is_dir():
+        found = ", ".join(p.name for p in sorted((path / "checkpoints").glob("*.ckpt"))[:4] if path.joinpath("checkpoints").is_dir())
+        raise CheckpointError(
+            f"{path} is a folder, not a checkpoint: give a file, such as {path / 'checkpoints' / 'best.ckpt'}"
+            + (f" (its checkpoints/ holds {found})" if found else "")
+        )
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:

@@ -50,6 +50,14 @@ def test_wrong_type_names_key_and_value():
 def test_unknown_key_in_the_wrong_section_names_the_right_one():
     with pytest.raises(ConfigError, match=r"unknown config key 'train.heads' \(did you mean 'model.heads'\?\)"):
         load_config(overrides=["train.heads=4"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'heads' \(did you mean 'model.heads'\?\)"):
+        load_config(overrides=["heads=4"])  # in no section at all
+
+
+def test_an_override_without_its_equals_sign_is_named_as_one(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"config file not found: model.heads \(an override is written KEY=VALUE"):
+        load_config(["model.heads"])
 
 
 def test_a_merge_onto_a_config_names_its_source_and_the_key():

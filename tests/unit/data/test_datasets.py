@@ -139,8 +139,26 @@ def test_resolution_order(fake, monkeypatch, tmp_path):
 
 def test_env_dir_without_files_falls_through(fake, monkeypatch, tmp_path):
     cfg, _, _ = fake
+    (tmp_path / "nothing_here").mkdir()  # a data root holding other corpora: this one is downloaded
     monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nothing_here"))
     assert _tag(resolve_split(cfg, "train")[0]) == "served"
+
+
+def test_an_env_dir_that_does_not_exist_is_refused_naming_the_variable_not_downloaded_around(fake, monkeypatch, tmp_path):
+    """A clone not beside ../shared exported ABLATE_DATA_DIR=../shared/data, and ablate went to download the corpus,
+    failing offline with a hint about data.dir only."""
+    cfg, _, requests = fake
+    monkeypatch.setenv("ABLATE_DATA_DIR", "no/such/folder")
+    with pytest.raises(FileNotFoundError, match=r"ABLATE_DATA_DIR=no/such/folder is no folder here \(.*no/such/folder\)"):
+        resolve_split(cfg, "train")
+    assert requests == []
+
+
+def test_data_dir_may_name_the_data_root_that_holds_the_dataset_folder(fake, tmp_path):
+    cfg, _, requests = fake
+    _write_split_files(tmp_path / "root" / "fake", "root")
+    cfg.dir = str(tmp_path / "root")
+    assert _tag(resolve_split(cfg, "train")[0]) == "root" and requests == []
 
 
 def test_explicit_dir_without_files_raises(fake, tmp_path):

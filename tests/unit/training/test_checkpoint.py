@@ -61,7 +61,13 @@ def test_load_checkpoint_reads_an_ablate_checkpoint_eagerly_or_mmapped(tmp_path)
 def test_load_checkpoint_refuses_a_missing_file_naming_it(tmp_path):
     with pytest.raises(CheckpointError, match=f"checkpoint not found: {tmp_path / 'gone.ckpt'}"):
         load_checkpoint(tmp_path / "gone.ckpt")
-    with pytest.raises(CheckpointError, match="not found"):  # a folder is not a checkpoint file
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "best.ckpt").touch()
+    with pytest.raises(
+        CheckpointError, match=r"run is a folder, not a checkpoint: give a file, such as .*best.ckpt \(its checkpoints/ holds best.ckpt\)"
+    ):
+        load_checkpoint(tmp_path / "run")
+    with pytest.raises(CheckpointError, match="is a folder, not a checkpoint"):  # a folder is not a checkpoint file
         load_checkpoint(tmp_path)
     assert issubclass(CheckpointError, ValueError)  # so the CLI reports it as a user error
 
