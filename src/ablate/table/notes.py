@@ -156,5 +156,6 @@ def agreement_notes(s: dict) -> list[str]:
         + ".",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
-        f"precision (|Δ| < {verdicts.BLEU_TIE} BLEU, < {verdicts.PPL_TIE} PPL).",
+        f"precision (|Δ| < {verdicts.BLEU_TIE} BLEU, < {verdicts.PPL_TIE} PPL); '; ours differs' where ours is significant "
+        "by the same test.",
     ]

@@ -11,9 +11,12 @@ AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"
 
 
 NO_CHANGE, NO_PAPER = "paper: no change", "no paper row"
+# The paper's Δ is 0 at its printed precision and ours differs (significant, as for agree/disagree): not agreement,
+# which "paper: no change" alone would read as, nor a disagreement in sign, which a Δ of 0 has none to have.
+NO_CHANGE_OURS_DIFFERS = "paper: no change; ours differs"
 
 
-VERDICTS = (AGREE, DISAGREE, INCONCLUSIVE, NO_CHANGE, NO_PAPER)
+VERDICTS = (AGREE, DISAGREE, INCONCLUSIVE, NO_CHANGE, NO_CHANGE_OURS_DIFFERS, NO_PAPER)
 
 
 BLEU_TIE = 0.05  # the paper prints BLEU to 1 decimal: a printed Δ below half its last digit is 0
@@ -40,16 +43,18 @@ def verdict(
 ) -> str:
     """Does our Δ against base reproduce the paper's? One of `VERDICTS`.
 
-    "no paper row" / "paper: no change" (|paper Δ| < tie, i.e. 0 at the paper's printed precision) are about the
-    paper and counted apart. Otherwise "agree"/"disagree" by sign when significant (Holm-adjusted p <= alpha and
-    the interval, if given, excludes 0), else "inconclusive": a non-significant row says nothing about the sign.
+    "no paper row" and, where the paper's Δ is 0 at its printed precision (|paper Δ| < tie), "paper: no change" or,
+    when our Δ is significant, "paper: no change; ours differs", are counted apart. Otherwise "agree"/"disagree" by
+    sign when significant (Holm-adjusted p <= alpha and the interval, if given, excludes 0), else "inconclusive": a
+    non-significant row says nothing about the sign.
     """
     if paper_delta is None:
         return NO_PAPER
-    if abs(paper_delta) < tie:
-        return NO_CHANGE
     crosses = interval is not None and interval[0] <= 0.0 <= interval[1]
-    if delta is None or p_adj is None or p_adj > alpha or crosses or delta == 0.0:
+    significant = not (delta is None or p_adj is None or p_adj > alpha or crosses or delta == 0.0)
+    if abs(paper_delta) < tie:
+        return NO_CHANGE_OURS_DIFFERS if significant else NO_CHANGE
+    if not significant:
         return INCONCLUSIVE
     return AGREE if (delta > 0) == (paper_delta > 0) else DISAGREE
 

@@ -121,7 +121,7 @@ def test_row_better_on_one_seed_is_inconclusive(study):
 
 def test_paper_no_change_is_its_own_verdict_even_when_we_see_a_change(study):
     row = study["rows"]["A-h16"]
-    assert row["bleu"]["paper_delta"] == 0.0 and row["bleu"]["p_holm"] < 0.05 and row["bleu"]["verdict"] == "paper: no change"
+    assert row["bleu"]["paper_delta"] == 0.0 and row["bleu"]["p_holm"] < 0.05 and row["bleu"]["verdict"] == "paper: no change; ours differs"
     assert row["ppl"]["paper_delta"] == -0.01 and row["ppl"]["verdict"] == "agree"  # 4.91 vs 4.92 is a printed change
     assert study["rows"]["B-dk16"]["bleu"]["verdict"] == "disagree"
 
@@ -222,9 +222,10 @@ def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(s
     overall = s["verdicts"]["bleu"]["overall"]
     # C-ff4096 agrees, B-dk16 disagrees; C-N2's one seed borrows the base's seed variance, known to 2 dof only, so
     # its -21 BLEU has p 0.02, which Holm over the 5 tested rows keeps under 0.05 (over 6, with A-h4's p of 1
-    # counted as a test, it did not): it agrees; A-h4 (no test), D-drop0.2 inconclusive; A-h16 the paper's no change.
-    assert (overall["agree"], overall["disagree"], overall["inconclusive"], overall["paper: no change"]) == (2, 1, 3, 1)
-    assert s["verdicts"]["bleu"]["by_group"]["A"]["paper: no change"] == 1
+    # counted as a test, it did not): it agrees; A-h4 (no test), D-drop0.2 inconclusive; A-h16 the paper's no change,
+    # from which it differs here, significantly.
+    assert (overall["agree"], overall["disagree"], overall["inconclusive"], overall["paper: no change"]) == (2, 1, 3, 0)
+    assert s["verdicts"]["bleu"]["by_group"]["A"]["paper: no change; ours differs"] == 1
     sp = s["spearman"]["bleu"]
     assert sp["rows"] == 8 and sp["low"] <= sp["rho"] <= sp["high"]
     assert s["bootstrap"]["resamples"] == 1000
@@ -236,7 +237,7 @@ def test_summary_carries_split_sentences_basis_noise_floor_counts_and_spearman(s
     )
     assert s["bleu_signature"] == sacrebleu_signature(study["refs"])
     assert f"Noise floor (base row over 3 seeds): BLEU sd {statistics.stdev(bleus):.2f}" in md
-    assert "| all | BLEU | 2 | 1 | 3 | 1 | 0 |" in md and "Spearman's rank correlation" in md
+    assert "| all | BLEU | 2 | 1 | 3 | 0 | 1 | 0 |" in md and "Spearman's rank correlation" in md
 
 
 def test_study_without_records_reports_summary_scores_and_no_tests(tmp_path):
