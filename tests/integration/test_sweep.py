@@ -72,6 +72,7 @@ def test_variants_sweep_with_two_workers_runs_each_row_once_logged_to_wandb_grou
     assert sorted(r["name"] for r in results if r["state"] == "COMPLETE") == ["A-h1", "C-ff32", "E-learned", "base"]
     assert "A-h1" in proc.stdout and "COMPLETE" in proc.stdout
     said = " ".join(proc.stdout.split())  # the table's lines wrap at the console's width
+    assert f"next, the study in Table 3's layout: ablate table {tmp / 'sweep'}" in said
     assert re.search(r"BLEU: valid split, 10 of [\d,]+ sentences \(random, seed \d+\)\. PPL: valid split, all [\d,]+ sentences\.", said)
 
     runs = [read_run(p) for p in find_runs(tmp / "sweep")]

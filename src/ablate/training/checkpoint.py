@@ -69,6 +69,11 @@ def saved_config(ckpt: dict, source: str | os.PathLike) -> dict:
     hp = ckpt.get("hyper_parameters")
     if not isinstance(hp, dict):
         raise CheckpointError(f"{source}: field hyper_parameters is damaged (a {type(hp).__name__}, not a mapping)")
+    if "config" not in hp and isinstance(hp.get("configs"), list):  # ablate.training.member_module's: K members' weights
+        raise CheckpointError(
+            f"{source} is a member group's checkpoint ({len(hp['configs'])} members' weights stacked), which only the group "
+            "resumes from: give a member's own, MEMBER_DIR/checkpoints/*.ckpt (the group's folder holds one per seed)"
+        )
     config = _field(hp, "config", dict, source)
     if not isinstance(config.get("model"), dict):
         raise CheckpointError(f"{source}: field hyper_parameters.config.model is damaged or missing ({config.get('model')!r:.60})")

@@ -19,6 +19,7 @@ from ablate.training.checkpoint import (
     load_checkpoint,
     model_from_checkpoint,
     save_atomic,
+    saved_config,
     step_checkpoints,
     tokenizer_from_checkpoint,
 )
@@ -289,3 +290,10 @@ def test_average_of_a_run_that_kept_fewer_checkpoints_than_asked_warns_and_count
     with caplog.at_level("WARNING", logger="ablate"):
         average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(tmp_path / "avg3.ckpt")))
     assert caplog.text == ""  # as many as asked: nothing to say
+
+
+def test_a_member_groups_checkpoint_given_where_a_runs_goes_is_named_as_the_groups():
+    """`ablate evaluate GROUP/checkpoints/last.ckpt` said only 'field hyper_parameters.config is missing'."""
+    group = {"hyper_parameters": {"configs": [{"model": {}}, {"model": {}}], "vocab_size": 64}}
+    with pytest.raises(CheckpointError, match=r"g.ckpt is a member group's checkpoint \(2 members' weights stacked\).*a member's own"):
+        saved_config(group, "g.ckpt")
