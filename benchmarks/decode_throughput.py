@@ -3,7 +3,7 @@
 
 The checkpoint's weights are copied into a MarianMTModel built from config (benchmarks/baselines.py; checked: equal
 logits), so both decode the very same function. Both see the same length-sorted batches of the test set
-(`ablate.inference.commands.length_batches`), the same beam width, length limit (a * source length + b tokens, EOS included)
+(`ablate.inference.translation.length_batches`), the same beam width, length limit (a * source length + b tokens, EOS included)
 and KV caching (ablate's cache; generate()'s default). Greedy and beam search are timed in alternating rounds;
 we report sentences/s (medians), ratios paired within a round, and each system's BLEU as a sanity check (the two
 length penalties differ: ablate's is GNMT's ((5 + len) / 6)^alpha, generate()'s len^alpha), and how many
@@ -28,8 +28,9 @@ from rich.table import Table
 
 from ablate.data.corpus import read_parallel
 from ablate.data.datasets import resolve_split
+from ablate.evaluation.scores import score
 from ablate.evaluation.search import beam_search
-from ablate.inference.commands import length_batches, score
+from ablate.inference.translation import length_batches
 from ablate.model.tokens import BOS_ID, EOS_ID
 from ablate.training.checkpoint import model_from_checkpoint
 

@@ -23,3 +23,16 @@ def bleu(hyps: list[str], refs: list[str]) -> Score:
 def chrf(hyps: list[str], refs: list[str]) -> Score:
     metric = CHRF()
     return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
+
+
+def score(hyps: list[str], refs: list[str]) -> dict:
+    if not refs:
+        raise ValueError("no sentences to score (the test set is empty)")
+    b, c = bleu(hyps, refs), chrf(hyps, refs)
+    return {
+        "bleu": round(b.score, 2),
+        "bleu_signature": b.signature,
+        "chrf": round(c.score, 2),
+        "chrf_signature": c.signature,
+        "sentences": len(refs),
+    }

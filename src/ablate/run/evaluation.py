@@ -127,7 +127,8 @@ def write_record(
 def eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:
     """Length extrapolation (`train.eval_longer_than`): BLEU of the selected weights on validation pairs longer than any
     the run trained on; a run's and a member's summary alike."""
-    from ablate.inference.commands import longer_than, score, translate
+    from ablate.evaluation.scores import score
+    from ablate.inference.translation import longer_than, translate
 
     n = cfg.train.eval_longer_than
     srcs, refs = longer_than(dm.tokenizer, *dm.raw("valid"), n)

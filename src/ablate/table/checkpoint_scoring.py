@@ -1,5 +1,5 @@
 """Scoring a run's selected checkpoint on a split it saved no evaluation record for (`ablate table --split test`):
-beam-search translations (`ablate.inference.commands.translate`) and each reference's teacher-forced NLL, written as
+beam-search translations (`ablate.inference.translation.translate`) and each reference's teacher-forced NLL, written as
 RUN_DIR/eval/{split}.json (`ablate.evaluation.records`). The checkpoint is the one chosen on validation, never by test."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:
     """Translate and score the run's selected checkpoint on all of `split`; write and return RUN_DIR/eval/{split}.json."""
     from ablate.data.corpus import read_parallel
     from ablate.data.datasets import resolve_split
-    from ablate.inference.commands import pick_device, save_record, translate
+    from ablate.inference.translation import pick_device, save_record, translate
     from ablate.training.checkpoint import model_from_checkpoint
 
     ckpt = selected_checkpoint(run_dir)

@@ -11,7 +11,7 @@ from helpers import write_corpus
 
 from ablate.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.data.tokenizer import load_or_train_tokenizer
-from ablate.inference.commands import translate
+from ablate.inference.translation import translate
 from ablate.model import build_transformer
 from ablate.training.precision import Precision
 

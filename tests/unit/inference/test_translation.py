@@ -9,9 +9,9 @@ from helpers import write_corpus
 
 from ablate.config import DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
-from ablate.evaluation.scores import bleu, chrf
+from ablate.evaluation.scores import bleu, chrf, score
 from ablate.evaluation.search import beam_search
-from ablate.inference.commands import length_batches, longer_than, pick_device, score, translate
+from ablate.inference.translation import length_batches, longer_than, pick_device, translate
 from ablate.model import build_transformer
 from ablate.model.tokens import EOS_ID, PAD_ID
 
