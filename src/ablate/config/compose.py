@@ -8,6 +8,7 @@ and kept absolute, so a saved config.yaml or a sweep's trial.yaml names the same
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,10 +20,13 @@ from ablate.config.schema import ExperimentConfig
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.errors import ConfigError
 
+# The config's sections (model, data, train, ...): `model.heads` alone on a command line is an override without its '='
+SECTIONS = frozenset(f.name for f in dataclasses.fields(ExperimentConfig) if dataclasses.is_dataclass(getattr(ExperimentConfig(), f.name)))
+
 
 def _read_yaml(path: Path) -> dict:
     """A config file's sections; ablate.files.yaml_file refuses unsafe tags and duplicate keys."""
-    if not Path(path).exists() and "." in str(path) and not str(path).endswith((".yaml", ".yml")) and "/" not in str(path):
+    if not Path(path).exists() and str(path).split(".", 1)[0] in SECTIONS and "/" not in str(path):
         # `model.heads 4`: an override missing its '=', read as a file name
         raise ConfigError(f"config file not found: {path} (an override is written KEY=VALUE, e.g. {path}=...)")
     data = read_yaml(path, "config file")

@@ -189,9 +189,10 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         # epoch's end.
         self.epoch_source = None
         self.sampler = _EpochHook(self)
-        self._order = np.lexsort((self.src_lens, self.tgt_lens))  # stable: target, then source, then index
-        # Random tie-breaking only permutes pairs of equal (tgt, src) length, so these cut points hold every epoch.
-        self._bounds = self._cut(self.src_lens[self._order], self.tgt_lens[self._order])
+        self.sorted_order = np.lexsort((self.src_lens, self.tgt_lens))  # stable: target, then source, then index
+        # (start, end) of each bucket in a length-sorted order. Random tie-breaking only permutes pairs of equal (tgt,
+        # src) length, so these cut points hold every epoch, and for any seed's order (epoch_order).
+        self.bounds = self._cut(self.src_lens[self.sorted_order], self.tgt_lens[self.sorted_order])
 
     def _cut(self, src: np.ndarray, tgt: np.ndarray) -> list[tuple[int, int]]:
         bounds, start, s_max, t_max = [], 0, 0, 0
@@ -208,19 +209,23 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _all_batches(self) -> list[list[int]]:
-        order = self._order
-        if self.shuffle:
-            # SeedSequence mixes (seed, epoch) the same way in every process; no dependence on Python's hash().
-            rng = np.random.default_rng([self.seed % 2**63, self.epoch])
-            order = np.lexsort((rng.random(len(order)), self.src_lens, self.tgt_lens))
-        batches = [order[a:b].tolist() for a, b in self._bounds]
-        if self.shuffle:
+    def epoch_order(self, seed: int) -> tuple[np.ndarray, np.random.Generator]:
+        """The length-sorted order of this epoch for `seed` (ties broken at random), and the generator, drawn on, that
+        goes on to shuffle the buckets. SeedSequence mixes (seed, epoch) the same way in every process; no dependence
+        on Python's hash()."""
+        rng = np.random.default_rng([seed % 2**63, self.epoch])
+        return np.lexsort((rng.random(len(self.src_lens)), self.src_lens, self.tgt_lens)), rng
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches, every one of them (before sharding across ranks, accumulation windows and a resume)."""
+        order, rng = self.epoch_order(self.seed) if self.shuffle else (self.sorted_order, None)
+        batches = [order[a:b].tolist() for a, b in self.bounds]
+        if rng is not None:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self._all_batches()
+        batches = self.batches()
         if self.num_replicas > 1 and batches:
             total = len(self) * self.num_replicas
             if total > len(batches):
@@ -234,7 +239,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         return iter(batches)
 
     def __len__(self) -> int:
-        n = len(self._bounds)
+        n = len(self.bounds)
         if self.num_replicas > 1:
             n = n // self.num_replicas if self.drop_last else math.ceil(n / self.num_replicas)
         return n - n % self.accumulate if n >= self.accumulate else n  # fewer than one window: kept, a short step

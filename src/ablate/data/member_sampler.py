@@ -62,8 +62,8 @@ class MemberBatchSampler:
         self.buckets = TokenBucketBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=True, seed=group_seed)
         self.seeds, self.group_seed, self.tolerance, self.shared = list(seeds), group_seed, tolerance, shared
         b = self.buckets
-        src, tgt = b.src_lens[b._order], b.tgt_lens[b._order]  # ties fall anywhere, but tied pairs have equal lengths
-        self.classes = length_classes([src[i:j].max() for i, j in b._bounds], [tgt[i:j].max() for i, j in b._bounds], tolerance)
+        src, tgt = b.src_lens[b.sorted_order], b.tgt_lens[b.sorted_order]  # ties fall anywhere, but tied pairs have equal lengths
+        self.classes = length_classes([src[i:j].max() for i, j in b.bounds], [tgt[i:j].max() for i, j in b.bounds], tolerance)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -71,23 +71,18 @@ class MemberBatchSampler:
         self.buckets.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return len(self.buckets._bounds)
-
-    def _member_order(self, seed: int) -> tuple[np.ndarray, np.random.Generator]:
-        rng = np.random.default_rng([seed % 2**63, self.epoch])
-        b = self.buckets
-        return np.lexsort((rng.random(len(b.src_lens)), b.src_lens, b.tgt_lens)), rng
+        return len(self.buckets.bounds)
 
     def __iter__(self) -> Iterator[list[list[int]]]:
         if self.shared:
-            for batch in self.buckets._all_batches():
+            for batch in self.buckets.batches():
                 yield [batch] * len(self.seeds)
             return
-        bounds, classes = self.buckets._bounds, self.classes
+        bounds, classes = self.buckets.bounds, self.classes
         schedule = np.random.default_rng([self.group_seed % 2**63, self.epoch]).permutation(classes)
         members = []
         for seed in self.seeds:
-            order, rng = self._member_order(seed)
+            order, rng = self.buckets.epoch_order(seed)  # its own run's order of this epoch, its generator drawn on
             own = {int(c): list(rng.permutation(np.flatnonzero(classes == c))) for c in np.unique(classes)}
             members.append((order, own))
         for c in schedule.tolist():

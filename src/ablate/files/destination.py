@@ -7,6 +7,7 @@ in a flag costs an error, not a user's file."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -15,11 +16,12 @@ from pathlib import Path
 _RUN_FILES = ("summary.json", "metrics.csv", "checkpoints", "fingerprint.json")
 # A study folder: a sweep's database or journal, its results, or an archive (complete or being written).
 _STUDY_FILES = ("study.db", "study.log", "results.csv")
-# What ablate itself wrote in a run or study folder, its record of training: never replaced by a command's output, even
-# in a folder the command may write in (`translate -o RUN/summary.json` is a typo, not a wish). Checkpoints training
-# saved are records too; a new file beside them (an averaged checkpoint) is not.
+# What ablate itself writes in a run or study folder, its record of training: never written by a command's output, even
+# in a folder the command may write in (`translate -o RUN/summary.json` is a typo, not a wish). Files ablate reads by
+# name are refused even before they exist (a summary.json there would read as a finished run); the checkpoints
+# training saved only where they exist (an `ablate average -o RUN/checkpoints/avg.ckpt` the run lacks is welcome).
 _RUN_RECORDS = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "fingerprint.json", "tokenizer.model",
-                "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "eval", "wandb")  # fmt: skip
+                "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "wandb")  # fmt: skip
 _TRAINING_CHECKPOINTS = ("best.ckpt", "last.ckpt", "avg.ckpt", "step=*.ckpt")
 _STUDY_RECORDS = (*_STUDY_FILES, "results.json", "trials", "groups")
 ARCHIVE_INCOMPLETE = ".archive-incomplete"  # in an archive while `ablate archive` writes it; `ablate table` refuses it
@@ -96,8 +98,8 @@ def check_output(
         if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
             if not writes_records and (record := _record_of(path, folder, kind)):
                 raise ValueError(
-                    f"{flag} {path} would replace {record} of the {kind} {folder}, which ablate wrote as its record; "
-                    f"choose another {flag}; nothing was written"
+                    f"{flag} {path} is {record} of the {kind} {folder}, which ablate writes as its record; choose another "
+                    f"{flag}; nothing was written"
                 )
             return
     raise ValueError(
@@ -107,16 +109,18 @@ def check_output(
 
 
 def _record_of(path: str | os.PathLike, folder: Path, kind: str) -> str | None:
-    """The part of the run or study `folder` that `path` would replace, if ablate wrote it (_RUN_RECORDS ...)."""
+    """The part of the run or study `folder` that `path` would write over, if ablate writes it as a record."""
     parts = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(folder))).parts
     if not parts:
         return None
-    top = parts[0]
+    top, exists = parts[0], os.path.lexists(path)
     if kind == "study":
         return top if top in _STUDY_RECORDS else None
-    if top in _RUN_RECORDS or top.startswith("resume-") or ".before-resume-" in top:
+    if top in _RUN_RECORDS or re.fullmatch(r"resume-\d+", top) or ".before-resume-" in top:
         return top
-    if top == "checkpoints" and len(parts) == 2 and any(fnmatch(parts[1], name) for name in _TRAINING_CHECKPOINTS):
+    if top == "eval" and len(parts) == 2 and (parts[1].endswith(".json") or exists):  # eval/SPLIT.json: read by name
+        return f"eval/{parts[1]}"
+    if top == "checkpoints" and len(parts) == 2 and exists and any(fnmatch(parts[1], n) for n in _TRAINING_CHECKPOINTS):
         return f"checkpoints/{parts[1]}"
     return None
 

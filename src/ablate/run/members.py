@@ -35,6 +35,7 @@ from ablate.run.member_runs import GroupCheckpoint, MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
+from ablate.run.resume_checks import set_aside_results
 from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
@@ -125,6 +126,9 @@ def _train(
     group_callbacks = [runs, *(make(runs) for make in member_callbacks), speed, stop, preemption, *progress, GroupCheckpoint(group)]
     trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
     try:
+        if resume:
+            for out in outs:
+                set_aside_results(out, attempt)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         with run_end(group):  # a signal from here on exits 75 (130), to resume the members' ends, not 0 with none
             validated = "valid" in available_splits(cfg.data)

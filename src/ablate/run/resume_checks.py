@@ -62,7 +62,8 @@ def keep_forced_config(out: Path, cfg: ExperimentConfig, changes: dict[str, tupl
 def set_aside_results(out: Path, attempt: int) -> None:
     """A resumed run's earlier results (summary.json, eval/SPLIT.json) describe weights it is about to train further: each
     is kept as NAME.before-resume-N.json, so until the resume writes its own the run reads as unfinished (`ablate
-    table` leaves it out, naming it) rather than done at its old step count, should the resume be stopped."""
+    table` leaves it out, naming it) rather than done at its old step count, should the resume be stopped. Called as
+    training starts, after every check that may still refuse the resume (disk space, data, the trainer)."""
     for path in [out / "summary.json", *sorted((out / "eval").glob("*.json"))]:
         if path.is_file() and ".before-resume-" not in path.name:
             path.rename(path.with_name(f"{path.stem}.before-resume-{attempt}{path.suffix}"))
@@ -98,7 +99,6 @@ def prepare_resume(
     for out, cfg, changed in changes:
         remove_interrupted_saves(out)
         keep_forced_config(out, cfg, changed, attempt)
-        set_aside_results(out, attempt)
     tokenizer = run_tokenizer(home, proto, ckpt_path) if proto is not None else None
     log.warning("resuming %s from %s", home, ckpt_path)
     return attempt, tokenizer, fingerprint_to_record(data_changed, attempt)

@@ -23,7 +23,7 @@ from ablate.run.evaluation import select_weights
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
-from ablate.run.resume_checks import prepare_resume
+from ablate.run.resume_checks import prepare_resume, set_aside_results
 from ablate.run.rundir import check_disk_space, claim_out_dir, resume_checkpoint, saved_config
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
@@ -76,6 +76,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     trainer, parts = build_trainer(cfg, out, vocab, module, attempt, callbacks)
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     try:
+        if resume:
+            set_aside_results(out, attempt)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         with run_end(out):  # a signal from here on exits 75 (130), to resume the end, not 0 with no summary
             validated = "valid" in available_splits(cfg.data)
@@ -101,12 +103,18 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
 def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:
     """Check that the run in `out` can continue with `cfg` and its corpus files as they are now, refusing before any file
     changes; returns (checkpoint, attempt number, the run's own tokenizer, fingerprint record to write or None)."""
-    members = saved_config(out).get("members", {}) if (out / "config.yaml").is_file() else {}
-    if (size := members.get("size") or 1) > 1 and members.get("group") is None:  # a member names its group: resume_checkpoint says
-        raise ValueError(  # its checkpoint holds K members' weights, which no run's model loads, even with --force
-            f"--resume: {out} is a group of {size} members ({out / 'config.yaml'}: members.size {size}), not a run: resume "
-            f"it with the command that started it, --members {size} and its seeds or listed values, adding --resume; "
-            "nothing was changed"
+    saved = saved_config(out) if (out / "config.yaml").is_file() else {}
+    members = saved.get("members", {})
+    # A group's config has no member index (a member's has: resume_checkpoint says what continues a member). Its
+    # checkpoint holds K members' weights, which no run's model loads, even with --force.
+    if (size := members.get("size") or 1) > 1 and members.get("index") is None:
+        how = (
+            "rerun its sweep (ablate sweep ...), which continues its groups"
+            if saved.get("sweep", {}).get("study")
+            else f"resume it with the command that started it, --members {size} and its seeds or listed values, adding --resume"
+        )
+        raise ValueError(
+            f"--resume: {out} is a group of {size} members ({out / 'config.yaml'}: members.size {size}), not a run: {how}; nothing was changed"
         )
     ckpt_path = resume_checkpoint(out)
     return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)

@@ -197,7 +197,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
     console.print(f"results: {sweep.out_dir / 'results.csv'}; {dashboard_hint(url)}")
     none_finished = report_failures(study)
-    if not (none_finished or Stop.requested):
+    if not (none_finished or Stop.requested) and "base" in sweep.variants:  # ablate table compares rows with the base
         console.print(f"next, the study in Table 3's layout: ablate table {shlex.quote(str(sweep.out_dir))}", soft_wrap=True)
     if Stop.requested:
         flags = [

@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ablate.config import to_yaml
 from ablate.files.atomic import write_file
 from ablate.messages.logs import worker_says as say
-from ablate.run import run_dir_in_use
+from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import member_trial
 from ablate.sweep import trial as trial_process
 from ablate.sweep.ledger import continued_attempt, fail, row_of
@@ -51,22 +51,30 @@ def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tu
     return (group, dirs), ordered
 
 
-def other_grouping(earlier: list[FrozenTrial], root: Path, grouped: bool) -> str | None:
+def other_grouping(earlier: list[FrozenTrial], root: Path, grouped: bool, asked: int) -> str | None:
     """Why an interrupted attempt's checkpoint is not continued, if that is because it trained as a member and this
-    attempt trains alone, or the reverse (`--members` changed between runs of the sweep): said, not passed over."""
+    attempt trains alone, or the reverse: said, not passed over, and how to continue it where the reason is a change of
+    `--members` (`asked`: the members this run asks of the row; a group may also not re-form, its rows taken elsewhere,
+    or a row's seeds may leave one alone)."""
     last = continued_attempt(earlier, root)
     if last is None or ("members_group" in last.user_attrs) == grouped:
         return None
     group = last.user_attrs.get("members_group")
-    saved = Path(group) / "checkpoints" / "last.ckpt" if group else Path(last.user_attrs["out_dir"]) / "checkpoints"
-    if not saved.exists():
-        return None
+    if group:
+        saved = Path(group) / "checkpoints" / "last.ckpt"
+        if not saved.is_file():
+            return None
+    else:
+        try:
+            saved = resume_checkpoint(Path(last.user_attrs["out_dir"]))
+        except ValueError:  # nothing to continue from
+            return None
     was = f"as a member of the group {group}" if group else "alone"
-    now = "as a member" if grouped else "alone"
-    return (
-        f"trial {last.number} was interrupted training {was}, and members changed, so this trains {now} from the start; "
-        f"rerun the sweep with its earlier --members to continue it instead ({saved} is kept)"
-    )
+    note = f"trial {last.number} was interrupted training {was} and this trains {'as a member' if grouped else 'alone'}, so from the start ({saved} is kept)"
+    before = last.user_attrs.get("members_asked")
+    if before is not None and before != asked:
+        note += f"; --members changed since ({before}, now {asked}): rerun the sweep with --members {before} to continue it"
+    return note
 
 
 def claim_group(handle: StudyHandle, trials: list[optuna.Trial], sweep: Sweep) -> list[tuple[optuna.Trial, TrialSpec]]:
@@ -108,7 +116,7 @@ def run_group(
     plan = plan_for(sweep)
     try:
         for k, (t, spec) in enumerate(claimed):
-            if not resume and (note := other_grouping(plan.earlier_attempts(handle, t), sweep.trials_root, grouped=True)):
+            if not resume and (note := other_grouping(plan.earlier_attempts(handle, t), sweep.trials_root, True, plan.members(handle, t))):
                 say(index, f"trial {t.number} ({spec.name}): {note}")
             trial_dir = resume[1][k] if resume else sweep.trial_dir(t.number, spec.name)
             cfg = trial_config(sweep, t, spec, trial_dir, {**members, "members.index": k})

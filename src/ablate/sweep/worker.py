@@ -81,6 +81,7 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
                 for t in taken:
                     handle.beat(t)  # from now on a dead worker's trial goes stale
                     t.set_user_attr("worker", index)
+                    t.set_user_attr("members_asked", size)  # what a later run compares its own --members with
                     if gpu:
                         t.set_user_attr("gpu", gpu)
         except BaseException:
@@ -124,7 +125,7 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     fresh = sweep.trial_dir(trial.number, spec.name)
     earlier = plan.earlier_attempts(handle, trial)
     previous = continuable(earlier, sweep.trials_root)
-    if previous is None and (note := other_grouping(earlier, sweep.trials_root, grouped=False)):
+    if previous is None and (note := other_grouping(earlier, sweep.trials_root, False, plan.members(handle, trial))):
         say(index, f"trial {trial.number} ({spec.name}): {note}")
     trial.set_user_attr("name", spec.name)
     try:

@@ -35,10 +35,16 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply."""
     path = Path(path)
     if path.is_dir():
-        found = ", ".join(p.name for p in sorted((path / "checkpoints").glob("*.ckpt"))[:4] if path.joinpath("checkpoints").is_dir())
+        folder = path if path.name == "checkpoints" else path / "checkpoints"
+        found = sorted(p.name for p in folder.glob("*.ckpt"))
+        first = next((n for n in ("best.ckpt", "avg.ckpt", "last.ckpt") if n in found), found[0] if found else None)
         raise CheckpointError(
-            f"{path} is a folder, not a checkpoint: give a file, such as {path / 'checkpoints' / 'best.ckpt'}"
-            + (f" (its checkpoints/ holds {found})" if found else "")
+            f"{path} is a folder, not a checkpoint: "
+            + (
+                f"give a file, such as {folder / first} ({folder} holds {', '.join(found[:5])})"
+                if first
+                else f"{folder} holds no checkpoint"
+            )
         )
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
@@ -70,9 +76,12 @@ def saved_config(ckpt: dict, source: str | os.PathLike) -> dict:
     if not isinstance(hp, dict):
         raise CheckpointError(f"{source}: field hyper_parameters is damaged (a {type(hp).__name__}, not a mapping)")
     if "config" not in hp and isinstance(hp.get("configs"), list):  # ablate.training.member_module's: K members' weights
+        members = [c.get("out_dir") for c in hp["configs"] if isinstance(c, dict)]
         raise CheckpointError(
             f"{source} is a member group's checkpoint ({len(hp['configs'])} members' weights stacked), which only the group "
-            "resumes from: give a member's own, MEMBER_DIR/checkpoints/*.ckpt (the group's folder holds one per seed)"
+            f"resumes from: give a member's own, in MEMBER/checkpoints/ (its members: {', '.join(map(str, members[:4]))}"
+            + (" ..." if len(members) > 4 else "")
+            + ")"
         )
     config = _field(hp, "config", dict, source)
     if not isinstance(config.get("model"), dict):

@@ -25,7 +25,7 @@ from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
 from ablate.model.member_loss import member_translation_loss
 from ablate.model.members import member_state_dict
-from ablate.training.lightning_internals import logs_this_step
+from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
 from ablate.training.member_adam import MemberAdam
 from ablate.training.member_training import build_member_model, member_adam
 from ablate.training.precision import Precision
@@ -138,6 +138,7 @@ class MemberModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
+        pin_logging_counter(checkpoint)  # a resumed group logs at the steps it would have (as TranslationModule)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")

@@ -58,6 +58,8 @@ def test_an_override_without_its_equals_sign_is_named_as_one(monkeypatch, tmp_pa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"config file not found: model.heads \(an override is written KEY=VALUE"):
         load_config(["model.heads"])
+    with pytest.raises(ConfigError, match=r"config file not found: missing.cfg$"):  # a file's name, not a section's key
+        load_config(["missing.cfg"])
 
 
 def test_a_merge_onto_a_config_names_its_source_and_the_key():

@@ -52,17 +52,28 @@ def test_outputs_inside_a_study_or_run_are_refused_unless_the_command_owns_it(tm
 
 @pytest.mark.parametrize("written, named", [
     ("summary.json", "summary.json"), ("config.yaml", "config.yaml"), ("metrics.csv", "metrics.csv"),
-    ("progress.json", "progress.json"), ("eval/valid.json", "eval"), ("resume-1/metrics.csv", "resume-1"),
-    ("config.before-resume-1.yaml", "config.before-resume-1.yaml"), ("checkpoints/last.ckpt", "checkpoints/last.ckpt"),
-    ("checkpoints/step=400.ckpt", "checkpoints/step=400.ckpt"), ("checkpoints/best.ckpt", "checkpoints/best.ckpt"),
+    ("progress.json", "progress.json"), ("eval/valid.json", "eval/valid.json"), ("eval/test.json", "eval/test.json"),
+    ("resume-1/metrics.csv", "resume-1"), ("config.before-resume-1.yaml", "config.before-resume-1.yaml"),
+    ("checkpoints/last.ckpt", "checkpoints/last.ckpt"), ("checkpoints/step=400.ckpt", "checkpoints/step=400.ckpt"),
+    ("checkpoints/best.ckpt", "checkpoints/best.ckpt"),
 ])  # fmt: skip
-def test_what_ablate_wrote_in_a_run_is_never_replaced_even_by_a_command_that_owns_the_run(tmp_path, written, named):
+def test_what_ablate_wrote_in_a_run_is_never_written_over_even_by_a_command_that_owns_the_run(tmp_path, written, named):
     """`translate -o RUN/checkpoints/last.ckpt` (a typo) replaced the run's resume point with one line of text."""
     run = run_folder(tmp_path / "run")
-    with pytest.raises(ValueError, match=f"-o {run / written} would replace {named} of the run {run}, which ablate wrote"):
+    for name in ("last.ckpt", "best.ckpt", "step=400.ckpt"):
+        (run / "checkpoints" / name).write_bytes(b"weights")
+    with pytest.raises(ValueError, match=f"-o {run / written} is {named} of the run {run}, which ablate writes as its record"):
         check_output(run / written, "-o", owns=[run])
-    check_output(run / "checkpoints" / "avg5.ckpt", "-o", owns=[run])  # a new file beside the training checkpoints
-    check_output(run / "hyp.de", "-o", owns=[run])
+
+
+def test_new_files_beside_a_runs_records_are_written(tmp_path):
+    """An average the run lacks (the file `ablate table` asks for where summary.json selected an average), notes."""
+    run = run_folder(tmp_path / "run")
+    for new in ("checkpoints/avg.ckpt", "checkpoints/avg5.ckpt", "eval/test.hyp", "resume-notes.txt", "hyp.de"):
+        check_output(run / new, "-o", owns=[run])
+    (run / "checkpoints" / "avg.ckpt").write_bytes(b"weights")
+    with pytest.raises(ValueError, match="is checkpoints/avg.ckpt of the run"):
+        check_output(run / "checkpoints" / "avg.ckpt", "-o", owns=[run])
 
 
 def test_a_study_s_own_files_are_never_replaced_by_the_table_that_owns_it(tmp_path):
@@ -70,7 +81,7 @@ def test_a_study_s_own_files_are_never_replaced_by_the_table_that_owns_it(tmp_pa
     (study / "trials").mkdir(parents=True)
     (study / "study.db").write_bytes(b"")
     for name in ("results.csv", "results.json", "study.db"):
-        with pytest.raises(ValueError, match=f"--out {study / name} would replace {name} of the study {study}"):
+        with pytest.raises(ValueError, match=f"--out {study / name} is {name} of the study {study}"):
             check_output(study / name, "--out", owns=[study])
     check_output(study / "table3.csv", "--out", owns=[study])
 

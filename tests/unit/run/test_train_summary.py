@@ -23,3 +23,20 @@ from ablate.run.train import epochs_trained
 def test_epochs_trained_counts_a_partial_epoch_as_its_fraction(batches, accumulate, steps, epoch, expected):
     trainer = SimpleNamespace(num_training_batches=batches, global_step=steps, current_epoch=epoch)
     assert epochs_trained(trainer, accumulate) == expected
+
+
+@pytest.mark.parametrize("sweep, how", [(None, "--members 2 and its seeds"), ("demo", "rerun its sweep")])
+def test_a_groups_folder_resumed_as_a_run_is_refused_before_any_file_changes(tmp_path, sweep, how):
+    """A sweep's group keeps members.group (its own folder) in its config, unlike `ablate train --members`'s: the
+    group is told by its missing member index, not by a missing group name."""
+    from ablate.config import to_yaml
+    from ablate.experiment import load_config
+    from ablate.run.train import _prepare_resume
+
+    group = {"size": 2, "group": str(tmp_path) if sweep else None, "index": None}
+    saved = load_config(members=group, sweep={"study": sweep}, out_dir=str(tmp_path))
+    (tmp_path / "config.yaml").write_text(to_yaml(saved))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match=f"is a group of 2 members .*members.size 2\\), not a run: .*{how}"):
+        _prepare_resume(load_config(out_dir=str(tmp_path)), tmp_path, force=True, accept_data_change=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import torch
 from sweep_files import write
 
 from ablate.sweep.ledger import fail, row_of
@@ -62,21 +63,28 @@ def test_a_group_that_left_no_checkpoint_starts_afresh_with_the_rows_partners(tm
 
 def test_an_interrupted_attempt_in_the_other_grouping_is_named_not_passed_over(tmp_path):
     """`ablate sweep --members 2` after a plain run was interrupted (or the reverse) trained the row from step 0 and
-    said nothing; the worker now says which attempt it does not continue, and how to continue it."""
+    said nothing; the worker now says which attempt it does not continue, and, where --members changed, how to."""
     sweep, handle, plan, root = _study(tmp_path)
     group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
     again = plan.take(handle)
     earlier = plan.earlier_attempts(handle, again)
-    assert other_grouping(earlier, root, grouped=True) is None  # continued as a group: nothing to say
-    note = other_grouping(earlier, root, grouped=False)
+    assert other_grouping(earlier, root, True, 2) is None  # continued as a group: nothing to say
+    note = other_grouping(earlier, root, False, 2)
     assert note.startswith(f"trial {max(t.number for t in earlier)} was interrupted training as a member of the group {group}")
-    assert "rerun the sweep with its earlier --members to continue it" in note
+    assert "so from the start" in note and "--members changed" not in note  # no attempt recorded what it was asked
     alone = plan.take(handle, lambda key: key == ("base", 3))
-    (root / f"{alone.number:04d}-base" / "checkpoints").mkdir(parents=True)
     alone.set_user_attr("out_dir", str(root / f"{alone.number:04d}-base"))
+    alone.set_user_attr("members_asked", 1)
     fail(handle.study, alone)
     plan.queue(handle.study, only_dead=True)
     retry = plan.take(handle, lambda key: key == ("base", 3))
     earlier = plan.earlier_attempts(handle, retry)
-    assert other_grouping(earlier, root, grouped=False) is None
-    assert other_grouping(earlier, root, grouped=True).startswith(f"trial {alone.number} was interrupted training alone")
+    assert other_grouping(earlier, root, True, 2) is None  # its folder holds no checkpoint to continue: nothing lost
+    (root / f"{alone.number:04d}-base" / "checkpoints").mkdir(parents=True)
+    ckpt = {"state_dict": {}, "hyper_parameters": {}, "global_step": 3, "optimizer_states": [{"state": {}}]}
+    torch.save(ckpt, root / f"{alone.number:04d}-base" / "checkpoints" / "last.ckpt")
+    assert other_grouping(earlier, root, False, 1) is None
+    note = other_grouping(earlier, root, True, 2)
+    assert note.startswith(f"trial {alone.number} was interrupted training alone and this trains as a member, so from the start")
+    assert note.endswith("--members changed since (1, now 2): rerun the sweep with --members 1 to continue it")
+    assert "--members changed" not in other_grouping(earlier, root, True, 1)  # a seed left alone before, grouped now

@@ -64,11 +64,11 @@ def test_load_checkpoint_refuses_a_missing_file_naming_it(tmp_path):
         load_checkpoint(tmp_path / "gone.ckpt")
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
     (tmp_path / "run" / "checkpoints" / "best.ckpt").touch()
-    with pytest.raises(
-        CheckpointError, match=r"run is a folder, not a checkpoint: give a file, such as .*best.ckpt \(its checkpoints/ holds best.ckpt\)"
-    ):
-        load_checkpoint(tmp_path / "run")
-    with pytest.raises(CheckpointError, match="is a folder, not a checkpoint"):  # a folder is not a checkpoint file
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").touch()
+    for given in (tmp_path / "run", tmp_path / "run" / "checkpoints"):  # the run, or its checkpoints/ folder
+        with pytest.raises(CheckpointError, match=r"is a folder, not a checkpoint: give a file, such as .*/run/checkpoints/best.ckpt \("):
+            load_checkpoint(given)
+    with pytest.raises(CheckpointError, match="is a folder, not a checkpoint: .*checkpoints holds no checkpoint"):
         load_checkpoint(tmp_path)
     assert issubclass(CheckpointError, ValueError)  # so the CLI reports it as a user error
 
@@ -294,6 +294,10 @@ def test_average_of_a_run_that_kept_fewer_checkpoints_than_asked_warns_and_count
 
 def test_a_member_groups_checkpoint_given_where_a_runs_goes_is_named_as_the_groups():
     """`ablate evaluate GROUP/checkpoints/last.ckpt` said only 'field hyper_parameters.config is missing'."""
-    group = {"hyper_parameters": {"configs": [{"model": {}}, {"model": {}}], "vocab_size": 64}}
-    with pytest.raises(CheckpointError, match=r"g.ckpt is a member group's checkpoint \(2 members' weights stacked\).*a member's own"):
+    configs = [{"model": {}, "out_dir": "sw/trials/0003-base"}, {"model": {}, "out_dir": "sw/trials/0004-base"}]
+    group = {"hyper_parameters": {"configs": configs, "vocab_size": 64}}
+    with pytest.raises(
+        CheckpointError,
+        match=r"g.ckpt is a member group's checkpoint \(2 members' weights stacked\).*its members: sw/trials/0003-base, sw/trials/0004-base\)",
+    ):
         saved_config(group, "g.ckpt")
