@@ -110,10 +110,20 @@ def runs_from_dirs(root: Path) -> list[Run]:
                 "configuration are unknown; restore config.yaml, or move the run out of the study"
             )
         config = flatten(_saved_config(config_path))
-        row = config.get("sweep.row") or summary_path.parent.name
+        row = config.get("sweep.row") or _row_of_folder(summary_path.parent, config)
         summary = read_json(summary_path, "run summary")
         runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
     return runs
+
+
+def _row_of_folder(run: Path, config: dict) -> str:
+    """The row of a run outside a sweep: its folder's name; for a member of `ablate train --members` (folders
+    GROUP/seed=S[,KEY=V]) the group's, so a group of seeds is one row of them, and members that differ in a listed value
+    are rows of their own (GROUP,KEY=V)."""
+    if (config.get("members.size") or 1) > 1 and config.get("members.group"):
+        apart = [part for part in run.name.split(",") if not part.startswith("seed=")]
+        return ",".join([Path(config["members.group"]).name, *apart])
+    return run.name
 
 
 def _saved_config(path: Path) -> dict:

@@ -185,3 +185,19 @@ def test_seeds_the_base_row_lacks_are_named_as_such(tmp_path):
     runs = runs_from_dirs(write_runs(tmp_path / "study", rows))
     with pytest.raises(ValueError, match=r"--seeds: row 'base' has no run with seed \[3\] \(its seeds: 1, 2\)"):
         select(runs, None, [3])
+
+
+def test_the_members_of_an_ablate_train_group_are_one_row_of_seeds_and_listed_values_rows_apart(tmp_path):
+    """`ablate train CONFIG out_dir=study/base --members 3` left folders seed=1..3, which the table read as three rows
+    of one seed each; a member's row is its group's, and members differing in a listed value are rows of their own."""
+    from table_study import config_text
+
+    root = tmp_path / "study"
+    for group, names in {"base": ["seed=1", "seed=2", "seed=3"], "lr": ["seed=1,lr_scale=0.5", "seed=2,lr_scale=2.0"]}.items():
+        for k, name in enumerate(names):
+            flat = {"members.size": len(names), "members.group": f"runs/study/{group}", "members.index": k, "seed": k + 1}
+            (root / group / name).mkdir(parents=True)
+            (root / group / name / "config.yaml").write_text(config_text({**flat, "out_dir": f"runs/study/{group}/{name}"}))
+            (root / group / name / "summary.json").write_text(json.dumps({"params": {"total": 1}, "last": {"val/bleu": 20.0}}))
+    rows = sorted((r.row, r.config["seed"]) for r in runs_from_dirs(root))
+    assert rows == [("base", 1), ("base", 2), ("base", 3), ("lr,lr_scale=0.5", 1), ("lr,lr_scale=2.0", 2)]
