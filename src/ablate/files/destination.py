@@ -76,10 +76,12 @@ def check_output(
     inputs: Iterable[tuple[str, str | os.PathLike | None]] = (),
     owns: Iterable[str | os.PathLike | None] = (),
     writes_records: bool = False,
+    override: str | None = None,
 ) -> None:
     """Refuse `path` (given as `flag`) when it is one of `inputs` ((flag, path) pairs), a symbolic link, or inside a
     study or run folder that is not one of `owns` (nor inside one), or in one that is but replacing what ablate wrote
-    there as its record, unless this is the command that `writes_records` (a sweep its results.csv)."""
+    there as its record, unless this is the command that `writes_records` (a sweep its results.csv) or the user passed
+    `override`, the flag that says so (`ablate average --force`), which the refusal names."""
     if is_stream(path):
         return
     refuse_link(path)
@@ -99,7 +101,7 @@ def check_output(
             if not writes_records and (record := _record_of(path, folder, kind)):
                 raise ValueError(
                     f"{flag} {path} is {record} of the {kind} {folder}, which ablate writes as its record; choose another "
-                    f"{flag}; nothing was written"
+                    f"{flag}{f', or pass {override} to write over it' if override else ''}; nothing was written"
                 )
             return
     raise ValueError(

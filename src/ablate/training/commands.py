@@ -26,7 +26,8 @@ def average_cli(args: argparse.Namespace) -> int:
         raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
     out = Path(args.output)
     owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
-    check_output(out, "--output", [("checkpoint", p) for p in paths], owns)  # an input, a link, another run: refused
+    # an input, a link, another run, or without --force a checkpoint the run saved: refused
+    check_output(out, "--output", [("checkpoint", p) for p in paths], owns, writes_records=args.force, override="--force")
     if out.exists() and not args.force:
         raise CheckpointError(
             f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
