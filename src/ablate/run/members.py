@@ -36,7 +36,7 @@ from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
-from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir
+from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir, remove_if_untouched
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
 from ablate.run.trainer import fit_or_exit, judge_trainer, make_trainer, prepare_process
@@ -66,6 +66,7 @@ def train_members(
     it."""
     check_fits(cfg, len(configs))  # K members' models: a size no memory here holds is refused before anything is written
     locks = []
+    fresh = [Path(c.out_dir) for c in (*configs, cfg) if not Path(c.out_dir).exists()]  # members first: inside the group
     try:
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
@@ -78,6 +79,11 @@ def train_members(
             # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
             locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
         return _train(cfg, configs, group, resume, member_callbacks, force, accept_data_change)
+    except BaseException:
+        for out in fresh:  # refused before its first write: no empty folder left behind
+            if not (out / "config.yaml").exists():
+                remove_if_untouched(out)
+        raise
     finally:
         for fd in filter(None, locks):
             os.close(fd)

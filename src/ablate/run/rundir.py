@@ -6,6 +6,7 @@ of sweeps.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -100,6 +101,15 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     if (out / "checkpoints").exists():  # one made unwritable inside a writable out_dir fails here, not at the first save
         _probe_writable(out / "checkpoints", "out_dir's checkpoints")
     return out
+
+
+def remove_if_untouched(out: Path) -> None:
+    """A run directory this command created and left before writing anything (a corpus refused, a signal while the
+    data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays."""
+    (out / ".run.lock").unlink(missing_ok=True)
+    for folder in [*sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), out]:
+        with contextlib.suppress(OSError):  # not empty: someone's files, kept
+            folder.rmdir()
 
 
 def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = False) -> tuple[Path, int | None]:

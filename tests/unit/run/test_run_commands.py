@@ -89,3 +89,21 @@ def test_one_element_lists_are_one_runs_values_not_dropped(tmp_path, monkeypatch
         train_command(args)
     (cfg,) = trained
     assert (cfg.members.size, cfg.seed, cfg.train.lr_scale, cfg.model.dropout) == (1, 7, 0.5, 0.25)
+
+
+@pytest.mark.parametrize("members", [[], ["--members", "2"]])
+def test_a_run_refused_before_its_first_write_leaves_no_folder_behind(tmp_path, capsys, members):
+    """A corpus that is not there is refused once the data is read, after out_dir was made and locked: the folder (a
+    group's, and its members') stayed behind, empty but for the lock."""
+    from helpers import write_experiment
+
+    from ablate.cli import main
+
+    config = write_experiment(tmp_path, data={"train_prefix": str(tmp_path / "nowhere" / "train")})
+    assert main(["train", str(config), *members]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine\n")  # a folder that was there before: left as it was
+    assert main(["train", str(config), *members]) == 2
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine\n" and not (tmp_path / "run" / "config.yaml").exists()
