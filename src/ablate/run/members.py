@@ -81,8 +81,7 @@ def train_members(
         return _train(cfg, configs, group, resume, member_callbacks, force, accept_data_change)
     except BaseException:
         for out in fresh:  # refused before its first write: no empty folder left behind
-            if not (out / "config.yaml").exists():
-                remove_if_untouched(out)
+            remove_if_untouched(out)
         raise
     finally:
         for fd in filter(None, locks):

@@ -104,8 +104,11 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
 
 
 def remove_if_untouched(out: Path) -> None:
-    """A run directory this command created and left before writing anything (a corpus refused, a signal while the
-    data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays."""
+    """A run directory this command created, left before its first write (its config.yaml: a corpus refused, a signal
+    while the data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays.
+    One that got as far as its config is a run, kept whole."""
+    if (out / "config.yaml").exists():
+        return
     (out / ".run.lock").unlink(missing_ok=True)
     for folder in [*sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), out]:
         with contextlib.suppress(OSError):  # not empty: someone's files, kept

@@ -52,7 +52,7 @@ def train(
     try:
         return _train(cfg, out, callbacks, resume, force, accept_data_change)
     except BaseException:
-        if fresh and not (out / "config.yaml").exists():  # refused before its first write: no empty folder left behind
+        if fresh:  # refused before its first write: no empty folder left behind
             remove_if_untouched(out)
         raise
     finally:
