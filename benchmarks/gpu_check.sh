@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything issue 30 measures on one GPU, one command a part (each under 4 minutes on an H100/H200):
 #
-#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | members | all, or a list: sync,speed
+#   bash benchmarks/gpu_check.sh PART [--tiny]      PART = speed | train | sweep | sync | members | profile | all, or a list: sync,speed
 #
 #   speed  framework overhead (ablate's real step / a bare PyTorch loop, quickstart), and model-only throughput with
 #          MFU against nn.Transformer and MarianMT for base and big (bf16, fused Adam; big also compiled)

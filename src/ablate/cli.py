@@ -30,14 +30,14 @@ OWN_SIGNAL_HANDLING = ("train", "sweep")
 # One line each command's --help ends with: a command that works from the repository's root.
 EXAMPLES = {
     "params": "ablate params experiments/base.yaml model.d_model=1024",
-    "train": "ablate train experiments/quickstart.yaml model.heads=4 out_dir=runs/h4",
+    "train": "ablate train experiments/quickstart.yaml model.heads=8 train.val_every_steps=60 train.keep_last=5 out_dir=runs/h8",
     "sweep": "ablate sweep sweeps/quickstart.yaml --dry-run",
     "status": "ablate status runs/sweeps/quickstart",
     "table": "ablate table runs/sweeps/quickstart --split test",
     "archive": "ablate archive runs/sweeps/quickstart studies/quickstart",
-    "translate": "echo 'A dog runs on the beach.' | ablate translate runs/h4/checkpoints/best.ckpt",
-    "evaluate": "ablate evaluate runs/h4/checkpoints/best.ckpt --split test",
-    "average": "ablate average --run-dir runs/h4 --last 5 -o runs/h4/avg5.ckpt",
+    "translate": "echo 'A dog runs on the beach.' | ablate translate runs/h8/checkpoints/best.ckpt",
+    "evaluate": "ablate evaluate runs/h8/checkpoints/best.ckpt --split test",
+    "average": "ablate average --run-dir runs/h8 --last 5 -o runs/h8/avg5.ckpt",
 }
 
 

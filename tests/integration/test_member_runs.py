@@ -200,3 +200,21 @@ def test_each_member_reports_the_average_of_its_own_last_checkpoints(tmp_path):
         record = json.loads((out / "eval" / "valid.json").read_text())
         assert record["checkpoint"] == "avg.ckpt" and record["bleu"] == pytest.approx(summary["last"]["val/bleu"], abs=1e-9)
     assert summaries[0]["last"]["val/loss"] != summaries[1]["last"]["val/loss"]  # each member's own average
+
+
+def test_a_member_that_ends_off_the_validation_grid_ends_as_its_own_run(tmp_path):
+    # 25 steps, validated every 10: the final weights' validation (step 25) saves last.ckpt alone, as a run's does, so
+    # the average takes steps 10 and 20, best stays a validation's during training, and metrics.csv has the same rows.
+    path = write_experiment(tmp_path, "exp", **{**TRAIN, "max_steps": 25, "val_every_steps": 10, "final_average": 2})
+    cfg, members = _group(path, {"train.lr_scale": [1.0, 2.0]}, "shared")
+    summaries = train_members(cfg, members)
+    alone = train(load_config([path], [f"out_dir={tmp_path / 'alone'}", "train.lr_scale=1.0", "seed=1", "train.final_average=2"]))
+    member, theirs_dir = Path(members[0].out_dir), tmp_path / "alone"
+    s = summaries[0]
+    assert s["averaged_from"] == alone["averaged_from"] == ["step=10.ckpt", "step=20.ckpt"]
+    assert sorted(p.name for p in (member / "checkpoints").iterdir()) == sorted(p.name for p in (theirs_dir / "checkpoints").iterdir())
+    assert _close(s["best"]["value"], alone["best"]["value"], 1e-6)
+    ours, theirs = _rows(member), [r for r in _rows(theirs_dir) if len(r) > 1]
+    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [4, 9, 9, 14, 19, 19, 24, 25, 25]
+    for a, b in zip(ours, theirs):  # the final weights' row and the average's, each at step 25
+        assert a.keys() == b.keys() and all(_close(a[k], b[k], 1e-6) for k in a), (a, b)

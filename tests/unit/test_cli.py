@@ -186,7 +186,7 @@ def test_real_user_errors_of_each_kind_exit_2(tmp_path, capsys):
     assert cli.main(["params", "model.d_model=30", "model.heads=4"]) == 2  # validation: not divisible
     assert "model.d_model" in capsys.readouterr().err
     assert cli.main(["average", "-o", str(tmp_path / "avg.ckpt")]) == 2
-    assert capsys.readouterr().err.startswith("ablate average: error: no checkpoints")
+    assert capsys.readouterr().err.startswith("ablate average: error: nothing to average")
     assert cli.main(["evaluate", str(tmp_path / "m.ckpt"), "--src", "s.en"]) == 2  # --src without --ref
     assert capsys.readouterr().err.startswith("ablate evaluate: error: --src and --ref go together")
     assert cli.main(["translate", str(tmp_path / "m.ckpt")]) == 2

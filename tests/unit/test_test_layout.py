@@ -112,3 +112,22 @@ def test_every_test_file_has_a_name_of_its_own():
     anywhere under tests/ fails to collect, in whichever run meets both."""
     names = [p.name for p in TESTS.rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_the_development_guide_layout_names_every_module():
+    # docs/development.md's layout says it lists every file: each module's name appears in its package's block.
+    text = (ROOT / "docs" / "development.md").read_text()
+    layout = text[text.index("```\nsrc/ablate/cli.py") : text.index("experiments/ ")]
+    blocks: dict[str, str] = {}
+    for part in layout.split("\nsrc/ablate/")[1:]:
+        head = part.split(" ", 1)[0]  # "run/" opens a package's block; "cli.py" is a top-level module's line
+        package = head.removesuffix("/") if head.endswith("/") else ""
+        blocks[package] = blocks.get(package, "") + part
+    missing = []
+    for path in MODULES.values():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        package = "/".join(path.relative_to(SRC / "ablate").parts[:-1])
+        if path.name not in blocks.get(package, ""):
+            missing.append(str(path.relative_to(SRC)))
+    assert not missing, f"docs/development.md's layout leaves out: {', '.join(sorted(missing))}"

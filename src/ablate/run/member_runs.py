@@ -40,7 +40,8 @@ class MemberRuns(L.Callback):
     def _loggers(self, k: int) -> list:
         return [self.csv[k]] + ([self.wandb[k]] if self.wandb[k] is not None else [])
 
-    def _write(self, k: int, metrics: dict[str, float], step: int) -> None:
+    def write(self, k: int, metrics: dict[str, float], step: int) -> None:
+        """A row of member k's metrics, in its metrics.csv and W&B run."""
         for logger in self._loggers(k):
             logger.log_metrics(metrics, step=step)
             logger.save()
@@ -71,7 +72,7 @@ class MemberRuns(L.Callback):
                 "train/ppl": float(pl_module.train_ppl[k]),
                 "train/lr": float(rates[k]),
             }
-            self._write(k, row, pl_module.train_step)  # the step Lightning's loggers give a run's row
+            self.write(k, row, pl_module.train_step)  # the step Lightning's loggers give a run's row
         self._stop_if_done(trainer)
 
     def on_validation_end(self, trainer, pl_module) -> None:
@@ -81,15 +82,19 @@ class MemberRuns(L.Callback):
     def record(self, trainer, pl_module, judge: bool = True) -> None:
         """Write each training member's last validation: its metrics row and checkpoints; then stop members whose
         rule says so. Without `judge` (the final weights' validation after training, as ablate.run.members makes
-        it), no rule judges, as none judges a run's own final validation; a member validated at this step is done."""
+        it), no rule judges, as none judges a run's own final validation; a member validated at this step is done. That
+        validation saves last.ckpt alone, as a run's after its fit: no step=N.ckpt to average in, none pruned, no best."""
         step = trainer.global_step
         for k, metrics in enumerate(pl_module.member_metrics):
             if self.stops.reason[k] is not None or (not judge and self.validated_step[k] == step):
                 continue
             self.last[k], self.validated_step[k] = dict(metrics), step
             reason = self.stops.update(k, metrics, step) if judge else None
-            self._write(k, {"epoch": trainer.current_epoch, **metrics}, step - 1)  # as Lightning steps a run's validation row
-            if reason != DIVERGED:
+            # The step Lightning gives a run's validation row: one behind during fit, the step itself in trainer.validate
+            self.write(k, {"epoch": trainer.current_epoch, **metrics}, step - 1 if judge else step)
+            if not judge:
+                save_atomic(self.checkpoint(k, trainer, pl_module), self.outs[k] / "checkpoints" / "last.ckpt")
+            elif reason != DIVERGED:
                 self._save(k, trainer, pl_module, metrics)
             if reason is not None:
                 pl_module.optimizer.freeze(k)

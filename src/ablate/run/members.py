@@ -170,9 +170,10 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
     judge = judge_trainer(cfg)
     selected = select_weights(cfg, judge, own, dm, out) if validated else {"selected": FINAL}
     last = dict(runs.last[k])
+    steps = int(module.optimizer.steps()[k])
     if selected["selected"] != FINAL:
         last = {key: float(v) for key, v in judge.callback_metrics.items() if key.startswith("val/")}
-    steps = int(module.optimizer.steps()[k])
+        runs.write(k, {"epoch": trainer.current_epoch, **last}, steps)  # the averaged weights' row, as a run's metrics.csv has
     reason = runs.stops.reason[k] or group_reason["stop_reason"]
     summary = {
         "out_dir": cfg.out_dir,

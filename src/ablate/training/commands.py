@@ -23,6 +23,10 @@ def average_cli(args: argparse.Namespace) -> int:
             log.warning("ablate average: --last %d, but %s/checkpoints holds %s: %s", args.last, args.run_dir, kept, what)
         paths += found
     if not paths:
+        if not args.run_dir:
+            raise CheckpointError(
+                "nothing to average: name checkpoints, or a run with --run-dir RUN_DIR (its last --last step checkpoints)"
+            )
         raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
     out = Path(args.output)
     owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show

@@ -179,8 +179,10 @@ class MemberAdam(torch.optim.Optimizer):
 
 
 def member_optimizer_state(optimizer: MemberAdam, k: int) -> dict:
-    """Member k's optimizer state as torch.optim.Adam's state_dict() for its own model holds it (same parameter order)."""
+    """Member k's optimizer state as torch.optim.Adam's state_dict() for its own model holds it (same parameter order):
+    a run's Adam, lr 1.0 scaled by its LambdaLR, whose group holds the rate of the next step."""
     state = optimizer.state_dict()
+    rate = float(optimizer.schedule(optimizer.steps().double() + 1)[k])  # (K,) in, each member its own warmup and scale
     per_param = {}
     for index, s in state["state"].items():
         per_param[index] = {
@@ -188,5 +190,8 @@ def member_optimizer_state(optimizer: MemberAdam, k: int) -> dict:
             "exp_avg": s["exp_avg"][k].clone(),
             "exp_avg_sq": s["exp_avg_sq"][k].clone(),
         }
-    groups = [{key: value for key, value in g.items()} for g in state["param_groups"]]
+    groups = []
+    for g in state["param_groups"]:
+        adam = torch.optim.Adam([torch.zeros(1)], lr=1.0, betas=g["betas"], eps=g["eps"], weight_decay=g["weight_decay"])
+        groups.append({**adam.param_groups[0], "lr": rate, "initial_lr": 1.0, "params": g["params"]})
     return {"state": per_param, "param_groups": groups}

@@ -75,14 +75,15 @@ class TranslationModule(L.LightningModule):
         return logs_this_step(self, batch_idx, self.cfg.train.log_every_steps)
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sums = torch.zeros(3, device=self.device)
+        # float64, whatever the precision: a float32 sum over a split's batches rounds a float64 run's validation metrics
+        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         self._hyps = {}
         if self.cfg.train.val_max_sentences:
             self._bleu_rows = bleu_rows(len(self.trainer.datamodule.raw("valid")[1]), self.cfg.train)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, nll, ntok = self._step(batch)
-        self._val_sums += torch.stack([loss.detach(), nll, ntok.to(loss.dtype)])
+        self._val_sums += torch.stack([loss.detach().double(), nll.double(), ntok.double()])
         if self.cfg.train.val_bleu and not self.trainer.sanity_checking:
             # TranslationDataModule picked the rows on the host; a batch from elsewhere is picked here (with reads).
             found = batch.get("bleu") or host_rows(batch, self._bleu_rows)

@@ -292,6 +292,12 @@ def test_average_of_a_run_that_kept_fewer_checkpoints_than_asked_warns_and_count
     assert caplog.text == ""  # as many as asked: nothing to say
 
 
+def test_average_with_neither_checkpoints_nor_a_run_says_what_to_give():
+    with pytest.raises(CheckpointError, match="nothing to average: name checkpoints, or a run with --run-dir") as e:
+        average_cli(average_args(output="avg.ckpt"))
+    assert "None" not in str(e.value)
+
+
 def test_a_member_groups_checkpoint_given_where_a_runs_goes_is_named_as_the_groups():
     """`ablate evaluate GROUP/checkpoints/last.ckpt` said only 'field hyper_parameters.config is missing'."""
     configs = [{"model": {}, "out_dir": "sw/trials/0003-base"}, {"model": {}, "out_dir": "sw/trials/0004-base"}]

@@ -163,6 +163,22 @@ def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(
     assert reported["val/loss"] == pytest.approx(float(refs[0][0]) / refs[0][2], rel=1e-5)
 
 
+def test_a_float64_runs_validation_metrics_are_summed_in_float64(tmp_path, monkeypatch):
+    module = make_module(tmp_path, val_bleu=False).double()  # precision '64': a float32 sum would round at ~1e-7
+    reported = {}
+    monkeypatch.setattr(module, "log_dict", lambda metrics, **kw: reported.update(metrics))
+    batches = [make_batch(seed) for seed in (1, 2, 3)]
+    refs = [reference_loss(module, b, module.cfg.train.label_smoothing) for b in batches]
+    module.on_validation_epoch_start()
+    with torch.no_grad():
+        for i, b in enumerate(batches):
+            module.validation_step(b, i)
+    module.on_validation_epoch_end()
+    ntok = sum(r[2] for r in refs)
+    assert reported["val/loss"] == pytest.approx(sum(float(r[0]) for r in refs) / ntok, rel=1e-13)
+    assert reported["val/nll"] == pytest.approx(sum(float(r[1]) for r in refs) / ntok, rel=1e-13)
+
+
 # --- checkpoint hooks ---------------------------------------------------------------------------------------------
 
 

@@ -131,7 +131,17 @@ def test_the_member_optimizer_state_is_each_runs_own_adam_state():
             assert float(mine["state"][i]["step"]) == float(s["step"]) == 3.0
             torch.testing.assert_close(mine["state"][i]["exp_avg"], s["exp_avg"], rtol=1e-7, atol=1e-15)
             torch.testing.assert_close(mine["state"][i]["exp_avg_sq"], s["exp_avg_sq"], rtol=1e-7, atol=1e-20)
-        ref.opt.load_state_dict(mine)  # loads into the run's own optimizer unchanged
+        assert mine["param_groups"] == theirs["param_groups"]  # lr (the next step's rate), initial_lr, betas, flags
+        # A run's Adam loaded with it takes the step the run's own would: the same weights, not just a load that passes.
+        twin = Reference(ref.cfg, torch.float64)
+        twin.model.load_state_dict(ref.model.state_dict())
+        twin.opt.load_state_dict(mine)
+        batch = collate(step_batches(7, 1)[0])
+        for run in (ref, twin):
+            translation_loss(run.model, batch, 0.0)[0].backward()
+            run.opt.step()
+        for (name, a), b in zip(ref.model.state_dict().items(), twin.model.state_dict().values()):
+            torch.testing.assert_close(b, a, rtol=1e-7, atol=1e-9, msg=name)  # an update is ~7e-4
 
 
 @pytest.mark.slow
