@@ -238,3 +238,12 @@ def test_version_and_each_commands_help_with_its_summary_and_an_example(capsys):
         out = capsys.readouterr().out
         assert f"example: {cli.EXAMPLES[command]}" in out and out.split("\n\n")[1].strip(), command
         assert cli.build_parser().parse_args(shlex.split(cli.EXAMPLES[command].split("| ")[-1])[1:]).command == command
+
+
+def test_evaluate_refuses_a_record_it_could_not_write_before_decoding(tmp_path, capsys):
+    """--save-eval into a run whose eval/ is a file failed only after the whole split was decoded."""
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "eval").write_text("not a folder")
+    ckpt = tmp_path / "run" / "checkpoints" / "best.ckpt"  # never read: the refusal comes first
+    assert cli.main(["evaluate", str(ckpt), "--split", "test", "--save-eval"]) == 2
+    assert f"--save-eval: {tmp_path / 'run' / 'eval'} is a file, not a folder; nothing was written" in capsys.readouterr().err

@@ -27,8 +27,8 @@ from pathlib import Path
 from ablate.archive.staging import staging
 from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
 from ablate.evaluation.records import EvalFileError, text_free
-from ablate.files.atomic import DiskFull, replacing, unwritable
-from ablate.files.destination import check_output
+from ablate.files.atomic import DiskFull, replacing
+from ablate.files.destination import check_output, unwritable
 from ablate.files.json_file import read_json
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
@@ -64,10 +64,8 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
             "database over an archive with one (nothing shows the study is newer, and the archive's database would "
             "not match its trials); archive the folder that holds the study's database, or into a new folder"
         )
-    check_output(
-        dest / DATABASE, "the archive", owns=[dest], writes_records=True
-    )  # not inside another study or run (ablate.files.destination)
-    _check_writable([dest / DATABASE])  # DEST a file, or read-only: refused before the runs are scored
+    # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
+    check_output(dest / DATABASE, "the archive", owns=[dest], writes_records=True)
     report = ArchiveReport(database=has_db)
     # Written into a temporary folder, moved in at the end (ablate.archive.staging). The database is copied first (a
     # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary
@@ -187,7 +185,7 @@ def _transient(name: str) -> bool:
 
 
 def _check_writable(files: list[Path]) -> None:
-    """Refuse, before anything is written, a file the archive cannot write (`ablate.files.atomic.unwritable`)."""
+    """Refuse, before anything is written, a file the archive cannot write (`ablate.files.destination.unwritable`)."""
     if reason := next(filter(None, map(unwritable, files)), None):
         raise ValueError(f"{reason}, so the archive cannot be written there; move it away or archive elsewhere")
 

@@ -48,10 +48,31 @@ def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
 
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
     """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
+    update = _as_config(update, source)
     try:
-        return OmegaConf.merge(base, _as_config(update, source))
+        return OmegaConf.merge(base, update)
     except OmegaConfBaseException as e:
-        raise _friendly(e, source) from None
+        raise (_section_given_a_value(update, source) or _friendly(e, source)) from None
+
+
+def _section_given_a_value(update: Any, source: str, schema: Any = None, prefix: str = "") -> ConfigError | None:
+    """`members: 3` (or `model=3`): OmegaConf's error names no key ('?'). Name the section and what it holds."""
+    schema = ExperimentConfig() if schema is None else schema
+    data = OmegaConf.to_container(update) if not isinstance(update, dict) else update
+    for key, value in data.items() if isinstance(data, dict) else ():
+        section = getattr(schema, str(key), None)
+        if not is_dataclass(section):
+            continue
+        if isinstance(value, dict):
+            if found := _section_given_a_value(value, source, section, f"{prefix}{key}."):
+                return found
+        elif value is not None:
+            keys = [f.name for f in fields(section)]
+            return ConfigError(
+                f"{source}: '{prefix}{key}' is a section ({', '.join(keys)}), given the value {value!r}: set one of its keys, "
+                f"e.g. {prefix}{key}.{keys[0]}" + (" (or --members K on the command line)" if f"{prefix}{key}" == "members" else "")
+            )
+    return None
 
 
 def _as_config(update: dict | list[str], source: str) -> Any:

@@ -158,19 +158,3 @@ def _disk_full(target: Path, e: BaseException, kept: str = "") -> DiskFull | Non
     full = DiskFull(f"disk full: could not write {target} ({os.strerror(cause.errno)}); {kept}")
     full.errno = cause.errno
     return full
-
-
-def unwritable(target: str | os.PathLike) -> str | None:
-    """Why `target` could not be replaced, asked before work whose results it is to hold: a folder stands there,
-    or the nearest folder above it that exists is a file or one this process may not write in; None if it can."""
-    target = Path(target)
-    if target.is_dir():
-        return f"{target} is a folder, where a file is to be written"
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is a file, not a folder"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable (permission denied)"
-    return None

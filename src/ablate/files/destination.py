@@ -70,6 +70,22 @@ def run_of_checkpoint(checkpoint: str | os.PathLike) -> Path | None:
     return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else None
 
 
+def unwritable(target: str | os.PathLike) -> str | None:
+    """Why `target` could not be replaced, asked before work whose results it is to hold: a folder stands there,
+    or the nearest folder above it that exists is a file or one this process may not write in; None if it can."""
+    target = Path(target)
+    if target.is_dir():
+        return f"{target} is a folder, where a file is to be written"
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable (permission denied)"
+    return None
+
+
 def check_output(
     path: str | os.PathLike,
     flag: str,
@@ -81,7 +97,8 @@ def check_output(
     """Refuse `path` (given as `flag`) when it is one of `inputs` ((flag, path) pairs), a symbolic link, or inside a
     study or run folder that is not one of `owns` (nor inside one), or in one that is but replacing what ablate wrote
     there as its record, unless this is the command that `writes_records` (a sweep its results.csv) or the user passed
-    `override`, the flag that says so (`ablate average --force`), which the refusal names."""
+    `override`, the flag that says so (`ablate average --force`), which the refusal names; and a path that could not
+    be written (a folder stands there, or its folder is read-only: `unwritable`)."""
     if is_stream(path):
         return
     refuse_link(path)
@@ -91,6 +108,8 @@ def check_output(
                 f"{flag} {path} is the input {name} {source}: writing it would replace the input; choose another {flag}; "
                 "nothing was written"
             )
+    if why := unwritable(path):  # a folder in the way, or a read-only one: found now, not after the work it is to hold
+        raise ValueError(f"{flag} {path}: {why}; nothing was written")
     if (found := owner_of(path)) is None:
         return
     kind, folder = found

@@ -4,6 +4,7 @@ first and imports torch and Lightning only then, so a bad config is refused in a
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
@@ -70,6 +71,20 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
 
 
 def train_command(args: argparse.Namespace) -> int:
+    from ablate.files.signals import Terminated, raise_on_sigterm
+    from ablate.run.exits import PREEMPTED_EXIT
+
+    # Until fit starts (ablate.run.trainer.fit_or_exit hands SIGTERM to Lightning and Preemption), SIGTERM raises, as
+    # Ctrl-C does: a run stopped while its config, corpus and tokenizer load removes the folders it created, and says so.
+    raise_on_sigterm()
+    try:
+        return _train_command(args)
+    except Terminated:
+        print("ablate train: stopped by SIGTERM before training began; nothing to save: the same command starts it again", file=sys.stderr)
+        return PREEMPTED_EXIT  # as a run preempted after saving: a scheduler or sweep runs it again
+
+
+def _train_command(args: argparse.Namespace) -> int:
     from ablate.experiment import load_config
 
     files, overrides = split_config_args(args.config)

@@ -145,6 +145,13 @@ class ProgressFile(L.Callback):
         self.state.update(phase="finished", step=trainer.global_step, epochs=epochs_done(trainer), eta_s=0.0)
         self._write(trainer, force=True)
 
+    def on_fit_end(self, trainer, pl_module) -> None:
+        # A fit with nothing left to train (a resume after the last step, to run the end again) calls neither hook
+        # above: without them the file said "training, step 0" for good.
+        if self.state["phase"] == "training" and self.state.get("started") is None:
+            self.on_train_start(trainer, pl_module)
+            self.on_train_end(trainer, pl_module)
+
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self.state.update(phase="stopped", eta_s=None)
         self._write(trainer, force=True)

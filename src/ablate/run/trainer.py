@@ -4,6 +4,7 @@ benchmarks/step_overhead.py times is this very Trainer."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,9 @@ def fit_or_exit(trainer: L.Trainer, module: L.LightningModule, dm, ckpt_path: Pa
     `preemption`) exits with its code (75, or 130 for Ctrl-C) instead of going on to its summary."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    # SIGTERM is Lightning's and Preemption's from here: Lightning would call a handler already set (`ablate train`'s,
+    # which raises while the data loads) from its own, stopping the run between step boundaries.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
     except SIGTERMException:

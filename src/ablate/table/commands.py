@@ -9,14 +9,13 @@ import math
 import os
 from pathlib import Path
 
-from ablate.files.atomic import unwritable
-from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
+from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output, unwritable
 from ablate.table import file_writes, page, terminal
 from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
 from ablate.table.finished_runs import runs_from_dirs, runs_from_wandb, select
 from ablate.table.latex import to_latex
-from ablate.table.left_out import LeftOut, left_out
+from ablate.table.left_out import LeftOut, in_study, left_out
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
 from ablate.table.sentence_records import collect
@@ -39,7 +38,7 @@ def table_cli(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such study directory: {source}")
     if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
         raise ValueError(f"{source} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there): archive the study into it again")
-    runs, skipped = runs_from_wandb(source) if args.wandb else (runs_from_dirs(source), {})
+    runs, skipped = runs_from_wandb(source) if args.wandb else (in_study(source, runs_from_dirs(source)), {})
     found = LeftOut() if args.wandb else left_out(source, runs)  # every run folder not tabulated, named with why
     skipped |= found.runs
     if not runs:
@@ -127,12 +126,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _check_writable(targets: dict[str, Path], source: Path) -> None:
-    """Every output can be written (`ablate.files.atomic.unwritable`) where a table may go (ablate.files.destination:
+    """Every output can be written (`ablate.files.destination.unwritable`) where a table may go (ablate.files.destination:
     not a link, not in another study or run than the one tabulated), and the page is one the table can go into."""
     for target in targets.values():
         check_output(target, "--out", owns=[source])
-    if reason := next(filter(None, map(unwritable, targets.values())), None):
-        raise ValueError(f"{reason}; choose another --out or --name")
     page.check(targets[".md"])
 
 

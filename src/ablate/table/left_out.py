@@ -4,7 +4,8 @@ A run folder (config.yaml) without summary.json: diverged (its trial's fail reas
 weights or loss), failed (that reason), pruned, stopped or still running, or finished with its summary since lost;
 an earlier attempt of a row and seed another run tabulates is named as that. A member group's own folder (its
 checkpoint and log) is no run: its members' folders are. A trial the study database (SQLite,
-`study.db` in the folder) marks finished or failed whose run folder is gone is named too. Rows none of whose runs
+`study.db` in the folder) marks finished or failed whose run folder is gone is named too, and a trial folder with a
+summary.json that the database marks failed or running (`in_study`) is an attempt, not a seed. Rows none of whose runs
 finished, all diverged, are `diverged` rows: the table shows them as such (ablate.table.compare).
 """
 
@@ -23,6 +24,7 @@ from ablate.table.finished_runs import Run
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
 _ERROR = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error")
+UNFINISHED = ("FAIL", "RUNNING", "WAITING")  # a trial's states in which its folder's summary is no finished seed
 NOT_RUN = "[not run] "  # a bookkeeping trial's fail_reason prefix (ablate.sweep.ledger.BOOKKEEPING): it ran no row
 
 
@@ -30,6 +32,20 @@ NOT_RUN = "[not run] "  # a bookkeeping trial's fail_reason prefix (ablate.sweep
 class LeftOut:
     runs: dict[str, str] = field(default_factory=dict)  # run folder (or trial) -> why it is not tabulated
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished, all diverged -> (why, config)
+
+
+def in_study(root: Path, runs: list[Run]) -> list[Run]:
+    """The runs a sweep's study.db does not contradict. A trial folder whose summary.json its trial in the database
+    calls failed or running is an attempt the sweep trains again (a group stopped as its members ended, whose rows a
+    rerun regrouped; a study still running): tabulated, its seed would count twice. left_out names it."""
+    trials, _ = _trials(root / "study.db")
+    home = (root / "trials").resolve()
+    return [r for r in runs if not (r.run_dir is not None and _unfinished(Path(r.run_dir), home, trials))]
+
+
+def _unfinished(folder: Path, home: Path, trials: dict) -> bool:
+    trial = trials.get(folder.name)
+    return trial is not None and trial[0] in UNFINISHED and folder.resolve().parent == home
 
 
 def left_out(root: Path, runs: list[Run]) -> LeftOut:
@@ -42,7 +58,7 @@ def left_out(root: Path, runs: list[Run]) -> LeftOut:
             trials.pop(Path(run.run_dir).name, None)
     out = LeftOut()
     by_row: dict[str, list[tuple[str, dict]]] = {}
-    folders = [p.parent for p in sorted(root.rglob("config.yaml")) if "wandb" not in p.parts and not (p.parent / "summary.json").exists()]
+    folders = [p.parent for p in sorted(root.rglob("config.yaml")) if "wandb" not in p.parts]  # tabulated ones: `taken`
     folders = [f for f in folders if not _is_group(_config(f))]  # a member group's own files; its members are the runs
     for folder in folders:
         if any(folder.resolve().is_relative_to(t) for t in taken) or any(o != folder and folder.is_relative_to(o) for o in folders):
@@ -88,6 +104,9 @@ def _config(folder: Path) -> dict:
 
 def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
     state, reason, _ = trial or (None, None, None)
+    if state in UNFINISHED and (folder / "summary.json").exists():  # in_study left it out
+        said = f"{'running' if state != 'FAIL' else 'failed'}{f' ({reason[:200]})' if reason else ', stopped'}"
+        return f"its summary.json is from an attempt study.db marks {said}: not a finished seed; the sweep trains it again"
     if reason is None or state in (None, "COMPLETE"):
         reason = _last_error(folder) or reason
     if state == "COMPLETE":

@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 
 def group_of(run) -> str | None:
-    """The member group a run trained in (its `members.group`), or None for a run that trained alone."""
+    """The member group a run trained in, or None for a run that trained alone: a sweep's member, its `members.group`
+    (its trial folder lies apart from the group's); an `ablate train --members` member inside a group folder (one with
+    the group's config.yaml), that folder, wherever it moved (`--move-aside` renames a group whose members' configs
+    still name the old folder)."""
     cfg = run.config
     if (cfg.get("members.size") or 1) > 1 and cfg.get("members.group") is not None:
-        return str(cfg["members.group"])
+        home = Path(run.run_dir).resolve().parent if cfg.get("sweep.row") is None and getattr(run, "run_dir", None) else None
+        return str(home) if home is not None and (home / "config.yaml").is_file() else str(cfg["members.group"])
     return None
 
 

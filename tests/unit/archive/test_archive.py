@@ -310,10 +310,7 @@ def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path
     dest = tmp_path / "archive"
     dest.write_text("a file")
     assert main(["archive", str(study), str(dest)]) == 2
-    assert (
-        f"{dest} is a file, not a folder, so the archive cannot be written there" in capsys.readouterr().err
-        and dest.read_text() == "a file"
-    )
+    assert f"{dest} is a file, not a folder; nothing was written" in capsys.readouterr().err and dest.read_text() == "a file"
     read_only = tmp_path / "read-only"
     read_only.mkdir()
     read_only.chmod(0o555)
@@ -322,7 +319,7 @@ def test_archive_refuses_a_destination_it_cannot_write_naming_it(study, tmp_path
         monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != read_only and real(path, mode, **kw))
     try:
         assert main(["archive", str(study), str(read_only / "archive")]) == 2
-        assert f"{read_only} is not writable (permission denied), so the archive" in capsys.readouterr().err
+        assert f"{read_only} is not writable (permission denied); nothing was written" in capsys.readouterr().err
     finally:
         read_only.chmod(0o755)
     assert list(read_only.iterdir()) == []

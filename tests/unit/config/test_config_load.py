@@ -47,6 +47,15 @@ def test_wrong_type_names_key_and_value():
         load_config(overrides=["model.heads=four"])
 
 
+def test_a_section_given_a_value_names_the_section_and_its_keys(tmp_path):
+    """`members: 3` (the sweep file's spelling) in a config said "bad value for '?'": no key named."""
+    (tmp_path / "m.yaml").write_text("model:\n  heads: 4\nmembers: 3\n")
+    with pytest.raises(ConfigError, match=r"m.yaml: 'members' is a section \(size, data, .*given the value 3.*members.size .*--members K"):
+        load_config([tmp_path / "m.yaml"])
+    with pytest.raises(ConfigError, match=r"command line: 'model' is a section \(enc_layers, .*given the value 3: set one of its keys"):
+        load_config([], ["model=3"])
+
+
 def test_unknown_key_in_the_wrong_section_names_the_right_one():
     with pytest.raises(ConfigError, match=r"unknown config key 'train.heads' \(did you mean 'model.heads'\?\)"):
         load_config(overrides=["train.heads=4"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.files.atomic import replacing, unwritable
+from ablate.files.atomic import replacing
 
 
 def test_the_target_is_replaced_when_the_block_ends(tmp_path):
@@ -40,20 +40,6 @@ def test_the_replaced_file_keeps_its_permissions_and_a_new_one_gets_the_umasks(t
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(old.stat().st_mode) == 0o664 and stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
-
-
-def test_unwritable_says_why_a_file_could_not_be_replaced(tmp_path, monkeypatch):
-
-    assert unwritable(tmp_path / "new" / "deeper" / "t.md") is None  # folders to be made: asked of the nearest one
-    (tmp_path / "dir.md").mkdir()
-    assert unwritable(tmp_path / "dir.md") == f"{tmp_path / 'dir.md'} is a folder, where a file is to be written"
-    (tmp_path / "afile").write_text("mine")
-    assert unwritable(tmp_path / "afile" / "sub" / "t.md") == f"{tmp_path / 'afile'} is a file, not a folder"
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    real = os.access  # root may write anywhere: the folder as an ordinary user would see it
-    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real(path, mode, **kw))
-    assert unwritable(locked / "t.md") == f"{locked} is not writable (permission denied)"
 
 
 def test_the_file_is_synced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):

@@ -3,9 +3,12 @@ last component, never inside a study or run folder the command does not own; a s
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output, folder_kind, is_stream, owner_of, run_of_checkpoint
+from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output, folder_kind, is_stream, owner_of, run_of_checkpoint, unwritable
 
 
 def run_folder(path):
@@ -97,3 +100,33 @@ def test_streams_and_linked_parent_folders_are_written(tmp_path):
 def test_run_of_checkpoint(tmp_path):
     assert run_of_checkpoint(tmp_path / "r" / "checkpoints" / "best.ckpt") == tmp_path / "r"
     assert run_of_checkpoint(tmp_path / "avg.ckpt") is None
+
+
+def test_unwritable_says_why_a_file_could_not_be_replaced(tmp_path, monkeypatch):
+    assert unwritable(tmp_path / "new" / "deeper" / "t.md") is None  # folders to be made: asked of the nearest one
+    (tmp_path / "dir.md").mkdir()
+    assert unwritable(tmp_path / "dir.md") == f"{tmp_path / 'dir.md'} is a folder, where a file is to be written"
+    (tmp_path / "afile").write_text("mine")
+    assert unwritable(tmp_path / "afile" / "sub" / "t.md") == f"{tmp_path / 'afile'} is a file, not a folder"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access  # root may write anywhere: the folder as an ordinary user would see it
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real(path, mode, **kw))
+    assert unwritable(locked / "t.md") == f"{locked} is not writable (permission denied)"
+
+
+def test_an_output_that_could_not_be_written_is_refused_before_the_work_it_would_hold(tmp_path, monkeypatch):
+    """`ablate evaluate --hyp-out DIR` decoded the whole split, then failed naming a temporary file: the score was lost."""
+    (tmp_path / "hyps").mkdir()
+    with pytest.raises(
+        ValueError,
+        match=f"--hyp-out {tmp_path / 'hyps'}: {tmp_path / 'hyps'} is a folder, where a file is to be written; nothing was written",
+    ):
+        check_output(tmp_path / "hyps", "--hyp-out")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real(path, mode, **kw))
+    with pytest.raises(ValueError, match="is not writable"):
+        check_output(locked / "out.txt", "--output")
+    check_output(tmp_path / "new" / "out.txt", "--output")  # a folder still to be made: fine

@@ -75,6 +75,25 @@ def test_progress_file_tracks_steps_tokens_per_second_eta_and_the_latest_validat
     assert not [f for f in tmp_path.iterdir() if f.name != PROGRESS_FILE]  # no temp file left behind
 
 
+def test_a_fit_with_nothing_left_to_train_leaves_the_file_finished_at_the_runs_step(tmp_path, clock):
+    """A resume after the last step (to run the end again): Lightning skips the fit loop, so neither on_train_start
+    nor on_train_end fires, and the final validation left "training, step 0" for `ablate status` to show."""
+    cb, tr = ProgressFile(tmp_path, every_s=0), trainer(global_step=100, current_epoch=1)
+    cb.on_fit_end(tr, None)
+    cb.on_validation_start(tr, None)  # the final weights' validation, after the fit
+    tr.callback_metrics = {"val/loss": torch.tensor(2.5)}
+    cb.on_validation_end(tr, None)
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["step"], p["max_steps"], p["val/loss"], p["val_step"]) == ("finished", 100, 100, 2.5, 100)
+    ran = ProgressFile(tmp_path / "ran", every_s=0)  # a fit that trained: its own hooks wrote the end, left as they are
+    ran.on_train_start(tr, None)
+    ran.on_train_end(tr, None)
+    before = read_progress(tmp_path / "ran")
+    clock.t += 5
+    ran.on_fit_end(tr, None)
+    assert read_progress(tmp_path / "ran") == before
+
+
 def test_writes_are_throttled_but_validations_always_written_and_other_ranks_never_write(tmp_path, clock):
     cb, tr = ProgressFile(tmp_path, every_s=5), trainer()
     cb.on_train_start(tr, None)

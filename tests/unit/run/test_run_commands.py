@@ -107,3 +107,29 @@ def test_a_run_refused_before_its_first_write_leaves_no_folder_behind(tmp_path, 
     (tmp_path / "run" / "notes.txt").write_text("mine\n")  # a folder that was there before: left as it was
     assert main(["train", str(config), *members]) == 2
     assert (tmp_path / "run" / "notes.txt").read_text() == "mine\n" and not (tmp_path / "run" / "config.yaml").exists()
+
+
+@pytest.mark.parametrize("members", [[], ["--members", "2"]])
+def test_sigterm_while_the_data_is_read_exits_to_run_again_and_leaves_no_folder(tmp_path, capsys, monkeypatch, members):
+    """SIGTERM before fit killed the process (143, no word) and left out_dir with its lock: now it is raised, as
+    Ctrl-C is, the folders made go, and the command exits 75 (a sweep or scheduler runs it again)."""
+    import signal
+
+    from helpers import write_experiment
+
+    from ablate.cli import main
+    from ablate.data.module import TranslationDataModule
+
+    def terminated(self):
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            raise AssertionError("SIGTERM is not handled while the data is read: it would kill the process")
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(TranslationDataModule, "prepare_data", terminated)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert main(["train", str(write_experiment(tmp_path)), *members]) == 75
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "stopped by SIGTERM before training began" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

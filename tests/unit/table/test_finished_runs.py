@@ -201,3 +201,31 @@ def test_the_members_of_an_ablate_train_group_are_one_row_of_seeds_and_listed_va
             (root / group / name / "summary.json").write_text(json.dumps({"params": {"total": 1}, "last": {"val/bleu": 20.0}}))
     rows = sorted((r.row, r.config["seed"]) for r in runs_from_dirs(root))
     assert rows == [("base", 1), ("base", 2), ("base", 3), ("lr,lr_scale=0.5", 1), ("lr,lr_scale=2.0", 2)]
+
+
+def test_a_group_moved_aside_is_a_row_and_a_group_of_its_own_not_more_seeds_of_the_next(tmp_path):
+    """`ablate train ... out_dir=base --members 2`, then again with `--move-aside`: the first group's folder is
+    base.earlier-1, but its members' configs still name base; the table counted them as seeds 3 and 4 of one group."""
+    from table_study import config_text
+
+    from ablate.table.replicates import group_of
+
+    root = tmp_path / "study"
+    for folder, seeds in {"base.earlier-1": [1, 2], "base": [3, 4]}.items():
+        group = {"members.size": 2, "members.group": str(root / "base"), "seed": seeds[0]}
+        (root / folder).mkdir(parents=True)
+        (root / folder / "config.yaml").write_text(config_text({**group, "out_dir": str(root / "base")}))  # the group's own
+        for k, seed in enumerate(seeds):
+            run = root / folder / f"seed={seed}"
+            run.mkdir()
+            (run / "config.yaml").write_text(
+                config_text({**group, "members.index": k, "seed": seed, "out_dir": str(root / "base" / run.name)})
+            )
+            (run / "summary.json").write_text(json.dumps({"params": {"total": 1}, "last": {"val/bleu": 20.0}}))
+    runs = runs_from_dirs(root)
+    assert sorted((r.row, r.config["seed"]) for r in runs) == [("base", 3), ("base", 4), ("base.earlier-1", 1), ("base.earlier-1", 2)]
+    assert {group_of(r) for r in runs} == {str((root / "base").resolve()), str((root / "base.earlier-1").resolve())}
+    (root / "loose").mkdir()  # a member copied out of its group (no group config beside it) keeps its group's name
+    (root / "base" / "seed=3").rename(root / "loose" / "seed=3")
+    moved = next(r for r in runs_from_dirs(root) if r.config["seed"] == 3)
+    assert moved.row == "base" and group_of(moved) == str(root / "base")

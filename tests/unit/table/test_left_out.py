@@ -149,3 +149,32 @@ def test_a_row_whose_diverged_runs_are_only_in_the_study_database_is_still_a_div
     found = left_out(root, runs_from_dirs(root))
     assert found.runs["trial B-dk16-s1"] == "diverged: exit code 1: non-finite weights at step 5; its run folder is not here"
     assert found.diverged == {"B-dk16": (found.runs["trial B-dk16-s1"], {})}
+
+
+def test_a_summary_from_an_attempt_the_study_marks_failed_is_left_out_not_a_second_seed(tmp_path, capsys):
+    """A group stopped as its members ended leaves a member's summary.json in a trial the study marks FAIL; a rerun
+    with --members 1 trained that row and seed again in a new trial, and the table refused the study: 'row base has
+    two runs of seed 1'. The failed attempt is left out and named; a study's running trial is not a seed either."""
+    from ablate.table.left_out import in_study
+
+    root = study(tmp_path)
+    stale = write_run(tmp_path / "stale", "A-h1", 2, {"model.heads": 1}, {"last": {"val/bleu": 30.0, "val/ppl": 4.0}})
+    stale.rename(root / "trials" / "A-h1-s2-group")
+    db = sqlite3.connect(root / "study.db")
+    db.execute("INSERT INTO trials VALUES (90, 90, 'FAIL')")
+    db.execute("INSERT INTO trial_user_attributes VALUES (90, 'out_dir', ?)", (json.dumps(str(root / "trials" / "A-h1-s2-group")),))
+    db.execute("INSERT INTO trials VALUES (91, 91, 'RUNNING')")
+    db.execute("INSERT INTO trial_user_attributes VALUES (91, 'out_dir', ?)", (json.dumps(str(root / "trials" / "C-N2-s2")),))
+    db.commit()
+    db.close()
+    runs = in_study(root, runs_from_dirs(root))
+    assert {r.run_dir.name for r in runs} >= {"A-h1-s2", "A-h1-s1", "base-s1"}
+    assert not {"A-h1-s2-group", "C-N2-s2"} & {r.run_dir.name for r in runs}
+    why = {k.rsplit("/", 1)[-1]: v for k, v in left_out(root, runs).runs.items()}
+    assert why["A-h1-s2-group"] == (
+        f"an earlier attempt of row A-h1 seed 2, which {root}/trials/A-h1-s2 tabulates (its summary.json is from an attempt "
+        "study.db marks failed, stopped: not a finished seed; the sweep trains it again)"
+    )
+    assert why["C-N2-s2"].startswith("its summary.json is from an attempt study.db marks running")
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0  # refused before: two runs of seed 2
+    assert "A-h1-s2-group" in capsys.readouterr().out

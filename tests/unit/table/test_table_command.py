@@ -50,7 +50,7 @@ def test_outputs_that_cannot_be_written_are_named_before_any_file_changes(tmp_pa
     root, out = write_runs(tmp_path / "study"), tmp_path / "out"
     (tmp_path / "afile").write_text("mine")
     assert main(["table", str(root), "--out", str(tmp_path / "afile")]) == 2
-    assert f"{tmp_path / 'afile'} is a file, not a folder; choose another --out or --name" in capsys.readouterr().err
+    assert f"{tmp_path / 'afile'} is a file, not a folder; nothing was written" in capsys.readouterr().err
     assert (tmp_path / "afile").read_text() == "mine"
     assert main(["table", str(root), "--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
