@@ -31,7 +31,8 @@ def fault_plugin(folder: Path, *, nan_from: int | None = None, signal_at: str | 
     """A plugin file under `folder` injecting the faults asked for into the runs matching `when` (all when None):
     `nan_from` (the training loss is NaN from that global step on), `signal_at` ("STEP[@val]:SIGNAME[:RANK]": the
     process of global rank RANK, default 0, sends itself SIGNAME as optimizer step STEP starts, 0-based, or with
-    @val as the validation after STEP steps does). Returns its path."""
+    @val as the validation after STEP steps does, or with 0@setup as the fit sets up, before Lightning's own signal
+    handlers; SIGNAME+SIGNAME sends two, one right after the other). Returns its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(repr((str(folder), nan_from, signal_at, sorted((when or {}).items()))).encode()).hexdigest()[:12]
@@ -80,7 +81,7 @@ def nan_from(step: int, when: dict | None = None, name: str = "") -> None:
 def signal_at(spec: str, when: dict | None = None, once: str | None = None, name: str = "") -> None:
     at, signame, *rank = spec.split(":")
     at_step, _, phase = at.partition("@")
-    signum = signal.Signals[f"SIG{signame.removeprefix('SIG')}"]
+    signums = [signal.Signals[f"SIG{name.removeprefix('SIG')}"] for name in signame.split("+")]
     import lightning as L
 
     from ablate.registry import register
@@ -95,10 +96,15 @@ def signal_at(spec: str, when: dict | None = None, once: str | None = None, name
                 return
             if once:
                 Path(once).touch()
-            os.kill(os.getpid(), signum)
+            for signum in signums:  # each handled before the next is sent (Python runs a handler as os.kill returns)
+                os.kill(os.getpid(), signum)
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if phase == "setup" and stage == "fit":
+                self._fire(trainer, pl_module)
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            if phase != "val":
+            if phase not in ("val", "setup"):
                 self._fire(trainer, pl_module)
 
         def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:

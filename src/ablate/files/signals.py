@@ -29,6 +29,11 @@ def raise_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise)
 
 
+def raises_on_sigterm(handler) -> bool:
+    """Whether `handler` is raise_on_sigterm's (one a training loop takes over, and does not hand back)."""
+    return handler is _raise
+
+
 @contextmanager
 def held() -> Iterator[None]:
     """SIGINT and SIGTERM that arrive in the block act as it ends, as if they arrived then (the handlers in force

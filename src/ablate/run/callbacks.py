@@ -59,7 +59,9 @@ class Preemption(L.Callback):
     def __init__(self, out: Path):
         self.out, self.signal, self.saved, self._previous = out, None, None, {}
 
-    def _note(self, signum, frame) -> None:
+    def note(self, signum, frame) -> None:
+        """The handler: notes the signal, acted on at the next step boundary in training (SIGTERM's from the fit's
+        start, ablate.run.trainer.fit_or_exit, so one during the fit's setup stops the run at its first step, saved)."""
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
             raise KeyboardInterrupt  # the second Ctrl-C: the user wants out now
         if self.signal is None or signum == signal.SIGINT:  # a Ctrl-C wins: the run stops because its user said so
@@ -74,7 +76,7 @@ class Preemption(L.Callback):
         # at once, between step boundaries. (A signal before training starts is Lightning's: nothing to save yet.)
         for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
             self._previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._note)
+            signal.signal(signum, self.note)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         if self.saved is not None or mid_accumulation(trainer):
@@ -107,7 +109,7 @@ class Preemption(L.Callback):
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         for signum, previous in self._previous.items():  # after fit a signal acts as it did before
-            if signal.getsignal(signum) == self._note:
+            if signal.getsignal(signum) == self.note:
                 signal.signal(signum, previous)
 
 

@@ -2,6 +2,15 @@
 and the file a member run that diverged leaves instead of a summary. Shared by the run and the sweep worker that
 restarts or judges it; their own module so the worker reads them without importing Lightning."""
 
-PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving; `--resume` continues
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving (`--resume` continues), or before its first
+# checkpoint (its new folder removed: the same command starts it again)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
 FAILED_FILE = "FAILED.txt"  # a member run that diverged: the reason, in its run directory (ablate.run.members)
+
+
+def stopped_by_signal(e: BaseException) -> bool:
+    """Whether a run ended with `e` because of a signal: Ctrl-C or SIGTERM raised where it was, or the exit a run makes
+    of one (ablate.run.trainer.fit_or_exit, ablate.run.callbacks.run_end)."""
+    from ablate.files.signals import exit_code
+
+    return exit_code(e) is not None or (isinstance(e, SystemExit) and e.code in (PREEMPTED_EXIT, INTERRUPTED_EXIT))

@@ -26,7 +26,7 @@ from ablate.evaluation.records import FINAL
 from ablate.files.atomic import write_file
 from ablate.run.callbacks import Preemption, run_end
 from ablate.run.evaluation import select_weights
-from ablate.run.exits import FAILED_FILE
+from ablate.run.exits import FAILED_FILE, stopped_by_signal
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.loggers import make_csv_logger
 from ablate.run.member_progress import MemberProgress
@@ -79,9 +79,12 @@ def train_members(
             # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
             locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
         return _train(cfg, configs, group, resume, member_callbacks, force, accept_data_change)
-    except BaseException:
-        for out in fresh:  # refused before its first write: no empty folder left behind
-            remove_if_untouched(out)
+    except BaseException as e:
+        # Refused before its first write, or stopped before the group's first checkpoint (a member's comes only with a
+        # validation; the group's resumes every member): no folder left behind.
+        stopped = stopped_by_signal(e) and not any((Path(cfg.out_dir) / "checkpoints").glob("*.ckpt"))
+        for out in fresh:
+            remove_if_untouched(out, stopped=stopped)
         raise
     finally:
         for fd in filter(None, locks):

@@ -103,10 +103,14 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     return out
 
 
-def remove_if_untouched(out: Path) -> None:
+def remove_if_untouched(out: Path, stopped: bool = False) -> None:
     """A run directory this command created, left before its first write (its config.yaml: a corpus refused, a signal
     while the data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays.
-    One that got as far as its config is a run, kept whole."""
+    One that got as far as its config is a run, kept whole, unless a signal (`stopped`) ended it before it saved a
+    checkpoint: all in it is this command's and nothing resumes, so it goes, and the same command starts it again."""
+    if stopped and (out / "config.yaml").exists() and not any((out / "checkpoints").glob("*.ckpt")):
+        shutil.rmtree(out, ignore_errors=True)
+        return
     if (out / "config.yaml").exists():
         return
     (out / ".run.lock").unlink(missing_ok=True)

@@ -20,6 +20,7 @@ from ablate.evaluation.records import FINAL
 from ablate.files.atomic import write_file
 from ablate.run.callbacks import run_end
 from ablate.run.evaluation import select_weights
+from ablate.run.exits import stopped_by_signal
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
@@ -51,9 +52,9 @@ def train(
     out, lock = claim_out_dir(cfg, resume, aside)
     try:
         return _train(cfg, out, callbacks, resume, force, accept_data_change)
-    except BaseException:
-        if fresh:  # refused before its first write: no empty folder left behind
-            remove_if_untouched(out)
+    except BaseException as e:
+        if fresh:  # refused before its first write, or stopped before its first checkpoint: no folder left behind
+            remove_if_untouched(out, stopped=stopped_by_signal(e))
         raise
     finally:
         if lock is not None:

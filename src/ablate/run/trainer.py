@@ -4,6 +4,7 @@ benchmarks/step_overhead.py times is this very Trainer."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from dataclasses import dataclass
@@ -15,8 +16,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 
 from ablate.config import ExperimentConfig
-from ablate.run.callbacks import CALLBACKS, Preemption
+from ablate.files.signals import raises_on_sigterm
+from ablate.run.callbacks import CALLBACKS, Preemption, resume_command
 from ablate.run.checkpoint_io import AtomicCheckpointIO
+from ablate.run.exits import INTERRUPTED_EXIT
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
 from ablate.run.quiet import quiet_dependencies
@@ -28,6 +31,8 @@ from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
 from ablate.training.rng import RngState
+
+log = logging.getLogger(__name__)
 
 
 def prepare_process(cfg: ExperimentConfig) -> Precision:
@@ -112,13 +117,26 @@ def fit_or_exit(trainer: L.Trainer, module: L.LightningModule, dm, ckpt_path: Pa
     `preemption`) exits with its code (75, or 130 for Ctrl-C) instead of going on to its summary."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    # SIGTERM is Lightning's and Preemption's from here: Lightning would call a handler already set (`ablate train`'s,
-    # which raises while the data loads) from its own, stopping the run between step boundaries.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # SIGTERM is Preemption's from here: noted, it stops the run at its first step boundary, saved. Lightning, from its
+    # setup on, calls this handler from its own; `ablate train`'s, which raises while the data loads, would stop the run
+    # between step boundaries. A caller's own handler is put back after.
+    previous = signal.signal(signal.SIGTERM, preemption.note)
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
     except SIGTERMException:
         raise SystemExit(preemption.exit_code) from None
+    except SystemExit as e:
+        if e.code != 1 or not isinstance(e.__context__, KeyboardInterrupt):
+            raise
+        # Lightning's own shutdown on a Ctrl-C it caught (a second one, which aborts at once, or one before training
+        # began) exits 1, as a failure would: exit as a Ctrl-C, saying what is saved.
+        saved = any((preemption.out / "checkpoints").glob("*.ckpt"))
+        where = f"continue from the last checkpoint in {preemption.out / 'checkpoints'}: {resume_command()}"
+        log.warning("stopped by Ctrl-C at once, saving nothing new; %s", where if saved else "nothing was saved yet")
+        raise SystemExit(INTERRUPTED_EXIT) from None
+    finally:
+        keep = previous is None or raises_on_sigterm(previous)  # None: a handler set outside Python
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if keep else previous)
 
 
 @dataclass

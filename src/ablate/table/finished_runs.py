@@ -119,13 +119,12 @@ def runs_from_dirs(root: Path) -> list[Run]:
 def _row_of_folder(run: Path, config: dict) -> str:
     """The row of a run outside a sweep: its folder's name; for a member of `ablate train --members` (folders
     GROUP/seed=S[,KEY=V]) the group's, so a group of seeds is one row of them, and members that differ in a listed value
-    are rows of their own (GROUP,KEY=V). The group is the group folder the member sits in (where the group's config.yaml
-    is), not the one it trained in: a group moved aside (`--move-aside`, GROUP.earlier-1) is a row of its own, not more
-    seeds of the group trained after it; a member copied out of its group keeps its group's name."""
+    are rows of their own (GROUP,KEY=V). The group is named by the folder the member sits in, not the one it trained
+    in: a group moved aside (`--move-aside`, GROUP.earlier-1; its members' configs still name GROUP) is a row of its
+    own, not more seeds of the group trained after it, in the study and in its archive alike."""
     if (config.get("members.size") or 1) > 1 and config.get("members.group"):
         apart = [part for part in run.name.split(",") if not part.startswith("seed=")]
-        home = run.resolve().parent
-        return ",".join([home.name if (home / "config.yaml").is_file() else Path(config["members.group"]).name, *apart])
+        return ",".join([run.resolve().parent.name, *apart])
     return run.name
 
 

@@ -22,14 +22,15 @@ import numpy as np
 
 
 def group_of(run) -> str | None:
-    """The member group a run trained in, or None for a run that trained alone: a sweep's member, its `members.group`
-    (its trial folder lies apart from the group's); an `ablate train --members` member inside a group folder (one with
-    the group's config.yaml), that folder, wherever it moved (`--move-aside` renames a group whose members' configs
-    still name the old folder)."""
+    """The member group a run trained in, or None for a run that trained alone: its `members.group`; for an `ablate
+    train --members` member (a sweep's lies apart from its group, in its trial's folder) with the folder it sits in,
+    so a group moved aside (`--move-aside` renames the folder; its members' configs still name the old one) is
+    another group than the one trained after it, and members copied together from two groups stay two."""
     cfg = run.config
     if (cfg.get("members.size") or 1) > 1 and cfg.get("members.group") is not None:
-        home = Path(run.run_dir).resolve().parent if cfg.get("sweep.row") is None and getattr(run, "run_dir", None) else None
-        return str(home) if home is not None and (home / "config.yaml").is_file() else str(cfg["members.group"])
+        if cfg.get("sweep.row") is None and getattr(run, "run_dir", None) is not None:
+            return f"{cfg['members.group']} in {Path(run.run_dir).resolve().parent}"
+        return str(cfg["members.group"])
     return None
 
 

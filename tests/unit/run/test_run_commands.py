@@ -110,25 +110,34 @@ def test_a_run_refused_before_its_first_write_leaves_no_folder_behind(tmp_path, 
 
 
 @pytest.mark.parametrize("members", [[], ["--members", "2"]])
-def test_sigterm_while_the_data_is_read_exits_to_run_again_and_leaves_no_folder(tmp_path, capsys, monkeypatch, members):
-    """SIGTERM before fit killed the process (143, no word) and left out_dir with its lock: now it is raised, as
-    Ctrl-C is, the folders made go, and the command exits 75 (a sweep or scheduler runs it again)."""
+@pytest.mark.parametrize("when", ["data", "trainer"])
+def test_sigterm_before_training_exits_to_run_again_and_leaves_no_folder(tmp_path, capsys, monkeypatch, members, when):
+    """SIGTERM before fit killed the process (143, no word) and left out_dir with its lock: now it is raised, as Ctrl-C
+    is, and the command exits 75 (a sweep or scheduler runs it again). The folders it made go, also once config.yaml
+    was written (building the trainer): no checkpoint yet, so the same command must be able to start it again."""
     import signal
 
     from helpers import write_experiment
 
+    import ablate.run.members
+    import ablate.run.trainer
     from ablate.cli import main
     from ablate.data.module import TranslationDataModule
 
-    def terminated(self):
+    def terminated(*args, **kwargs):
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            raise AssertionError("SIGTERM is not handled while the data is read: it would kill the process")
+            raise AssertionError("SIGTERM is not handled before training: it would kill the process")
         signal.raise_signal(signal.SIGTERM)
 
-    monkeypatch.setattr(TranslationDataModule, "prepare_data", terminated)
+    if when == "data":
+        monkeypatch.setattr(TranslationDataModule, "prepare_data", terminated)
+    else:
+        monkeypatch.setattr(ablate.run.trainer, "make_trainer", terminated)
+        monkeypatch.setattr(ablate.run.members, "make_trainer", terminated)
     previous = signal.getsignal(signal.SIGTERM)
+    config = write_experiment(tmp_path)
     try:
-        assert main(["train", str(write_experiment(tmp_path)), *members]) == 75
+        assert main(["train", str(config), *members]) == 75
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert "stopped by SIGTERM before training began" in capsys.readouterr().err
