@@ -92,7 +92,8 @@ class MemberRuns(L.Callback):
             reason = self.stops.update(k, metrics, step) if judge else None
             # The step Lightning gives a run's validation row: one behind during fit, the step itself in trainer.validate
             self.write(k, {"epoch": trainer.current_epoch, **metrics}, step - 1 if judge else step)
-            if not judge:
+            if not judge:  # a group that ended before its first validation has made no checkpoints/ folder yet
+                (self.outs[k] / "checkpoints").mkdir(parents=True, exist_ok=True)
                 save_atomic(self.checkpoint(k, trainer, pl_module), self.outs[k] / "checkpoints" / "last.ckpt")
             elif reason != DIVERGED:
                 self._save(k, trainer, pl_module, metrics)
