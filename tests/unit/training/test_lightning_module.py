@@ -137,17 +137,23 @@ def test_training_step_raises_on_a_non_finite_loss_at_check_steps_only(tmp_path,
     assert torch.isnan(module.training_step(make_batch(), 3))  # between checks: no host sync, no raise
 
 
-def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(tmp_path, monkeypatch):
-    module = make_module(tmp_path, val_bleu=False)
+def validate(module, batches: list, monkeypatch) -> dict:
+    """One validation epoch over `batches`: the metrics the module reports."""
     reported = {}
     monkeypatch.setattr(module, "log_dict", lambda metrics, **kw: reported.update(metrics))
-    batches = [make_batch(seed) for seed in (1, 2)]
-    refs = [reference_loss(module, b, module.cfg.train.label_smoothing) for b in batches]
     module.on_validation_epoch_start()
     with torch.no_grad():
         for i, b in enumerate(batches):
             module.validation_step(b, i)
     module.on_validation_epoch_end()
+    return reported
+
+
+def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(tmp_path, monkeypatch):
+    module = make_module(tmp_path, val_bleu=False)
+    batches = [make_batch(seed) for seed in (1, 2)]
+    refs = [reference_loss(module, b, module.cfg.train.label_smoothing) for b in batches]
+    reported = validate(module, batches, monkeypatch)
     loss = sum(float(r[0]) for r in refs)
     nll = sum(float(r[1]) for r in refs)
     ntok = sum(r[2] for r in refs)
@@ -155,25 +161,15 @@ def test_validation_accumulates_sums_over_batches_and_reports_per_token_metrics(
     assert reported["val/loss"] == pytest.approx(loss / ntok, rel=1e-5)
     assert reported["val/nll"] == pytest.approx(nll / ntok, rel=1e-5)
     assert reported["val/ppl"] == pytest.approx(math.exp(nll / ntok), rel=1e-5)
-
-    module.on_validation_epoch_start()  # a new epoch starts from zero
-    with torch.no_grad():
-        module.validation_step(batches[0], 0)
-    module.on_validation_epoch_end()
+    reported = validate(module, batches[:1], monkeypatch)  # a new epoch starts from zero
     assert reported["val/loss"] == pytest.approx(float(refs[0][0]) / refs[0][2], rel=1e-5)
 
 
 def test_a_float64_runs_validation_metrics_are_summed_in_float64(tmp_path, monkeypatch):
     module = make_module(tmp_path, val_bleu=False).double()  # precision '64': a float32 sum would round at ~1e-7
-    reported = {}
-    monkeypatch.setattr(module, "log_dict", lambda metrics, **kw: reported.update(metrics))
     batches = [make_batch(seed) for seed in (1, 2, 3)]
     refs = [reference_loss(module, b, module.cfg.train.label_smoothing) for b in batches]
-    module.on_validation_epoch_start()
-    with torch.no_grad():
-        for i, b in enumerate(batches):
-            module.validation_step(b, i)
-    module.on_validation_epoch_end()
+    reported = validate(module, batches, monkeypatch)
     ntok = sum(r[2] for r in refs)
     assert reported["val/loss"] == pytest.approx(sum(float(r[0]) for r in refs) / ntok, rel=1e-13)
     assert reported["val/nll"] == pytest.approx(sum(float(r[1]) for r in refs) / ntok, rel=1e-13)
