@@ -52,14 +52,13 @@ def merge(base: Any, update: dict | list[str], source: str) -> Any:
     try:
         return OmegaConf.merge(base, update)
     except OmegaConfBaseException as e:
-        raise (_section_given_a_value(update, source) or _friendly(e, source)) from None
+        raise (_section_given_a_value(OmegaConf.to_container(update), source) or _friendly(e, source)) from None
 
 
-def _section_given_a_value(update: Any, source: str, schema: Any = None, prefix: str = "") -> ConfigError | None:
+def _section_given_a_value(update: dict, source: str, schema: Any = None, prefix: str = "") -> ConfigError | None:
     """`members: 3` (or `model=3`): OmegaConf's error names no key ('?'). Name the section and what it holds."""
     schema = ExperimentConfig() if schema is None else schema
-    data = OmegaConf.to_container(update) if not isinstance(update, dict) else update
-    for key, value in data.items() if isinstance(data, dict) else ():
+    for key, value in update.items():
         section = getattr(schema, str(key), None)
         if not is_dataclass(section):
             continue

@@ -92,11 +92,8 @@ class MemberRuns(L.Callback):
             reason = self.stops.update(k, metrics, step) if judge else None
             # The step Lightning gives a run's validation row: one behind during fit, the step itself in trainer.validate
             self.write(k, {"epoch": trainer.current_epoch, **metrics}, step - 1 if judge else step)
-            if not judge:  # a group that ended before its first validation has made no checkpoints/ folder yet
-                (self.outs[k] / "checkpoints").mkdir(parents=True, exist_ok=True)
-                save_atomic(self.checkpoint(k, trainer, pl_module), self.outs[k] / "checkpoints" / "last.ckpt")
-            elif reason != DIVERGED:
-                self._save(k, trainer, pl_module, metrics)
+            if reason != DIVERGED:
+                self._save(k, trainer, pl_module, metrics, final=not judge)
             if reason is not None:
                 pl_module.optimizer.freeze(k)
         self._stop_if_done(trainer)
@@ -126,12 +123,15 @@ class MemberRuns(L.Callback):
             "member_of": {"group": str(self.group), "member": k, "members": len(self.configs)},
         }
 
-    def _save(self, k: int, trainer, pl_module, metrics: dict[str, float]) -> None:
+    def _save(self, k: int, trainer, pl_module, metrics: dict[str, float], final: bool = False) -> None:
+        """Member k's checkpoints at a validation; `final` (the final weights' after training): last.ckpt alone."""
         folder = self.outs[k] / "checkpoints"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)  # a group that ended before its first validation has made none yet
         ckpt = self.checkpoint(k, trainer, pl_module)
-        save_atomic(ckpt, folder / f"step={trainer.global_step}.ckpt")
-        save_atomic(ckpt, folder / "last.ckpt")
+        for name in ["last.ckpt"] if final else [f"step={trainer.global_step}.ckpt", "last.ckpt"]:
+            save_atomic(ckpt, folder / name)
+        if final:
+            return
         kept = sorted(folder.glob("step=*.ckpt"), key=lambda p: int(p.stem.split("=")[1]))
         for old in kept[: -self.configs[k].train.keep_last] if self.configs[k].train.keep_last else kept:
             old.unlink()

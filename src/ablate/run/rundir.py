@@ -108,10 +108,9 @@ def remove_if_untouched(out: Path, stopped: bool = False) -> None:
     while the data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays.
     One that got as far as its config is a run, kept whole, unless a signal (`stopped`) ended it before it saved a
     checkpoint: all in it is this command's and nothing resumes, so it goes, and the same command starts it again."""
-    if stopped and (out / "config.yaml").exists() and not any((out / "checkpoints").glob("*.ckpt")):
-        shutil.rmtree(out, ignore_errors=True)
-        return
     if (out / "config.yaml").exists():
+        if stopped and not any((out / "checkpoints").glob("*.ckpt")):
+            shutil.rmtree(out, ignore_errors=True)
         return
     (out / ".run.lock").unlink(missing_ok=True)
     for folder in [*sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), out]:
