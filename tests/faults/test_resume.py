@@ -264,7 +264,8 @@ def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path)
 
 def test_a_run_that_died_after_its_last_step_resumes_into_the_same_summary(tmp_path):
     """Killed between the final checkpoint and summary.json (a sweep then continues the trial): resuming has no step
-    left to train, and still reports the final weights' validation metrics, the same as the first attempt's."""
+    left to train, and still reports the final weights' validation metrics and the training's speed, the same as the
+    first attempt's."""
     from ablate.experiment import load_config
     from ablate.run.train import train
 
@@ -275,6 +276,10 @@ def test_a_run_that_died_after_its_last_step_resumes_into_the_same_summary(tmp_p
     assert again["steps"] == first["steps"] == 20
     assert again["last"] == pytest.approx(first["last"]) and "val/loss" in again["last"]
     assert again["best"]["value"] == pytest.approx(first["best"]["value"])
+    # its speed is the first attempt's training, from the checkpoint (it had no speed/* keys at all)
+    for key in ("speed/train_seconds", "speed/tokens_per_s", "speed/step_ms"):
+        assert again[key] == first[key], key
+    assert again["speed/validations"] == first["speed/validations"] + 1  # the final weights' validation, run again
 
 
 def test_a_float64_run_resumes_exactly(tmp_path):

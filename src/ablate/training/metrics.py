@@ -36,6 +36,9 @@ class SpeedCallback(L.Callback):
     speed/val_seconds and speed/validations cover every validation this trainer runs, in fit and in a
     `trainer.validate()` after it (ablate.run.train's validation of the final weights), but not Lightning's sanity
     check, which decodes nothing and is left out entirely.
+
+    The totals travel in the run's checkpoints, so a resumed run's summary covers every attempt's training up to its
+    checkpoint (steps lost to a kill, trained again, count once), and a resume with no step left to train still has it.
     """
 
     def __init__(
@@ -48,7 +51,10 @@ class SpeedCallback(L.Callback):
         self.every, self.flops, self.peak_tflops = every, flops, peak_tflops
         self.precision = precision or Precision("32", "highest")  # the run's (ablate.training.precision)
         self.peak: float | None = None  # FLOP/s, set at train start once the device is known
-        self.summary: dict[str, float] = {}
+        self._summary: dict[str, float] = {}
+        self._earlier_peak_mb = 0.0  # the peak memory of the attempts before a resume, from the checkpoint
+        self._device: torch.device | None = None
+        self._accumulate = 1
         self._total = self._zero()
         self._window = self._zero()
         self._t: float | None = None
@@ -61,6 +67,7 @@ class SpeedCallback(L.Callback):
         return {"src": 0, "tgt": 0, "batches": 0, "seconds": 0.0, "flops": 0.0}
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self._device, self._accumulate = pl_module.device, trainer.accumulate_grad_batches
         if self.flops is not None:
             self.peak = peak_flops(pl_module.device, self.precision, self.peak_tflops)
 
@@ -85,7 +92,7 @@ class SpeedCallback(L.Callback):
             acc["seconds"] += dt
             acc["flops"] += flops
         if self._window["batches"] >= self.every * trainer.accumulate_grad_batches:
-            metrics = self._rates(self._window, trainer.accumulate_grad_batches, pl_module.device)
+            metrics = self._rates(self._window, trainer.accumulate_grad_batches)
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
             self._window = self._zero()
@@ -100,25 +107,60 @@ class SpeedCallback(L.Callback):
         if not trainer.sanity_checking:
             self._val["speed/val_seconds"] += now - self._val_start
             self._val["speed/validations"] += 1
-            if self.summary:  # a validation after fit ended: the summary is already written, keep it whole
-                self.summary.update(self._val)
+            if self._summary:  # a validation after fit ended: the summary is already written, keep it whole
+                self._summary.update(self._val)
         if self._paused_at is not None:
             self._t += now - self._paused_at  # validation is not training time
             self._paused_at = None
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.summary = self._rates(self._total, trainer.accumulate_grad_batches, pl_module.device)
-        self.summary["speed/train_seconds"] = self._total["seconds"]
-        self.summary.update(self._val)
+        self._summary = self._rates(self._total, trainer.accumulate_grad_batches)
+        self._summary["speed/train_seconds"] = self._total["seconds"]
+        self._summary.update(self._val)
 
-    def _rates(self, acc: dict, accumulate: int, device: torch.device) -> dict[str, float]:
+    @property
+    def summary(self) -> dict[str, float]:
+        """The run's figures: from its training's end, or, where this attempt trained nothing (a resume whose checkpoint
+        is the last step: Lightning skips the train hooks), from the earlier attempts' totals; empty without either."""
+        if not self._summary and self._total["batches"]:
+            self._summary = {
+                **self._rates(self._total, self._accumulate),
+                "speed/train_seconds": self._total["seconds"],
+                **self._val,
+            }
+        return self._summary
+
+    def state_dict(self) -> dict:
+        return {
+            "total": dict(self._total),
+            "val": dict(self._val),
+            "accumulate": self._accumulate,
+            "peak_mem_mb": self._peak_mb(),
+            "peak_flops": self.peak,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._total = {**self._zero(), **state.get("total", {})}
+        self._val = {**self._val, **state.get("val", {})}
+        self._accumulate = int(state.get("accumulate", 1))
+        self._earlier_peak_mb = float(state.get("peak_mem_mb", 0.0))
+        self.peak = state.get("peak_flops")  # for speed/mfu where this attempt trains nothing; on_train_start sets it again
+
+    def _peak_mb(self) -> float:
+        """The run's peak memory: this process's on its device, or an earlier attempt's where that was higher (or where
+        this attempt never trained: its process's own peak is no training's)."""
+        if self._device is None:
+            return self._earlier_peak_mb
+        return max(self._earlier_peak_mb, peak_memory_mb(self._device))
+
+    def _rates(self, acc: dict, accumulate: int) -> dict[str, float]:
         seconds = max(acc["seconds"], 1e-9)
         rates = {
             "speed/src_tokens_per_s": acc["src"] / seconds,
             "speed/tgt_tokens_per_s": acc["tgt"] / seconds,
             "speed/tokens_per_s": acc["tgt"] / seconds,
             "speed/step_ms": 1000 * seconds / max(acc["batches"], 1) * accumulate,
-            "speed/peak_mem_mb": peak_memory_mb(device),
+            "speed/peak_mem_mb": self._peak_mb(),
         }
         if self.flops is not None:
             rates["speed/model_tflops"] = acc["flops"] / seconds / 1e12

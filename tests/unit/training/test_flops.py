@@ -196,11 +196,10 @@ def test_a_run_on_a_known_gpu_writes_mfu_to_its_summary(tmp_path, gpu, monkeypat
 def test_speed_callback_reports_model_tflops_and_mfu():
     speed = SpeedCallback(every=1, flops=lambda batch: 4e12, peak_tflops=8.0)
     speed.peak = 8e12
-    rates = speed._rates({"src": 10, "tgt": 20, "batches": 2, "seconds": 2.0, "flops": 8e12}, 1, torch.device("cpu"))
+    rates = speed._rates({"src": 10, "tgt": 20, "batches": 2, "seconds": 2.0, "flops": 8e12}, 1)
     assert rates["speed/model_tflops"] == pytest.approx(4.0)
     assert rates["speed/mfu"] == pytest.approx(0.5)
-    no_flops = SpeedCallback(every=1)._rates({"src": 1, "tgt": 1, "batches": 1, "seconds": 1.0, "flops": 0.0}, 1,
-                                             torch.device("cpu"))  # fmt: skip
+    no_flops = SpeedCallback(every=1)._rates({"src": 1, "tgt": 1, "batches": 1, "seconds": 1.0, "flops": 0.0}, 1)
     assert "speed/mfu" not in no_flops and "speed/model_tflops" not in no_flops
 
 

@@ -168,6 +168,34 @@ def test_validation_seconds_under_a_real_trainer(clock, tmp_path):
     assert cb.summary["speed/validations"] == 3 and cb.summary["speed/val_seconds"] == pytest.approx(6.0)
 
 
+def test_a_resumed_run_counts_every_attempts_training_and_one_with_nothing_left_still_has_its_figures(clock):
+    """The totals travel in the checkpoint (Lightning's callback state): the resumed attempt's summary covers the
+    earlier attempt's training too, and a resume whose checkpoint is the last step (Lightning then calls no train hook)
+    reports the earlier attempts' figures, where it used to report none."""
+    flops = {"flops": lambda b: 1e12 * b["tgt_tokens"], "peak_tflops": 50.0}
+    first, trainer, module, _ = setup(accumulate=2, every=100, **flops)
+    run_batch(first, trainer, module, clock, 1.0, batch(30, 20))
+    validate(first, trainer, module, clock, 9.0)
+    run_batch(first, trainer, module, clock, 3.0, batch(10, 20))
+    saved = first.state_dict()
+
+    resumed, trainer, module, _ = setup(accumulate=2, every=100, **flops)
+    resumed.load_state_dict(saved)
+    run_batch(resumed, trainer, module, clock, 4.0, batch(60, 40))
+    resumed.on_train_end(trainer, module)
+    assert resumed.summary["speed/train_seconds"] == pytest.approx(8.0)
+    assert resumed.summary["speed/tokens_per_s"] == pytest.approx(80 / 8.0)
+    assert resumed.summary["speed/src_tokens_per_s"] == pytest.approx(100 / 8.0)
+    assert resumed.summary["speed/step_ms"] == pytest.approx(1000 * 8.0 / 3 * 2)
+    assert resumed.summary["speed/validations"] == 1 and resumed.summary["speed/val_seconds"] == pytest.approx(9.0)
+
+    nothing_left = SpeedCallback(every=100, **flops)  # no on_train_start, no batch: only the checkpoint's state
+    nothing_left.load_state_dict(resumed.state_dict())
+    assert nothing_left.summary == pytest.approx(resumed.summary)
+    assert nothing_left.summary["speed/mfu"] == pytest.approx(1e12 * 80 / 8.0 / 50e12)
+    assert SpeedCallback(every=100).summary == {}  # neither trained nor resumed: nothing to report
+
+
 def test_accumulation_counts_optimizer_steps_not_batches(clock):
     cb, trainer, module, logger = setup(accumulate=2, every=2)
     for _ in range(3):
