@@ -12,6 +12,7 @@ from ablate.table import rank_correlation, replicates, score_range, seed_interva
 from ablate.table.caveats import LIMITS, borrowed_from_groups, capped, edges, member_groups, member_groups_note, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, _effective, check_rows
+from ablate.table.paired_bootstrap import SENTENCES_ONLY
 from ablate.table.row_tests import METRICS, no_test, paired_tests
 from ablate.table.sentence_records import Evidence
 from ablate.table.study_statistics import STUDY_STATISTICS
@@ -180,8 +181,10 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
     if row is base or against is not None:
         out["verdict"] = None
     else:
-        interval = None if out["test_low"] is None else (out["test_low"], out["test_high"])
-        out["verdict"] = verdicts.verdict(out["delta"], out["p_holm"], out["paper_delta"], TIE[metric], interval)
+        tested = out["test_low"] is not None
+        delta, interval = (out["test_delta"], (out["test_low"], out["test_high"])) if tested else (out["delta"], None)
+        seed_noise = out["seed_variance"] != SENTENCES_ONLY
+        out["verdict"] = verdicts.verdict(delta, out["p_holm"], out["paper_delta"], TIE[metric], interval, seed_noise=seed_noise)
     return out
 
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from scipy import stats as st
+from scipy.optimize import brentq
 
 from ablate.table.paired_bootstrap import Noise
 
@@ -15,13 +16,29 @@ from ablate.table.paired_bootstrap import Noise
 def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8, df: float = math.inf) -> float | None:
     """Minimum detectable effect: the smallest |Δ| found with probability `power` by a two-sided test at alpha/m.
 
-    MDE = (t_{df, 1 - alpha/(2m)} + t_{df, power}) * SE, SE and df those of the paired test (`PairedTest`); with
-    df = inf the t quantiles are the normal's. alpha/m is Holm's strictest step (Bonferroni), so the MDE is
-    conservative for every row Holm ranks later.
+    Solved exactly: Δ/SE is noncentral t with `df` degrees of freedom (normal at df = inf), and the MDE is the
+    noncentrality whose two-sided rejection rate at t_{df, 1 - alpha/(2m)} is `power`, times SE. The textbook
+    (t_{1 - alpha/(2m)} + t_{power}) * SE promises that power only at many df: at the 2-5 df of a few seeds it has
+    68-74% (against 80%): its MDE is 7-18% too small there (1% at 30 df). SE and df are the paired test's (`PairedTest`); alpha/m
+    is Holm's strictest step (Bonferroni), so the MDE is conservative for every row Holm ranks later.
     """
     if se is None:
         return None
-    return float(st.t.ppf(1 - alpha / (2 * m), df) + st.t.ppf(power, df)) * se
+    crit = float(st.t.ppf(1 - alpha / (2 * m), df))
+    if math.isinf(df):
+
+        def rejected(nc: float) -> float:
+            return float(st.norm.sf(crit - nc) + st.norm.cdf(-crit - nc))
+    else:
+
+        def rejected(nc: float) -> float:  # the lower tail as the upper of -nc: nct.cdf there can give NaN
+            return float(st.nct.sf(crit, df, nc) + st.nct.sf(crit, df, -nc))
+
+    guess = crit + float(st.t.ppf(power, df))  # the textbook's, too small: the root lies above it
+    high = 2 * guess
+    while rejected(high) < power:
+        high *= 2
+    return float(brentq(lambda nc: rejected(nc) - power, 0.0, high, xtol=1e-10)) * se
 
 
 MOST_SEEDS = 100  # a plan needing more says "more than MOST_SEEDS"

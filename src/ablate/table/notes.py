@@ -132,13 +132,19 @@ def notes(table: Table) -> list[str]:
 
 
 def agreement_rows(s: dict) -> list[list[str]]:
-    """The verdict counts, header first: per group and overall, per metric."""
-    rows = [["group", "metric", *verdicts.VERDICTS]]
+    """The verdict counts, header first: per group and overall, per metric ("inconclusive (one seed)" only in a
+    study that has such a row)."""
+    shown = [v for v in verdicts.VERDICTS if v != verdicts.ONE_SEED or _one_seed_verdicts(s)]
+    rows = [["group", "metric", *shown]]
     for m in METRICS:
         counts = s["verdicts"][m]
         for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
-            rows.append([g, NAMES[m], *(str(c[v]) for v in verdicts.VERDICTS)])
+            rows.append([g, NAMES[m], *(str(c[v]) for v in shown)])
     return rows
+
+
+def _one_seed_verdicts(s: dict) -> bool:
+    return any(s["verdicts"][m]["overall"][verdicts.ONE_SEED] for m in METRICS)
 
 
 def agreement_notes(s: dict) -> list[str]:
@@ -157,5 +163,11 @@ def agreement_notes(s: dict) -> list[str]:
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
         f"precision (|Δ| < {verdicts.BLEU_TIE} BLEU, < {verdicts.PPL_TIE} PPL); '; ours differs' where ours is significant "
-        "by the same test.",
+        "by the same test."
+        + (
+            " 'inconclusive (one seed)': significant against sentence noise alone, with one seed (or member group) in "
+            "the row and in base, so one seed's luck cannot be told from an effect: no sign is read."
+            if _one_seed_verdicts(s)
+            else ""
+        ),
     ]

@@ -47,6 +47,9 @@ class Noise:
         return var, max(var**2 / spread, min(dof for _, dof in seeds)) if spread > 0 else math.inf
 
 
+SENTENCES_ONLY = "none"  # PairedTest.seed_variance of a test with one seed (or member group) a side: no seed part
+
+
 @dataclass(frozen=True)
 class PairedTest:
     """A paired test of a row against the base row (see `paired_bleu`).
@@ -167,7 +170,7 @@ def _paired_bootstrap(
     # Seed parts: (sigma², s², tau², dof, weight). A one-seed system assumes the other's seed variance; that one estimate
     # then enters Var(Δ) with weight 1/n_row + 1/n_base, as one Welch-Satterthwaite term, not two independent ones.
     measured = [k for k in ("row", "base") if seeds[k]]
-    seed_variance = ("none", "borrowed", "measured")[len(measured)]
+    seed_variance = (SENTENCES_ONLY, "borrowed", "measured")[len(measured)]
     if len(measured) == 2:
         parts = [(*seeds[k], n[k] - 1, 1 / n[k]) for k in measured]
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ablate.config.paper import BASE_VARIANTS
 from ablate.table.compare import Table
+from ablate.table.paired_bootstrap import SENTENCES_ONLY
 
 CONTROLS = "controls: vs the base's\nruns of their seeds"  # `ablate.table.controls`: the base-... rows
 
@@ -18,6 +19,17 @@ def panels(table: Table) -> list[tuple[str, list[dict]]]:
     lines = [ln for ln in table.lines if not ln["diverged"]]  # no score to plot: the notes name them
     groups = [g for g in dict.fromkeys(ln["group"] for ln in lines) if g != "base"]
     return [(g, [ln["bleu"] | {"row": ln["row"]} for ln in lines if ln["group"] == g]) for g in groups]
+
+
+def verdict_delta(m: dict) -> float | None:
+    """The Δ the verdict reads: the paired test's (paired by schedule, over the base groups on the row's schedules
+    only), else the Welch Δ over seeds."""
+    return m["test_delta"] if m["test_low"] is not None else m["delta"]
+
+
+def significant(m: dict, alpha: float) -> bool:
+    """What '*' marks: p Holm <= alpha from a test that held seed noise (one seed a side holds sentence noise only)."""
+    return m["p_holm"] is not None and m["p_holm"] <= alpha and m["seed_variance"] != SENTENCES_ONLY
 
 
 def verdict_interval(m: dict) -> tuple[float, float] | None:
@@ -39,8 +51,8 @@ def plot(table: Table, path: Path, title: str) -> None:
 
 
 def figure(table: Table, title: str):
-    """One panel per group: our ΔBLEU (bar with its 95% interval; '*' where p Holm <= alpha; hatched and without an
-    error bar where there is no interval) beside the paper's Δ."""
+    """One panel per group: our ΔBLEU (bar with its 95% interval; '*' where p Holm <= alpha from a test with seed
+    noise; hatched and without an error bar where there is no interval) beside the paper's Δ."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,7 +63,7 @@ def figure(table: Table, title: str):
     fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(3.2 * max(len(shown), 1), 3.6), squeeze=False)
     for ax, (g, lines) in zip(axes[0], shown):
         xs = [x - 0.2 for x in range(len(lines))]
-        ours = [math.nan if m["delta"] is None else m["delta"] for m in lines]
+        ours = [math.nan if verdict_delta(m) is None else verdict_delta(m) for m in lines]
         spans = [verdict_interval(m) for m in lines]
         bars = ax.bar(xs, ours, width=0.4, label="ours (95% CI)", color="tab:blue")
         for x, d, span, bar, m in zip(xs, ours, spans, bars, lines):
@@ -61,7 +73,7 @@ def figure(table: Table, title: str):
             if math.isnan(d):
                 continue
             ax.errorbar(x, d, yerr=[[max(0.0, d - span[0])], [max(0.0, span[1] - d)]], fmt="none", ecolor="black", capsize=3, lw=1)
-            if m["p_holm"] is not None and m["p_holm"] <= alpha:
+            if significant(m, alpha):
                 up = d >= 0
                 ax.annotate(
                     "*", (x, span[1] if up else span[0]), xytext=(0, 2 if up else -3), textcoords="offset points",
@@ -83,7 +95,7 @@ def figure(table: Table, title: str):
     fig.suptitle(f"{title}\n{where}, {s['sentences'] or 'unrecorded number of'} sentences", fontsize=9)
     legend = (
         f"Error bars: the paired test's 95% interval (the Welch interval over seeds where a row has no test); "
-        f"*: p Holm <= {alpha}; hatched: "
+        f"*: p Holm <= {alpha} (with seed noise in the test); hatched: "
         + (
             "one seed (or member group) or no spread"
             if any(ln["seeds"] > 1 and verdict_interval(ln["bleu"]) is None for ln in table.lines if ln["row"] != "base")

@@ -66,10 +66,13 @@ def p_cell(p) -> str:
 
 
 def _paired_interval(m: dict) -> str:
-    """The paired test's interval; "no variance" where Δ was the same in every resample (se 0: no test)."""
+    """The paired test's interval; "no variance" where Δ was the same in every resample (se 0: no test). Its own Δ
+    leads it where that differs from the Δ column's (paired by schedule: over the base groups on the row's schedules)."""
     if m["test_low"] is None:
         return "no variance" if m["se"] == 0.0 else "-"
-    return f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]"
+    interval = f"[{m['test_low']:+.2f}, {m['test_high']:+.2f}]"
+    own = f"{m['test_delta']:+.2f}"
+    return interval if m["delta"] is not None and f"{m['delta']:+.2f}" == own else f"{own} {interval}"
 
 
 def _metric_cells(m: dict, is_base: bool, control: bool) -> dict[str, str]:

@@ -82,6 +82,9 @@ def paired_tests(
 def _tested(t: paired_bootstrap.PairedTest, p_holm: float, m: int) -> dict:
     """A paired test's fields; the MDE at Holm's strictest level over its family of m rows."""
     return {
+        # the test's own Δ: the Welch Δ's, except paired by schedule, where it is over the base groups on the row's
+        # schedules only; the verdict, the terminal's Δ and the plot read it with the test's interval
+        "test_delta": t.delta,
         "p": t.p_value,
         "p_holm": p_holm,
         "mde": detectable_effect.mde(t.se, m=m, df=t.df),
@@ -115,6 +118,7 @@ def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
 def no_test(reason: str | None = None) -> dict:
     """The test fields of a row without a test (`reason` says why; None for the base row)."""
     return {
+        "test_delta": None,
         "p": None,
         "p_holm": None,
         "mde": None,

@@ -13,7 +13,7 @@ from rich.cells import cell_len
 
 from ablate.table.compare import Table
 from ablate.table.notes import NAMES, agreement_notes, agreement_rows, scores_line, with_interval
-from ablate.table.plot import verdict_interval
+from ablate.table.plot import verdict_delta, verdict_interval
 from ablate.table.render import number, p_cell, scored_on_line
 from ablate.table.row_tests import METRICS
 
@@ -44,11 +44,12 @@ def terminal_width() -> int:
 
 
 def _delta(m: dict) -> str:
-    """ "+1.36 [+0.12, +2.60]": Δ with the interval the verdict reads (the paired test's, else the Welch interval)."""
-    if m["delta"] is None:
+    """ "+1.36 [+0.12, +2.60]": the Δ and interval the verdict reads (the paired test's, else the Welch ones)."""
+    delta = verdict_delta(m)
+    if delta is None:
         return "-"
     span = verdict_interval(m)
-    return f"{m['delta']:+.2f}" + ("" if span is None else f" [{span[0]:+.2f}, {span[1]:+.2f}]")
+    return f"{delta:+.2f}" + ("" if span is None else f" [{span[0]:+.2f}, {span[1]:+.2f}]")
 
 
 def columns(table: Table) -> list[Column]:

@@ -1,5 +1,6 @@
 """How many seeds a study needs: the paired test's noise split by source (`paired_bootstrap.Noise`) reproduces the test,
-predicts a test with more seeds, and `detectable_effect.seeds_for_mde` solves the MDE formula for n (hand values, scipy)."""
+predicts a test with more seeds, `detectable_effect.mde` is the effect the test finds with 80% power (checked forward,
+by the noncentral t), and `seeds_for_mde` finds the fewest seeds for a target (hand values, scipy)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from power import rejection_rate
 from scipy import stats as st
 
 from ablate.table.corpus_scores import ppl_stats
@@ -64,22 +66,24 @@ def test_one_seed_systems_have_no_noise_to_plan_from():
 
 
 def _by_hand(noise: Noise, target: float, m: int = 1) -> int | None:
-    """The fewest n with (t_{1-0.05/2m} + t_0.8) * SE <= target, SE² = sentences + row/n + base/n_b, Welch df."""
+    """The fewest n whose test finds a Δ of `target` with 80% power, SE² = sentences + row/n + base/n_b, Welch df."""
     for n in range(2, 101):
         nb = max(n, noise.n_base)
         a, b = noise.row / n, noise.base / nb
         var = noise.sentences + a + b
         df = max(var**2 / (a**2 / (n - 1) + b**2 / (nb - 1)), min(n, nb) - 1)
-        if (st.t.ppf(1 - 0.05 / (2 * m), df) + st.t.ppf(0.8, df)) * math.sqrt(var) <= target:
+        if rejection_rate(target / math.sqrt(var), df, m) >= 0.8:
             return n
     return None
 
 
 def test_seeds_for_mde_hand_value():
-    """Seed variance 1 in each system, no sentence noise: df = 2(n - 1) and SE = sqrt(2 / n); n = 16 gives
-    (2.042 + 0.854) * 0.354 = 1.024 > 1 and n = 17 gives (2.037 + 0.853) * 0.343 = 0.991."""
+    """Seed variance 1 in each system, no sentence noise: df = 2(n - 1) and SE = sqrt(2 / n). A Δ of 1 is found with
+    78.1% power at n = 16 (df 30) and 80.7% at n = 17 (df 32)."""
     plan = seeds_for_mde(Noise(0.0, 1.0, 1.0, 3, 3), target=1.0)
     assert plan.seeds == 17 and plan.floor == 0.0 and plan.target == 1.0
+    assert rejection_rate(1.0 / math.sqrt(2 / 16), 30) == pytest.approx(0.7814, abs=1e-4)
+    assert rejection_rate(1.0 / math.sqrt(2 / 17), 32) == pytest.approx(0.8070, abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -102,15 +106,25 @@ def test_a_larger_base_and_fewer_rows_need_fewer_seeds():
 
 
 def test_a_target_below_the_sentences_floor_takes_no_number_of_seeds():
-    """Sentence variance 0.25 alone: MDE >= (z_0.975 + z_0.8) * 0.5 = 1.40 however many seeds."""
+    """Sentence variance 0.25 alone: MDE >= 0.5 x 2.80 = 1.40 however many seeds (2.80: the z quantiles' sum, less a
+    hair for the far tail's rejections)."""
     plan = seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.0)
-    assert plan.seeds is None and plan.floor == pytest.approx((st.norm.ppf(0.975) + st.norm.ppf(0.8)) * 0.5)
+    assert plan.seeds is None and plan.floor == pytest.approx((st.norm.ppf(0.975) + st.norm.ppf(0.8)) * 0.5, rel=1e-5)
+    assert rejection_rate(plan.floor / 0.5, None) == pytest.approx(0.8, abs=1e-9)
     assert seeds_for_mde(Noise(0.25, 1.0, 1.0, 3, 3), target=1.5).seeds is not None
 
 
-def test_mde_formula():
+def test_mde_is_the_effect_found_with_the_stated_power():
+    """Forward: at the MDE the test rejects with 80% power, at every df; at few df that takes more than the textbook
+    (t_{1-alpha/2m} + t_power) * SE, which gives 68-74% power at 2-5 df; at df = inf they are the same."""
     assert mde(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
     assert mde(0.5) == pytest.approx(mde(1.0) / 2)
     assert mde(1.0, alpha=0.05, m=5) == pytest.approx(st.norm.ppf(1 - 0.005) + st.norm.ppf(0.8))
     assert mde(1.0, m=5) > mde(1.0) and mde(1.0, power=0.9) > mde(1.0)
     assert mde(None) is None
+    for df in (1.0, 2.15, 4.6, 30.0, math.inf):
+        for m, power in ((1, 0.8), (11, 0.8), (11, 0.9)):
+            found = mde(1.0, m=m, power=power, df=df)
+            assert rejection_rate(found, df, m) == pytest.approx(power, abs=1e-6), (df, m, power)
+    textbook = st.t.ppf(1 - 0.05 / 22, 2.15) + st.t.ppf(0.8, 2.15)
+    assert rejection_rate(textbook, 2.15, 11) < 0.7 and mde(1.0, m=11, df=2.15) > 1.15 * textbook

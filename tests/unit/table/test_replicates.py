@@ -302,3 +302,40 @@ def test_a_table_pairs_groups_on_the_same_schedules(tmp_path):
     assert bleu["seed_variance"] == "paired" and bleu["se"] == pytest.approx(paired.se) and bleu["p"] == pytest.approx(paired.p_value)
     md = " ".join((tmp_path / "out" / "table3.md").read_text().split())
     assert "Tested paired by schedule: C-ff4096; their member groups and the base's walked the same length schedules" in md
+
+
+def test_a_row_paired_by_schedule_reads_its_verdict_from_the_tests_own_delta():
+    """The base has a group on a schedule the row lacks, an outlier: the Welch Δ over all the base's groups has the
+    opposite sign of the test's Δ over the groups on the row's schedules. The verdict, the terminal's Δ [CI] and the
+    Markdown's paired CI read the test's Δ, beside its own interval (they read the Welch Δ: "disagree", and a Δ
+    printed outside its interval)."""
+    from ablate.table.corpus_scores import corpus_bleu, corpus_ppl
+    from ablate.table.render import to_markdown as table_markdown
+    from ablate.table.sentence_records import Evidence
+    from ablate.table.terminal import lines
+
+    rng = np.random.default_rng(0)
+    n = 400
+    tokens = rng.integers(10, 20, n).astype(float)
+    runs, ev, seed = [], Evidence("valid", runs=0), 0
+    for row, groups in (("base", [(1, 6.0), (2, 6.2), (3, 6.1), (4, 8.5)]), ("A-h32", [(1, 6.1), (2, 6.3), (3, 6.2)])):
+        for schedule, ppl in groups:
+            for _ in range(2):
+                seed += 1
+                hyp = rng.integers(8, 20, n)
+                total = np.stack([np.maximum(hyp - k, 0) for k in range(4)], 1)
+                bleu = np.concatenate([hyp[:, None], (hyp + rng.integers(-2, 3, n))[:, None], rng.binomial(total, 0.5), total], 1)
+                nll = tokens * np.log(ppl + rng.normal(0, 0.01)) * (1 + rng.normal(0, 0.01, n))
+                ev.per_run[f"{row}/{seed}"] = {"bleu": bleu.astype(np.int64), "ppl": np.stack([nll, tokens], 1)}
+                config = {"seed": seed, "members.size": 2, "members.group": f"{row}-{schedule}", "members.schedule": schedule}
+                config |= {"sweep.row": row, "model.heads": 32 if row != "base" else 8}
+                stats = ev.per_run[f"{row}/{seed}"]
+                runs.append(Run(row, config, corpus_ppl(stats["ppl"]), corpus_bleu(stats["bleu"]), 1e6, 1.0, 1.0, source=f"{row}/{seed}"))
+    ev.runs = len(runs)
+    table = make_table(runs, ev, n_boot=300)
+    ppl = next(ln for ln in table.lines if ln["row"] == "A-h32")["ppl"]
+    assert ppl["seed_variance"] == "paired" and ppl["paper_delta"] > 0
+    assert ppl["delta"] < 0 < ppl["test_low"] <= ppl["test_delta"] <= ppl["test_high"] and ppl["p_holm"] < 0.05
+    assert ppl["verdict"] == "agree"
+    assert f"{ppl['test_delta']:+.2f} [{ppl['test_low']:+.2f}, {ppl['test_high']:+.2f}]" in "\n".join(lines(table, "t", 400, "t.md"))
+    assert f"| {ppl['test_delta']:+.2f} [{ppl['test_low']:+.2f}, {ppl['test_high']:+.2f}] |" in table_markdown(table, "t")

@@ -11,6 +11,7 @@ from ablate.table.verdicts import (
     NO_CHANGE,
     NO_CHANGE_OURS_DIFFERS,
     NO_PAPER,
+    ONE_SEED,
     PPL_TIE,
     VERDICTS,
     count_verdicts,
@@ -56,11 +57,22 @@ def test_verdict_on_a_bootstrap_result(boot):
     assert got == [AGREE, INCONCLUSIVE]
 
 
+def test_a_test_without_seed_noise_reads_no_sign_however_small_its_p():
+    """One seed (or member group) a side: the test holds sentence noise only, which one seed's luck exceeds, so a
+    significant Δ is "inconclusive (one seed)", never agree/disagree nor "ours differs"; a non-significant one is a
+    plain inconclusive."""
+    assert verdict(0.8, 1e-60, 0.5, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == ONE_SEED
+    assert verdict(0.8, 1e-60, -0.5, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == ONE_SEED
+    assert verdict(0.8, 0.3, 0.5, BLEU_TIE, interval=(-0.1, 1.7), seed_noise=False) == INCONCLUSIVE
+    assert verdict(0.8, 1e-60, 0.0, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == NO_CHANGE
+    assert verdict(0.8, 1e-60, None, BLEU_TIE, seed_noise=False) == NO_PAPER
+
+
 def test_count_verdicts():
     counts = count_verdicts([("A", AGREE), ("A", INCONCLUSIVE), ("B", AGREE), ("A", AGREE), ("C", NO_PAPER)])
     assert list(counts.by_group) == ["A", "B", "C"]
     assert counts.by_group["A"] == {**dict.fromkeys(VERDICTS, 0), AGREE: 2, INCONCLUSIVE: 1}
-    assert counts.overall == {AGREE: 3, DISAGREE: 0, INCONCLUSIVE: 1, NO_CHANGE: 0, NO_CHANGE_OURS_DIFFERS: 0, NO_PAPER: 1}
+    assert counts.overall == {AGREE: 3, DISAGREE: 0, INCONCLUSIVE: 1, ONE_SEED: 0, NO_CHANGE: 0, NO_CHANGE_OURS_DIFFERS: 0, NO_PAPER: 1}
     assert count_verdicts([]).overall == dict.fromkeys(VERDICTS, 0)
     with pytest.raises(ValueError):
         count_verdicts([("A", "maybe")])
