@@ -64,6 +64,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     `out_dir=x`)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if isinstance(getattr(args, "config", None), list):
+        # Overrides and files after a flag (`--members 2 train.max_steps=30`, `--resume out_dir=x`) are the config's,
+        # in their order, as Hydra and Lightning's CLI take them: argparse's positional list ends at the first flag.
+        args.config += [a for a in extra if not a.startswith("-")]
+        extra = [a for a in extra if a.startswith("-")]
     if not extra:
         return args
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

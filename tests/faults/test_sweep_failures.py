@@ -58,7 +58,7 @@ def test_a_sweep_with_some_failed_rows_exits_0_and_warns_naming_them_and_their_l
     by_row = {t.user_attrs["row"]: t for t in trials(tmp_path, "somefail")}
     assert by_row["base"].state == TrialState.COMPLETE and by_row["broken"].state == TrialState.FAIL
     log = Path(by_row["broken"].user_attrs["out_dir"]) / "train.log"
-    assert "warning: 1 of 2 rows failed" in proc.stderr, proc.stderr[-3000:]
+    assert "warning: 1 of 2 runs failed" in proc.stderr, proc.stderr[-3000:]
     assert f"broken: trial {by_row['broken'].number}" in proc.stderr and str(log) in proc.stderr
     assert "base: trial" not in proc.stderr  # only failed rows are named
 

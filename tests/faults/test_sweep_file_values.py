@@ -70,6 +70,7 @@ CASES = [
     case({"objective": 5}, "objective"),
     case({"overrides": [1]}, "overrides"),
     case({"variants": ["base"]}, "variants"),
+    case({"variants": {"base": {}, "E-learned": None}}, "variant 'E-learned'", "a row that changes nothing is written {}"),
     case({"out_dir": [1]}, "out_dir"),
     case({"storage": 5}, "storage"),
     case({"pruner": 5}, "pruner"),

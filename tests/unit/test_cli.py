@@ -222,6 +222,13 @@ def test_a_mistyped_flag_is_refused_by_its_command_with_the_flag_or_override_it_
     assert "usage: ablate train" in err and "--out_dir: config keys are overrides, written KEY=VALUE (out_dir=...)" in err
 
 
+def test_overrides_after_a_flag_are_the_configs_in_their_order():
+    """`ablate train FILE --members 2 train.max_steps=30` was "unrecognized arguments: train.max_steps=30": argparse's
+    positional list ends at the first flag. Hydra and Lightning's CLI take overrides anywhere; so does ablate."""
+    args = cli._parse(["train", "a.yaml", "out_dir=runs/lr", "--members", "2", "train.max_steps=30", "--resume", "seed=3"])
+    assert args.config == ["a.yaml", "out_dir=runs/lr", "train.max_steps=30", "seed=3"] and args.members == 2 and args.resume
+
+
 def test_train_without_a_config_is_refused_not_trained_on_the_schemas_defaults(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["train"])

@@ -24,6 +24,7 @@ from helpers import VOCAB, random_batch, tiny_model
 
 from ablate import cli
 from ablate.model import ATTENTION, build_transformer
+from ablate.model.members import stack_state_dicts
 from ablate.registry import restoring
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,6 +286,39 @@ def test_docs_relative_position_example_keeps_every_invariant():
         model(src, tgt).sum().backward()
         weights = [m.position.weight for m in model.modules() if getattr(m, "position", None) is not None]
         assert weights and all(w.grad is not None for w in weights)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["member-by-member", "batched"])
+def test_docs_relative_position_example_trains_as_members(batched, monkeypatch):
+    """Its `members` argument: each member of a member model computes what its own model computes, loss and
+    gradients, on the CPU's member-by-member path and on the batched one an accelerator takes (its `bias` there)."""
+    from member_models import batched_everywhere, collated, members_of, own_batches
+
+    from ablate.model import POSITIONAL
+    from ablate.model.loss import translation_loss
+    from ablate.model.member_loss import member_translation_loss
+
+    [block] = blocks(section((DOCS / "variants.md").read_text(), "A relative position scheme"), "python")
+    if batched:
+        batched_everywhere(monkeypatch)
+    with restoring(POSITIONAL):
+        exec(compile(block, "docs/variants.md", "exec"), {"__name__": "docs_example"})
+        plains, group = members_of(tiny_model(positional="log_distance"), 2)
+        for k, plain in enumerate(plains):  # members unlike the initial ones, so a member's own weight is what is read
+            for m in plain.modules():
+                if getattr(m, "position", None) is not None:
+                    m.position.weight.data += 0.5 * (k + 1)
+        group.load_state_dict(stack_state_dicts([p.state_dict() for p in plains]))
+        singles, batch = collated(own_batches(2))
+        loss, nll, ntok = member_translation_loss(group, batch, torch.zeros(2, dtype=torch.float64))
+        (loss / ntok).sum().backward()
+        grads = dict(group.named_parameters())
+        for k, (plain, single) in enumerate(zip(plains, singles)):
+            ref_loss, _, ref_ntok = translation_loss(plain, single, 0.0)
+            (ref_loss / ref_ntok).backward()
+            torch.testing.assert_close(loss[k], ref_loss, rtol=1e-12, atol=0)
+            for name, p in plain.named_parameters():
+                torch.testing.assert_close(grads[name].grad[k], p.grad, rtol=1e-9, atol=1e-12, msg=f"member {k}: {name}")
 
 
 def test_readme_plugin_commands_import_the_file_it_says_to_save(tmp_path, monkeypatch):

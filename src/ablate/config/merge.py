@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -30,20 +31,57 @@ def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
     return keys
 
 
+def _unknown_key(key: str, source: str) -> str:
+    """ "SOURCE: unknown config key 'KEY' (did you mean ...?)"; a dotted key written inside a file says how a file
+    nests it."""
+    if key in _valid_keys(ExperimentConfig()):  # `model.heads: 2` in a file: one key named "model.heads"
+        section, _, leaf = key.rpartition(".")
+        return f"{source}: unknown config key '{key}': a file nests its keys ({section}: {{{leaf}: ...}}); dotted keys are for the command line and a sweep's rows"
+    every = _valid_keys(ExperimentConfig())
+    valid = [k for k in every if k.count(".") == key.count(".")]
+    # the key in the wrong section, or in none (`heads=4` for model.heads)
+    same_leaf = [k for k in every if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
+    return f"{source}: unknown config key '{key}'{hint}"
+
+
+def _unknown_keys(tree: dict, schema: Any, prefix: str = "") -> list[str]:
+    """The keys of `tree` (nested dicts) that the schema dataclass `schema` lacks, dotted."""
+    known = {f.name: getattr(schema, f.name) for f in fields(schema)}
+    out = []
+    for key, value in tree.items():
+        if str(key) not in known:
+            out.append(f"{prefix}{key}")
+        elif is_dataclass(known[str(key)]) and isinstance(value, dict):
+            out += _unknown_keys(value, known[str(key)], f"{prefix}{key}.")
+    return out
+
+
 def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
     """Turn an OmegaConf error into one that names the key, the value and what is allowed."""
     key = err.full_key or "?"
     if isinstance(err, ConfigKeyError) or "not in struct" in str(err) or "Key '" in str(err):
-        every = _valid_keys(ExperimentConfig())
-        valid = [k for k in every if k.count(".") == key.count(".")]
-        # the key in the wrong section, or in none (`heads=4` for model.heads)
-        same_leaf = [k for k in every if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
-        hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
-        return ConfigError(f"{source}: unknown config key '{key}'{hint}")
+        return ConfigError(_unknown_key(key, source))
     if isinstance(err, ValidationError):
-        msg = str(err).splitlines()[0]
-        return ConfigError(f"{source}: bad value for '{key}': {msg}")
+        return ConfigError(f"{source}: bad value for '{key}': {_plain(str(err).splitlines()[0])}")
     return ConfigError(f"{source}: {err}")
+
+
+_TYPE_WORDS = {"Integer": "a whole number", "Float": "a number", "String": "a word or text", "Boolean": "true or false"}
+_NOT_CONVERTED = re.compile(r"Value '(?P<value>.*)' of type '(?P<type>\w+)' could not be converted to (?P<to>\w+)")
+_NOT_BOOL = re.compile(r"Value '(?P<value>.*)' is not a valid bool")
+
+
+def _plain(message: str) -> str:
+    """OmegaConf's "Value 'three' of type 'str' could not be converted to Integer" -> "'three' is not a whole number";
+    a list or a section where one value goes says so. Any other message as OmegaConf wrote it."""
+    if m := _NOT_CONVERTED.fullmatch(message):
+        given = {"ListConfig": "a list", "DictConfig": "a section of keys"}.get(m["type"])
+        wanted = _TYPE_WORDS.get(m["to"], m["to"])
+        return f"{m['value']} is {given}, where one value goes ({wanted})" if given else f"'{m['value']}' is not {wanted}"
+    if m := _NOT_BOOL.match(message):
+        return f"'{m['value']}' is not true or false"
+    return message
 
 
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
@@ -101,9 +139,20 @@ def _culprit(update: list[str]) -> str:
 def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:
     """`updates` (each with its source) merged onto `base` in one pass: OmegaConf copies the base once per merge, and
     a sweep composes a config per row. Where that fails, one at a time, so the error names the source at fault."""
+    configs = [(_as_config(update, source), source) for update, source in updates]
     try:
-        return OmegaConf.merge(base, *(_as_config(update, source) for update, source in updates))
+        return OmegaConf.merge(base, *(config for config, _ in configs))
     except OmegaConfBaseException:
+        # Every unknown key of every source at once (a typo fixed should not reveal the next one); then the first error.
+        unknown = [
+            _unknown_key(key, source)
+            for config, source in configs
+            for key in _unknown_keys(OmegaConf.to_container(config), ExperimentConfig())
+        ]
+        if len(unknown) > 1:
+            raise ConfigError(
+                "unknown config keys:\n" + "\n".join(f"  - {u.replace(': unknown config key ', ': ', 1)}" for u in unknown)
+            ) from None
         for update, source in updates:
             base = merge(base, update, source)
         return base

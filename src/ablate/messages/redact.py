@@ -6,11 +6,13 @@ both rather than in either. A URL's password is found by its place (everything b
 password of a URL this process has seen is remembered and masked wherever it appears later, in any text,
 percent-encoded or not, and so is every piece of it of FRAGMENT characters or more: a driver that parsed the URL
 its own way (a raw `@` ends the password early for SQLAlchemy, and the rest becomes the "host") quotes pieces,
-never the whole. URLs in text that were never seen whole are masked by pattern.
+never the whole. URLs in text that were never seen whole are masked by pattern. A W&B key (`WANDB_API_KEY`, or any
+`api_key=`/`password=` value) is masked too: a library's error message may quote it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
@@ -18,7 +20,8 @@ MASK = "***"
 FRAGMENT = 4  # the shortest piece of a seen password that is masked on its own
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 _IN_TEXT = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>\S+)@")
-_QUERY = re.compile(r"(?i)(\bpassword=)[^&\s]+")
+_QUERY = re.compile(r"(?i)(\b(?:password|api_key|apikey)=)[^&\s]+")
+_ENV_SECRETS = ("WANDB_API_KEY",)  # keys a library reads from the environment and may quote
 _seen: set[str] = set()
 
 
@@ -39,6 +42,9 @@ def redact(text: str) -> str:
     """postgresql://user:secret@host/db -> postgresql://user:***@host/db, for a URL or any text holding one."""
     remember(text)
     text = _mask_seen(text)
+    for name in _ENV_SECRETS:
+        if len(key := os.environ.get(name, "")) >= FRAGMENT:
+            text = text.replace(key, MASK)
     text = _IN_TEXT.sub(lambda m: f"{m.group('head')}{MASK}@", text)
     return _QUERY.sub(rf"\1{MASK}", text)
 

@@ -70,11 +70,27 @@ def _accepting(cls: type, members: int | None, key: str, value: str, **kwargs) -
     return _without_members(cls(**kwargs), members, f"{key}={value}", "argument")
 
 
+class NotMemberable(ValueError):
+    """A variant with parameters but no member axis for them, in a member model."""
+
+
 def _without_members(module: nn.Module, members: int | None, named: str, how: str) -> nn.Module:
     """`module`, built without a member axis: refused in a member model if it has parameters."""
     if members is not None and any(True for _ in module.parameters()):
-        raise ValueError(f"{named} has parameters but takes no `members` {how}, so it cannot train as members")
+        raise NotMemberable(f"{named} has parameters but takes no `members` {how}, so it cannot train as members (docs/variants.md)")
     return module
+
+
+def member_problem(cfg: ModelConfig, vocab_size: int) -> str | None:
+    """Why `cfg`'s variants cannot train as members (one with parameters and no `members` argument, a plugin written
+    for one model), found by wiring a member model on the meta device, which allocates nothing: `ablate sweep` asks
+    before its first trial, rather than every group failing once its data has loaded."""
+    try:
+        with torch.device("meta"):
+            _wire(cfg, vocab_size, members=2)
+    except NotMemberable as e:
+        return str(e)
+    return None
 
 
 def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Transformer:

@@ -65,9 +65,29 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
             if any(isinstance(v, (list, dict)) or v is None for v in parsed):
                 raise ConfigError(f"{name}: each member's value must be a single number or word, one per member")
             lists[key] = parsed
+        elif value.strip().startswith("[") and _takes_one_value(key):
+            keys = ", ".join(k if k != "seed" else "seed (seeds=[...])" for k in MEMBER_KEYS)
+            raise ConfigError(
+                f"command line: override '{item}': one value per member is for the member-able keys ({keys}); '{key}' "
+                "takes one value, so its values train as rows of a sweep (docs/sweeps.md), not as members"
+            )
         else:
             rest.append(item)
     return lists, rest
+
+
+def _takes_one_value(key: str) -> bool:
+    """A schema key whose value is not a list (a list there is a per-member list given to a key no member varies)."""
+    from dataclasses import is_dataclass
+
+    from ablate.config import ExperimentConfig
+
+    node = ExperimentConfig()
+    for part in key.split("."):
+        if not is_dataclass(node) or not hasattr(node, part):
+            return False  # not a schema key: the config's own error names it
+        node = getattr(node, part)
+    return not is_dataclass(node) and not isinstance(node, (list, tuple, dict))
 
 
 def train_command(args: argparse.Namespace) -> int:

@@ -125,3 +125,18 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bo
             out,
         )
         return logger("offline")
+
+
+def finish_wandb(logger: WandbLogger | None) -> None:
+    """Close the W&B run `logger` started, if it started one. A run stopped before logging anything (a signal during
+    setup, maybe while Lightning first imports wandb, which leaves a partly imported module a second import fails on)
+    has none: nothing is imported or started here. A failure to close is a warning: it must not replace why the run
+    ended (a Ctrl-C's exit 130) nor fail a finished run."""
+    run = getattr(logger, "_experiment", None)  # WandbLogger.experiment would start a run to close it
+    if run is None:
+        return
+    try:
+        run.finish()
+    except Exception as e:
+        first = redact(str(e).splitlines()[0] if str(e) else "")[:200]
+        log.warning("W&B run not closed cleanly (%s: %s); its offline files may need `wandb sync`", type(e).__name__, first)

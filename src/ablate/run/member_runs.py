@@ -13,7 +13,7 @@ import lightning as L
 
 from ablate.config import ExperimentConfig, to_dict
 from ablate.run.callbacks import fit_validation
-from ablate.run.loggers import make_csv_logger, make_wandb_logger
+from ablate.run.loggers import finish_wandb, make_csv_logger, make_wandb_logger
 from ablate.run.member_stops import DIVERGED, MemberStops
 from ablate.training.checkpoint import save_atomic
 from ablate.training.member_adam import member_optimizer_state
@@ -141,8 +141,8 @@ class MemberRuns(L.Callback):
             save_atomic(ckpt, folder / "best.ckpt")
 
     def finish(self) -> None:
-        for logger in filter(None, self.wandb):
-            logger.experiment.finish()
+        for logger in self.wandb:
+            finish_wandb(logger)
 
     def state_dict(self) -> dict:
         return {"stops": self.stops.state_dict(), "best": self.best, "last": self.last, "validated_step": self.validated_step,

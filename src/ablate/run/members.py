@@ -24,6 +24,7 @@ from ablate.data.member_data import MemberDataModule
 from ablate.data.module import available_splits
 from ablate.evaluation.records import FINAL
 from ablate.files.atomic import write_file
+from ablate.model.build import member_problem
 from ablate.run.callbacks import Preemption, run_end
 from ablate.run.evaluation import select_weights
 from ablate.run.exits import FAILED_FILE, stopped_by_signal
@@ -65,6 +66,8 @@ def train_members(
     `member_callbacks`: makers of callbacks that need the group's MemberRuns (a sweep's per-member pruning), run after
     it."""
     check_fits(cfg, len(configs))  # K members' models: a size no memory here holds is refused before anything is written
+    if problem := member_problem(cfg.model, cfg.data.vocab_size):  # a plugin's variant without a member axis: before the data
+        raise ValueError(problem)
     locks = []
     fresh = [Path(c.out_dir) for c in (*configs, cfg) if not Path(c.out_dir).exists()]  # members first: inside the group
     try:

@@ -89,9 +89,19 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     earlier = earlier_run(out) if out.is_dir() and not other_rank() else []
     if earlier and not resume:
         if not aside:
+            saved = (out / "checkpoints").is_dir() and any((out / "checkpoints").glob("*.ckpt"))
+            # a run that ended before its first checkpoint (a crash, a bug in a plugin) has nothing to resume from
+            how = (
+                "resume it with --resume, move it aside with --move-aside"
+                if saved
+                else (
+                    "it saved no checkpoint, so nothing resumes: start again with --move-aside (keeps it as "
+                    f"{out.name}.earlier-K, its train.log saying how it ended)"
+                )
+            )
             raise ValueError(
-                f"out_dir={cfg.out_dir} already holds a run ({', '.join(p.name for p in earlier)}); resume it with --resume, "
-                "move it aside with --move-aside, or choose another out_dir; nothing of it was changed"
+                f"out_dir={cfg.out_dir} already holds a run ({', '.join(p.name for p in earlier)}); {how}, or choose "
+                "another out_dir; nothing of it was changed"
             )
         log.warning("moved the earlier run in %s to %s", out, move_aside(out))
     existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []

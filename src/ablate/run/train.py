@@ -22,6 +22,7 @@ from ablate.run.callbacks import run_end
 from ablate.run.evaluation import select_weights
 from ablate.run.exits import stopped_by_signal
 from ablate.run.fingerprint import record_fingerprint
+from ablate.run.loggers import finish_wandb
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume, set_aside_results
@@ -100,10 +101,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
                 publish(out, summary, record, wandb_logger)
             return summary
     finally:
-        if wandb_logger is not None:
-            import wandb
-
-            wandb.finish()
+        finish_wandb(wandb_logger)
 
 
 def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_change: bool) -> tuple:

@@ -50,13 +50,14 @@ def report_failures(study: optuna.Study) -> bool:
     failed, none_finished = failed_rows(study)
     if not failed:
         return False
-    rows = len({row_of(t) or t.number for t in study.get_trials(deepcopy=False, states=_RAN) if not is_bookkeeping(t)})
+    # counted as runs, a row's seed each (a search trial is one), not as rows: a row of 2 seeds that failed is 2 of them
+    runs = len({row_of(t) or t.number for t in study.get_trials(deepcopy=False, states=_RAN) if not is_bookkeeping(t)})
     if not none_finished:
-        head = f"warning: {len(failed)} of {rows} rows failed (the others have results)"
-    elif len(failed) == rows:
-        head = f"error: every trial failed ({rows} row{'s' * (rows > 1)}; nothing to compare)"
+        head = f"warning: {len(failed)} of {runs} runs failed (the others have results)"
+    elif len(failed) == runs:
+        head = f"error: every trial failed ({runs} run{'s' * (runs > 1)}; nothing to compare)"
     else:  # the rest were stopped or died with their workers, and continue on the next run
-        head = f"error: no row finished: {len(failed)} of {rows} rows failed, the others were stopped"
+        head = f"error: no run finished: {len(failed)} of {runs} runs failed, the others were stopped"
     lines = [f"ablate sweep: {head}:"]
     for t in failed:
         name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]

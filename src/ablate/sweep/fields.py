@@ -24,7 +24,13 @@ def fail(path: Path, msg: str) -> ConfigError:
 def check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
     for key in got:
         if key not in allowed:
-            raise fail(path, f"unknown key '{key}' in {where}{did_you_mean(key, allowed)}; allowed: {sorted(allowed)}")
+            # a config key at the top of the file: it belongs to every trial, so in `overrides`
+            hint = (
+                f" (a config key for every trial goes in overrides: {{{key}: ...}})"
+                if key in ("plugins", "seed", "out_dir") and "overrides" in allowed and key not in allowed
+                else did_you_mean(key, allowed)
+            )
+            raise fail(path, f"unknown key '{key}' in {where}{hint}; allowed: {sorted(allowed)}")
 
 
 def mapping(path: Path, raw: dict, key: str, example: str) -> dict:

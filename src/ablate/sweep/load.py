@@ -216,7 +216,8 @@ def _validate_trials(sweep: Sweep) -> None:
         if not isinstance(row, str):
             raise fields.fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
         if not isinstance(overrides, dict):
-            raise fields.fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}")
+            empty = " (a row that changes nothing is written {})" if overrides is None else ""
+            raise fields.fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}{empty}")
         try:
             sweep.row_config(overrides)
         except ConfigError as e:

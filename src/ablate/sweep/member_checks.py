@@ -6,6 +6,7 @@ would be left in too few groups for a seed interval."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 
 from ablate.config.members import MEMBER_KEYS, setting_problem
@@ -37,16 +38,33 @@ def member_setting_problem(sweep: Sweep) -> str | None:
     before the study starts, not by every trial failing."""
     seeds = Counter(row for row, _ in sweep.rows())
     rows = {f"variant '{row}'": (o, seeds[row]) for row, o in sweep.variants.items()}
+    seen: dict = {}
     for where, (overrides, seeds) in (rows or {"the search": ({}, sweep.n_trials or 2)}).items():
         cfg = sweep.row_config(overrides)
         if cfg.members.size == 1 or seeds < 2:  # trains alone
             continue
         if sweep.gpus_per_trial > 1:
             return f"{where}: members: gpus_per_trial {sweep.gpus_per_trial} cannot be combined with members (a group trains on one device)"
-        problem = setting_problem(cfg)
+        problem = setting_problem(cfg) or _variants_problem(cfg, seen)
         if problem:
             return f"{where}: {problem}"
     return None
+
+
+def _variants_problem(cfg, seen: dict) -> str | None:
+    """member_problem for the row's variants, wired once per combination of them in `seen` (a 5,000-row file stays
+    quick): only a variant's constructor decides whether it takes a member axis. Every built-in variant takes one
+    (tests/unit/model/test_members.py), and a variant of one's own is a torch module: so where torch is not imported,
+    no variant but the built-in ones is registered, nothing is wired, and the sweep stays free of torch."""
+    if "torch" not in sys.modules:
+        return None
+    from ablate.model.build import member_problem
+
+    m = cfg.model
+    key = (m.attention, m.attention_scaling, m.positional, m.activation)
+    if key not in seen:
+        seen[key] = member_problem(m, cfg.data.vocab_size)
+    return seen[key]
 
 
 def few_groups_note(sweep: Sweep) -> str | None:

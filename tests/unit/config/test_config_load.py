@@ -42,9 +42,50 @@ def test_unknown_key_in_yaml_names_the_file(tmp_path):
         load_config([f])
 
 
+def test_every_unknown_key_of_every_source_is_named_at_once(tmp_path):
+    """Two typos were two runs of the command: the first named, the second found only once it was fixed."""
+    f = tmp_path / "two.yaml"
+    f.write_text("model:\n  haeds: 2\ntrain:\n  max_step: 3\n")
+    with pytest.raises(ConfigError) as e:
+        load_config([f], ["model.d_modle=64", "model.heads=2"])
+    assert str(e.value).splitlines() == [
+        "unknown config keys:",
+        f"  - {f}: 'model.haeds' (did you mean 'model.heads'?)",
+        f"  - {f}: 'train.max_step' (did you mean 'train.max_steps'?)",
+        "  - command line: 'model.d_modle' (did you mean 'model.d_model'?)",
+    ]
+
+
+def test_a_dotted_key_in_a_file_says_how_a_file_nests_it(tmp_path):
+    """`model.heads: 2` in a file (a sweep row's spelling) said "unknown config key 'model.heads' (did you mean
+    'model.heads'?)"."""
+    f = tmp_path / "dotted.yaml"
+    f.write_text("model.heads: 2\n")
+    with pytest.raises(
+        ConfigError, match=r"dotted.yaml: unknown config key 'model.heads': a file nests its keys \(model: \{heads: \.\.\.\}\)"
+    ):
+        load_config([f])
+
+
 def test_wrong_type_names_key_and_value():
     with pytest.raises(ConfigError, match=r"model.heads.*'four'"):
         load_config(overrides=["model.heads=four"])
+
+
+@pytest.mark.parametrize(
+    "override, said",
+    [
+        ("model.heads=three", "bad value for 'model.heads': 'three' is not a whole number"),
+        ("model.dropout=abc", "bad value for 'model.dropout': 'abc' is not a number"),
+        ("train.val_bleu=maybe", "bad value for 'train.val_bleu': 'maybe' is not true or false"),
+        ("model.d_ff=[64,128]", "bad value for 'model.d_ff': [64, 128] is a list, where one value goes (a whole number)"),
+    ],
+)
+def test_a_wrong_type_is_said_in_words_not_omegaconfs(override, said):
+    """OmegaConf's wording ("Value 'three' of type 'str' could not be converted to Integer") named its own types."""
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert str(e.value) == f"command line: {said}"
 
 
 def test_a_section_given_a_value_names_the_section_and_its_keys(tmp_path):

@@ -1,4 +1,4 @@
-"""Storage URLs lose their password before anything prints or saves them."""
+"""Storage URLs lose their password, and a W&B key its value, before anything prints or saves them."""
 
 from ablate.messages.redact import redact
 
@@ -6,3 +6,11 @@ from ablate.messages.redact import redact
 def test_redact_hides_the_password_and_leaves_other_urls_alone():
     assert redact("postgresql://ablate:s3cret@127.0.0.1:5432/db") == "postgresql://ablate:***@127.0.0.1:5432/db"
     assert redact("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_a_wandb_key_is_masked_wherever_a_message_quotes_it(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "0123abcd" * 5)
+    assert redact(f"error: invalid key {'0123abcd' * 5} (40 characters)") == "error: invalid key *** (40 characters)"
+    assert redact("POST /graphql?api_key=zzzz9999&x=1 failed") == "POST /graphql?api_key=***&x=1 failed"
+    monkeypatch.delenv("WANDB_API_KEY")
+    assert redact("commit 0123abcd0123abcd") == "commit 0123abcd0123abcd"  # no key set: nothing taken for one

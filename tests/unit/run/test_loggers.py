@@ -1,16 +1,19 @@
-"""A run's W&B logger, through a real offline run: what its file says about the run."""
+"""A run's W&B logger, through a real offline run: what its file says about the run; and how a run closes it."""
 
 from __future__ import annotations
+
+import logging
+import sys
+from types import SimpleNamespace
 
 import pytest
 from helpers import tiny_experiment
 
 from ablate.files.wandb_offline import find_runs, read_run
-from ablate.run.loggers import make_wandb_logger
-
-pytestmark = pytest.mark.slow  # a W&B offline run started and read back: seconds; the default set stays under a minute
+from ablate.run.loggers import finish_wandb, make_wandb_logger
 
 
+@pytest.mark.slow  # a W&B offline run started and read back: seconds; the default set stays under a minute
 def test_a_runs_tags_are_kept_once_and_a_sweep_trial_says_so_by_its_job_type(tmp_path):
     import wandb
 
@@ -25,3 +28,26 @@ def test_a_runs_tags_are_kept_once_and_a_sweep_trial_says_so_by_its_job_type(tmp
         "alone": (["base", "paper"], "train"),
         "trial": (["base", "paper"], "sweep-trial"),
     }
+
+
+def test_a_run_stopped_before_logging_closes_no_wandb_run_and_imports_nothing(monkeypatch):
+    """A Ctrl-C while Lightning first imported wandb left a partly imported module; closing the run imported wandb
+    again, which failed (AttributeError, a circular import), and a sweep recorded the interrupted trial as failed. A
+    logger that started no run closes nothing and imports nothing."""
+    monkeypatch.delitem(sys.modules, "wandb", raising=False)
+    finish_wandb(SimpleNamespace(_experiment=None))
+    finish_wandb(None)
+    assert "wandb" not in sys.modules
+
+
+def test_a_wandb_run_that_fails_to_close_is_a_warning_not_the_runs_end(caplog):
+    closed = []
+    finish_wandb(SimpleNamespace(_experiment=SimpleNamespace(finish=lambda: closed.append(1))))
+    assert closed == [1]
+
+    def refuse():
+        raise RuntimeError("service gone; api_key=abc123secret")
+
+    with caplog.at_level(logging.WARNING):
+        finish_wandb(SimpleNamespace(_experiment=SimpleNamespace(finish=refuse)))
+    assert "W&B run not closed cleanly (RuntimeError: service gone" in caplog.text and "abc123secret" not in caplog.text

@@ -143,9 +143,18 @@ def test_prepare_out_dir_creates_the_folder_and_refuses_an_earlier_run_untouched
     out = tmp_path / "a" / "b" / "run"
     assert prepare_out_dir(config(out)) == out and out.is_dir() and list(out.iterdir()) == []
     (out / "metrics.csv").write_text("step\n1\n")
-    with pytest.raises(ValueError, match=f"out_dir={out} already holds a run \\(metrics.csv\\).*--resume.*--move-aside"):
+    # no checkpoint (a run that crashed before its first): --resume would only say so in turn, so it is not offered
+    with pytest.raises(ValueError) as e:
         prepare_out_dir(config(out))
+    said = str(e.value)
+    assert said.startswith(f"out_dir={out} already holds a run (metrics.csv); it saved no checkpoint, so nothing resumes")
+    assert "--move-aside" in said and "--resume" not in said
     assert (out / "metrics.csv").read_text() == "step\n1\n"
+    checkpoint(out, "step=5.ckpt", 5)
+    with pytest.raises(
+        ValueError, match=f"out_dir={out} already holds a run \\(.*\\); resume it with --resume, move it aside with --move-aside"
+    ):
+        prepare_out_dir(config(out))
     assert not list(tmp_path.glob("a/b/run.earlier-*"))
 
 

@@ -30,6 +30,9 @@ def test_a_key_that_is_absent_or_empty_takes_its_default():
     (lambda: fields.seeds(SWEEP, "seeds", "1"), "sweeps/x.yaml: seeds must be a list of integers, got '1'"),
     (lambda: fields.mapping(SWEEP, {"pruner": "median"}, "pruner", "{name: median}"), "pruner must be a mapping, e.g. {name: median}"),
     (lambda: fields.check_keys(SWEEP, "objective", {"metrc": 1}, {"metric", "direction"}), "unknown key 'metrc' in objective (did you mean 'metric'?)"),
+    # a config key at the sweep file's top: every trial's, so in overrides (a newcomer's plugins went there)
+    (lambda: fields.check_keys(SWEEP, "the sweep file", {"plugins": ["a.py"]}, {"name", "overrides"}),
+     "unknown key 'plugins' in the sweep file (a config key for every trial goes in overrides: {plugins: ...})"),
 ])  # fmt: skip
 def test_a_bad_value_names_the_file_and_the_key(check, message):
     with pytest.raises(ConfigError) as e:

@@ -71,3 +71,33 @@ def test_the_dry_run_names_rows_left_in_few_groups(tmp_path, capsys):
     assert main(["sweep", str(write(tmp_path, body + f"out_dir: {tmp_path}/out\n")), "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "note: members: base (4 seeds in as few as 1 group of 4)" in out and "gets no seed interval" in out
+
+
+def test_a_plugins_variant_without_a_member_axis_is_refused_before_the_study_naming_the_row(tmp_path, capsys):
+    """docs/variants.md's LogDistance has a parameter and no `members` argument: a sweep asking its row for members
+    passed its dry run and trained the base's group, and then every group of that row failed once its data had
+    loaded. It is refused before the study, naming the row and the variant; the row alone, or no members, runs."""
+    (tmp_path / "own.py").write_text(
+        "import torch\n"
+        "from ablate.model.positional import POSITIONAL, RelativePosition\n"
+        "from ablate.registry import register\n\n"
+        "@register(POSITIONAL, 'log_distance_mc')\n"
+        "class LogDistance(RelativePosition):\n"
+        "    adds_bias = True\n\n"
+        "    def __init__(self, *, heads, d_k, max_positions, causal):\n"
+        "        super().__init__(heads=heads, d_k=d_k, max_positions=max_positions, causal=causal)\n"
+        "        self.weight = torch.nn.Parameter(torch.ones(heads, 1, 1))\n\n"
+        "    def bias(self, q, q_pos, k_pos, scale):\n"
+        "        return -self.weight * torch.log1p((q_pos[:, None] - k_pos[None, :]).abs().float()).to(q.dtype)\n"
+    )
+    body = "name: demo\nbase: base.yaml\nseeds: [1, 2]\noverrides: {plugins: [own.py]}\nvariants:\n  base: {}\n  E-log: {model.positional: log_distance_mc}\n"
+    path = write(tmp_path, body + "members: 2\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: variant 'E-log': model.positional=log_distance_mc has parameters but takes no `members` argument" in err
+    assert main(["sweep", str(path), "--dry-run", "--members", "1"]) == 0
+    capsys.readouterr()
+    alone = body.replace(
+        "  E-log: {model.positional: log_distance_mc}\n", "  E-log: {model.positional: log_distance_mc, members.size: 1}\n"
+    )
+    assert main(["sweep", str(write(tmp_path, alone + "members: 2\n")), "--dry-run"]) == 0, capsys.readouterr().err
