@@ -8,6 +8,7 @@ where they arise live elsewhere: the CSV logger's "previous log files will be de
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 from pathlib import Path
@@ -24,13 +25,14 @@ LITLOGGER_TIP = (
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 # Lightning's other INFO lines of every fit, through the same logger. The device summary (the GPU line also in its
 # "True (cuda)" and "True (mps)" forms); the end of a fit at its step or epoch limit (the run's summary records
-# stop_reason); the note that validation runs at each epoch's end (ablate's schedule when train.val_every_steps is 0);
+# stop_reason); the Ctrl-C it caught (ablate.run.trainer.fit_or_exit says whether anything was saved); the note that validation runs at each epoch's end (ablate's schedule when train.val_every_steps is 0);
 # and on an Ampere or later GPU the advice to lower fp32 matmul precision, which ablate sets from train.precision
 # (train.matmul_precision; the summary records it), so "highest" under fp32 is a choice, not an oversight.
 RANK_ZERO_INFO = (
     r"GPU available: (False|True \((cuda|mps)\)), used: (False|True)",
     r"TPU available: (False|True), using: \d+ TPU cores",
     r"`Trainer\.fit` stopped: `max_(steps|epochs)=\d+` reached\.",
+    re.escape("\nDetected KeyboardInterrupt, attempting graceful shutdown ..."),  # ablate's own line says what stopped
     re.escape("`Trainer(val_check_interval=1.0)` was configured so validation will run at the end of the training epoch.."),
     r"You are using a CUDA device \('[^']*'\) that has Tensor Cores\. "
     + re.escape(
@@ -101,7 +103,7 @@ def quiet_dependencies(out: str | Path) -> None:
     """Install the filters for a run writing to `out` (idempotent: filterwarnings replaces an equal filter)."""
     quiet_libraries()
     warnings.filterwarnings("ignore", message=re.escape(LEAFSPEC), category=FutureWarning, module=LEAFSPEC_MODULE)
-    ckpt_dir = Path(out) / "checkpoints"
+    ckpt_dir = os.path.realpath(Path(out).expanduser() / "checkpoints")  # as ModelCheckpoint names it: a relative out_dir's too
     warnings.filterwarnings(
         "ignore", message=re.escape(CHECKPOINT_DIR.format(ckpt_dir)) + r"\Z", category=UserWarning, module=CHECKPOINT_MODULE
     )

@@ -132,7 +132,9 @@ def fit_or_exit(trainer: L.Trainer, module: L.LightningModule, dm, ckpt_path: Pa
         # began) exits 1, as a failure would: exit as a Ctrl-C, saying what is saved.
         saved = any((preemption.out / "checkpoints").glob("*.ckpt"))
         where = f"continue from the last checkpoint in {preemption.out / 'checkpoints'}: {resume_command()}"
-        log.warning("stopped by Ctrl-C at once, saving nothing new; %s", where if saved else "nothing was saved yet")
+        # A first Ctrl-C reaches Lightning only before training starts (Preemption notes it from then on): no "at once"
+        when = "at once, saving nothing new" if preemption.signal == signal.SIGINT else "before training started"
+        log.warning("stopped by Ctrl-C %s; %s", when, where if saved else "nothing was saved yet: the same command starts it again")
         raise SystemExit(INTERRUPTED_EXIT) from None
     finally:
         keep = previous is None or raises_on_sigterm(previous)  # None: a handler set outside Python

@@ -47,7 +47,10 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
             )
         )
     if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}")
+        there = sorted(p.name for p in path.parent.glob("*.ckpt")) if path.parent.is_dir() else []
+        # best.ckpt comes with a validation: a run shorter than train.val_every_steps has last.ckpt alone
+        held = f" ({path.parent} holds {', '.join(there[:5])})" if there else ""
+        raise CheckpointError(f"checkpoint not found: {path}{held}")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data

@@ -75,6 +75,16 @@ def test_the_filtered_warnings_need_their_exact_text_and_their_origin(tmp_path):
     assert shown(tmp_path, CHECKPOINT_DIR.format(tmp_path / "elsewhere"), UserWarning, "lightning.pytorch.callbacks.model_checkpoint")
 
 
+def test_a_relative_out_dirs_checkpoint_warning_is_dropped_as_lightning_words_it(tmp_path, monkeypatch):
+    """ModelCheckpoint names its folder by its real path: `ablate train ... out_dir=runs/x --resume` printed the
+    warning, the filter holding the relative path."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path / "link")
+    message = CHECKPOINT_DIR.format(tmp_path / "real" / "runs" / "x" / "checkpoints")
+    assert not shown("runs/x", message, UserWarning, "lightning.pytorch.callbacks.model_checkpoint")
+
+
 def test_the_litlogger_tip_is_dropped_by_its_exact_text_on_lightnings_rank_zero_logger_only(tmp_path):
     quiet_dependencies(tmp_path)
     counts = {name: len(logging.getLogger(name).filters) for name in RANK_ZERO_LOGGERS}

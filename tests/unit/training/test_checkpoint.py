@@ -68,6 +68,11 @@ def test_load_checkpoint_refuses_a_missing_file_naming_it(tmp_path):
     for given in (tmp_path / "run", tmp_path / "run" / "checkpoints"):  # the run, or its checkpoints/ folder
         with pytest.raises(CheckpointError, match=r"is a folder, not a checkpoint: give a file, such as .*/run/checkpoints/best.ckpt \("):
             load_checkpoint(given)
+    # a best.ckpt not there (a run shorter than its validation interval has last.ckpt alone): what is, is named
+    (tmp_path / "run" / "checkpoints" / "best.ckpt").unlink()
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt")
+    assert str(e.value) == f"checkpoint not found: {tmp_path}/run/checkpoints/best.ckpt ({tmp_path}/run/checkpoints holds last.ckpt)"
     with pytest.raises(CheckpointError, match="is a folder, not a checkpoint: .*checkpoints holds no checkpoint"):
         load_checkpoint(tmp_path)
     assert issubclass(CheckpointError, ValueError)  # so the CLI reports it as a user error
