@@ -81,6 +81,12 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = self._cross_attention_inputs(x, context, cache)
         out = self.kernel(q, k, v, mask, scale)  # (B, H, T, Dv)
+        if out.shape != (*q.shape[:3], v.size(-1)):  # a kernel of one's own, named, not a matmul's shape error later on
+            expected = (*q.shape[:3], v.size(-1))
+            raise ValueError(
+                f"attention kernel {type(self.kernel).__name__} returned shape {tuple(out.shape)}; (B, H, T, Dv) = {expected} "
+                "is expected (docs/variants.md)"
+            )
         return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, D)
 
     def _self_attention_inputs(self, x: Tensor, mask: Tensor | None, cache: dict | None, start: int, scale):

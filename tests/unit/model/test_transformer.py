@@ -271,3 +271,22 @@ def test_weights_no_memory_holds_are_an_error_naming_the_sizes_not_torchs(d_ff):
         ValueError, match=rf"not enough memory on this machine for the model's weights \(.*model.d_ff={d_ff}.*vocabulary {VOCAB}\)"
     ):
         build_transformer(tiny_model(d_ff=d_ff), VOCAB)
+
+
+def test_a_kernel_of_ones_own_that_returns_the_wrong_shape_is_named_not_a_matmul_error():
+    """A plugin kernel returning (B, H, T, Dk) where Dv was expected failed many frames later as "mat1 and mat2
+    shapes cannot be multiplied": the kernel is named, with the shape it gave and the one expected."""
+
+    class Transposed(ScaledDotProduct):
+        def forward(self, q, k, v, mask, scale):
+            return super().forward(q, k, v, mask, scale).transpose(2, 3)
+
+    with restoring(ATTENTION):
+        register(ATTENTION, "zz_transposed")(Transposed)
+        model = build_transformer(tiny_model(attention="zz_transposed", d_v=4), VOCAB)
+        src, tgt = random_batch()
+        with pytest.raises(
+            ValueError,
+            match=r"attention kernel Transposed returned shape \(\d+, \d+, 4, \d+\); \(B, H, T, Dv\) = \(\d+, \d+, \d+, 4\) is expected",
+        ):
+            model(src, tgt)
