@@ -117,6 +117,15 @@ def _train_command(args: argparse.Namespace) -> int:
         overrides += [f"{key}={values[0]}" for key, values in lists.items()]
         lists = {}
     cfg = load_config(files, overrides)
+    if getattr(
+        args, "print_config", False
+    ):  # what the files and overrides compose to, checked (Hydra's --cfg job, Lightning's --print_config)
+        from ablate.config import to_yaml
+
+        print(to_yaml(cfg), end="")
+        if lists:
+            print("# one value per member: " + "; ".join(f"{k}: {v}" for k, v in lists.items()))
+        return 0
     if cfg.members.index is not None and cfg.members.size > 1:
         raise ValueError(
             f"this config is member {cfg.members.index} of the group {cfg.members.group} (members.index, members.size="

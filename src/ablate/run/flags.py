@@ -36,6 +36,9 @@ def add_parsers(sub) -> None:
         "member as KEY=[v1,...]); each is an ordinary run in OUT_DIR/NAME (docs/members.md)",
     )
     p.add_argument("--member-data", choices=("own", "shared"), help="members' batches: each its own (default) or the group seed's")
+    p.add_argument(
+        "--print-config", action="store_true", help="print the composed, checked config as its config.yaml would hold it, and train nothing"
+    )
     p.set_defaults(func=run_train)
 
 

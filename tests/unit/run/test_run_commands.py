@@ -143,3 +143,19 @@ def test_sigterm_before_training_exits_to_run_again_and_leaves_no_folder(tmp_pat
         signal.signal(signal.SIGTERM, previous)
     assert "stopped by SIGTERM before training began" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_print_config_prints_what_the_run_would_save_and_trains_nothing(tmp_path, capsys, monkeypatch):
+    """Hydra's --cfg job, Lightning's --print_config: the composed, checked config, which loads back to itself."""
+    from ablate.cli import main
+    from ablate.experiment import load_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text("model:\n  heads: 2\n")
+    assert main(["train", "exp.yaml", "--print-config", "model.d_model=64", "out_dir=runs/x"]) == 0
+    printed = capsys.readouterr().out
+    (tmp_path / "printed.yaml").write_text(printed)
+    assert load_config([tmp_path / "printed.yaml"]) == load_config([tmp_path / "exp.yaml"], ["model.d_model=64", "out_dir=runs/x"])
+    assert not (tmp_path / "runs").exists()
+    assert main(["train", "exp.yaml", "model.heads=3", "--print-config"]) == 2  # checked as a run's: 512 % 3
+    assert "model.d_model=512 is not divisible by model.heads=3" in capsys.readouterr().err
