@@ -9,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output, unwritable
+from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
 from ablate.table import file_writes, page, terminal
 from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
@@ -48,7 +48,7 @@ def table_cli(args: argparse.Namespace) -> int:
     runs = select(runs, args.rows, args.seeds)
     stem = Path(args.out or DEFAULT_OUT / source.resolve().name) / args.name
     if args.at_update is not None:
-        return _at_update_cli(runs, stem, args.at_update, args.metric or "val/ppl", args.title, args.force, found)
+        return _at_update_cli(runs, stem, source, args.at_update, args.metric or "val/ppl", args.title, args.force, found)
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None
@@ -84,14 +84,14 @@ def table_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_update_cli(runs: list, stem: Path, update: int, metric: str, title: str | None, force: bool, found: LeftOut) -> int:
+def _at_update_cli(runs: list, stem: Path, source: Path, update: int, metric: str, title: str | None, force: bool, found: LeftOut) -> int:
     """`--at-update N`: the rows at equal updates from their logged curves (`equal_updates`), as NAME-at-N.md/.json,
-    with the runs left out named as under the full table."""
+    with the runs left out named as under the full table; its outputs refused as the full table's are (`_check_writable`)."""
     from ablate.table.equal_updates import at_update, to_markdown
 
     targets = [stem.with_name(f"{stem.name}-at-{update}{suffix}") for suffix in (".md", ".json")]
-    if reason := next(filter(None, map(unwritable, targets)), None):
-        raise ValueError(f"{reason}; choose another --out or --name")
+    for target in targets:
+        check_output(target, "--out", owns=[source])
     result = at_update(runs, update, metric)
     result["skipped_runs"] = [{"run": run, "reason": why} for run, why in found.runs.items()]
     text = to_markdown(result, title) + "".join(f"{line}\n" for line in skipped_runs(found.runs, "run", list(found.diverged)))

@@ -153,6 +153,14 @@ def test_the_cli_prints_and_writes_the_comparison(tmp_path, capsys):
     assert "t-at-1000.md already there with other content and would be replaced" in capsys.readouterr().err
     assert (tmp_path / "out" / "t-at-1000.md").read_text() == md
     assert main([*args, "--force"]) == 0 and (tmp_path / "out" / "t-at-1000.md").read_text().startswith("# other")
+    # its outputs go where the full table's may: not into a run of the study (evidence), nor over a link
+    run = next(p.parent for p in root.rglob("summary.json"))
+    assert main(["table", str(root), "--at-update", "1000", "--out", str(run.parent.parent / "elsewhere" / "x"), "--name", "t"]) == 0
+    capsys.readouterr()
+    other = study(tmp_path / "other")
+    into = next(p.parent for p in other.rglob("summary.json"))
+    assert main(["table", str(root), "--at-update", "1000", "--out", str(into)]) == 2
+    assert "inside" in capsys.readouterr().err and not list(into.glob("table3-at-*"))
 
 
 def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
