@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from ablate.config.retired import without_retired
 from ablate.config.schema import ExperimentConfig
-from ablate.files.yaml_file import parse_yaml
+from ablate.files.yaml_file import key_line, parse_yaml
 from ablate.messages.errors import ConfigError
 from ablate.messages.hints import did_you_mean
 
@@ -32,17 +33,19 @@ def _valid_keys(schema: Any, prefix: str = "") -> list[str]:
 
 
 def _unknown_key(key: str, source: str) -> str:
-    """ "SOURCE: unknown config key 'KEY' (did you mean ...?)"; a dotted key written inside a file says how a file
-    nests it."""
+    """ "SOURCE: unknown config key 'KEY' at line N (did you mean ...?)", the line where SOURCE is a file; a dotted key
+    written inside a file says how a file nests it."""
+    line = key_line(source, key) if os.path.isfile(source) else None
+    named = f"'{key}'" + (f" at line {line}" if line else "")
     if key in _valid_keys(ExperimentConfig()):  # `model.heads: 2` in a file: one key named "model.heads"
         section, _, leaf = key.rpartition(".")
-        return f"{source}: unknown config key '{key}': a file nests its keys ({section}: {{{leaf}: ...}}); dotted keys are for the command line and a sweep's rows"
+        return f"{source}: unknown config key {named}: a file nests its keys ({section}: {{{leaf}: ...}}); dotted keys are for the command line and a sweep's rows"
     every = _valid_keys(ExperimentConfig())
     valid = [k for k in every if k.count(".") == key.count(".")]
     # the key in the wrong section, or in none (`heads=4` for model.heads)
     same_leaf = [k for k in every if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
     hint = did_you_mean(key, same_leaf, cutoff=0.0) if same_leaf else did_you_mean(key, valid)
-    return f"{source}: unknown config key '{key}'{hint}"
+    return f"{source}: unknown config key {named}{hint}"
 
 
 def _unknown_keys(tree: dict, schema: Any, prefix: str = "") -> list[str]:

@@ -59,6 +59,27 @@ def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
     return parse_yaml(_utf8(data, path), str(path))
 
 
+def key_line(path: str | os.PathLike, dotted: str) -> int | None:
+    """The line of `dotted` (`model.heads`: the key `heads` in the mapping `model`, or a key written whole as
+    `model.heads:`) in the YAML file at `path`, for an error about that key; None where the file or the key cannot be
+    found (the error then names the file alone)."""
+    try:
+        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    for parts in (dotted.split("."), [dotted]):
+        node, line = root, None
+        for part in parts:
+            pairs = node.value if isinstance(node, yaml.MappingNode) else []
+            found = next(((k, v) for k, v in pairs if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        else:
+            return line
+    return None
+
+
 def parse_yaml(text: str, name: str, lines: bool = True) -> Any:
     """`text` parsed as read_yaml parses a file, each error starting with `name` (a file, or a command line's
     override, whose value is one line: `lines=False` leaves line numbers out of its errors)."""

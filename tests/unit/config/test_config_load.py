@@ -43,15 +43,16 @@ def test_unknown_key_in_yaml_names_the_file(tmp_path):
 
 
 def test_every_unknown_key_of_every_source_is_named_at_once(tmp_path):
-    """Two typos were two runs of the command: the first named, the second found only once it was fixed."""
+    """Two typos were two runs of the command: the first named, the second found only once it was fixed. A file's
+    are named with their line."""
     f = tmp_path / "two.yaml"
     f.write_text("model:\n  haeds: 2\ntrain:\n  max_step: 3\n")
     with pytest.raises(ConfigError) as e:
         load_config([f], ["model.d_modle=64", "model.heads=2"])
     assert str(e.value).splitlines() == [
         "unknown config keys:",
-        f"  - {f}: 'model.haeds' (did you mean 'model.heads'?)",
-        f"  - {f}: 'train.max_step' (did you mean 'train.max_steps'?)",
+        f"  - {f}: 'model.haeds' at line 2 (did you mean 'model.heads'?)",
+        f"  - {f}: 'train.max_step' at line 4 (did you mean 'train.max_steps'?)",
         "  - command line: 'model.d_modle' (did you mean 'model.d_model'?)",
     ]
 
@@ -62,7 +63,7 @@ def test_a_dotted_key_in_a_file_says_how_a_file_nests_it(tmp_path):
     f = tmp_path / "dotted.yaml"
     f.write_text("model.heads: 2\n")
     with pytest.raises(
-        ConfigError, match=r"dotted.yaml: unknown config key 'model.heads': a file nests its keys \(model: \{heads: \.\.\.\}\)"
+        ConfigError, match=r"dotted.yaml: unknown config key 'model.heads' at line 1: a file nests its keys \(model: \{heads: \.\.\.\}\)"
     ):
         load_config([f])
 

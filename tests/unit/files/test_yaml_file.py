@@ -88,3 +88,14 @@ def test_invalid_utf8_names_the_file_line_and_column(tmp_path):
     path.write_bytes(b"model:\n  heads: 4\n  norm: pr\xe9\n")
     with pytest.raises(ConfigError, match=r"bytes.yaml: not UTF-8 text at line 3, column 11 \(bytes b'\\xe9\\n'\)"):
         read_yaml(path)
+
+
+def test_key_line_finds_a_nested_or_whole_dotted_key_and_none_elsewhere(tmp_path):
+    from ablate.files.yaml_file import key_line
+
+    f = tmp_path / "k.yaml"
+    f.write_text("# a comment\nmodel:\n  haeds: 2\ntrain:\n  lr: 1\n  max_step: 3\nmodel.heads: 4\n")
+    assert [key_line(f, k) for k in ("model.haeds", "train.max_step", "model.heads", "model")] == [3, 6, 7, 2]
+    assert key_line(f, "train.nope") is None and key_line(f, "nope") is None and key_line(tmp_path / "gone.yaml", "a") is None
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    assert key_line(tmp_path / "bad.yaml", "a") is None
