@@ -68,7 +68,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         # Overrides and files after a flag (`--members 2 train.max_steps=30`, `--resume out_dir=x`) are the config's,
         # in their order, as Hydra and Lightning's CLI take them: argparse's positional list ends at the first flag.
         args.config += [a for a in extra if not a.startswith("-")]
-        extra = [a for a in extra if a.startswith("-")]
+        extra = [a for a in extra if a.startswith("-") and a != "--"]  # `--` ends the flags: nothing to refuse
     if not extra:
         return args
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

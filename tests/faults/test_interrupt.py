@@ -74,16 +74,19 @@ def test_sigterm_as_the_fit_sets_up_stops_the_run_at_its_first_step_saved(tmp_pa
     assert resumed.returncode == 0 and json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 20, resumed.stderr[-2000:]
 
 
-def test_ctrl_c_as_the_fit_sets_up_is_one_line_and_leaves_nothing_to_resume(tmp_path):
+@pytest.mark.parametrize("made", [False, True], ids=["new folder", "folder made empty beforehand"])
+def test_ctrl_c_as_the_fit_sets_up_is_one_line_and_leaves_nothing_to_resume(tmp_path, made):
     """A first Ctrl-C before training starts reaches Lightning, not Preemption: it printed Lightning's "Detected
-    KeyboardInterrupt" and "stopped by Ctrl-C at once", as if it were a second one. One line says what happened; the
-    new folder goes, and the same command starts the run."""
+    KeyboardInterrupt" and "stopped by Ctrl-C at once", as if it were a second one. One line says what happened; what
+    the attempt wrote goes (the folder too, unless it was there, empty, before), and the same command starts the run."""
     path = write_experiment(tmp_path, max_steps=20, plugins=[fault_plugin(tmp_path, signal_at="0@setup:INT")])
+    if made:
+        (tmp_path / "run").mkdir()
     proc = ablate("train", str(path), timeout=240)
     assert proc.returncode == INTERRUPTED_EXIT, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     said = [line for line in proc.stderr.splitlines() if "Ctrl-C" in line or "KeyboardInterrupt" in line]
     assert said == ["stopped by Ctrl-C before training started; nothing was saved yet: the same command starts it again"], proc.stderr
-    assert not (tmp_path / "run").exists()
+    assert (list((tmp_path / "run").iterdir()) == []) if made else not (tmp_path / "run").exists()
     again = ablate("train", str(path), timeout=240)  # the plugin fires once
     assert again.returncode == 0 and json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 20, again.stderr[-2000:]
 

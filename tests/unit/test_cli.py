@@ -227,6 +227,7 @@ def test_overrides_after_a_flag_are_the_configs_in_their_order():
     positional list ends at the first flag. Hydra and Lightning's CLI take overrides anywhere; so does ablate."""
     args = cli._parse(["train", "a.yaml", "out_dir=runs/lr", "--members", "2", "train.max_steps=30", "--resume", "seed=3"])
     assert args.config == ["a.yaml", "out_dir=runs/lr", "train.max_steps=30", "seed=3"] and args.members == 2 and args.resume
+    assert cli._parse(["train", "a.yaml", "--resume", "--", "out_dir=x"]).config == ["a.yaml", "out_dir=x"]
 
 
 def test_train_without_a_config_is_refused_not_trained_on_the_schemas_defaults(capsys):

@@ -20,8 +20,10 @@ MASK = "***"
 FRAGMENT = 4  # the shortest piece of a seen password that is masked on its own
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 _IN_TEXT = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>\S+)@")
-_QUERY = re.compile(r"(?i)(\b(?:password|api_key|apikey)=)[^&\s]+")
+# a key=value secret, also inside a longer name (WANDB_API_KEY=..., where \b would not start a word at "API")
+_QUERY = re.compile(r"(?i)((?<![a-z0-9])(?:password|api_key|apikey)=)[^&\s]+")
 _ENV_SECRETS = ("WANDB_API_KEY",)  # keys a library reads from the environment and may quote
+KEY_LENGTH = 20  # W&B keys are 40 characters (86 for a local server's): a shorter value is masked only after `api_key=`
 _seen: set[str] = set()
 
 
@@ -43,7 +45,7 @@ def redact(text: str) -> str:
     remember(text)
     text = _mask_seen(text)
     for name in _ENV_SECRETS:
-        if len(key := os.environ.get(name, "")) >= FRAGMENT:
+        if len(key := os.environ.get(name, "")) >= KEY_LENGTH:  # a real key, not a word such as "test" set in a test
             text = text.replace(key, MASK)
     text = _IN_TEXT.sub(lambda m: f"{m.group('head')}{MASK}@", text)
     return _QUERY.sub(rf"\1{MASK}", text)

@@ -117,23 +117,22 @@ def _train_command(args: argparse.Namespace) -> int:
         overrides += [f"{key}={values[0]}" for key, values in lists.items()]
         lists = {}
     cfg = load_config(files, overrides)
-    if getattr(
-        args, "print_config", False
-    ):  # what the files and overrides compose to, checked (Hydra's --cfg job, Lightning's --print_config)
-        from ablate.config import to_yaml
-
-        print(to_yaml(cfg), end="")
-        if lists:
-            print("# one value per member: " + "; ".join(f"{k}: {v}" for k, v in lists.items()))
-        return 0
     if cfg.members.index is not None and cfg.members.size > 1:
         raise ValueError(
             f"this config is member {cfg.members.index} of the group {cfg.members.group} (members.index, members.size="
             f"{cfg.members.size}): to train it again as an ordinary run, add members.size=1; to train or resume its group, "
             f"give the group's config ({cfg.members.group}/config.yaml)"
         )
+    configs = member_runs(cfg, lists) if cfg.members.size > 1 else []  # each member's values checked as any run's
+    if getattr(args, "print_config", False):  # the composed config, checked (Hydra's --cfg job, Lightning's --print_config)
+        from ablate.config import to_yaml
+
+        print(to_yaml(cfg), end="")
+        if lists:
+            print("# one value per member: " + "; ".join(f"{k}: {v}" for k, v in lists.items()))
+        return 0
     if cfg.members.size > 1:
-        return _run_members(args, cfg, lists)
+        return _run_members(args, cfg, configs)
     from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
 
     resume = args.resume
@@ -154,14 +153,14 @@ def _train_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
-    from pathlib import Path
-
+def member_runs(cfg, lists: dict[str, list]) -> list:
+    """The group `cfg`'s member runs, each one's values checked as any run's; a value the schema refuses names the
+    override it came from (found by trying each list alone)."""
     from ablate.config import ConfigError, to_dict
     from ablate.config.members import member_configs
     from ablate.experiment import from_dict
 
-    def checked(lists: dict[str, list]) -> list:  # each member's values checked as any run's
+    def checked(lists: dict[str, list]) -> list:
         return [from_dict(to_dict(m)) for m in member_configs(cfg, lists)]
 
     def refused(key: str) -> bool:
@@ -172,10 +171,15 @@ def _run_members(args: argparse.Namespace, cfg, lists: dict[str, list]) -> int:
         return False
 
     try:
-        configs = checked(lists)
-    except ConfigError as e:  # a listed value the schema refuses: name the override it came from, found by trying each
+        return checked(lists)
+    except ConfigError as e:
         given = next((key for key in lists if refused(key)), None)
         raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
+
+
+def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
+    from pathlib import Path
+
     from ablate.run.closing import print_closing
     from ablate.run.exits import FAILED_FILE
     from ablate.run.members import train_members

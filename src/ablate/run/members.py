@@ -37,7 +37,7 @@ from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
-from ablate.run.rundir import check_disk_space, claim_out_dir, git_sha, lock_run_dir, remove_if_untouched
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, git_sha, lock_run_dir, remove_if_untouched
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
 from ablate.run.trainer import fit_or_exit, judge_trainer, make_trainer, prepare_process
@@ -69,7 +69,8 @@ def train_members(
     if problem := member_problem(cfg.model, cfg.data.vocab_size):  # a plugin's variant without a member axis: before the data
         raise ValueError(problem)
     locks = []
-    fresh = [Path(c.out_dir) for c in (*configs, cfg) if not Path(c.out_dir).exists()]  # members first: inside the group
+    # members first: inside the group; a folder found empty is kept itself, its contents this command's
+    fresh = {Path(c.out_dir): Path(c.out_dir).exists() for c in (*configs, cfg) if empty_or_absent(Path(c.out_dir))}
     try:
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
@@ -86,8 +87,8 @@ def train_members(
         # Refused before its first write, or stopped before the group's first checkpoint (a member's comes only with a
         # validation; the group's resumes every member): no folder left behind.
         stopped = stopped_by_signal(e) and not any((Path(cfg.out_dir) / "checkpoints").glob("*.ckpt"))
-        for out in fresh:
-            remove_if_untouched(out, stopped=stopped)
+        for out, existed in fresh.items():
+            remove_if_untouched(out, stopped=stopped, keep_folder=existed)
         raise
     finally:
         for fd in filter(None, locks):

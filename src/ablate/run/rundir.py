@@ -91,13 +91,11 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
         if not aside:
             saved = (out / "checkpoints").is_dir() and any((out / "checkpoints").glob("*.ckpt"))
             # a run that ended before its first checkpoint (a crash, a bug in a plugin) has nothing to resume from
+            log_said = ", its train.log saying how it ended" if (out / "train.log").exists() else ""  # a sweep trial's
             how = (
                 "resume it with --resume, move it aside with --move-aside"
                 if saved
-                else (
-                    "it saved no checkpoint, so nothing resumes: start again with --move-aside (keeps it as "
-                    f"{out.name}.earlier-K, its train.log saying how it ended)"
-                )
+                else f"it saved no checkpoint, so nothing resumes: start again with --move-aside (keeps it as {out.name}.earlier-K{log_said})"
             )
             raise ValueError(
                 f"out_dir={cfg.out_dir} already holds a run ({', '.join(p.name for p in earlier)}); {how}, or choose "
@@ -113,17 +111,28 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     return out
 
 
-def remove_if_untouched(out: Path, stopped: bool = False) -> None:
-    """A run directory this command created, left before its first write (its config.yaml: a corpus refused, a signal
-    while the data was read): its lock and empty folders go, so a refusal leaves no trace; anything else in it stays.
-    One that got as far as its config is a run, kept whole, unless a signal (`stopped`) ended it before it saved a
-    checkpoint: all in it is this command's and nothing resumes, so it goes, and the same command starts it again."""
+def empty_or_absent(out: Path) -> bool:
+    """Whether `out` holds nothing (or is not there): all it holds after a command is that command's."""
+    return not out.exists() or (out.is_dir() and not any(out.iterdir()))
+
+
+def remove_if_untouched(out: Path, stopped: bool = False, keep_folder: bool = False) -> None:
+    """A run directory this command created (or found empty), left before its first write (its config.yaml: a corpus
+    refused, a signal while the data was read): its lock and empty folders go, so a refusal leaves no trace; anything
+    else in it stays. One that got as far as its config is a run, kept whole, unless a signal (`stopped`) ended it
+    before it saved a checkpoint: all in it is this command's and nothing resumes, so it goes, and the same command
+    starts it again. `keep_folder`: out_dir itself was there before (empty, made by a scheduler or a user), and stays."""
     if (out / "config.yaml").exists():
         if stopped and not any((out / "checkpoints").glob("*.ckpt")):
-            shutil.rmtree(out, ignore_errors=True)
+            for path in list(out.iterdir()) if keep_folder else [out]:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         return
     (out / ".run.lock").unlink(missing_ok=True)
-    for folder in [*sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), out]:
+    folders = sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    for folder in folders if keep_folder else [*folders, out]:
         with contextlib.suppress(OSError):  # not empty: someone's files, kept
             folder.rmdir()
 

@@ -26,7 +26,7 @@ from ablate.run.loggers import finish_wandb
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume, set_aside_results
-from ablate.run.rundir import check_disk_space, claim_out_dir, remove_if_untouched, resume_checkpoint, saved_config
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, resume_checkpoint, saved_config
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
 
@@ -49,13 +49,13 @@ def train(
     `aside`, an earlier run's files in out_dir are moved to a sibling folder instead of refusing the out_dir.
     """
     check_fits(cfg)  # before anything is built or written: a model no memory here holds is refused, naming its size
-    fresh = not Path(cfg.out_dir).exists()
+    existed, fresh = Path(cfg.out_dir).exists(), empty_or_absent(Path(cfg.out_dir))
     out, lock = claim_out_dir(cfg, resume, aside)
     try:
         return _train(cfg, out, callbacks, resume, force, accept_data_change)
     except BaseException as e:
-        if fresh:  # refused before its first write, or stopped before its first checkpoint: no folder left behind
-            remove_if_untouched(out, stopped=stopped_by_signal(e))
+        if fresh:  # refused before its first write, or stopped before its first checkpoint: nothing left behind
+            remove_if_untouched(out, stopped=stopped_by_signal(e), keep_folder=existed)
         raise
     finally:
         if lock is not None:

@@ -19,7 +19,8 @@ def mde(se: float | None, alpha: float = 0.05, m: int = 1, power: float = 0.8, d
     Solved exactly: Δ/SE is noncentral t with `df` degrees of freedom (normal at df = inf), and the MDE is the
     noncentrality whose two-sided rejection rate at t_{df, 1 - alpha/(2m)} is `power`, times SE. The textbook
     (t_{1 - alpha/(2m)} + t_{power}) * SE promises that power only at many df: at the 2-5 df of a few seeds it has
-    68-74% (against 80%): its MDE is 7-18% too small there (1% at 30 df). SE and df are the paired test's (`PairedTest`); alpha/m
+    68-75% (against 80%) over Table 3's 11 rows, 77-80% for one row: its MDE is 6-19% too small there (1-5% for one
+    row; about 1% at 30 df). SE and df are the paired test's (`PairedTest`); alpha/m
     is Holm's strictest step (Bonferroni), so the MDE is conservative for every row Holm ranks later.
     """
     if se is None:

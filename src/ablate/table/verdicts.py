@@ -58,12 +58,12 @@ def verdict(
         return NO_PAPER
     crosses = interval is not None and interval[0] <= 0.0 <= interval[1]
     significant = not (delta is None or p_adj is None or p_adj > alpha or crosses or delta == 0.0)
+    if significant and not seed_noise:  # beyond sentence noise only: not "ours differs", nor a sign, nor "no change"
+        return ONE_SEED
     if abs(paper_delta) < tie:
-        return NO_CHANGE_OURS_DIFFERS if significant and seed_noise else NO_CHANGE
+        return NO_CHANGE_OURS_DIFFERS if significant else NO_CHANGE
     if not significant:
         return INCONCLUSIVE
-    if not seed_noise:
-        return ONE_SEED
     return AGREE if (delta > 0) == (paper_delta > 0) else DISAGREE
 
 

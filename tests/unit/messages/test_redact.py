@@ -12,5 +12,9 @@ def test_a_wandb_key_is_masked_wherever_a_message_quotes_it(monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "0123abcd" * 5)
     assert redact(f"error: invalid key {'0123abcd' * 5} (40 characters)") == "error: invalid key *** (40 characters)"
     assert redact("POST /graphql?api_key=zzzz9999&x=1 failed") == "POST /graphql?api_key=***&x=1 failed"
+    assert redact(f"WANDB_API_KEY={'9' * 40} rejected") == "WANDB_API_KEY=*** rejected"
     monkeypatch.delenv("WANDB_API_KEY")
     assert redact("commit 0123abcd0123abcd") == "commit 0123abcd0123abcd"  # no key set: nothing taken for one
+    assert redact(f"WANDB_API_KEY={'9' * 40} rejected") == "WANDB_API_KEY=*** rejected"  # unset here, quoted by name
+    monkeypatch.setenv("WANDB_API_KEY", "test")  # no real key: the word is left alone wherever it appears
+    assert redact("--split test: /data/test.de missing") == "--split test: /data/test.de missing"

@@ -159,3 +159,14 @@ def test_print_config_prints_what_the_run_would_save_and_trains_nothing(tmp_path
     assert not (tmp_path / "runs").exists()
     assert main(["train", "exp.yaml", "model.heads=3", "--print-config"]) == 2  # checked as a run's: 512 % 3
     assert "model.d_model=512 is not divisible by model.heads=3" in capsys.readouterr().err
+
+
+def test_print_config_checks_each_members_values_as_training_does(tmp_path, capsys, monkeypatch):
+    from ablate.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp.yaml").write_text("model:\n  heads: 2\n")
+    assert main(["train", "exp.yaml", "--print-config", "model.dropout=[0.1,7]"]) == 2
+    assert "override 'model.dropout=[...]'" in capsys.readouterr().err
+    assert main(["train", "exp.yaml", "--print-config", "model.dropout=[0.1,0.3]"]) == 0
+    assert capsys.readouterr().out.endswith("# one value per member: model.dropout: [0.1, 0.3]\n")

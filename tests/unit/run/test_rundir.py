@@ -148,7 +148,11 @@ def test_prepare_out_dir_creates_the_folder_and_refuses_an_earlier_run_untouched
         prepare_out_dir(config(out))
     said = str(e.value)
     assert said.startswith(f"out_dir={out} already holds a run (metrics.csv); it saved no checkpoint, so nothing resumes")
-    assert "--move-aside" in said and "--resume" not in said
+    assert "--move-aside" in said and "--resume" not in said and "train.log" not in said  # `ablate train` writes none
+    (out / "train.log").write_text("Traceback ...\n")  # a sweep trial's
+    with pytest.raises(ValueError, match="its train.log saying how it ended"):
+        prepare_out_dir(config(out))
+    (out / "train.log").unlink()
     assert (out / "metrics.csv").read_text() == "step\n1\n"
     checkpoint(out, "step=5.ckpt", 5)
     with pytest.raises(
@@ -555,3 +559,26 @@ def test_the_run_tokenizer_is_the_checkpoints_bytes_and_damaged_bytes_change_not
     torch.save({**torch.load(ckpt, weights_only=True), "tokenizer_model": "text"}, ckpt)
     with pytest.raises(ValueError, match="field tokenizer_model is damaged \\(str, not a SentencePiece model's bytes\\)"):
         checkpoint_tokenizer(ckpt)
+
+
+def test_a_run_folder_found_empty_is_cleaned_of_a_stopped_attempt_and_kept(tmp_path):
+    """out_dir made empty beforehand (a scheduler's, a user's): a run stopped there before its first checkpoint left
+    its config.yaml, and the same command was then refused ("already holds a run"). Its contents go, the folder stays;
+    a folder that was not there goes whole."""
+    from ablate.run.rundir import empty_or_absent, remove_if_untouched
+
+    out = tmp_path / "made"
+    out.mkdir()
+    assert empty_or_absent(out) and empty_or_absent(tmp_path / "absent") and not empty_or_absent(tmp_path)
+    (out / "config.yaml").write_text("seed: 1\n")
+    (out / "wandb" / "run-1").mkdir(parents=True)
+    (out / ".run.lock").touch()
+    remove_if_untouched(out, stopped=True, keep_folder=True)
+    assert out.is_dir() and list(out.iterdir()) == []
+    (out / "checkpoints").mkdir()
+    (out / ".run.lock").touch()
+    remove_if_untouched(out, keep_folder=True)  # refused before its config: its lock and empty folders go, not the folder
+    assert out.is_dir() and list(out.iterdir()) == []
+    (out / "config.yaml").write_text("seed: 1\n")
+    remove_if_untouched(out, stopped=True)
+    assert not out.exists()

@@ -59,12 +59,13 @@ def test_verdict_on_a_bootstrap_result(boot):
 
 def test_a_test_without_seed_noise_reads_no_sign_however_small_its_p():
     """One seed (or member group) a side: the test holds sentence noise only, which one seed's luck exceeds, so a
-    significant Δ is "inconclusive (one seed)", never agree/disagree nor "ours differs"; a non-significant one is a
-    plain inconclusive."""
+    significant Δ is "inconclusive (one seed)", never agree/disagree, "ours differs" nor "paper: no change"; a
+    non-significant one is a plain inconclusive (or the paper's no change)."""
     assert verdict(0.8, 1e-60, 0.5, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == ONE_SEED
     assert verdict(0.8, 1e-60, -0.5, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == ONE_SEED
     assert verdict(0.8, 0.3, 0.5, BLEU_TIE, interval=(-0.1, 1.7), seed_noise=False) == INCONCLUSIVE
-    assert verdict(0.8, 1e-60, 0.0, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == NO_CHANGE
+    assert verdict(0.8, 1e-60, 0.0, BLEU_TIE, interval=(0.7, 0.9), seed_noise=False) == ONE_SEED  # not "no change"
+    assert verdict(0.8, 0.3, 0.0, BLEU_TIE, interval=(-0.1, 1.7), seed_noise=False) == NO_CHANGE
     assert verdict(0.8, 1e-60, None, BLEU_TIE, seed_noise=False) == NO_PAPER
 
 
