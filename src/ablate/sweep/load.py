@@ -210,18 +210,32 @@ def _members(path: Path, raw: dict) -> dict:
     return out
 
 
+def _row_problem(sweep: Sweep, row: Any, overrides: Any) -> str | None:
+    """Why a variant row cannot be run (its name, its overrides, or the config they make), or None."""
+    if not isinstance(row, str):
+        return f"variant name {row!r} must be a string (quote it in YAML)"
+    if not isinstance(overrides, dict):
+        empty = " (a row that changes nothing is written {})" if overrides is None else ""
+        return f"variant '{row}' must map config keys to values, got {overrides!r}{empty}"
+    try:
+        sweep.row_config(overrides)
+    except ConfigError as e:
+        return f"variant '{row}': {e}"
+    return None
+
+
+SHOWN_ROWS = 20  # bad rows named in one error; the rest counted
+
+
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
-    for row, overrides in sweep.variants.items():
-        if not isinstance(row, str):
-            raise fields.fail(path, f"variant name {row!r} must be a string (quote it in YAML)")
-        if not isinstance(overrides, dict):
-            empty = " (a row that changes nothing is written {})" if overrides is None else ""
-            raise fields.fail(path, f"variant '{row}' must map config keys to values, got {overrides!r}{empty}")
-        try:
-            sweep.row_config(overrides)
-        except ConfigError as e:
-            raise fields.fail(path, f"variant '{row}': {e}") from None
+    problems = [problem for row, overrides in sweep.variants.items() if (problem := _row_problem(sweep, row, overrides))]
+    if len(problems) == 1:
+        raise fields.fail(path, problems[0])
+    if problems:  # every bad row at once: a file fixed row by row took a run of the command per row
+        more = f"\n  ... and {len(problems) - SHOWN_ROWS} more" if len(problems) > SHOWN_ROWS else ""
+        listed = "\n".join("  - " + p.replace("\n", "\n    ") for p in problems[:SHOWN_ROWS])
+        raise fields.fail(path, f"{len(problems)} variants cannot be run:\n{listed}{more}")
     for key, spec in sweep.search.items():
         probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
         try:

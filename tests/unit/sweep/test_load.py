@@ -1,0 +1,37 @@
+"""Loading a sweep file (ablate.sweep.load): every row that cannot be run is named at once, before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_files import write
+
+from ablate.config import ConfigError
+from ablate.sweep.load import SHOWN_ROWS, load_sweep
+
+
+def test_every_bad_row_is_named_at_once(tmp_path):
+    """A file with four bad rows took four runs of the command, one row named each time."""
+    rows = "  base: {}\n  A: {model.haeds: 2}\n  B: {model.heads: 7}\n  C:\n  D: {model.dropout: 3}\n  E: {model.heads: 2}\n"
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n" + rows)
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path)
+    lines = str(e.value).splitlines()
+    assert lines[0] == f"{path}: 4 variants cannot be run:"
+    assert lines[1] == "  - variant 'A': overrides: unknown config key 'model.haeds' (did you mean 'model.heads'?)"
+    assert lines[2] == "  - variant 'B': invalid config:" and "model.heads=7" in lines[3] and lines[3].startswith("      - ")
+    assert lines[4] == "  - variant 'C' must map config keys to values, got None (a row that changes nothing is written {})"
+    assert lines[5] == "  - variant 'D': invalid config:" and "model.dropout=3.0 must be in [0, 1)" in lines[6]
+    assert len(lines) == 7  # E is fine
+
+
+def test_one_bad_row_is_one_line_and_many_are_counted_past_the_first_ones(tmp_path):
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n  A: {model.haeds: 2}\n")
+    with pytest.raises(ConfigError, match=r"sweep.yaml: variant 'A': overrides: unknown config key 'model.haeds'"):
+        load_sweep(path)
+    many = "".join(f"  r{i}: {{model.dropout: 3}}\n" for i in range(SHOWN_ROWS + 5))
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  base: {}\n" + many)
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path)
+    said = str(e.value)
+    assert f"{SHOWN_ROWS + 5} variants cannot be run" in said and said.endswith("... and 5 more") and "variant 'r19'" in said
+    assert "variant 'r20'" not in said
