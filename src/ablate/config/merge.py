@@ -37,10 +37,10 @@ def _unknown_key(key: str, source: str) -> str:
     written inside a file says how a file nests it."""
     line = key_line(source, key) if os.path.isfile(source) else None
     named = f"'{key}'" + (f" at line {line}" if line else "")
-    if key in _valid_keys(ExperimentConfig()):  # `model.heads: 2` in a file: one key named "model.heads"
+    every = _valid_keys(ExperimentConfig())
+    if key in every:  # `model.heads: 2` in a file: one key named "model.heads"
         section, _, leaf = key.rpartition(".")
         return f"{source}: unknown config key {named}: a file nests its keys ({section}: {{{leaf}: ...}}); dotted keys are for the command line and a sweep's rows"
-    every = _valid_keys(ExperimentConfig())
     valid = [k for k in every if k.count(".") == key.count(".")]
     # the key in the wrong section, or in none (`heads=4` for model.heads)
     same_leaf = [k for k in every if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]

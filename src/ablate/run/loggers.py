@@ -117,11 +117,10 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bo
         _ = online.experiment  # connect now rather than inside fit(): training must never die because logging did
         return online
     except Exception as e:  # unreachable server, bad or missing key, quota...
-        first = redact(str(e).splitlines()[0] if str(e) else "")[:200]
         log.warning(
             "W&B is unreachable or misconfigured (%s: %s); logging offline under %s, upload later with `wandb sync`",
             type(e).__name__,
-            first,
+            _said(e),
             out,
         )
         return logger("offline")
@@ -138,5 +137,9 @@ def finish_wandb(logger: WandbLogger | None) -> None:
     try:
         run.finish()
     except Exception as e:
-        first = redact(str(e).splitlines()[0] if str(e) else "")[:200]
-        log.warning("W&B run not closed cleanly (%s: %s); its offline files may need `wandb sync`", type(e).__name__, first)
+        log.warning("W&B run not closed cleanly (%s: %s); its offline files may need `wandb sync`", type(e).__name__, _said(e))
+
+
+def _said(e: Exception) -> str:
+    """The first line of what a W&B error says, its secrets masked (a key or password it may quote)."""
+    return redact(str(e).splitlines()[0] if str(e) else "")[:200]

@@ -25,7 +25,8 @@ LITLOGGER_TIP = (
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 # Lightning's other INFO lines of every fit, through the same logger. The device summary (the GPU line also in its
 # "True (cuda)" and "True (mps)" forms); the end of a fit at its step or epoch limit (the run's summary records
-# stop_reason); the Ctrl-C it caught (ablate.run.trainer.fit_or_exit says whether anything was saved); the note that validation runs at each epoch's end (ablate's schedule when train.val_every_steps is 0);
+# stop_reason); the Ctrl-C it caught (ablate.run.trainer.fit_or_exit says whether anything was saved); the note that
+# validation runs at each epoch's end (ablate's schedule when train.val_every_steps is 0);
 # and on an Ampere or later GPU the advice to lower fp32 matmul precision, which ablate sets from train.precision
 # (train.matmul_precision; the summary records it), so "highest" under fp32 is a choice, not an oversight.
 RANK_ZERO_INFO = (

@@ -89,7 +89,7 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     earlier = earlier_run(out) if out.is_dir() and not other_rank() else []
     if earlier and not resume:
         if not aside:
-            saved = (out / "checkpoints").is_dir() and any((out / "checkpoints").glob("*.ckpt"))
+            saved = any((out / "checkpoints").glob("*.ckpt"))  # none where the folder is not there
             # a run that ended before its first checkpoint (a crash, a bug in a plugin) has nothing to resume from
             log_said = ", its train.log saying how it ended" if (out / "train.log").exists() else ""  # a sweep trial's
             how = (
@@ -102,8 +102,7 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
                 "another out_dir; nothing of it was changed"
             )
         log.warning("moved the earlier run in %s to %s", out, move_aside(out))
-    existing = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
-    if resume and not existing:
+    if resume and not any((out / "checkpoints").glob("*.ckpt")):
         raise ValueError(f"--resume: out_dir={cfg.out_dir} holds no checkpoint to resume from")
     _probe_writable(out, "out_dir")
     if (out / "checkpoints").exists():  # one made unwritable inside a writable out_dir fails here, not at the first save

@@ -114,21 +114,20 @@ class SpeedCallback(L.Callback):
             self._paused_at = None
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self._summary = self._rates(self._total, trainer.accumulate_grad_batches)
-        self._summary["speed/train_seconds"] = self._total["seconds"]
-        self._summary.update(self._val)
+        self._summary = self._whole_run()
 
     @property
     def summary(self) -> dict[str, float]:
         """The run's figures: from its training's end, or, where this attempt trained nothing (a resume whose checkpoint
         is the last step: Lightning skips the train hooks), from the earlier attempts' totals; empty without either."""
         if not self._summary and self._total["batches"]:
-            self._summary = {
-                **self._rates(self._total, self._accumulate),
-                "speed/train_seconds": self._total["seconds"],
-                **self._val,
-            }
+            self._summary = self._whole_run()
         return self._summary
+
+    def _whole_run(self) -> dict[str, float]:
+        """The summary's figures: the rates over all training (this attempt's and the checkpoint's), its seconds, and
+        validation's."""
+        return {**self._rates(self._total, self._accumulate), "speed/train_seconds": self._total["seconds"], **self._val}
 
     def state_dict(self) -> dict:
         return {
