@@ -224,13 +224,15 @@ def two_sided_p(estimate: float, se: float, df: float) -> float:
 
 def _seed_variance(full: np.ndarray, resampled: np.ndarray) -> tuple[float, float, float] | None:
     """(sigma², s², tau²): a system's seed variance beyond seed-by-sentence noise (see `_paired_bootstrap`), the
-    sample variance of its seeds' scores it is taken from, and the seed-by-sentence part tau²; None with one seed."""
+    sample variance of its seeds' scores it is taken from, and the seed-by-sentence part tau²; None with one seed.
+    tau² is never negative but by rounding (a mean's variance is at most its parts' mean variance): floored at 0, and
+    sigma² <= s²."""
     n = full.shape[0]
     if n < 2:
         return None
     s2 = float(full.var(ddof=1))
-    by_sentences = n / (n - 1) * (resampled.var(axis=1, ddof=1).mean() - resampled.mean(axis=0).var(ddof=1))
-    return max(0.0, s2 - float(by_sentences)), s2, float(by_sentences)
+    tau2 = max(0.0, float(n / (n - 1) * (resampled.var(axis=1, ddof=1).mean() - resampled.mean(axis=0).var(ddof=1))))
+    return max(0.0, s2 - tau2), s2, tau2
 
 
 def _resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:

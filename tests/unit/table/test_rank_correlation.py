@@ -28,3 +28,18 @@ def test_spearman_drops_missing_rows_and_needs_three():
     rho, _, _ = spearman_with_interval([1.0, 2.0, 3.0, 9.0], [1.0, None, 3.0, 2.0])
     assert rho == pytest.approx(st.spearmanr([1, 3, 9], [1, 3, 2]).statistic)
     assert spearman_with_interval([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) == (None, None, None)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.8])
+@pytest.mark.parametrize("rows", [8, 12])
+def test_spearman_interval_covers_the_true_rank_correlation(rho, rows):
+    """A percentile bootstrap over a dozen rows could under-cover; it does not here. Rows drawn as bivariate normal
+    pairs with correlation rho, whose rank correlation is (6/pi) asin(rho/2): the 95% interval holds it in at least
+    92% of 200 studies (checked to fail for an 80% interval)."""
+    rng = np.random.default_rng(3)
+    truth, held = 6 / np.pi * np.arcsin(rho / 2), 0
+    for i in range(200):
+        ours, paper = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=rows).T
+        _, low, high = spearman_with_interval(ours, paper, n_boot=500, seed=i)
+        held += low <= truth <= high
+    assert held / 200 >= 0.92
