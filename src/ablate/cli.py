@@ -7,7 +7,6 @@ schema in order, then dotlist overrides (`model.heads=4 model.positional=learned
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 
 from ablate import __version__
@@ -17,6 +16,7 @@ from ablate.data.datasets import DownloadError
 from ablate.files import signals
 from ablate.inference import flags as inference_flags
 from ablate.messages import logs
+from ablate.messages.hints import did_you_mean
 from ablate.run import flags as run_flags
 from ablate.sweep import flags as sweep_flags
 from ablate.table import flags as table_flags
@@ -77,8 +77,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     hints = []
     for arg in (a for a in extra if a.startswith("-")):
         name = arg.split("=", 1)[0]
-        if near := difflib.get_close_matches(name, flags, n=1, cutoff=0.75):
-            hints.append(f"{name}: did you mean {near[0]}?")
+        if near := did_you_mean(name, flags, cutoff=0.75):
+            hints.append(f"{name}{near}")
         elif hasattr(args, "config") and ("." in name or name.lstrip("-") in ("out_dir", "seed", "seeds")):
             hints.append(f"{name}: config keys are overrides, written KEY=VALUE ({name.lstrip('-')}=...)")
     command.error(f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints))

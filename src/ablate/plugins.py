@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import os
 import re
 import sys
 import traceback
@@ -45,10 +44,11 @@ def imported(spec: str) -> bool:
     return resolve(spec) in _imported
 
 
-def load_plugins(specs: Iterable[str], base: str | os.PathLike | None = None) -> list[str]:
-    """Import the installed entry points, then each plugin (resolved against `base`); returns the resolved specs."""
+def load_plugins(specs: Iterable[str]) -> list[str]:
+    """Import the installed entry points, then each plugin (a file's path resolved from here); returns the resolved
+    specs."""
     load_entry_points()
-    resolved = [resolve(s, base) for s in specs]
+    resolved = [resolve(s) for s in specs]
     for spec in resolved:
         import_plugin(spec)
     return resolved

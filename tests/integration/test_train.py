@@ -14,6 +14,7 @@ from helpers import TRANSLATE, tiny_experiment
 from ablate.cli import main
 from ablate.experiment import load_config
 from ablate.files.wandb_offline import find_runs, read_run
+from ablate.run.summary_fields import FIGURES, VALIDATION_METRICS
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, model_from_checkpoint, step_checkpoints
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
@@ -35,6 +36,10 @@ def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
     assert saved["speed/tokens_per_s"] > 0 and saved["speed/step_ms"] > 0 and saved["speed/model_tflops"] > 0
     assert "speed/mfu" not in saved  # a CPU's peak is not in Lightning's table and the config gives none
     assert saved["bleu_signature"].startswith("nrefs:1|case:mixed")
+    # What a sweep's objective may name (checked on a sweep file's load) is what a run reports
+    numbers = {k for k, v in saved.items() if isinstance(v, (int, float)) and k not in ("vocab_size", "val/sentences")}
+    assert set(VALIDATION_METRICS) <= set(saved["last"]) <= set(VALIDATION_METRICS + FIGURES), saved["last"]
+    assert numbers <= set(FIGURES), numbers - set(FIGURES)
     # It learned: validation perplexity far below the uniform vocabulary's 64.
     assert saved["last"]["val/ppl"] < 8
 

@@ -215,7 +215,7 @@ def test_a_mistyped_flag_is_refused_by_its_command_with_the_flag_or_override_it_
     with pytest.raises(SystemExit) as e:
         cli.main(["sweep", "s.yaml", "--dry_run"])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "usage: ablate sweep" in err and "--dry_run: did you mean --dry-run?" in err
+    assert e.value.code == 2 and "usage: ablate sweep" in err and "--dry_run (did you mean '--dry-run'?)" in err
     with pytest.raises(SystemExit):
         cli.main(["train", "a.yaml", "--out_dir", "runs/x"])
     err = capsys.readouterr().err

@@ -11,7 +11,6 @@ import re
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -118,25 +117,13 @@ def _section_given_a_value(update: dict, source: str, schema: Any = None, prefix
 def _as_config(update: dict | list[str], source: str) -> Any:
     if isinstance(update, dict):
         return OmegaConf.create(without_retired(update, source))
-    for item in update:
+    config = OmegaConf.create()
+    for item in update:  # each value read as a file's values are (not by OmegaConf's reader: YAML 1.1 numbers)
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
-        parse_yaml(item.partition("=")[2], f"{source}: override '{item}'", lines=False)  # as a file's values are read
-    try:
-        return OmegaConf.from_dotlist(list(update))
-    except yaml.YAMLError as e:  # what OmegaConf's own reader refuses beyond ours (its alias-expansion ratio)
-        detail = str(e).splitlines()[0].split(". See ")[0]  # OmegaConf's advice (to lift its limit) is not the user's
-        raise ConfigError(f"{source}: override {_culprit(update)}: refused: {detail}") from None
-
-
-def _culprit(update: list[str]) -> str:
-    """The first override OmegaConf's reader refuses, quoted (all of them where none alone is refused)."""
-    for item in update:
-        try:
-            OmegaConf.from_dotlist([item])
-        except yaml.YAMLError:
-            return repr(item)
-    return repr(" ".join(update))
+        key, _, value = item.partition("=")
+        OmegaConf.update(config, key, parse_yaml(value, f"{source}: override '{item}'", lines=False), merge=True)
+    return config
 
 
 def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:

@@ -42,6 +42,11 @@ class ModelConfig:
         """(d_k, d_v) with their defaults filled in: d_model // heads where left None."""
         return self.d_k or self.d_model // self.heads, self.d_v or self.d_model // self.heads
 
+    @property
+    def sizes(self) -> str:
+        """ "model.enc_layers=6, model.dec_layers=6, ...": the keys that set its size, for a message about that size."""
+        return ", ".join(f"model.{k}={getattr(self, k)}" for k in SIZE_KEYS if getattr(self, k) is not None)
+
 
 @dataclass
 class DataConfig:
@@ -103,7 +108,7 @@ class TrainConfig:
     val_bleu: bool = True  # decode the validation set with beam search to report val/bleu
     val_max_sentences: int = 0  # sentences decoded for val/bleu and eval/valid.json: a fixed random sample of the split; 0 = all
     val_subset_seed: int = 0  # seed of that sample; not the run's seed, so every trial of a study decodes the same sentences
-    keep_last: int = 5  # last-K checkpoints kept (for `ablate average`); the best by val/bleu is kept too
+    keep_last: int = 5  # last-K checkpoints kept (for `ablate average`); the best (`best_by`) is kept too
     final_average: int = 0  # report the average of the last K step checkpoints (checkpoints/avg.ckpt; paper: 5); 0 = final weights
     eval_record: bool = True  # at the end, decode and score the validation sentences into eval/valid.json, even with val_bleu off
     beam_size: int = 4
@@ -126,6 +131,12 @@ class TrainConfig:
             "converged": self.converge_window > 0,
             "early_stopping": bool(self.early_stop_metric),
         }
+
+    @property
+    def best_by(self) -> tuple[str, str]:
+        """The metric best.ckpt is chosen by and its better direction: val/bleu ("max"), or val/loss ("min") where
+        val_bleu is off. One place for a run's ModelCheckpoint and a member group's MemberRuns."""
+        return ("val/bleu", "max") if self.val_bleu else ("val/loss", "min")
 
     @property
     def max_time_seconds(self) -> float | None:

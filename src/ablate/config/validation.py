@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import is_dataclass
 from typing import Any
 
-from ablate.config.schema import PRECISIONS, SIZE_KEYS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
+from ablate.config.schema import PRECISIONS, DataConfig, ExperimentConfig, ModelConfig, TrainConfig
 from ablate.messages.hints import did_you_mean
 
 
@@ -103,9 +103,8 @@ def _size_problems(p: list[str], m: ModelConfig, d: DataConfig, t: TrainConfig) 
         )
     n = weights_estimate(m, d.vocab_size)
     if n > MAX_WEIGHTS:
-        sizes = ", ".join(f"model.{k}={getattr(m, k)}" for k in SIZE_KEYS if getattr(m, k) is not None)
         p.append(
-            f"the model would hold about {n:.2g} weights ({sizes}, data.vocab_size={d.vocab_size}); at most {MAX_WEIGHTS:.0e} can be built"
+            f"the model would hold about {n:.2g} weights ({m.sizes}, data.vocab_size={d.vocab_size}); at most {MAX_WEIGHTS:.0e} can be built"
         )
 
 
@@ -122,6 +121,8 @@ def _data_problems(p: list[str], d: DataConfig) -> None:
         p.append(f"data.max_tokens={d.max_tokens} must be >= data.max_len + 2 = {d.max_len + 2} so every pair fits a batch")
     if not 0.0 < d.character_coverage <= 1.0:
         p.append(f"data.character_coverage={d.character_coverage} must be in (0, 1]")
+    if d.tokenizer_sample < 0 or 0 < d.tokenizer_sample <= 100:
+        p.append(f"data.tokenizer_sample={d.tokenizer_sample} must be 0 (all sentences) or > 100 (a SentencePiece limit)")
     _in_range(p, "data.num_workers", d.num_workers, 0, MAX_PARALLEL)
     _at_least(p, "data.pad_multiple", d.pad_multiple, 1)
     if d.pad_multiple > d.max_len >= 1:

@@ -54,14 +54,10 @@ def iter_lines(path: str | Path, max_line_bytes: int | None = None) -> Iterator[
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
 
 
-def read_stdin() -> list[str]:
-    """Stripped lines of standard input, as read_lines reads a file (errors say "stdin:LINE")."""
-    return list(iter_stdin())
-
-
 def iter_stdin(max_line_bytes: int | None = None) -> Iterator[str]:
-    """read_stdin one line at a time (`max_line_bytes`: as iter_lines). Read as bytes: the text stream decodes by the
-    locale, and under C turns invalid UTF-8 into surrogates the tokenizer then rejects."""
+    """Stripped lines of standard input, as iter_lines reads a file (errors say "stdin:LINE"; `max_line_bytes` as
+    there). Read as bytes: the text stream decodes by the locale, and under C turns invalid UTF-8 into surrogates the
+    tokenizer then rejects."""
     return _decoded(sys.stdin.buffer, "stdin", max_line_bytes)
 
 

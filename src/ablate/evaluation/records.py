@@ -116,17 +116,18 @@ def eval_record(
     tokens: Sequence[int],
     subset: str = "all",
 ) -> dict:
-    """The record for one run and split, with corpus BLEU (sacreBLEU defaults, as `ablate.training.metrics.bleu`) and PPL.
+    """The record for one run and split, with corpus BLEU (`ablate.evaluation.scores.bleu`, as validation reports it)
+    and PPL.
 
     Pairs are put in ascending index order. Also what a run logs to W&B (`ablate.evaluation.wandb_records.log_record`).
     """
-    from sacrebleu.metrics import BLEU
+    from ablate.evaluation.scores import bleu  # sacreBLEU, imported where a record is made: readers need none
 
     order = sorted(range(len(indices)), key=lambda i: indices[i])
     lists = {name: [values[i] for i in order] for name, values in zip(LISTS, (indices, hypotheses, references, nll, tokens))}
     if len({len(v) for v in (indices, hypotheses, references, nll, tokens)}) != 1:
         raise EvalFileError(f"eval/{split}: lists differ in length: " + ", ".join(f"{k}={len(v)}" for k, v in lists.items()))
-    metric = BLEU()
+    score = bleu(lists["hypotheses"], lists["references"])
     total_tokens = sum(int(t) for t in lists["tokens"])
     record = {
         "split": split,
@@ -139,8 +140,8 @@ def eval_record(
         "references": [str(r) for r in lists["references"]],
         "nll": [float(x) for x in lists["nll"]],
         "tokens": [int(t) for t in lists["tokens"]],
-        "bleu": metric.corpus_score(lists["hypotheses"], [lists["references"]]).score,
-        "bleu_signature": str(metric.get_signature()),
+        "bleu": score.score,
+        "bleu_signature": score.signature,
         "ppl": math.exp(min(sum(lists["nll"]) / max(total_tokens, 1), 50.0)),
     }
     parse_eval(record, f"eval/{split}")  # never write what the reader would refuse

@@ -26,6 +26,16 @@ def read_json(path: str | os.PathLike, what: str, error: type[Exception] = Value
         raise error(f"{path}: not a readable {what} (nested too deeply)") from None
 
 
+def object_or_empty(path: str | os.PathLike) -> dict:
+    """The JSON object at `path` (a run's summary.json, an evaluation record), {} where it is missing, unreadable or
+    not an object: for readers that go on without it (a table's cells, a trial's attributes), never a crash."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _unique(path: Path, what: str, error: type[Exception]):
     def pairs(items: list[tuple[str, Any]]) -> dict:
         seen: set[str] = set()

@@ -8,6 +8,7 @@ alias inside its own anchor, and nesting deeper than MAX_DEPTH, which no config 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from ablate.messages.errors import ConfigError
 
 MAX_VALUES = 100_000  # values in the document with every alias expanded; a whole Table 3 sweep file holds a few hundred
 MAX_DEPTH = 64  # nested mappings and lists; configs hold 3 levels, sweep files 5
+_STR, _NUMBERS = "tag:yaml.org,2002:str", ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_FLOAT_1_2 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # plain, YAML 1.2's core schema
 
 
 # libyaml's parser where PyYAML was built with it (several times faster: `ablate table` reads every run's config),
@@ -27,6 +30,17 @@ _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 class _UniqueKeyLoader(_SafeLoader):
     """SafeLoader (no tags that construct Python objects) that refuses a key given twice in one mapping;
     plain PyYAML keeps the last one silently, so a sweep's second `params:` would drop the first."""
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        """Numbers as YAML 1.2 (and OmegaConf) read them, not PyYAML's YAML 1.1: base-60 is text, so `1:00:00:00`
+        (train.max_time's "[DD:]HH:MM:SS") is a day, not 216000 seconds; and `1e-3`, text to YAML 1.1, is a number
+        (in a sweep's choices or a member list it is no longer typed by the schema)."""
+        tag = super().resolve(kind, value, implicit)
+        if tag in _NUMBERS and ":" in value:  # no other YAML 1.1 number holds a colon
+            return _STR
+        if tag == _STR and implicit[0] and kind is yaml.ScalarNode and _FLOAT_1_2.fullmatch(value):
+            return _NUMBERS[1]
+        return tag
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first_line: dict[Any, int] = {}

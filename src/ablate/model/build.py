@@ -8,7 +8,7 @@ import re
 import torch
 from torch import nn
 
-from ablate.config.schema import SIZE_KEYS, ModelConfig
+from ablate.config.schema import ModelConfig
 from ablate.model.activations import ACTIVATIONS
 from ablate.model.attention import ATTENTION
 from ablate.model.member_loop import attach_run_model
@@ -58,8 +58,7 @@ def build_transformer(cfg: ModelConfig, vocab_size: int, members: int | None = N
     except (MemoryError, RuntimeError) as e:
         if isinstance(e, RuntimeError) and not re.search(r"allocate|overflow", str(e)):
             raise
-        sizes = ", ".join(f"model.{k}={getattr(cfg, k)}" for k in SIZE_KEYS if getattr(cfg, k) is not None)
-        raise ValueError(f"not enough memory on this machine for the model's weights ({sizes}, vocabulary {vocab_size:,})") from None
+        raise ValueError(f"not enough memory on this machine for the model's weights ({cfg.sizes}, vocabulary {vocab_size:,})") from None
 
 
 def _accepting(cls: type, members: int | None, key: str, value: str, **kwargs) -> nn.Module:

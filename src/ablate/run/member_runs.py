@@ -23,7 +23,8 @@ class MemberRuns(L.Callback):
     def __init__(self, configs: list[ExperimentConfig], outs: list[Path], group: Path, vocab: int, proto: bytes, attempt: int, extra: dict):
         self.configs, self.outs, self.group, self.vocab, self.proto, self.extra = configs, outs, group, vocab, proto, extra
         t = configs[0].train
-        self.monitor, self.sign = ("val/bleu", -1.0) if t.val_bleu else ("val/loss", 1.0)  # sign: lower is better
+        self.monitor, mode = t.best_by
+        self.sign = -1.0 if mode == "max" else 1.0  # lower is better
         self.stops = MemberStops(t, len(configs))
         self.csv = [make_csv_logger(out, attempt) for out in outs]
         self.wandb = [make_wandb_logger(cfg, out, {**extra, "members/group": str(group)}, several=True) for cfg, out in zip(configs, outs)]

@@ -16,18 +16,17 @@ from pathlib import Path
 import torch
 
 from ablate.config import ExperimentConfig
-from ablate.config.schema import SIZE_KEYS
 
 TRAINING_BYTES = 16  # a parameter's fp32 weight, gradient and two Adam moments
 BUILD_BYTES = 4  # its fp32 weight, where the model is built (the host) before it moves to a GPU
 
 
-def parameter_count(cfg: ExperimentConfig, vocab_size: int | None = None) -> dict[str, int]:
+def parameter_count(cfg: ExperimentConfig) -> dict[str, int]:
     """ablate.model.count_parameters of the model `cfg` builds (vocabulary: data.vocab_size), without allocating it."""
     from ablate.model import build_transformer, count_parameters
 
     with torch.device("meta"):
-        return count_parameters(build_transformer(cfg.model, vocab_size or cfg.data.vocab_size))
+        return count_parameters(build_transformer(cfg.model, cfg.data.vocab_size))
 
 
 def check_fits(cfg: ExperimentConfig, members: int = 1) -> None:
@@ -49,11 +48,10 @@ def memory_problem(cfg: ExperimentConfig, params: int, members: int = 1) -> str 
         ]
     for where, available, need in places:
         if available is not None and need > available:
-            sizes = ", ".join(f"model.{k}={getattr(cfg.model, k)}" for k in SIZE_KEYS if getattr(cfg.model, k) is not None)
             what = "training needs" if need == TRAINING_BYTES * params else "building it needs"
             group = f"; {members} members (members.size) hold {params:,}" if members > 1 else ""
             return (
-                f"the model has {one:,} parameters ({sizes}, data.vocab_size={cfg.data.vocab_size}){group}: {what} at least "
+                f"the model has {one:,} parameters ({cfg.model.sizes}, data.vocab_size={cfg.data.vocab_size}){group}: {what} at least "
                 f"{_gb(need)} ({need // params} bytes a parameter, before activations), but {where} is {_gb(available)}; "
                 + ("make the model smaller or train fewer members" if members > 1 else "make the model smaller")
             )

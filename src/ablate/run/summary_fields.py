@@ -8,6 +8,8 @@ import math
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ablate.messages.hints import did_you_mean
+
 NUMBER, TEXT, FLAG, LIST, MAPPING = "a finite number", "a string", "true or false", "a list", "an object"
 COUNTS = "an object of counts or a finite number"  # params: by part since ablate counted them so, a total before
 
@@ -61,6 +63,26 @@ FIELDS = {
     "data.dropped.*.too_long": NUMBER,
     "eval_record": TEXT,
 }
+
+
+# What a sweep's objective may name, so a misspelt one is refused on load, not after every trial has trained: a run's
+# validation metrics (summary["last"]) and its figures. A plugin's callback may log its own val/* metric, so another
+# val/* name passes unless it is a near miss of one of these.
+VALIDATION_METRICS = ("val/bleu", "val/loss", "val/nll", "val/ppl")
+FIGURES = (
+    "val_long/bleu", "wall_seconds", "steps", "epochs", "flops", "params/total", "speed/tokens_per_s",
+    "speed/src_tokens_per_s", "speed/tgt_tokens_per_s", "speed/step_ms", "speed/peak_mem_mb", "speed/model_tflops",
+    "speed/mfu", "speed/train_seconds", "speed/val_seconds", "speed/validations", "val/bleu_sentences",
+)  # fmt: skip
+
+
+def metric_problem(name: str) -> str | None:
+    """Why no run's summary will hold the metric `name` (with the closest name a run has), or None."""
+    known = VALIDATION_METRICS + FIGURES
+    hint = did_you_mean(name, known, cutoff=0.75)
+    if name in known or (name.startswith("val/") and not hint):  # the latter: a plugin's own validation metric
+        return None
+    return f"no run reports a metric '{name}'{hint}; a run reports {', '.join(VALIDATION_METRICS)} and {', '.join(FIGURES)}"
 
 
 def check_summary(summary: Any, source: str) -> None:

@@ -51,7 +51,7 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
     """The Trainer of a run, or with `members` of a member group (ablate.run.members): one device, no accumulation,
     clipping per member in MemberAdam, and each member's checkpoints written by its MemberRuns, not by ModelCheckpoint."""
     t = cfg.train
-    monitor, mode = ("val/bleu", "max") if t.val_bleu else ("val/loss", "min")
+    monitor, mode = t.best_by
     quiet_dependencies(out)
     checkpoints = [] if members else [
         ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,

@@ -35,7 +35,7 @@ from ablate.sweep.results_files import summarize
 from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
-from ablate.sweep.status import open_study, resolve
+from ablate.sweep.status import existing_study, resolve
 from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -224,7 +224,7 @@ def status_cli(args: argparse.Namespace) -> int:
     running elsewhere or finished, read from its storage and, where this machine can see them, its trials' run
     directories. Nothing is written."""
     url, name = resolve(args.target, args.study)
-    study = open_study(url, name, hint=Path(args.target).name)
+    study = existing_study(url, name, hint=Path(args.target).name)
     snap = snapshot(study)
     console = Console(width=None if sys.stdout.isatty() else 160)
     if console.is_terminal:

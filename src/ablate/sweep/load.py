@@ -12,6 +12,7 @@ from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.hints import did_you_mean
+from ablate.run.summary_fields import metric_problem
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
@@ -86,6 +87,8 @@ def _objective(path: Path, raw: Any) -> Objective:
     if not isinstance(terms, dict) or not all(isinstance(w, (int, float)) for w in terms.values()):
         raise fields.fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
     for metric, weight in terms.items():
+        if problem := metric_problem(str(metric)):
+            raise fields.fail(path, f"objective: {problem}")
         # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
         if not is_number(weight) or not math.isfinite(weight) or weight == 0:
             raise fields.fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")

@@ -13,7 +13,8 @@ import optuna
 from optuna.trial import TrialState
 
 from ablate.files.atomic import write_file
-from ablate.sweep.scored_on import objective_on, read_summary, scored_on
+from ablate.files.json_file import object_or_empty
+from ablate.sweep.scored_on import objective_on, scored_on
 from ablate.sweep.spec import Sweep
 
 COLUMNS = [
@@ -47,7 +48,7 @@ def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
         row = {"number": t.number, "state": t.state.name, "value": t.value, "name": t.user_attrs.get("name", "")}
         row |= {k: t.user_attrs.get(k) for k in _FROM_ATTRS}
         run_dir = Path(t.user_attrs["out_dir"]) if t.user_attrs.get("out_dir") else None
-        summary = read_summary(run_dir / "summary.json") if run_dir else {}
+        summary = object_or_empty(run_dir / "summary.json") if run_dir else {}
         if summary:
             on = scored_on(summary, run_dir)
             epochs = summary.get("epochs")

@@ -6,9 +6,10 @@ and where the two tables' numbers differ, each says on which sentences.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+
+from ablate.files.json_file import object_or_empty
 
 _SAMPLE = re.compile(r"random (\d+) of (\d+)(?: \(seed (\S+)\))?")  # ablate.evaluation.records.describe_subset's words
 
@@ -38,7 +39,7 @@ def scored_on(summary: dict, run_dir: Path | None = None) -> dict[str, str | Non
 def _record_subset(summary: dict, run_dir: Path | None) -> str | None:
     record = summary.get("eval/valid")  # a W&B run's summary carries its record
     if not isinstance(record, dict) and run_dir is not None and isinstance(summary.get("eval_record"), str):
-        record = read_summary(run_dir / summary["eval_record"])
+        record = object_or_empty(run_dir / summary["eval_record"])
     return record.get("subset") if isinstance(record, dict) else None
 
 
@@ -58,12 +59,3 @@ def objective_on(summary: dict, terms: dict[str, float]) -> str:
             where = f"{name} of the whole run"
         parts.append(where if weight == 1 else f"{weight:g} × {where}")
     return " + ".join(parts)
-
-
-def read_summary(path: Path) -> dict:
-    """A trial's summary.json (or record), {} where this machine cannot read it: the table then leaves those cells out."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

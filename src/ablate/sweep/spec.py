@@ -6,7 +6,7 @@ an Optuna `search` space with a sampler and a pruner. Parsing and validating the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +95,16 @@ class Sweep:
             merged["out_dir"] = str(trial_dir)
         return load_config(self.base, **nest(merged))
 
-    def row_config(self, overrides: dict[str, Any], seed: int | None = None) -> ExperimentConfig:
-        """config_for(overrides, seed) as loading, checking and describing the sweep read it: each set of overrides
-        composed once, on the base composed once (ablate.config.leaves; in full where that cannot), and a seed set on
-        a copy, so a 5,000-row file with 5 seeds a row loads in seconds. Shared: read it, never change it. A trial's
-        worker composes its own config afresh (config_for), from the base files as they are then."""
+    def row_config(self, overrides: dict[str, Any]) -> ExperimentConfig:
+        """config_for(overrides) as loading, checking and describing the sweep read it: each set of overrides composed
+        once, on the base composed once (ablate.config.leaves; in full where that cannot), so a 5,000-row file loads in
+        seconds. Shared: read it, never change it. A trial's worker composes its own config afresh (config_for), from
+        the base files as they are then."""
         overrides = self._members_held(overrides)
         key = repr(list(overrides.items()))
         if key not in self._composed:
             self._composed[key] = self._compose_row(overrides)
-        cfg = self._composed[key]
-        return cfg if seed is None or seed == cfg.seed else replace(cfg, seed=seed)
+        return self._composed[key]
 
     def _compose_row(self, overrides: dict[str, Any]) -> ExperimentConfig:
         if not overrides:

@@ -42,7 +42,9 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     return url, study
 
 
-def open_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
+def existing_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
+    """The study `name` (or the storage's only one, or the one named `hint`) as it is: never created, unlike a
+    sweep's ablate.sweep.storage.open_study. A ValueError says what the storage holds instead."""
     import sqlalchemy.exc
 
     try:

@@ -23,9 +23,11 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
 from ablate.messages.redact import redact
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.run.summary_fields import check_summary
 from ablate.sweep.ledger import fail, tell
 from ablate.sweep.parent_watch import watch_parent, watched_env
 from ablate.sweep.storage import HEARTBEAT_S, STORAGE_ENV, StudyHandle, make_storage
@@ -137,19 +139,26 @@ def objective_value(terms: dict[str, float], summary: dict) -> float:
 
 
 def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, float], trial_dir: Path, rc: int) -> TrialState:
-    summary = _read_summary(trial_dir / "summary.json")
+    summary = object_or_empty(trial_dir / "summary.json")
     if summary:
+        try:
+            check_summary(summary, str(trial_dir / "summary.json"))
+        except ValueError as e:  # damaged since the run wrote it: no objective to read, and the row runs again
+            return fail(study, trial, redact(str(e)))
         for key in ("wall_seconds", "speed/tokens_per_s", "speed/step_ms", "speed/peak_mem_mb"):
             if key in summary:
                 trial.set_user_attr(key, summary[key])
-        trial.set_user_attr("params", summary["params"]["total"])
+        params = summary.get("params")
+        trial.set_user_attr("params", params.get("total") if isinstance(params, dict) else params)
         for key, value in summary.get("last", {}).items():
             trial.set_user_attr(key, value)
+    elif rc == 0:
+        return fail(study, trial, f"exit code 0, but {trial_dir / 'summary.json'} is missing or not a JSON object")
     if rc == 0 and summary:
         try:
             value = objective_value(terms, summary)
         except KeyError as e:
-            return fail(study, trial, str(e))
+            return fail(study, trial, e.args[0])
         if not math.isfinite(value):
             return fail(study, trial, f"the objective is {value}")
         tell(study, trial, value)
@@ -163,13 +172,6 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
         trial.set_user_attr("interrupted" if rc == INTERRUPTED_EXIT else "preempted", True)
         return fail(study, trial)
     return fail(study, trial, redact(f"exit code {rc}: {fail_reason(trial_dir)}"))
-
-
-def _read_summary(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text()) if path.exists() else None
-    except (OSError, ValueError):
-        return None
 
 
 def fail_reason(trial_dir: Path) -> str:

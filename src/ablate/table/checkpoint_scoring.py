@@ -4,11 +4,11 @@ RUN_DIR/eval/{split}.json (`ablate.evaluation.records`). The checkpoint is the o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.evaluation.sentence_scores import sentence_nll, split_nll
+from ablate.files.json_file import object_or_empty
 from ablate.table.finished_runs import Run
 
 # The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
@@ -19,10 +19,7 @@ UNRECORDED = ("avg.ckpt", "best.ckpt")  # a run that recorded no selection (olde
 
 def _selection(run_dir: Path) -> tuple[str, int | None]:
     """The summary's `selected` ("" if unrecorded) and its trained steps."""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        summary = {}
+    summary = object_or_empty(run_dir / "summary.json")
     return str(summary.get("selected", "")), summary.get("steps")
 
 

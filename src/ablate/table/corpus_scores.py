@@ -12,7 +12,7 @@ from sacrebleu.metrics import BLEU
 
 from ablate.evaluation.records import sentence_bleu_stats
 
-_BLEU = BLEU()  # the metric ablate.training.metrics reports: 13a tokenisation, exp smoothing
+_BLEU = BLEU()  # the metric ablate.evaluation.scores.bleu reports: 13a tokenisation, exp smoothing
 
 
 def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:

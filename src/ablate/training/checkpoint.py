@@ -12,6 +12,7 @@ import logging
 import os
 import pickle
 import re
+import zipfile
 from pathlib import Path
 
 import torch
@@ -51,6 +52,9 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
         # best.ckpt comes with a validation: a run shorter than train.val_every_steps has last.ckpt alone
         held = f" ({path.parent} holds {', '.join(there[:5])})" if there else ""
         raise CheckpointError(f"checkpoint not found: {path}{held}")
+    if not zipfile.is_zipfile(path):  # torch.save's archive; torch would blame anything else on its pickling or mmap
+        what = "the file is empty" if path.stat().st_size == 0 else "a torch checkpoint is a zip archive, this file is not one"
+        raise CheckpointError(f"{path}: not a readable checkpoint ({what})")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
@@ -134,14 +138,23 @@ def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, Experim
     except (ConfigError, ValueError, TypeError) as e:
         raise CheckpointError(f"{path}: field hyper_parameters.config does not load: {str(e).removeprefix('saved config: ')}") from None
     model = build_transformer(cfg.model, vocab_size)
-    if not isinstance(ckpt["state_dict"], dict):
-        raise CheckpointError(f"{path}: field state_dict is damaged (a {type(ckpt['state_dict']).__name__}, not a mapping)")
-    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    state = {k.removeprefix("model."): v for k, v in weights(ckpt, path).items() if k.startswith("model.")}
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
         raise CheckpointError(f"{path}: weights do not fit the saved config ({str(e).splitlines()[0]})") from None
     return model.eval(), cfg, tokenizer_from_checkpoint(ckpt, str(path))
+
+
+def weights(ckpt: dict, source: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The checkpoint's state_dict, a CheckpointError naming `source` where it is not a mapping of names to tensors."""
+    state = ckpt["state_dict"]
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{source}: field state_dict is damaged (a {type(state).__name__}, not a mapping)")
+    for k, v in state.items():
+        if not isinstance(v, torch.Tensor):
+            raise CheckpointError(f"{source}: field state_dict is damaged ({k!r:.60} is not a tensor: {v!r:.40})")
+    return state
 
 
 def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
@@ -150,9 +163,9 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
     models = [saved_config(c, p)["model"] for p, c in zip(paths, ckpts)]
-    keys = ckpts[-1]["state_dict"].keys()
+    keys = weights(ckpts[-1], paths[-1]).keys()
     for p, c, model in zip(paths, ckpts, models):
-        if c["state_dict"].keys() != keys or model != models[-1]:
+        if weights(c, p).keys() != keys or model != models[-1]:
             raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
     avg = {}
     for k in keys:

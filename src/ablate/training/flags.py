@@ -12,7 +12,7 @@ def add_parsers(sub) -> None:
     p.add_argument("checkpoints", nargs="*", help="checkpoint files; default: the last K of --run-dir")
     p.add_argument("--run-dir", help="a run's out_dir; averages its last --last checkpoints")
     p.add_argument("--last", type=Number(int, 1), default=5, help="with --run-dir: how many of its last step checkpoints (default: 5)")
-    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never over an existing file)")
+    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (not over an existing file without --force)")
     p.add_argument("--force", action="store_true", help="replace --output if it exists")
     p.set_defaults(func=run_average)
 

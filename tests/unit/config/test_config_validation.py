@@ -98,6 +98,14 @@ def test_non_finite_numbers_fail_naming_the_key(overrides, message):
         load_config([], overrides)
 
 
+@pytest.mark.parametrize("sample", [-5, 1, 50, 100])
+def test_a_tokenizer_sample_sentencepiece_cannot_take_fails_before_any_work(sample):
+    with pytest.raises(ConfigError, match=rf"data.tokenizer_sample={sample} must be 0 \(all sentences\) or > 100"):
+        load_config([], [f"data.tokenizer_sample={sample}"])
+    for fine in (0, 101):
+        assert load_config([], [f"data.tokenizer_sample={fine}"]).data.tokenizer_sample == fine
+
+
 def test_non_finite_numbers_in_a_yaml_file_fail_too(tmp_path):
     f = tmp_path / "exp.yaml"
     f.write_text("train:\n  label_smoothing: .nan\n  eps: .inf\n")

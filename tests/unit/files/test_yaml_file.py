@@ -22,6 +22,15 @@ def test_reads_nested_mappings_and_lists(tmp_path):
     assert read_yaml(write(tmp_path, "", "empty.yaml")) is None
 
 
+def test_numbers_are_read_as_yaml_1_2_reads_them(tmp_path):
+    """No base-60 (PyYAML's `1:00:00:00` is 216000), and exponents without a dot are numbers (`1e-3`), as OmegaConf
+    reads a command line's values; a quoted value stays text."""
+    text = "a: 1:00:00:00\nb: '1e-3'\nc: [1e-3, -2E+5, .5, 3., 12, 0x1F, .inf, 12abc]\nd: 190:20:30.15\n"
+    got = read_yaml(write(tmp_path, text))
+    assert got == {"a": "1:00:00:00", "b": "1e-3", "c": [0.001, -200000.0, 0.5, 3.0, 12, 31, float("inf"), "12abc"], "d": "190:20:30.15"}
+    assert [type(v) for v in got["c"][:5]] == [float, float, float, float, int]
+
+
 def test_duplicate_top_level_key_names_the_key_and_both_lines(tmp_path):
     path = write(tmp_path, "base: a.yaml\nmetric: val/bleu\n\n# another\n\n\nbase: b.yaml\n")
     with pytest.raises(ConfigError, match=r"sweep.yaml: duplicate key 'base' at lines 1 and 7"):

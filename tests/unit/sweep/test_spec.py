@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sweep_files import ROOT, VARIANTS, write
 
@@ -51,6 +53,9 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: {}\nsampler: annealing\n", ["sampler.name", "annealing", "tpe"]),
         ("variants:\n  base: {}\npruner: {name: medain}\n", ["pruner.name", "medain", "median"]),
         ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
+        ("variants:\n  base: {}\nobjective: {metric: val/blue}\n", ["objective", "'val/blue'", "did you mean 'val/bleu'"]),
+        ("variants:\n  base: {}\nobjective: {terms: {val/bleu: 1, speed/tok_s: 0.01}}\n", ["'speed/tok_s'", "speed/tokens_per_s"]),
+        ("variants:\n  base: {}\nobjective: {metric: bleu}\n", ["no run reports a metric 'bleu'"]),
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
         ("variants:\n  base: {}\nmembers: 0\n", ["members=0", ">= 1"]),
         ("variants:\n  base: {}\nmember_data: mixed\n", ["members.data", "mixed", "shared"]),
@@ -154,7 +159,7 @@ def test_a_row_set_on_the_base_equals_the_row_composed_in_full(tmp_path):
     """What loading reads (row_config) is what a trial trains (config_for), seed included."""
     sweep = load_sweep(write(tmp_path, VARIANTS + "overrides: {train.max_steps: 7, logging.tags: [x]}\n"))
     for row, seed in sweep.rows():
-        assert sweep.row_config(sweep.variants[row], seed) == sweep.config_for(sweep.variants[row], seed)
+        assert replace(sweep.row_config(sweep.variants[row]), seed=seed) == sweep.config_for(sweep.variants[row], seed)
 
 
 def test_a_row_the_base_cannot_take_leaf_by_leaf_is_composed_in_full_and_named_when_wrong(tmp_path):

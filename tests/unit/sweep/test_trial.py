@@ -45,3 +45,27 @@ def test_a_trial_stopped_by_a_signal_is_failed_without_a_reason(tmp_path, monkey
         assert attrs["fail_reason"].startswith(reason) and "preempted" not in attrs
     else:
         assert "fail_reason" not in attrs and attrs["preempted"] is True
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("[1, 2]", "summary.json is missing or not a JSON object"),
+        ("{not json", "summary.json is missing or not a JSON object"),
+        ('{"last": {"val/bleu": "high"}, "params": 5}', "summary key 'last.val/bleu' should be a finite number, got 'high'"),
+    ],
+)
+def test_a_damaged_summary_fails_its_trial_naming_why(tmp_path, content, says):
+    """A summary.json that is no object, or holds a field of the wrong kind, fails the trial (its row runs again)
+    with why, where the worker used to crash on it or tell Optuna a value read from a string."""
+    (tmp_path / "summary.json").write_text(content)
+    study = optuna.create_study()
+    assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, 0) == TrialState.FAIL
+    assert says in study.trials[0].user_attrs["fail_reason"]
+
+
+def test_a_summary_without_its_parameter_count_still_gives_its_objective(tmp_path):
+    (tmp_path / "summary.json").write_text('{"last": {"val/bleu": 12.5}}')
+    study = optuna.create_study(direction="maximize")
+    assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, 0) == TrialState.COMPLETE
+    assert study.trials[0].value == 12.5 and study.trials[0].user_attrs["params"] is None

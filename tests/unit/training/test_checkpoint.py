@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 import torch
@@ -106,9 +107,12 @@ def test_load_checkpoint_refuses_a_torch_file_that_is_not_an_ablate_checkpoint(t
 
 def test_load_checkpoint_refuses_text_and_pickled_objects_without_running_them(tmp_path):
     text = tmp_path / "notes.ckpt"
-    text.write_text("hello")
-    with pytest.raises(CheckpointError, match="notes.ckpt: not a readable checkpoint"):
-        load_checkpoint(text)
+    for content in ("hello", "garbage"):  # "garbage" torch calls an unpickling error, and an mmap error when mmapped
+        text.write_text(content)
+        for mmap in (False, True):
+            with pytest.raises(CheckpointError) as e:
+                load_checkpoint(text, mmap=mmap)
+            assert str(e.value) == f"{text}: not a readable checkpoint (a torch checkpoint is a zip archive, this file is not one)"
     obj = write(tmp_path / "obj.ckpt", {"state_dict": {}, "hyper_parameters": argparse.Namespace(a=1)})
     with pytest.raises(CheckpointError, match="obj.ckpt: holds Python objects that ablate will not unpickle"):
         load_checkpoint(obj)
@@ -216,6 +220,18 @@ def test_average_checkpoints_keeps_the_dtype_and_averages_in_double(tmp_path):
     paths = [write(tmp_path / f"{i}.ckpt", ckpt(big, step=i)) for i in range(2)]  # fp16 sum would overflow
     out = average_checkpoints(paths)["state_dict"]["model.w"]
     assert out.dtype == torch.float16 and torch.equal(out, big)
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [([1, 2], "(a list, not a mapping)"), ({"model.w": 3}, "('model.w' is not a tensor: 3)")],
+)
+def test_average_checkpoints_refuses_damaged_weights_naming_the_file(tmp_path, state, says):
+    good = write(tmp_path / "a.ckpt", ckpt(torch.ones(3)))
+    bad = write(tmp_path / "b.ckpt", {**ckpt(torch.ones(3)), "state_dict": state})
+    for paths in ([good, bad], [bad, good]):
+        with pytest.raises(CheckpointError, match=re.escape(f"{bad}: field state_dict is damaged {says}")):
+            average_checkpoints(paths)
 
 
 def test_average_checkpoints_refuses_different_models_and_no_input(tmp_path):
