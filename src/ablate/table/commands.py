@@ -15,7 +15,7 @@ from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
 from ablate.table.finished_runs import runs_from_dirs, runs_from_wandb, select
 from ablate.table.latex import to_latex
-from ablate.table.left_out import LeftOut, in_study, left_out
+from ablate.table.left_out import LeftOut, in_study, left_out, study_trials
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
 from ablate.table.sentence_records import collect
@@ -38,8 +38,9 @@ def table_cli(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such study directory: {source}")
     if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
         raise ValueError(f"{source} is an incomplete archive ({ARCHIVE_INCOMPLETE} is there): archive the study into it again")
-    runs, skipped = runs_from_wandb(source) if args.wandb else (in_study(source, runs_from_dirs(source)), {})
-    found = LeftOut() if args.wandb else left_out(source, runs)  # every run folder not tabulated, named with why
+    trials = None if args.wandb else study_trials(source)  # read once: a running sweep may change it meanwhile
+    runs, skipped = runs_from_wandb(source) if args.wandb else (in_study(source, runs_from_dirs(source), trials), {})
+    found = LeftOut() if args.wandb else left_out(source, runs, trials)  # every run folder not tabulated, named with why
     skipped |= found.runs
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"

@@ -34,11 +34,21 @@ class LeftOut:
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished, all diverged -> (why, config)
 
 
-def in_study(root: Path, runs: list[Run]) -> list[Run]:
+Trials = tuple[dict[str, tuple[str, str | None, str | None]], str | None]  # study_trials: by run folder, and a note
+
+
+def study_trials(root: Path) -> Trials:
+    """The trials of the sweep's study.db under `root` (see `_trials`), read once for in_study and left_out: a sweep
+    still running may change the database between two reads, and a run neither tabulated nor left out would go
+    missing in silence."""
+    return _trials(root / "study.db")
+
+
+def in_study(root: Path, runs: list[Run], trials: Trials | None = None) -> list[Run]:
     """The runs a sweep's study.db does not contradict. A trial folder whose summary.json its trial in the database
     calls failed or running is an attempt the sweep trains again (a group stopped as its members ended, whose rows a
     rerun regrouped; a study still running): tabulated, its seed would count twice. left_out names it."""
-    trials, _ = _trials(root / "study.db")
+    trials, _ = trials or study_trials(root)
     home = (root / "trials").resolve()
     return [r for r in runs if not (r.run_dir is not None and _unfinished(Path(r.run_dir), home, trials))]
 
@@ -48,9 +58,11 @@ def _unfinished(folder: Path, home: Path, trials: dict) -> bool:
     return trial is not None and trial[0] in UNFINISHED and folder.resolve().parent == home
 
 
-def left_out(root: Path, runs: list[Run]) -> LeftOut:
-    """Every run under `root` (and trial of its study.db) that `runs` does not hold, with why."""
-    trials, db_note = _trials(root / "study.db")
+def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftOut:
+    """Every run under `root` (and trial of its study.db: `trials` as in_study read them) that `runs` does not hold,
+    with why."""
+    trials, db_note = trials or study_trials(root)
+    trials = dict(trials)  # popped below as runs account for them
     tabulated = {(r.row, r.config.get("seed")): r.source for r in runs}
     taken = [Path(r.run_dir).resolve() for r in runs if r.run_dir is not None]
     for run in runs:  # a tabulated run's trials (an attempt it continued from included) are accounted for

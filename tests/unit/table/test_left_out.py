@@ -12,6 +12,7 @@ from table_study import markdown_rows, write_run
 
 from ablate.cli import main
 from ablate.table.finished_runs import runs_from_dirs
+from ablate.table import left_out as left_out_module
 from ablate.table.left_out import left_out
 
 SCORES = {"base": (25.0, 5.0), "A-h1": (24.0, 5.3), "B-dk16": (24.5, 5.1), "C-N2": (23.0, 5.6)}
@@ -94,9 +95,13 @@ def test_a_member_groups_own_folder_is_no_run_and_its_diverged_member_is_named(t
     assert list(found.runs) == [str(group / "seed=2")], found.runs
 
 
-def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp_path, capsys):
+def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp_path, capsys, monkeypatch):
     root = study(tmp_path)
+    reads = []
+    real = left_out_module._trials
+    monkeypatch.setattr(left_out_module, "_trials", lambda db: reads.append(db) or real(db))
     assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    assert reads == [root / "study.db"]  # once: a running sweep may change it between two reads
     out = capsys.readouterr().out
     assert "B-dk16 (diverged)" in out and "Left out 7 runs:" in out and "Diverged, no run finished: B-dk16" in out
     md = (tmp_path / "out" / "table3.md").read_text()
