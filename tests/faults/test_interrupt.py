@@ -98,7 +98,16 @@ def both_training(trials: Path) -> bool:
     return len(training) >= 2
 
 
-def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path):
+def said_saved(trials: Path) -> bool:
+    """Every trial's train.log says it saved after the Ctrl-C: it is winding down, its last checkpoint written."""
+    logs = [p / "train.log" for p in trials.glob("*") if p.is_dir()]
+    return bool(logs) and all(log.is_file() and "stopped by Ctrl-C at step" in log.read_text(errors="replace") for log in logs)
+
+
+@pytest.mark.parametrize("presses", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
+def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continues(tmp_path, presses):
+    """Twice: the second Ctrl-C comes as the trials wind down after saving, and ends them at once (killed by SIGINT):
+    they were interrupted all the same, not failed, and the rerun continues them (it used to start their rows over)."""
     # Long enough that both trials are still training when the second one saves its first checkpoint, on a loaded
     # machine too (a worker can start seconds after the other; step=10.ckpt of the first is rotated out by then).
     base = write_experiment(tmp_path, "base", max_steps=1000, val_every_steps=10, log_every_steps=10)
@@ -124,6 +133,12 @@ def test_ctrl_c_on_a_sweep_stops_workers_and_trials_cleanly_and_a_rerun_continue
             assert proc.poll() is None and time.time() < deadline, "never had two trials training"
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals every process of the foreground group
+        if presses == 2:
+            deadline = time.time() + 120
+            while proc.poll() is None and not said_saved(trials) and time.time() < deadline:
+                time.sleep(0.005)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

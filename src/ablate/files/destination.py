@@ -93,12 +93,14 @@ def check_output(
     owns: Iterable[str | os.PathLike | None] = (),
     writes_records: bool = False,
     override: str | None = None,
+    forced: bool = False,
 ) -> None:
     """Refuse `path` (given as `flag`) when it is one of `inputs` ((flag, path) pairs), a symbolic link, or inside a
     study or run folder that is not one of `owns` (nor inside one), or in one that is but replacing what ablate wrote
-    there as its record, unless this is the command that `writes_records` (a sweep its results.csv) or the user passed
-    `override`, the flag that says so (`ablate average --force`), which the refusal names; and a path that could not
-    be written (a folder stands there, or its folder is read-only: `unwritable`)."""
+    there as its record, unless this is the command that `writes_records` (a sweep its results.csv), or the record is
+    a checkpoint training saved and the user passed `override`, the flag that says so (`ablate average --force`:
+    `forced`), which the refusal names; a run's other records (its config.yaml, summary.json, ...) no flag replaces.
+    And a path that could not be written (a folder stands there, or its folder is read-only: `unwritable`)."""
     if is_stream(path):
         return
     refuse_link(path)
@@ -118,9 +120,12 @@ def check_output(
         mine = os.path.realpath(own)
         if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
             if not writes_records and (record := _record_of(path, folder, kind)):
+                checkpoint = override is not None and record.startswith("checkpoints/")
+                if checkpoint and forced:
+                    return
                 raise ValueError(
                     f"{flag} {path} is {record} of the {kind} {folder}, which ablate writes as its record; choose another "
-                    f"{flag}{f', or pass {override} to write over it' if override else ''}; nothing was written"
+                    f"{flag}{f', or pass {override} to write over it' if checkpoint else ''}; nothing was written"
                 )
             return
     raise ValueError(

@@ -23,7 +23,7 @@ from ablate.messages import logs
 from ablate.messages.redact import redact
 from ablate.run import FAILED_FILE, INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.sweep.ledger import fail
-from ablate.sweep.trial import PRUNED_EXIT, fail_reason, record_result
+from ablate.sweep.trial import PRUNED_EXIT, exit_reason, record_result
 
 GROUP_FILE = "group.json"
 
@@ -48,7 +48,7 @@ def record_group(
         elif (trial_dir / FAILED_FILE).exists():
             states.append(fail(study, trial, redact((trial_dir / FAILED_FILE).read_text().strip())))
         else:
-            states.append(fail(study, trial, redact(f"exit code {rc}: {fail_reason(group_dir)}")))
+            states.append(fail(study, trial, redact(exit_reason(rc, group_dir))))
     return states
 
 

@@ -166,17 +166,35 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
     if rc == PRUNED_EXIT:
         tell(study, trial, state=TrialState.PRUNED)
         return TrialState.PRUNED
-    if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc == -signal.SIGTERM and Stop.requested):
-        # Stopped by a signal after saving (or by the worker's SIGTERM before training began, with nothing to save):
-        # failed without a reason, so its row runs again.
-        trial.set_user_attr("interrupted" if rc == INTERRUPTED_EXIT else "preempted", True)
+    if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc in (-signal.SIGTERM, -signal.SIGINT) and Stop.requested):
+        # Stopped by a signal after saving (or by the worker's SIGTERM before training began, with nothing to save; or
+        # by a second Ctrl-C, which ends a trial at once, after the first had it save): failed without a reason, so its
+        # row continues from its last checkpoint on the next run.
+        trial.set_user_attr("interrupted" if rc in (INTERRUPTED_EXIT, -signal.SIGINT) else "preempted", True)
         return fail(study, trial)
-    return fail(study, trial, redact(f"exit code {rc}: {fail_reason(trial_dir)}"))
+    return fail(study, trial, redact(exit_reason(rc, trial_dir)))
 
 
-def fail_reason(trial_dir: Path) -> str:
+def exit_reason(rc: int, trial_dir: Path) -> str:
+    """Why a trial's process ended with `rc`, for its fail reason. Killed by a signal, the log's last line is whatever
+    it was doing, not why: the signal is named (SIGKILL is what the kernel's out-of-memory killer sends), with the
+    log's last error line only where it has one."""
+    if rc >= 0:
+        return f"exit code {rc}: {fail_reason(trial_dir)}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    why = f"killed by {name} (exit code {rc}" + ("; out of memory? the kernel's OOM killer sends it)" if rc == -signal.SIGKILL else ")")
+    error = fail_reason(trial_dir, errors_only=True)
+    return f"{why}; its log's last error: {error}" if error else why
+
+
+def fail_reason(trial_dir: Path, errors_only: bool = False) -> str:
     log = (trial_dir / "train.log").read_text(errors="replace").strip().splitlines() if (trial_dir / "train.log").exists() else []
     errors = [line for line in log if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error", line)]
+    if errors_only:
+        return errors[-1][:500] if errors else ""
     return (errors[-1] if errors else (log[-1] if log else "the trial process died without output"))[:500]
 
 

@@ -30,8 +30,8 @@ def average_cli(args: argparse.Namespace) -> int:
         raise CheckpointError(f"no checkpoints given and none found under {args.run_dir}/checkpoints")
     out = Path(args.output)
     owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
-    # an input, a link, another run, or without --force a checkpoint the run saved: refused
-    check_output(out, "--output", [("checkpoint", p) for p in paths], owns, writes_records=args.force, override="--force")
+    # an input, a link, another run, a record of the run (its summary.json, ...), or without --force a checkpoint it saved
+    check_output(out, "--output", [("checkpoint", p) for p in paths], owns, override="--force", forced=args.force)
     if out.exists() and not args.force:
         raise CheckpointError(
             f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "

@@ -69,6 +69,20 @@ def test_what_ablate_wrote_in_a_run_is_never_written_over_even_by_a_command_that
         check_output(run / written, "-o", owns=[run])
 
 
+@pytest.mark.parametrize("written", ["summary.json", "config.yaml", "metrics.csv", "eval/test.json", "train.log"])
+def test_a_forcing_flag_replaces_a_runs_checkpoints_never_its_other_records(tmp_path, written):
+    """`ablate average -o RUN/summary.json --force` wrote a checkpoint over the summary (and its refusal without
+    --force suggested it); --force stands for a checkpoint the run saved, which the refusal alone offers."""
+    run = run_folder(tmp_path / "run")
+    (run / "checkpoints" / "best.ckpt").write_bytes(b"weights")
+    with pytest.raises(ValueError) as refused:
+        check_output(run / written, "-o", owns=[run], override="--force", forced=True)
+    assert f"is {written} of the run {run}, which ablate writes as its record; choose another -o;" in str(refused.value)
+    with pytest.raises(ValueError, match="choose another -o, or pass --force to write over it"):
+        check_output(run / "checkpoints" / "best.ckpt", "-o", owns=[run], override="--force")
+    check_output(run / "checkpoints" / "best.ckpt", "-o", owns=[run], override="--force", forced=True)
+
+
 def test_new_files_beside_a_runs_records_are_written(tmp_path):
     """An average the run lacks (the file `ablate table` asks for where summary.json selected an average), notes."""
     run = run_folder(tmp_path / "run")

@@ -32,7 +32,8 @@ def test_objective_combines_terms_from_the_run_summary(tmp_path):
     [
         (PREEMPTED_EXIT, False, None),  # saved after a signal: its row continues
         (-signal.SIGTERM, True, None),  # the worker's own SIGTERM came before training began: nothing lost
-        (-signal.SIGTERM, False, "exit code -15"),  # a SIGTERM from elsewhere before training: the trial failed
+        (-signal.SIGTERM, False, "killed by SIGTERM (exit code -15)"),  # a SIGTERM from elsewhere before training: failed
+        (-signal.SIGINT, True, None),  # a second Ctrl-C ended it at once, after the first had it save: it continues
     ],
 )
 def test_a_trial_stopped_by_a_signal_is_failed_without_a_reason(tmp_path, monkeypatch, rc, stopping, reason):
@@ -44,7 +45,7 @@ def test_a_trial_stopped_by_a_signal_is_failed_without_a_reason(tmp_path, monkey
     if reason:
         assert attrs["fail_reason"].startswith(reason) and "preempted" not in attrs
     else:
-        assert "fail_reason" not in attrs and attrs["preempted"] is True
+        assert "fail_reason" not in attrs and attrs["interrupted" if rc == -signal.SIGINT else "preempted"] is True
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,17 @@ def test_a_summary_without_its_parameter_count_still_gives_its_objective(tmp_pat
     study = optuna.create_study(direction="maximize")
     assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, 0) == TrialState.COMPLETE
     assert study.trials[0].value == 12.5 and study.trials[0].user_attrs["params"] is None
+
+
+def test_a_trial_killed_by_sigkill_is_named_so_not_by_its_logs_last_line(tmp_path):
+    """The OOM killer's SIGKILL: the log's last line (here a data note) is not why it ended; an error line is kept."""
+    (tmp_path / "train.log").write_text("epoch 0\nvalid: truncated 11 of 1014 pairs longer than data.max_len\n")
+    study = optuna.create_study()
+    assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, -signal.SIGKILL) == TrialState.FAIL
+    reason = study.trials[0].user_attrs["fail_reason"]
+    assert reason == "killed by SIGKILL (exit code -9; out of memory? the kernel's OOM killer sends it)"
+    (tmp_path / "train.log").write_text("RuntimeError: CUDA error: an illegal memory access\nepoch 1\n")
+    assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, -signal.SIGSEGV) == TrialState.FAIL
+    assert study.trials[1].user_attrs["fail_reason"] == (
+        "killed by SIGSEGV (exit code -11); its log's last error: RuntimeError: CUDA error: an illegal memory access"
+    )
