@@ -37,6 +37,7 @@ from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
 from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
+from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
 from ablate.sweep.worker import open_sweep_study, run_worker
@@ -155,6 +156,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
         problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial, "--trials-per-gpu")
         if problem:
             raise ValueError(f"{sweep.path}: {problem}")
+    if problem := study_folder_problem(sweep.out_dir, sweep.name):  # another study's, a run: refused, dry run too
+        raise ValueError(f"{sweep.path}: {problem}")
     if args.dry_run:
         dry_run(sweep, console)
         return 0

@@ -11,8 +11,8 @@ import pytest
 from table_study import markdown_rows, write_run
 
 from ablate.cli import main
-from ablate.table.finished_runs import runs_from_dirs
 from ablate.table import left_out as left_out_module
+from ablate.table.finished_runs import runs_from_dirs
 from ablate.table.left_out import left_out
 
 SCORES = {"base": (25.0, 5.0), "A-h1": (24.0, 5.3), "B-dk16": (24.5, 5.1), "C-N2": (23.0, 5.6)}
