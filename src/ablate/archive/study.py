@@ -28,7 +28,7 @@ from ablate.archive.staging import staging
 from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
 from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing
-from ablate.files.destination import check_output, unwritable
+from ablate.files.destination import check_output, folder_kind, unwritable
 from ablate.files.json_file import read_json
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
@@ -54,6 +54,8 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
         raise FileNotFoundError(f"no such study directory: {study}")
     if dest == study or study in dest.parents:
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
+    if folder_kind(dest) == "run":
+        raise ValueError(f"{dest} holds a training run (config.yaml beside its files): archive into a folder of its own")
     source_db = study / DATABASE
     has_db = source_db.is_file()
     if has_db:  # a corrupt, empty or locked database is refused before anything is copied

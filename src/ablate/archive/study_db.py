@@ -44,15 +44,26 @@ def finished_trials(db: Path) -> set[tuple[str, int, str]]:
     """(study, trial number, start time) of the COMPLETE and PRUNED trials in an Optuna SQLite database (read-only, so
     a live study is not disturbed): a trial's identity across copies of the database. Refuses a file that is no such
     database (empty, damaged or another kind), and one a worker keeps locked past BUSY_SECONDS."""
+    rows = _read(
+        db,
+        "SELECT s.study_name, t.number, t.datetime_start FROM trials t JOIN studies s ON s.study_id = t.study_id "
+        "WHERE t.state IN ('COMPLETE', 'PRUNED')",
+    )
+    return {(name, number, str(start)) for name, number, start in rows}
+
+
+def study_names(db: Path) -> set[str]:
+    """The studies an Optuna SQLite database holds (read-only; refused as `finished_trials` refuses)."""
+    return {str(name) for (name,) in _read(db, "SELECT study_name FROM studies")}
+
+
+def _read(db: Path, query: str) -> list[tuple]:
+    """`query`'s rows, read-only; a ValueError for a file that is no such database, or one locked past BUSY_SECONDS."""
     deadline = time.monotonic() + BUSY_SECONDS
     while True:
         try:
             with contextlib.closing(_connect(db)) as con:
-                rows = con.execute(
-                    "SELECT s.study_name, t.number, t.datetime_start FROM trials t JOIN studies s ON s.study_id = t.study_id "
-                    "WHERE t.state IN ('COMPLETE', 'PRUNED')"
-                ).fetchall()
-            return {(name, number, str(start)) for name, number, start in rows}
+                return con.execute(query).fetchall()
         except sqlite3.Error as e:
             if not _is_busy(e):
                 raise ValueError(f"{db}: not a readable Optuna study database ({e})") from None
@@ -86,6 +97,12 @@ def check_not_older(source: Path, finished: set[tuple[str, int, str]], existing:
     trials would be lost)."""
     if not existing.is_file():
         return
+    if others := sorted(study_names(existing) - study_names(source)):  # one with nothing finished yet included
+        raise ValueError(
+            f"{existing} holds the study {', '.join(map(repr, others))}, which the study's {source} does not "
+            f"({', '.join(map(repr, sorted(study_names(source)))) or 'none'}): not replacing another study's database and "
+            "runs; archive into a new folder instead"
+        )
     lost = sorted(finished_trials(existing) - finished)
     if lost:
         named = ", ".join(f"{study} trial {number}" for study, number, _ in lost[:5]) + (" ..." if len(lost) > 5 else "")

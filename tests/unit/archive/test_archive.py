@@ -401,3 +401,23 @@ def test_an_archive_inside_another_run_is_refused(study, tmp_path, capsys):
     assert main(["archive", str(study), str(other / "arch")]) == 2
     assert f"the archive {other / 'arch' / 'study.db'} is inside the run folder {other}" in capsys.readouterr().err
     assert not (other / "arch").exists()
+
+
+def test_an_archive_onto_another_study_or_a_run_is_refused_even_with_nothing_finished(study, tmp_path, capsys):
+    """Another study with no finished trial (one interrupted) passed the "holds every finished trial" check: its
+    study.db and its trials' files were replaced by the archived study's."""
+    other = tmp_path / "b"
+    (other / "trials" / "0000-base" / "checkpoints").mkdir(parents=True)
+    (other / "trials" / "0000-base" / "config.yaml").write_text("seed: 1\n")
+    optuna.create_study(storage=f"sqlite:///{other / 'study.db'}", study_name="b").ask()  # running, unfinished
+    before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    assert main(["archive", str(study), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"{other / 'study.db'} holds the study 'b', which the study's {study / 'study.db'} does not ('t')" in err
+    assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\n")
+    assert main(["archive", str(study), str(run)]) == 2
+    assert f"{run} holds a training run (config.yaml beside its files)" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml"]
