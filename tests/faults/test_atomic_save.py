@@ -48,7 +48,7 @@ def test_sigkill_during_saves_leaves_the_last_complete_checkpoint(tmp_path):
 def test_resume_point_is_the_furthest_step_even_when_file_times_tie(tmp_path):
     """A preemption save lands milliseconds after the periodic one; a coarse file clock may stamp both alike.
     The resume point is chosen by the global_step inside each file, and an unreadable file is skipped."""
-    from ablate.run.rundir import resume_checkpoint
+    from ablate.run.resume_point import resume_checkpoint
     from ablate.training.checkpoint import save_atomic
 
     ckpts = tmp_path / "checkpoints"

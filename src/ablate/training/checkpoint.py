@@ -33,7 +33,8 @@ class CheckpointError(ValueError):
 
 
 def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
-    """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply."""
+    """`mmap`: tensors stay on disk until touched, to read a checkpoint's bookkeeping (global_step) cheaply, so its
+    checksums are not read either (`check_intact`); a full load checks them."""
     path = Path(path)
     if path.is_dir():
         folder = path if path.name == "checkpoints" else path / "checkpoints"
@@ -55,6 +56,8 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     if not zipfile.is_zipfile(path):  # torch.save's archive; torch would blame anything else on its pickling or mmap
         what = "the file is empty" if path.stat().st_size == 0 else "a torch checkpoint is a zip archive, this file is not one"
         raise CheckpointError(f"{path}: not a readable checkpoint ({what})")
+    if not mmap:
+        check_intact(path)
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
@@ -69,6 +72,23 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
         raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
     return ckpt
+
+
+def check_intact(path: str | os.PathLike) -> None:
+    """A CheckpointError where a part of the checkpoint (a zip archive) fails its CRC-32: bytes changed after torch.save
+    wrote them (a disk or a copy gone wrong). torch.load does not check: damaged weights load as garbage (NaN), an
+    evaluation scores 0 and a resumed run "diverges". Reads the whole file once (GB/s, beside a load's cost)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError) as e:  # truncated: torch.load's own error names it better
+        log.debug("%s: not checked (%s)", path, e)
+        return
+    if bad is not None:
+        raise CheckpointError(
+            f"{path}: damaged: its part {bad} fails its checksum (its bytes changed after it was written, by a disk or a "
+            "copy gone wrong); use another checkpoint of the run"
+        )
 
 
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:

@@ -19,7 +19,7 @@ from ablate.data.subset import fixed_subset
 from ablate.evaluation.records import read_eval_file
 from ablate.model.loss import translation_loss
 from ablate.run.evaluation import scored_on, select_weights, val_subset, write_record
-from ablate.run.rundir import resume_checkpoint
+from ablate.run.resume_point import resume_checkpoint
 from ablate.training.module import TranslationModule
 
 

@@ -1,5 +1,5 @@
 """A run directory's services, on run dirs built by hand: refusing or moving an earlier run, the lock, the disk-space
-check, comparing with the saved config, choosing the checkpoint to resume, spotting shape-changing keys, and the
+check, comparing with the saved config, spotting shape-changing keys, and the
 fingerprint of the corpus files and tokenizer a resume is checked against."""
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from ablate.run.rundir import (
     lock_run_dir,
     move_aside,
     prepare_out_dir,
-    resume_checkpoint,
     run_dir_in_use,
     shape_changes,
 )
@@ -326,71 +325,6 @@ def test_a_members_schedule_recorded_since_a_group_was_saved_is_no_change(tmp_pa
     (out / "config.yaml").write_text(to_yaml(cfg))
     cfg.members.schedule = 7
     assert changes_from_saved_config(out, cfg) == {}
-
-
-# --- the checkpoint to resume from --------------------------------------------------------------------------------
-
-
-def test_resume_checkpoint_goes_by_the_global_step_inside_not_names_or_mtimes(tmp_path):
-    paths = [
-        checkpoint(tmp_path, "step=10.ckpt", 10),
-        checkpoint(tmp_path, "step=99.ckpt", 5),
-        checkpoint(tmp_path, "last.ckpt", 20),
-        checkpoint(tmp_path, "step=20.ckpt", 30),
-    ]
-    for age, path in enumerate(reversed(paths)):  # the furthest one is the oldest file
-        os.utime(path, ns=(10**18 - age * 10**9, 10**18 - age * 10**9))
-    assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
-
-
-def test_resume_checkpoint_prefers_last_on_a_tie_and_a_step_checkpoint_when_last_is_behind(tmp_path):
-    checkpoint(tmp_path, "step=20.ckpt", 20)
-    checkpoint(tmp_path, "last.ckpt", 20)
-    assert resume_checkpoint(tmp_path).name == "last.ckpt"
-    checkpoint(tmp_path, "last.ckpt", 15)  # a kill between the step save and the last save
-    assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
-
-
-def test_resume_checkpoint_skips_unreadable_and_weights_only_files(tmp_path, caplog):
-    checkpoint(tmp_path, "step=10.ckpt", 10)
-    good = checkpoint(tmp_path, "step=30.ckpt", 30)
-    cut = tmp_path / "checkpoints" / "last.ckpt"
-    cut.write_bytes(good.read_bytes()[:100])  # killed mid-save
-    (tmp_path / "checkpoints" / "step=40.ckpt").write_bytes(b"")
-    checkpoint(tmp_path, "step=50.ckpt", 50, weights_only=True)  # `ablate average` output
-    checkpoint(tmp_path, "best.ckpt", 60)  # not a resume candidate
-    rundir.log.addHandler(caplog.handler)
-    try:
-        assert resume_checkpoint(tmp_path) == good
-    finally:
-        rundir.log.removeHandler(caplog.handler)
-    assert "last.ckpt" in caplog.text and "step=40.ckpt" in caplog.text
-
-
-def test_resume_checkpoint_with_nothing_usable_says_why_for_each_file(tmp_path):
-    with pytest.raises(ValueError, match="no checkpoint in .* can be resumed from: none found"):
-        resume_checkpoint(tmp_path)
-    checkpoint(tmp_path, "step=5.ckpt", 5, weights_only=True)
-    (tmp_path / "checkpoints" / "last.ckpt").write_text("garbage")
-    with pytest.raises(ValueError) as e:
-        resume_checkpoint(tmp_path)
-    assert "step=5.ckpt: holds weights only" in str(e.value) and "last.ckpt: not a readable checkpoint" in str(e.value)
-
-
-def test_a_members_checkpoints_are_not_resumed_as_a_run_and_say_to_resume_the_group(tmp_path):
-    for name, step in (("step=10.ckpt", 10), ("last.ckpt", 10)):
-        path = checkpoint(tmp_path, name, step)
-        torch.save({**torch.load(path, weights_only=True), "member_of": {"group": "runs/g", "member": 1, "members": 4}}, path)
-    with pytest.raises(ValueError) as e:
-        resume_checkpoint(tmp_path)
-    assert str(e.value).count("member 1 of the member group runs/g") == 1  # said once, not once a checkpoint
-    assert "resume the group with the `ablate train ... --members K` command that started it, adding --resume" in str(e.value)
-    (tmp_path / "checkpoints" / "step=10.ckpt").unlink()
-    path = checkpoint(tmp_path, "last.ckpt", 10)  # a sweep's member
-    swept = {"config": {"sweep": {"study": "s"}}}
-    torch.save({**torch.load(path, weights_only=True), "hyper_parameters": swept, "member_of": {"group": "g", "member": 0}}, path)
-    with pytest.raises(ValueError, match="rerun its sweep"):
-        resume_checkpoint(tmp_path)
 
 
 # --- shape changes ------------------------------------------------------------------------------------------------

@@ -328,3 +328,15 @@ def test_a_member_groups_checkpoint_given_where_a_runs_goes_is_named_as_the_grou
         match=r"g.ckpt is a member group's checkpoint \(2 members' weights stacked\).*its members: sw/trials/0003-base, sw/trials/0004-base\)",
     ):
         saved_config(group, "g.ckpt")
+
+
+def test_a_checkpoint_damaged_in_place_is_named_not_loaded_as_garbage(tmp_path):
+    """Same size, bytes changed (a disk or a copy gone wrong): torch.load read NaN weights without a word; the zip's
+    CRC-32 names the part. A bookkeeping read (mmap) reads no tensor and checks nothing."""
+    path = write(tmp_path / "last.ckpt", ckpt(torch.randn(50_000)))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xff" * 4096
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=re.escape(f"{path}: damaged: its part last/data/0 fails its checksum")):
+        load_checkpoint(path)
+    assert load_checkpoint(path, mmap=True)["global_step"] == 1

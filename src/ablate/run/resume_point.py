@@ -1,0 +1,58 @@
+"""Which checkpoint `--resume` continues a run from: the one furthest into training that loads and whose checksums
+hold, never a member's own (its group resumes it) nor a weights-only average."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def member_resume_hint(out: Path, ckpt: dict) -> str:
+    """What continues a member's run: its group, by the command that started the group (its config.yaml keeps no
+    listed seeds or values), or in a sweep the sweep, which continues its groups."""
+    member, group = ckpt["member_of"].get("member"), ckpt["member_of"].get("group")
+    study = ((ckpt.get("hyper_parameters") or {}).get("config") or {}).get("sweep", {}).get("study")
+    how = (
+        "rerun its sweep (ablate sweep ...), which continues the group's members from its checkpoint"
+        if study
+        else "resume the group with the `ablate train ... --members K` command that started it, adding --resume"
+    )
+    return f"{out} is member {member} of the member group {group}; its checkpoints hold its weights, not the group's training state: {how}"
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The checkpoint furthest into training that loads: last.ckpt or a step checkpoint (a kill between the two
+    saves leaves last.ckpt behind; a preemption save leaves it ahead), skipping any that is unreadable (killed
+    mid-save, truncated). Ordered by the global_step inside each file, not by mtime: file timestamps come from a
+    coarse clock, and two saves a few milliseconds apart can carry the same one."""
+    from ablate.training.checkpoint import CheckpointError, check_intact, load_checkpoint  # torch: not needed by a worker's other questions
+
+    candidates, problems = [], []
+
+    def refused(path: Path, e: CheckpointError) -> None:
+        problems.append(str(e))
+        log.warning("cannot resume from %s: %s", path, e)
+
+    for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:
+        if not path.exists():
+            continue
+        try:
+            ckpt = load_checkpoint(path, mmap=True)
+        except CheckpointError as e:
+            refused(path, e)
+            continue
+        if ckpt.get("member_of"):  # a member's weights and moments, without the group's loops, schedule and data order
+            raise ValueError(f"--resume: {member_resume_hint(out, ckpt)}")
+        if not ckpt.get("optimizer_states"):  # weights only (`ablate average` writes these): no training state
+            problems.append(f"{path}: holds weights only (averaged or exported), no optimizer state to resume")
+            continue
+        candidates.append(((int(ckpt.get("global_step", -1)), path.name == "last.ckpt", path.stat().st_mtime_ns), path))
+    for _, path in sorted(candidates, reverse=True):  # the furthest whose checksums hold: read whole, so one at a time
+        try:
+            check_intact(path)
+            return path
+        except CheckpointError as e:
+            refused(path, e)
+    raise ValueError(f"--resume: no checkpoint in {out / 'checkpoints'} can be resumed from: " + "; ".join(problems or ["none found"]))
