@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import sentencepiece as spm
 
 from ablate.data.corpus import read_parallel
 from ablate.data.datasets import cache_dir, sha256_file
+from ablate.files.atomic import private_dir
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Pa
     final.parent.mkdir(parents=True, exist_ok=True)
     # Train into a private temp dir and rename it into place: renaming a directory is atomic, so a racing sweep
     # worker sees either no tokenizer or a complete one, never a half-written spm.model.
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}."))
+    tmp = private_dir(final)  # a killed trainer's folder is removed here
     try:
         pairs, _ = read_parallel(train_src, train_tgt)
         if not pairs:

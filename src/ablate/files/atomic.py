@@ -11,6 +11,7 @@ import errno
 import glob
 import hashlib
 import os
+import shutil
 import socket
 import stat
 import tempfile
@@ -62,15 +63,27 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
 
 def remove_stale(target: str | os.PathLike) -> list[Path]:
     """Remove the temporaries of `target` that a killed process left (`.NAME.HOST-PID.XXXX.tmp`, PID gone from this
-    host); another live writer's, or another host's on a shared file system, stay. Returns those removed."""
+    host; a file, or a `private_dir`); another live writer's, or another host's on a shared file system, stay.
+    Returns those removed."""
     target, removed = Path(target), []
     for tmp in target.parent.glob(f".{glob.escape(target.name)}.{_OWNER}-*.tmp"):
         pid = tmp.name[len(target.name) + len(_OWNER) + 3 :].split(".", 1)[0]
         if pid.isdigit() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp)
+                else:
+                    tmp.unlink()
                 removed.append(tmp)
     return removed
+
+
+def private_dir(target: str | os.PathLike) -> Path:
+    """A new folder beside `target` (`.NAME.HOST-PID.XXXX.tmp`) to fill and rename into place as `target`, a folder
+    written whole; a killed writer's (its PID gone) are removed first, so a kill -9 leaves no folder for good."""
+    target = Path(target)
+    remove_stale(target)
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{_OWNER}-{os.getpid()}.", suffix=".tmp"))
 
 
 def process_alive(pid: int) -> bool:

@@ -17,6 +17,7 @@ import torch
 from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.module import TranslationDataModule, available_splits
 from ablate.evaluation.records import FINAL
+from ablate.files import signals
 from ablate.files.atomic import write_file
 from ablate.run.callbacks import run_end
 from ablate.run.evaluation import select_weights
@@ -56,7 +57,8 @@ def train(
         return _train(cfg, out, callbacks, resume, force, accept_data_change)
     except BaseException as e:
         if fresh:  # refused before its first write, or stopped before its first checkpoint: nothing left behind
-            remove_if_untouched(out, stopped=stopped_by_signal(e), keep_folder=existed)
+            with signals.held():  # a second signal (Ctrl-C, then SIGTERM) acts once the cleanup is done, not halfway
+                remove_if_untouched(out, stopped=stopped_by_signal(e), keep_folder=existed)
         raise
     finally:
         if lock is not None:

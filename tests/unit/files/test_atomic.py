@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.files.atomic import replacing
+from ablate.files.atomic import private_dir, replacing
 
 
 def test_the_target_is_replaced_when_the_block_ends(tmp_path):
@@ -82,3 +82,18 @@ def test_write_file_refuses_a_symlink_naming_it_and_writes_through_a_pipe(tmp_pa
     write_file(linked / "out.txt", "ok")
     assert (tmp_path / "dir" / "out.txt").read_text() == "ok"
     write_file("/dev/null", "to nowhere")  # a device: written, not replaced (nothing is made in /dev)
+
+
+def test_a_private_folder_removes_a_killed_writers_and_keeps_a_live_ones(tmp_path):
+    """A tokenizer trained into a temporary folder and killed (-9) left `.KEY.<rand>/` in the cache for good; now the
+    next writer of the same target removes a dead writer's folder, never a live one's (this process's, here)."""
+    target = tmp_path / "abc123"
+    mine = private_dir(target)
+    (mine / "spm.model").write_text("half")
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    stale = mine.with_name(mine.name.replace(f"-{os.getpid()}.", f"-{dead}."))
+    stale.mkdir()
+    (stale / "spm.model").write_text("left by a kill")
+    again = private_dir(target)
+    assert not stale.exists() and mine.is_dir() and again.is_dir() and again != mine
+    assert again.name.startswith(".abc123.") and again.name.endswith(".tmp")

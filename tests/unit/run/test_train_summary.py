@@ -40,3 +40,36 @@ def test_a_groups_folder_resumed_as_a_run_is_refused_before_any_file_changes(tmp
     with pytest.raises(ValueError, match=f"is a group of 2 members .*members.size 2\\), not a run: .*{how}"):
         _prepare_resume(load_config(out_dir=str(tmp_path)), tmp_path, force=True, accept_data_change=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_second_signal_during_the_cleanup_of_a_stopped_run_waits_for_it(tmp_path, monkeypatch):
+    """Ctrl-C, then SIGTERM as the stopped run's folder was being removed, left out_dir holding its .run.lock: the
+    cleanup now finishes with the signal held, and the SIGTERM acts after it."""
+    import signal
+
+    from ablate.experiment import load_config
+    from ablate.files import signals
+    from ablate.run import rundir, train
+
+    out = tmp_path / "run"
+    cfg = load_config(overrides=[f"out_dir={out}", "model.d_model=16", "model.heads=2", "model.d_ff=32"])
+    real = rundir.remove_if_untouched
+
+    def cleanup_with_a_sigterm_halfway(path, **kwargs):
+        signal.raise_signal(signal.SIGTERM)  # the second signal, as the cleanup starts
+        real(path, **kwargs)
+
+    def stopped_before_training(*args, **kwargs):
+        assert (out / ".run.lock").exists()
+        raise KeyboardInterrupt  # the first: Ctrl-C while the tokenizer trained
+
+    monkeypatch.setattr(train, "remove_if_untouched", cleanup_with_a_sigterm_halfway)
+    monkeypatch.setattr(train, "_train", stopped_before_training)
+    before = signal.getsignal(signal.SIGTERM)
+    signals.raise_on_sigterm()
+    try:
+        with pytest.raises(signals.Terminated):
+            train.train(cfg)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not out.exists()
