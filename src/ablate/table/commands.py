@@ -42,11 +42,13 @@ def table_cli(args: argparse.Namespace) -> int:
     runs, skipped = runs_from_wandb(source) if args.wandb else (in_study(source, runs_from_dirs(source), trials), {})
     found = LeftOut() if args.wandb else left_out(source, runs, trials)  # every run folder not tabulated, named with why
     skipped |= found.runs
+    left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
     if not runs:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
-        left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
         raise ValueError(f"found no {kind} under {source}{left}")
     runs = select(runs, args.rows, args.seeds)
+    if not any(r.row == "base" for r in runs):  # every row is compared with it: say why it is missing, before any work
+        raise ValueError(f"no 'base' row among the runs ({sorted({r.row for r in runs})}): every row is compared with it{left}")
     stem = Path(args.out or DEFAULT_OUT / source.resolve().name) / args.name
     if args.at_update is not None:
         return _at_update_cli(runs, stem, source, args.at_update, args.metric or "val/ppl", args.title, args.force, found)

@@ -183,3 +183,15 @@ def test_a_summary_from_an_attempt_the_study_marks_failed_is_left_out_not_a_seco
     assert why["C-N2-s2"].startswith("its summary.json is from an attempt study.db marks running")
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0  # refused before: two runs of seed 2
     assert "A-h1-s2-group" in capsys.readouterr().out
+
+
+def test_a_study_whose_base_runs_all_failed_says_why_each_is_missing(tmp_path, capsys):
+    """A base trial killed (or failed) said only "no 'base' row among the runs": its runs are named, with why."""
+    root = study(tmp_path)
+    for seed in (1, 2):
+        (root / "trials" / f"base-s{seed}" / "summary.json").unlink()
+    assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no 'base' row among the runs (['A-h1', 'C-N2']): every row is compared with it; left out: " in err
+    assert "base-s3 (no summary.json, though study.db marks its trial COMPLETE" in err and "base-s2 (" in err
+    assert not (tmp_path / "out").exists()
