@@ -121,7 +121,7 @@ def eval_record(
 
     Pairs are put in ascending index order. Also what a run logs to W&B (`ablate.evaluation.wandb_records.log_record`).
     """
-    from ablate.evaluation.scores import bleu  # sacreBLEU, imported where a record is made: readers need none
+    from ablate.evaluation.scores import bleu, perplexity  # sacreBLEU, imported where a record is made: readers need none
 
     order = sorted(range(len(indices)), key=lambda i: indices[i])
     lists = {name: [values[i] for i in order] for name, values in zip(LISTS, (indices, hypotheses, references, nll, tokens))}
@@ -142,7 +142,7 @@ def eval_record(
         "tokens": [int(t) for t in lists["tokens"]],
         "bleu": score.score,
         "bleu_signature": score.signature,
-        "ppl": math.exp(min(sum(lists["nll"]) / max(total_tokens, 1), 50.0)),
+        "ppl": perplexity(sum(lists["nll"]), total_tokens),
     }
     parse_eval(record, f"eval/{split}")  # never write what the reader would refuse
     return record

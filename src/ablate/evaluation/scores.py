@@ -1,8 +1,10 @@
 """Translation quality on detokenized text: corpus BLEU and chrF by sacreBLEU, each with the signature that says how
-it was computed (tokenizer, smoothing, version), as reported in the field since Post (2018)."""
+it was computed (tokenizer, smoothing, version), as reported in the field since Post (2018); and perplexity from a
+summed NLL."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -18,6 +20,13 @@ def bleu(hyps: list[str], refs: list[str]) -> Score:
     """Corpus BLEU with sacreBLEU's default 13a tokenization."""
     metric = BLEU()
     return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
+
+
+def perplexity(nll: float, tokens: float) -> float:
+    """exp(NLL per token), capped at e^50 to stay a float; a non-finite NLL (an overflow) has no perplexity: inf. One
+    rule for a run's validation, a member's and an evaluation record's."""
+    per_token = nll / max(tokens, 1.0)
+    return math.exp(min(per_token, 50.0)) if math.isfinite(per_token) else math.inf
 
 
 def chrf(hyps: list[str], refs: list[str]) -> Score:

@@ -19,7 +19,7 @@ from ablate.config import to_dict
 from ablate.config.members import member_values
 from ablate.data.member_batches import tile_batch
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import bleu
+from ablate.evaluation.scores import bleu, perplexity
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -116,7 +116,7 @@ class MemberModule(L.LightningModule):
             m = {
                 "val/loss": loss / ntok,
                 "val/nll": nll / ntok,
-                "val/ppl": math.exp(min(nll / ntok, 50.0)) if math.isfinite(nll) else math.inf,
+                "val/ppl": perplexity(nll, ntok),
             }
             if self._hyps[k]:
                 order = sorted(self._hyps[k])

@@ -6,14 +6,12 @@ and validation reporting loss, perplexity and sacreBLEU of beam-search output.
 
 from __future__ import annotations
 
-import math
-
 import lightning as L
 import torch
 
 from ablate.config import ExperimentConfig, to_dict
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import bleu
+from ablate.evaluation.scores import bleu, perplexity
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -94,7 +92,7 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         loss, nll, ntok = self._val_sums.tolist()
         ntok = max(ntok, 1.0)
-        metrics = {"val/loss": loss / ntok, "val/nll": nll / ntok, "val/ppl": math.exp(min(nll / ntok, 50.0))}
+        metrics = {"val/loss": loss / ntok, "val/nll": nll / ntok, "val/ppl": perplexity(nll, ntok)}
         if self._hyps:
             dm = self.trainer.datamodule
             _, refs = dm.raw("valid")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sacrebleu
 
-from ablate.evaluation.scores import bleu, chrf
+from ablate.evaluation.scores import bleu, chrf, perplexity
 
 HYPS = ["the cat sat on the mat .", "a dog runs in the park", "hello there"]
 REFS = ["the cat sat on a mat .", "the dog runs in the big park", "hello there"]
@@ -31,3 +33,12 @@ def test_chrf_is_sacrebleus_chrf_with_its_signature():
     assert 0 < score.score < 100 and score.score != pytest.approx(bleu(HYPS, REFS).score)
     assert "nrefs:1" in score.signature and "nc:6" in score.signature and "nw:0" in score.signature
     assert chrf(REFS, REFS).score == pytest.approx(100.0)
+
+
+def test_perplexity_is_exp_nll_per_token_capped_and_inf_without_a_finite_nll():
+    """One rule for validation (a run's and each member's) and records: a run's overflowed NLL read 5.2e21 (e^50),
+    a member's inf."""
+    assert perplexity(20.0, 10) == pytest.approx(math.exp(2.0))
+    assert perplexity(0.0, 0) == 1.0  # no tokens: no loss
+    assert perplexity(1e6, 10) == math.exp(50.0)
+    assert perplexity(math.inf, 10) == math.inf and perplexity(math.nan, 10) == math.inf
