@@ -19,7 +19,8 @@ from ablate.messages.errors import ConfigError
 MAX_VALUES = 100_000  # values in the document with every alias expanded; a whole Table 3 sweep file holds a few hundred
 MAX_DEPTH = 64  # nested mappings and lists; configs hold 3 levels, sweep files 5
 _STR, _NUMBERS = "tag:yaml.org,2002:str", ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
-_FLOAT_1_2 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # plain, YAML 1.2's core schema
+# An exponent without a dot (`1e-3`, `5E4`): a number to YAML 1.2 and OmegaConf, text to PyYAML's YAML 1.1.
+_EXPONENT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
 
 
 # libyaml's parser where PyYAML was built with it (several times faster: `ablate table` reads every run's config),
@@ -32,13 +33,14 @@ class _UniqueKeyLoader(_SafeLoader):
     plain PyYAML keeps the last one silently, so a sweep's second `params:` would drop the first."""
 
     def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
-        """Numbers as YAML 1.2 (and OmegaConf) read them, not PyYAML's YAML 1.1: base-60 is text, so `1:00:00:00`
-        (train.max_time's "[DD:]HH:MM:SS") is a day, not 216000 seconds; and `1e-3`, text to YAML 1.1, is a number
-        (in a sweep's choices or a member list it is no longer typed by the schema)."""
+        """PyYAML's YAML 1.1 numbers with two changes, as YAML 1.2 reads them: base-60 is text, so `1:00:00:00`
+        (train.max_time's "[DD:]HH:MM:SS") is a day, not 216000 seconds; and an exponent without a dot (`1e-3`) is a
+        number, as OmegaConf reads it on a command line, where it was text in a file (a sweep's choices, a member
+        list, an objective's weight: values no schema types). A key stays as YAML 1.1 reads it (construct_mapping)."""
         tag = super().resolve(kind, value, implicit)
         if tag in _NUMBERS and ":" in value:  # no other YAML 1.1 number holds a colon
             return _STR
-        if tag == _STR and implicit[0] and kind is yaml.ScalarNode and _FLOAT_1_2.fullmatch(value):
+        if tag == _STR and implicit[0] and kind is yaml.ScalarNode and _EXPONENT.fullmatch(value):
             return _NUMBERS[1]
         return tag
 
@@ -47,6 +49,8 @@ class _UniqueKeyLoader(_SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may be given beside keys it overrides
                 continue
+            if key_node.tag == _NUMBERS[1] and _EXPONENT.fullmatch(str(key_node.value)):
+                key_node.tag = _STR  # a row named `1e-3` stays its name
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:

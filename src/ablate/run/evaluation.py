@@ -18,7 +18,15 @@ from ablate.data.module import TranslationDataModule
 from ablate.data.subset import row_mask, validation_subset
 from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, write_eval_file
 from ablate.evaluation.sentence_scores import decode_rows, sentence_nll
-from ablate.training.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, save_atomic, saved_config, step_checkpoints
+from ablate.training.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    check_intact,
+    load_checkpoint,
+    save_atomic,
+    saved_config,
+    step_checkpoints,
+)
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
 
@@ -70,6 +78,7 @@ def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
             break
         try:
             saved = saved_config(load_checkpoint(path, mmap=True), path)["model"]
+            check_intact(path)  # the average loads it whole, which checks this: a damaged one would fail the run
         except CheckpointError as e:  # e.g. left unreadable by a kill that resume skipped past: not averaged in
             log.warning("not averaging %s: %s", path.name, e)
             break

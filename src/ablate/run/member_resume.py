@@ -46,6 +46,12 @@ def prepare_group_resume(
     ckpt_path = group / "checkpoints" / "last.ckpt"
     if not ckpt_path.is_file():
         raise ValueError(f"--resume: {group} holds no group checkpoint (checkpoints/last.ckpt) to resume from")
+    from ablate.training.checkpoint import CheckpointError, check_intact  # torch: imported where a group resumes
+
+    try:
+        check_intact(ckpt_path)  # Lightning loads it unchecked: damaged weights would train as garbage, then "diverge"
+    except CheckpointError as e:
+        raise ValueError(f"--resume: {e}") from None
     runs = [(group, cfg), *((Path(c.out_dir), c) for c in configs)]
     fingerprinted = Path(configs[0].out_dir)  # one corpus: each member records it, the group does not
     return ckpt_path, *prepare_resume(ckpt_path, runs, fingerprinted, group, force, accept_data_change)

@@ -1,7 +1,7 @@
 """A run directory (`out_dir`) and the services it offers: created and proven writable before any work, held by
-one training process at a time, its saved config compared with the present one, and the checkpoint to resume from
-(its data fingerprint: ablate.run.fingerprint). A sweep continues a dead trial through these, so they know nothing
-of sweeps.
+one training process at a time, its saved config compared with the present one (the checkpoint to resume from:
+ablate.run.resume_point; its data fingerprint: ablate.run.fingerprint). A sweep continues a dead trial through
+these, so they know nothing of sweeps.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
+from ablate.config.schema import TrainConfig
 from ablate.files.yaml_file import read_yaml
 
 log = logging.getLogger(__name__)
@@ -218,7 +219,17 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     sweep bookkeeping ignored; keys added to the schema since the run was written count at their defaults."""
     if not (out / "config.yaml").exists():
         return diff({}, to_dict(cfg), ignore=NOT_COMPARED)
-    return diff(saved_config(out), to_dict(cfg), ignore=NOT_COMPARED)
+    changes = diff(saved_config(out), to_dict(cfg), ignore=NOT_COMPARED)
+    if "train.max_time" in changes and _seconds(changes["train.max_time"][0]) == cfg.train.max_time_seconds:
+        del changes["train.max_time"]  # `01:00:00`, saved as 3600 by an ablate that read it as base-60: the same budget
+    return changes
+
+
+def _seconds(max_time) -> float | None:
+    try:
+        return TrainConfig(max_time=None if max_time is None else str(max_time)).max_time_seconds
+    except ValueError:
+        return None
 
 
 def saved_config(out: Path) -> dict:

@@ -65,24 +65,36 @@ FIELDS = {
 }
 
 
-# What a sweep's objective may name, so a misspelt one is refused on load, not after every trial has trained: a run's
+# What a sweep's objective may name, so a misspelt one is caught on load, not after every trial has trained: a run's
 # validation metrics (summary["last"]) and its figures. A plugin's callback may log its own val/* metric, so another
-# val/* name passes unless it is a near miss of one of these.
+# val/* name is only doubted (a warning) where it is a near miss of one of these; any other name is refused.
 VALIDATION_METRICS = ("val/bleu", "val/loss", "val/nll", "val/ppl")
 FIGURES = (
     "val_long/bleu", "wall_seconds", "steps", "epochs", "flops", "params/total", "speed/tokens_per_s",
     "speed/src_tokens_per_s", "speed/tgt_tokens_per_s", "speed/step_ms", "speed/peak_mem_mb", "speed/model_tflops",
-    "speed/mfu", "speed/train_seconds", "speed/val_seconds", "speed/validations", "val/bleu_sentences",
+    "speed/mfu", "speed/train_seconds", "speed/val_seconds", "speed/validations", "val/bleu_sentences", "val/sentences",
 )  # fmt: skip
 
 
 def metric_problem(name: str) -> str | None:
-    """Why no run's summary will hold the metric `name` (with the closest name a run has), or None."""
+    """Why no run's summary can hold the metric `name` (with the closest name a run has), or None: a val/* name may
+    be a plugin's (see metric_doubt)."""
     known = VALIDATION_METRICS + FIGURES
-    hint = did_you_mean(name, known, cutoff=0.75)
-    if name in known or (name.startswith("val/") and not hint):  # the latter: a plugin's own validation metric
+    if name in known or name.startswith("val/"):
         return None
-    return f"no run reports a metric '{name}'{hint}; a run reports {', '.join(VALIDATION_METRICS)} and {', '.join(FIGURES)}"
+    return f"no run reports a metric '{name}'{did_you_mean(name, known, cutoff=0.75)}; {_reported()}"
+
+
+def metric_doubt(name: str) -> str | None:
+    """A val/* name no run of ablate's own reports that is a near miss of one it does (`val/blue`), or None."""
+    known = VALIDATION_METRICS + FIGURES
+    if name in known or not name.startswith("val/") or not (hint := did_you_mean(name, known, cutoff=0.75)):
+        return None
+    return f"no run of ablate's own reports a metric '{name}'{hint}; only a plugin's callback that logs it can: {_reported()}"
+
+
+def _reported() -> str:
+    return f"a run reports {', '.join(VALIDATION_METRICS)} and {', '.join(FIGURES)}"
 
 
 def check_summary(summary: Any, source: str) -> None:

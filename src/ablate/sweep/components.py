@@ -46,7 +46,17 @@ def make_pruner(spec: dict) -> optuna.pruners.BasePruner:
 
 def suggest(trial: optuna.Trial, key: str, spec: dict) -> Any:
     if spec["type"] == "categorical":
-        return trial.suggest_categorical(key, spec["choices"])
+        try:
+            return trial.suggest_categorical(key, spec["choices"])
+        except ValueError as e:  # Optuna: "does not support dynamic value space"
+            held = next((t.distributions[key] for t in trial.study.get_trials(deepcopy=False) if key in t.distributions), None)
+            if held is None:
+                raise
+            raise ValueError(
+                f"search.'{key}': the study holds the choices {list(held.choices)!r}, the sweep file {list(spec['choices'])!r}; "
+                "a study's choices cannot change: write them as the study began (numbers such as 1e-3, read as text "
+                "before ablate read them as YAML 1.2 does, quoted: '1e-3'), or start a new study"
+            ) from e
     if spec["type"] == "int":
         return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), step=int(spec.get("step") or 1), log=bool(spec.get("log")))
     return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), step=spec.get("step"), log=bool(spec.get("log")))

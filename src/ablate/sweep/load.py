@@ -3,6 +3,7 @@ any trial starts, naming the file, the row and the key."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.hints import did_you_mean
-from ablate.run.summary_fields import metric_problem
+from ablate.run.summary_fields import metric_doubt, metric_problem
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
@@ -20,6 +21,8 @@ from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
 from ablate.sweep.options import component_problem, is_number
 from ablate.sweep.plan import plan_for
 from ablate.sweep.spec import Objective, Sweep, safe_name
+
+log = logging.getLogger(__name__)
 
 TOP_KEYS = {
     "name",
@@ -89,6 +92,8 @@ def _objective(path: Path, raw: Any) -> Objective:
     for metric, weight in terms.items():
         if problem := metric_problem(str(metric)):
             raise fields.fail(path, f"objective: {problem}")
+        if doubt := metric_doubt(str(metric)):  # a plugin's own val/* metric may be meant: said, not refused
+            log.warning("%s: objective: %s", path, doubt)
         # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
         if not is_number(weight) or not math.isfinite(weight) or weight == 0:
             raise fields.fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")

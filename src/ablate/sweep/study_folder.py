@@ -48,7 +48,7 @@ def _database_studies(db: Path) -> list[str]:
     storage's own check names a damaged one)."""
     if not db.is_file():
         return []
-    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
         return [str(name) for (name,) in con.execute("SELECT study_name FROM studies ORDER BY study_id")]
     return []
 

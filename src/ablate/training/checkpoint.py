@@ -54,7 +54,13 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
         held = f" ({path.parent} holds {', '.join(there[:5])})" if there else ""
         raise CheckpointError(f"checkpoint not found: {path}{held}")
     if not zipfile.is_zipfile(path):  # torch.save's archive; torch would blame anything else on its pickling or mmap
-        what = "the file is empty" if path.stat().st_size == 0 else "a torch checkpoint is a zip archive, this file is not one"
+        with open(path, "rb") as f:
+            start = f.read(4)
+        what = (
+            "the file is empty" if not start
+            else "cut short: a zip archive without its end, from a save or a copy stopped midway" if start == b"PK\x03\x04"
+            else "a torch checkpoint is a zip archive, this file is not one"
+        )  # fmt: skip
         raise CheckpointError(f"{path}: not a readable checkpoint ({what})")
     if not mmap:
         check_intact(path)
@@ -81,7 +87,7 @@ def check_intact(path: str | os.PathLike) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
-    except (zipfile.BadZipFile, EOFError, OSError) as e:  # truncated: torch.load's own error names it better
+    except (zipfile.BadZipFile, EOFError, OSError) as e:  # unreadable in another way: torch.load's own error names it
         log.debug("%s: not checked (%s)", path, e)
         return
     if bad is not None:

@@ -22,12 +22,19 @@ def test_reads_nested_mappings_and_lists(tmp_path):
     assert read_yaml(write(tmp_path, "", "empty.yaml")) is None
 
 
-def test_numbers_are_read_as_yaml_1_2_reads_them(tmp_path):
-    """No base-60 (PyYAML's `1:00:00:00` is 216000), and exponents without a dot are numbers (`1e-3`), as OmegaConf
-    reads a command line's values; a quoted value stays text."""
-    text = "a: 1:00:00:00\nb: '1e-3'\nc: [1e-3, -2E+5, .5, 3., 12, 0x1F, .inf, 12abc]\nd: 190:20:30.15\n"
+def test_numbers_are_yaml_1_1_s_but_no_base_60_and_an_exponent_without_a_dot(tmp_path):
+    """No base-60 (PyYAML's `1:00:00:00` is 216000), and an exponent without a dot is a number (`1e-3`), as OmegaConf
+    reads a command line's values; a quoted value, a key (a row named `1e-3`) and YAML 1.1's other forms (`08` text,
+    `017` octal) stay as they were."""
+    text = "a: 1:00:00:00\nb: '1e-3'\nc: [1e-3, -2E+5, .5, 3., 12, 0x1F, .inf, 12abc, 08, 017]\nd: 190:20:30.15\n1e-3: {x: 1}\n"
     got = read_yaml(write(tmp_path, text))
-    assert got == {"a": "1:00:00:00", "b": "1e-3", "c": [0.001, -200000.0, 0.5, 3.0, 12, 31, float("inf"), "12abc"], "d": "190:20:30.15"}
+    assert got == {
+        "a": "1:00:00:00",
+        "b": "1e-3",
+        "c": [0.001, -200000.0, 0.5, 3.0, 12, 31, float("inf"), "12abc", "08", 15],
+        "d": "190:20:30.15",
+        "1e-3": {"x": 1},
+    }
     assert [type(v) for v in got["c"][:5]] == [float, float, float, float, int]
 
 

@@ -211,3 +211,8 @@ def test_the_average_stops_at_a_checkpoint_of_another_model_or_one_that_does_not
     assert _this_model(paths, {"dropout": 0.3}, 2) == paths[2:]
     paths[2].write_bytes(b"truncated")  # a kill mid-write that resume skipped past
     assert _this_model(paths, {"dropout": 0.3}, 5) == paths[3:]
+    torch.save({"state_dict": {"w": torch.randn(50_000)}, "hyper_parameters": {"config": {"model": {"dropout": 0.3}}}}, paths[2])
+    data = bytearray(paths[2].read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xff" * 4096  # damaged in place: loads, but fails its checksum
+    paths[2].write_bytes(bytes(data))
+    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[3:]  # averaging it in would fail the run after training

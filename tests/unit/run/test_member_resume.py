@@ -48,3 +48,23 @@ def test_the_same_seeds_in_another_order_are_refused_as_they_would_swap_the_memb
     assert {c.out_dir for c in swapped} == {c.out_dir for c in members}  # the same folders, each in the other's slot
     with pytest.raises(ValueError, match=r"seed=\d+ trained as member 1 of the group .* makes it member 0 .*even with --force"):
         check_same_members(cfg, swapped, tmp_path / "group")
+
+
+def test_a_group_checkpoint_damaged_in_place_is_refused_before_any_file_changes(tmp_path):
+    """Lightning loads the group's last.ckpt itself, without a checksum: a damaged one trained as garbage weights."""
+    import torch
+
+    from ablate.run.member_resume import prepare_group_resume
+
+    cfg, members = started(tmp_path)
+    group = tmp_path / "group"
+    (group / "checkpoints").mkdir()
+    last = group / "checkpoints" / "last.ckpt"
+    torch.save({"state_dict": {"w": torch.randn(50_000)}, "hyper_parameters": {}}, last)
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xff" * 4096
+    last.write_bytes(bytes(data))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=rf"--resume: {last}: damaged: its part .* fails its checksum"):
+        prepare_group_resume(cfg, members, group, force=False, accept_data_change=False)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

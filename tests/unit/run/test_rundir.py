@@ -516,3 +516,16 @@ def test_a_run_folder_found_empty_is_cleaned_of_a_stopped_attempt_and_kept(tmp_p
     (out / "config.yaml").write_text("seed: 1\n")
     remove_if_untouched(out, stopped=True)
     assert not out.exists()
+
+
+def test_a_max_time_saved_as_seconds_by_the_base_60_reading_is_no_change(tmp_path):
+    """`train.max_time: 01:00:00` was read as YAML 1.1's base-60 (3600) and saved so; read as text now, it is the
+    same budget, and a resume (a preempted sweep's trial) needs no --force. A day's `1:00:00:00`, saved as 216000
+    (2.5 days), is a different budget, and is named."""
+    out = tmp_path / "run"
+    out.mkdir()
+    for saved, now, changed in (("3600", "01:00:00", False), ("216000", "1:00:00:00", True), ("3600", "02:00:00", True)):
+        cfg = config(out, train={"max_time": saved})
+        (out / "config.yaml").write_text(to_yaml(cfg))
+        cfg.train.max_time = now
+        assert ("train.max_time" in changes_from_saved_config(out, cfg)) is changed, (saved, now)

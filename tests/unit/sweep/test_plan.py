@@ -8,7 +8,7 @@ import optuna
 import pytest
 from sweep_files import VARIANTS, write
 
-from ablate.sweep.components import make_pruner
+from ablate.sweep.components import make_pruner, suggest
 from ablate.sweep.ledger import tell
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
@@ -155,3 +155,16 @@ def test_a_search_with_members_draws_its_partners_within_the_budget(tmp_path):
     assert plan.members(handle, first) == 2 and len(plan.take_partners(handle, first, 1)) == 1
     third = plan.take(handle)
     assert plan.take_partners(handle, third, 1) == []  # 3 trials in all: the budget has none left for a partner
+
+
+def test_a_search_whose_choices_changed_since_the_study_began_says_which_and_how_to_continue():
+    """A study begun when `1e-1` in a file was text holds ['1e-1', '3e-1']; the same file now reads [0.1, 0.3], and
+    Optuna's own refusal ("dynamic value space") said neither what changed nor what to do."""
+    study = optuna.create_study()
+    trial = study.ask()
+    suggest(trial, "train.lr_scale", {"type": "categorical", "choices": ["1e-1", "3e-1"]})
+    study.tell(trial, 1.0)
+    with pytest.raises(ValueError) as e:
+        suggest(study.ask(), "train.lr_scale", {"type": "categorical", "choices": [0.1, 0.3]})
+    assert "search.'train.lr_scale': the study holds the choices ['1e-1', '3e-1'], the sweep file [0.1, 0.3]" in str(e.value)
+    assert "quoted: '1e-3'" in str(e.value)

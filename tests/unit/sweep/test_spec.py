@@ -53,7 +53,6 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: {}\nsampler: annealing\n", ["sampler.name", "annealing", "tpe"]),
         ("variants:\n  base: {}\npruner: {name: medain}\n", ["pruner.name", "medain", "median"]),
         ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
-        ("variants:\n  base: {}\nobjective: {metric: val/blue}\n", ["objective", "'val/blue'", "did you mean 'val/bleu'"]),
         ("variants:\n  base: {}\nobjective: {terms: {val/bleu: 1, speed/tok_s: 0.01}}\n", ["'speed/tok_s'", "speed/tokens_per_s"]),
         ("variants:\n  base: {}\nobjective: {metric: bleu}\n", ["no run reports a metric 'bleu'"]),
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
@@ -190,3 +189,13 @@ def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
         "name: s\nbase: base.yaml\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\n  seed: {type: int, low: 1, high: 9}\nn_trials: 4\nmembers: 2\n",
     )
     assert load_sweep(search).row_config({}).members.size == 2  # member-able keys only: accepted
+
+
+def test_an_objective_near_a_metric_a_run_reports_is_doubted_not_refused(tmp_path, caplog):
+    """`val/blue` fails every trial after training unless a plugin's callback logs it: a warning on load says so;
+    a val/* metric of a plugin's own far from ablate's (`val/grad_norm`) loads without a word."""
+    for metric, doubted in (("val/blue", True), ("val/grad_norm", False), ("val/bleu", False)):
+        caplog.clear()
+        sweep = load_sweep(write(tmp_path, f"name: d\nbase: base.yaml\nvariants: {{base: {{}}}}\nobjective: {{metric: {metric}}}\n"))
+        assert sweep.objective.terms == {metric: 1.0}
+        assert ("did you mean 'val/bleu'" in caplog.text and "plugin's callback" in caplog.text) is doubted, caplog.text

@@ -14,8 +14,12 @@ from ablate.sweep.study_folder import study_folder_problem
 
 
 def study_db(folder, name: str) -> None:
+    """Made where SQLAlchemy's URL can name it, then moved in (it would read a `?` in the folder as a query)."""
+    made = folder.parent / f"made-{name}"
+    made.mkdir(parents=True, exist_ok=True)
+    optuna.create_study(study_name=name, storage=f"sqlite:///{made / 'study.db'}")
     folder.mkdir(parents=True, exist_ok=True)
-    optuna.create_study(study_name=name, storage=f"sqlite:///{folder / 'study.db'}")
+    (made / "study.db").rename(folder / "study.db")
 
 
 def trial(folder, name: str, study: str) -> None:
@@ -33,10 +37,11 @@ def test_a_new_folder_and_the_studys_own_are_fine(tmp_path):
     assert study_folder_problem(tmp_path / "empty", "c") is None
 
 
-def test_another_studys_database_or_trials_are_refused_naming_the_study(tmp_path):
-    study_db(tmp_path / "a", "a")
-    problem = study_folder_problem(tmp_path / "a", "c")
-    assert problem.startswith(f"out_dir {tmp_path / 'a'} holds the study 'a' (its study.db), not 'c'")
+@pytest.mark.parametrize("name", ["a", "lr#1", "sweep?x", "50%"])  # characters a SQLite URI would read otherwise
+def test_another_studys_database_or_trials_are_refused_naming_the_study(tmp_path, name):
+    study_db(tmp_path / name, "a")
+    problem = study_folder_problem(tmp_path / name, "c")
+    assert problem.startswith(f"out_dir {tmp_path / name} holds the study 'a' (its study.db), not 'c'")
     assert "or name the sweep 'a' to continue that study" in problem
     trial(tmp_path / "remote", "0000-base", "a")  # a study on a server: its trials name it
     assert "holds trials of the study 'a' (their trial.yaml), not 'c'" in study_folder_problem(tmp_path / "remote", "c")
