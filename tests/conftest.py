@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -12,6 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A suite started in the background (`cmd &` in a script, nohup, some CI runners) inherits SIGINT ignored, and so does
+# every `ablate` it starts: Python then installs no KeyboardInterrupt for it, and a test's Ctrl-C before ablate sets its
+# own handler does nothing. The tests run as from a terminal, where Ctrl-C reaches every process.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
