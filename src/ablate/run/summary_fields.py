@@ -74,21 +74,20 @@ FIGURES = (
     "speed/src_tokens_per_s", "speed/tgt_tokens_per_s", "speed/step_ms", "speed/peak_mem_mb", "speed/model_tflops",
     "speed/mfu", "speed/train_seconds", "speed/val_seconds", "speed/validations", "val/bleu_sentences", "val/sentences",
 )  # fmt: skip
+REPORTED = VALIDATION_METRICS + FIGURES
 
 
 def metric_problem(name: str) -> str | None:
     """Why no run's summary can hold the metric `name` (with the closest name a run has), or None: a val/* name may
     be a plugin's (see metric_doubt)."""
-    known = VALIDATION_METRICS + FIGURES
-    if name in known or name.startswith("val/"):
+    if name in REPORTED or name.startswith("val/"):
         return None
-    return f"no run reports a metric '{name}'{did_you_mean(name, known, cutoff=0.75)}; {_reported()}"
+    return f"no run reports a metric '{name}'{did_you_mean(name, REPORTED, cutoff=0.75)}; {_reported()}"
 
 
 def metric_doubt(name: str) -> str | None:
     """A val/* name no run of ablate's own reports that is a near miss of one it does (`val/blue`), or None."""
-    known = VALIDATION_METRICS + FIGURES
-    if name in known or not name.startswith("val/") or not (hint := did_you_mean(name, known, cutoff=0.75)):
+    if name in REPORTED or not name.startswith("val/") or not (hint := did_you_mean(name, REPORTED, cutoff=0.75)):
         return None
     return f"no run of ablate's own reports a metric '{name}'{hint}; only a plugin's callback that logs it can: {_reported()}"
 

@@ -154,7 +154,7 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
             trial.set_user_attr(key, value)
     elif rc == 0:
         return fail(study, trial, f"exit code 0, but {trial_dir / 'summary.json'} is missing or not a JSON object")
-    if rc == 0 and summary:
+    if rc == 0:
         try:
             value = objective_value(terms, summary)
         except KeyError as e:
