@@ -127,7 +127,7 @@ def run_bare(cfg, steps: int, device: torch.device, window: tuple[int, int]) -> 
     clock = StepClock(window)
     clock.checksum = init_checksum(model)
     loader = dm.train_dataloader()
-    loader.batch_sampler.epoch_source = None  # no trainer: the loop sets the epoch itself
+    loader.batch_sampler.sampler.epoch_source = None  # no trainer: the loop sets the epoch itself
     epoch = 0
     while len(clock.starts) < steps:
         loader.batch_sampler.set_epoch(epoch)

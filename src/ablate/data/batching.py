@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ablate.data.epoch_position import EpochPosition
 from ablate.data.tokenizer import Tokenizer
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -135,17 +136,6 @@ def collate(samples: Sequence[tuple[int, np.ndarray, np.ndarray]], pad_multiple:
     }
 
 
-class _EpochHook:
-    """Lightning calls `set_epoch` on `dataloader.batch_sampler.sampler`, never on the batch sampler itself."""
-
-    def __init__(self, owner: TokenBucketBatchSampler):
-        self._owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        source = self._owner.epoch_source
-        self._owner.set_epoch(source() if source is not None else epoch)
-
-
 class TokenBucketBatchSampler(Sampler[list[int]]):
     """Length-sorted batches of at most `max_tokens` tokens per side, padding included.
 
@@ -183,12 +173,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.drop_last, self.accumulate = num_replicas, rank, drop_last, accumulate
         self.epoch = 0
-        self.resume_at: tuple[int, int] | None = None  # (epoch, batches already trained): skipped once, on resume
-        # Where Lightning's set_epoch call takes the epoch from instead of its argument (the datamodule passes the
-        # trainer's current epoch): the argument is one ahead when a run restarts from a checkpoint taken at an
-        # epoch's end.
-        self.epoch_source = None
-        self.sampler = _EpochHook(self)
+        self.sampler = EpochPosition(self)  # Lightning's set_epoch goes to batch_sampler.sampler; the resume point
         self.sorted_order = np.lexsort((self.src_lens, self.tgt_lens))  # stable: target, then source, then index
         # (start, end) of each bucket in a length-sorted order. Random tie-breaking only permutes pairs of equal (tgt,
         # src) length, so these cut points hold every epoch, and for any seed's order (epoch_order).
@@ -231,12 +216,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             if total > len(batches):
                 batches = (batches * math.ceil(total / len(batches)))[:total]
             batches = batches[:total][self.rank :: self.num_replicas]
-        batches = batches[: len(self)]  # whole accumulation windows
-        if self.resume_at is not None and self.resume_at[0] == self.epoch:
-            # The order is a function of (seed, epoch), so dropping the batches already trained resumes exactly.
-            batches = batches[self.resume_at[1] :]
-            self.resume_at = None
-        return iter(batches)
+        return self.sampler.untrained(batches[: len(self)])  # whole accumulation windows
 
     def __len__(self) -> int:
         n = len(self.bounds)

@@ -5,7 +5,6 @@ checkpoint, so a resumed group skips exactly the steps it trained."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -17,7 +16,7 @@ from ablate.data.module import TranslationDataModule
 
 
 class _MemberPairs(Dataset):
-    """Item = one step: K lists of indices -> K lists of encoded pairs (collate_members pads them into one batch)."""
+    """Item = one member's rows of a step -> its encoded pairs (collate_members pads a step's K lists into one batch)."""
 
     def __init__(self, split: EncodedSplit):
         self.split = split
@@ -25,30 +24,8 @@ class _MemberPairs(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, step: list[list[int]]) -> list[list[tuple]]:
-        return [[self.split[i] for i in rows] for rows in step]
-
-
-class _Resumable:
-    """The member sampler, skipping on its first pass the steps a resumed group already trained in that epoch."""
-
-    def __init__(self, sampler: MemberBatchSampler, epoch_source):
-        self.sampler, self.epoch_source = sampler, epoch_source
-        self.resume_at: tuple[int, int] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(self.epoch_source())
-
-    def __len__(self) -> int:
-        return len(self.sampler)
-
-    def __iter__(self) -> Iterator[list[list[int]]]:
-        skip = 0
-        if self.resume_at is not None and self.resume_at[0] == self.sampler.epoch:
-            skip, self.resume_at = self.resume_at[1], None
-        for i, step in enumerate(self.sampler):
-            if i >= skip:
-                yield step
+    def __getitem__(self, rows: list[int]) -> list[tuple]:
+        return [self.split[i] for i in rows]
 
 
 class MemberDataModule(TranslationDataModule):
@@ -58,20 +35,13 @@ class MemberDataModule(TranslationDataModule):
     def __init__(self, cfg, seeds: list[int], shared: bool = False):
         super().__init__(cfg)
         self.seeds, self.shared = list(seeds), shared
-        self._resume_at: tuple[int, int] | None = None
 
     def train_dataloader(self) -> DataLoader:
         enc = self.encoded("train")
         sampler = MemberBatchSampler(enc.src_lens, enc.tgt_lens, self.data_cfg.max_tokens, self.seeds, self.cfg.seed, shared=self.shared)
-        sampler.set_epoch(self.trainer.current_epoch)
-        steps = _Resumable(sampler, lambda: self.trainer.current_epoch)
-        if self._resume_at is not None:
-            sampler.set_epoch(self._resume_at[0])
-            steps.resume_at, self._resume_at = self._resume_at, None
-        return DataLoader(
+        loader = DataLoader(
             _MemberPairs(enc),
-            sampler=steps,
-            batch_size=None,  # each item is already a step: K members' index lists
+            batch_sampler=sampler,  # each step: K members' index lists, one item each
             # An iterator draws its seed from this generator, not torch's global one, which dropout uses: otherwise where
             # a group resumes (before or after an epoch's iterator exists) would change dropout masks (as batching.py's).
             generator=torch.Generator().manual_seed(self.cfg.seed),
@@ -79,3 +49,5 @@ class MemberDataModule(TranslationDataModule):
             num_workers=self.data_cfg.num_workers,
             persistent_workers=self.data_cfg.num_workers > 0,
         )
+        self._follow_trainer(loader)
+        return loader

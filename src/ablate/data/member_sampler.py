@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ablate.data.batching import TokenBucketBatchSampler
+from ablate.data.epoch_position import EpochPosition
 
 
 def length_classes(src_max: Sequence[int], tgt_max: Sequence[int], tolerance: int) -> np.ndarray:
@@ -65,6 +66,7 @@ class MemberBatchSampler:
         src, tgt = b.src_lens[b.sorted_order], b.tgt_lens[b.sorted_order]  # ties fall anywhere, but tied pairs have equal lengths
         self.classes = length_classes([src[i:j].max() for i, j in b.bounds], [tgt[i:j].max() for i, j in b.bounds], tolerance)
         self.epoch = 0
+        self.sampler = EpochPosition(self)  # Lightning's set_epoch goes to batch_sampler.sampler; the resume point
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -74,6 +76,9 @@ class MemberBatchSampler:
         return len(self.buckets.bounds)
 
     def __iter__(self) -> Iterator[list[list[int]]]:
+        return self.sampler.untrained(self._steps())
+
+    def _steps(self) -> Iterator[list[list[int]]]:
         if self.shared:
             for batch in self.buckets.batches():
                 yield [batch] * len(self.seeds)

@@ -151,16 +151,15 @@ class TranslationDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        # Lightning calls set_epoch on batch_sampler.sampler each epoch (see batching._EpochHook); we read the epoch
-        # from the trainer, and on resume from the checkpoint, as Lightning builds that first iterator earlier.
         loader = self._loader("train", shuffle=True, shard=True, accumulate=self.cfg.train.accumulate)
-        loader.batch_sampler.epoch_source = lambda: self.trainer.current_epoch
-        resume_at, self._resume_at = getattr(self, "_resume_at", None), None
-        if resume_at is not None:
-            # On resume Lightning creates the epoch's iterator before it calls set_epoch: set it here.
-            loader.batch_sampler.set_epoch(resume_at[0])
-            loader.batch_sampler.resume_at = resume_at
+        self._follow_trainer(loader)
         return loader
+
+    def _follow_trainer(self, loader: DataLoader) -> None:
+        """The training sampler's epoch read from the trainer, and on resume its place from the checkpoint
+        (ablate.data.epoch_position)."""
+        resume_at, self._resume_at = getattr(self, "_resume_at", None), None
+        loader.batch_sampler.sampler.follow(lambda: self.trainer.current_epoch, resume_at)
 
     # Saved in every checkpoint: where in the epoch's batch order training stands, so a resumed run skips exactly
     # the batches it has trained on (Lightning restores its counters but would replay the epoch from its start).

@@ -40,7 +40,7 @@ from ablate.run.resume_checks import set_aside_results
 from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, git_sha, lock_run_dir, remove_if_untouched
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
-from ablate.run.trainer import fit_or_exit, judge_trainer, make_trainer, prepare_process
+from ablate.run.trainer import fit_or_exit, judge_trainer, make_group_trainer, prepare_process
 from ablate.training.flops import train_flops
 from ablate.training.member_module import MemberModule
 from ablate.training.metrics import SpeedCallback
@@ -136,7 +136,7 @@ def _train(
     # Each member's progress.json too, read by a sweep's live view and `ablate status` for its trial.
     progress = [MemberProgress(out, k, runs) for k, out in enumerate(outs)]
     group_callbacks = [runs, *(make(runs) for make in member_callbacks), speed, stop, preemption, *progress, GroupCheckpoint(group)]
-    trainer = make_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks, members=True)
+    trainer = make_group_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks)
     try:
         if resume:
             for out in outs:

@@ -47,42 +47,52 @@ def prepare_process(cfg: ExperimentConfig) -> Precision:
     return precision
 
 
-def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, members: bool = False) -> L.Trainer:
-    """The Trainer of a run, or with `members` of a member group (ablate.run.members): one device, no accumulation,
-    clipping per member in MemberAdam, and each member's checkpoints written by its MemberRuns, not by ModelCheckpoint."""
+def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
+    """The Trainer of a run: its devices and strategy, accumulation, Lightning's clipping, and its checkpoints."""
     t = cfg.train
     monitor, mode = t.best_by
-    quiet_dependencies(out)
-    checkpoints = [] if members else [
+    checkpoints = [
         ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
                         auto_insert_metric_name=False, enable_version_counter=False),
         # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
         ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max", save_top_k=t.keep_last,
                         save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
     ]  # fmt: skip
+    may_stop_sooner = bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)
+    return _trainer(cfg, out, loggers, [*checkpoints, *extra_callbacks], may_stop_sooner,
+                    devices=t.devices, strategy=t.strategy, accumulate_grad_batches=t.accumulate,
+                    gradient_clip_val=t.clip_grad or None, enable_checkpointing=True)  # fmt: skip
+
+
+def make_group_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
+    """The Trainer of a member group (ablate.run.members): one device, no accumulation, clipping per member in
+    MemberAdam, and each member's checkpoints written by its MemberRuns; each member may stop sooner than the group."""
+    return _trainer(cfg, out, loggers, extra_callbacks, may_stop_sooner=True, devices=1, strategy="auto",
+                    accumulate_grad_batches=1, gradient_clip_val=None, enable_checkpointing=False)  # fmt: skip
+
+
+def _trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, may_stop_sooner: bool, **shape) -> L.Trainer:
+    """What a run's and a group's Trainers share; `shape` holds where they differ (devices, accumulation, clipping,
+    checkpoints)."""
+    t = cfg.train
+    quiet_dependencies(out)
     callbacks = [
-        *checkpoints,
         RngState(),  # the generators in every checkpoint, restored at the first resumed batch
         *(callback() for callback in CALLBACKS.values()),  # the researcher's own, from plugins (a group's see MemberModule)
         *extra_callbacks,
         # progress.json, read by a sweep's live view and `ablate status`; its ETA (to max_steps) is a bound when a rule may stop sooner
-        ProgressFile(out, may_stop_sooner=members or bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)),
+        ProgressFile(out, may_stop_sooner=may_stop_sooner),
     ]
     bar = cfg.logging.progress and sys.stdout.isatty()
     if cfg.logging.progress:  # step/total, tokens/s, ETA, latest val loss/BLEU: a bar on a terminal, else plain lines
         callbacks.append(ProgressBar() if bar else PlainProgress())
     every = t.val_every_steps
-    accumulate = 1 if members else t.accumulate
     return L.Trainer(
         max_steps=t.max_steps,
         max_epochs=t.max_epochs or -1,
         accelerator=t.accelerator,
-        devices=1 if members else t.devices,
-        strategy="auto" if members else t.strategy,
         precision=Precision.of(t).name,
-        accumulate_grad_batches=accumulate,
-        gradient_clip_val=None if members else (t.clip_grad or None),
-        val_check_interval=every * accumulate if every else 1.0,
+        val_check_interval=every * shape["accumulate_grad_batches"] if every else 1.0,
         check_val_every_n_epoch=None if every else 1,
         log_every_n_steps=t.log_every_steps,
         logger=loggers,
@@ -93,8 +103,8 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         num_sanity_val_steps=1,
         deterministic=t.deterministic,
         enable_model_summary=False,
-        enable_checkpointing=not members,
         plugins=[AtomicCheckpointIO()],
+        **shape,
     )
 
 

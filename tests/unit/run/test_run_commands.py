@@ -134,7 +134,7 @@ def test_sigterm_before_training_exits_to_run_again_and_leaves_no_folder(tmp_pat
         monkeypatch.setattr(TranslationDataModule, "prepare_data", terminated)
     else:
         monkeypatch.setattr(ablate.run.trainer, "make_trainer", terminated)
-        monkeypatch.setattr(ablate.run.members, "make_trainer", terminated)
+        monkeypatch.setattr(ablate.run.members, "make_group_trainer", terminated)
     previous = signal.getsignal(signal.SIGTERM)
     config = write_experiment(tmp_path)
     try:
