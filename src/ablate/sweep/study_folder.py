@@ -7,12 +7,12 @@ before anything is written, naming what it holds."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 
 from ablate.config import ConfigError
 from ablate.files.destination import folder_kind
 from ablate.files.yaml_file import read_yaml
+from ablate.sweep.study_file import study_names
 
 RESULTS = ("results.csv", "results.json")
 _LOOKED_AT = 3  # trial folders whose study is read: a folder of another study shows it in its first
@@ -44,12 +44,10 @@ def study_folder_problem(out_dir: Path, study: str) -> str | None:
 
 
 def _database_studies(db: Path) -> list[str]:
-    """The study names in a SQLite study.db (read-only); none where there is no such file or it cannot be read (the
-    storage's own check names a damaged one)."""
-    if not db.is_file():
-        return []
-    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
-        return [str(name) for (name,) in con.execute("SELECT study_name FROM studies ORDER BY study_id")]
+    """The study names in a SQLite study.db; none where there is no such file or it cannot be read (the storage's own
+    check names a damaged one)."""
+    with contextlib.suppress(ValueError):
+        return study_names(db) if db.is_file() else []
     return []
 
 

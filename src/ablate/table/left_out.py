@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.config import flatten
 from ablate.files.yaml_file import read_yaml
+from ablate.sweep.study_file import read
 from ablate.table.finished_runs import Run
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
@@ -158,15 +158,15 @@ def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], st
     if not db.is_file():
         return {}, None
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            rows = con.execute(
-                "SELECT t.state, o.value_json, f.value_json, "
-                "(SELECT p.param_value || ' ' || p.distribution_json FROM trial_params p WHERE p.trial_id = t.trial_id "
-                "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')) FROM trials t "
-                "LEFT JOIN trial_user_attributes o ON o.trial_id = t.trial_id AND o.key = 'out_dir' "
-                "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' ORDER BY t.number"
-            ).fetchall()
-    except sqlite3.Error as e:
+        rows = read(
+            db,
+            "SELECT t.state, o.value_json, f.value_json, "
+            "(SELECT p.param_value || ' ' || p.distribution_json FROM trial_params p WHERE p.trial_id = t.trial_id "
+            "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')) FROM trials t "
+            "LEFT JOIN trial_user_attributes o ON o.trial_id = t.trial_id AND o.key = 'out_dir' "
+            "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' ORDER BY t.number",
+        )
+    except ValueError as e:
         return {}, f"not read ({e}): trials whose run folder is gone, if any, are not named"
     out = {}
     for state, out_dir, reason, row in rows:

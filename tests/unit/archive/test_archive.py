@@ -267,8 +267,9 @@ def test_archive_gives_up_on_a_locked_database_saying_it_is_busy(study, tmp_path
     import time
 
     from ablate.archive import study_db as archive_db
+    from ablate.sweep import study_file
 
-    monkeypatch.setattr(archive_db, "BUSY_SECONDS", 0.5)
+    monkeypatch.setattr(study_file, "BUSY_SECONDS", 0.5)
     lock = sqlite3.connect(study / "study.db", isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")  # a worker writing
     try:

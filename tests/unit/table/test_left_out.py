@@ -195,3 +195,13 @@ def test_a_study_whose_base_runs_all_failed_says_why_each_is_missing(tmp_path, c
     assert "no 'base' row among the runs (['A-h1', 'C-N2']): every row is compared with it; left out: " in err
     assert "base-s3 (no summary.json, though study.db marks its trial COMPLETE" in err and "base-s2 (" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_study_in_a_folder_whose_name_holds_a_hash_is_read_and_nothing_is_created_beside_it(tmp_path):
+    """Its study.db was opened by an unquoted URI: 'a#1/study/study.db' opened (and created) a file 'a' and read no
+    trial, so a trial without a run folder went unnamed."""
+    root = study(tmp_path / "a#1")
+    found = left_out(root, runs_from_dirs(root))
+    why = {k.rsplit("/", 1)[-1]: v for k, v in found.runs.items()}
+    assert why["trial base-s4"].startswith("no run folder: study.db marks it COMPLETE") and len(found.runs) == 7
+    assert not (tmp_path / "a").exists()
