@@ -33,6 +33,16 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database) if database and database != ":memory:" else None
 
 
+def sqlite_url(path: Path) -> str:
+    """The sqlite:/// URL of `path`, which `sqlite_file` reads back as `path`: a '?' in a folder's name would start
+    the URL's query (the study in a file named for what precedes it) and a '%' be decoded ('a%231' read 'a#1'), so
+    such a path is percent-encoded; any other is written as it is, as ablate always wrote it."""
+    plain = f"sqlite:///{path}"
+    if sqlite_file(plain) == path:
+        return plain
+    return sqlalchemy.engine.URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
 def damaged(path: Path, reason: str, kept: str = "nothing was written to it") -> DamagedStudy:
     return DamagedStudy(f"damaged study database: {path} ({reason}); restore it from a backup or move it aside ({kept})")
 

@@ -11,6 +11,7 @@ import optuna
 
 from ablate.messages.redact import redact
 from ablate.sweep.journal import journal_path
+from ablate.sweep.sqlite_study import sqlite_file, sqlite_url
 from ablate.sweep.storage import driver_reason, make_storage, storage_url
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
@@ -30,13 +31,13 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     elif path.is_dir():
         if not (path / "study.db").is_file():
             raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
-        url = f"sqlite:///{(path / 'study.db').resolve()}"
+        url = sqlite_url((path / "study.db").resolve())
     else:
         raise ValueError(
             f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
             "(sqlite:///..., postgresql://..., journal:///...)"
         )
-    local = journal_path(url) or (Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None)
+    local = journal_path(url) or sqlite_file(url)
     if local is not None and not local.is_file():
         raise ValueError(f"no study at {redact(url)}: {local} does not exist")
     return url, study

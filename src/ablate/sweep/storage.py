@@ -55,7 +55,7 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
             "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
             "machines on a shared file system such as NFS)"
         )
-    return url or f"sqlite:///{(default_dir / 'study.db').resolve()}"
+    return url or sqlite_study.sqlite_url((default_dir / "study.db").resolve())
 
 
 def make_storage(url: str, retry: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> optuna.storages.BaseStorage:

@@ -75,3 +75,19 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
     assert "choose one with --study" in capsys.readouterr().err
     assert main(["status", f"sqlite:///{out / 'study.db'}", "--study", "demo"]) == 0
     expect_picture(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("folder", ["a?b=1", "a%231"])
+def test_status_of_an_out_dir_whose_name_holds_url_characters_reads_its_own_study(tmp_path, capsys, folder, monkeypatch):
+    """`ablate status DIR` built the URL from the path as it is: '?' cut the path short ('no study'), '%23' read a#1."""
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    out = tmp_path / folder
+    out.mkdir()
+    from ablate.sweep.sqlite_study import sqlite_url
+
+    study = optuna.create_study(study_name="mine", storage=sqlite_url(out / "study.db"), direction="maximize")
+    add(study, TrialState.COMPLETE, "base-s1", out / "trials/0000-base-s1", value=27.5, **{"val/bleu": 27.5, "val/loss": 1.9})
+    (tmp_path / "a#1").mkdir()
+    optuna.create_study(study_name="other", storage=sqlite_url(tmp_path / "a#1" / "study.db"))
+    assert main(["status", str(out)]) == 0
+    assert "study 'mine'" in capsys.readouterr().out
