@@ -147,7 +147,9 @@ def test_translate_output_on_a_full_disk_is_an_error_naming_it_and_keeps_the_old
     out.write_text("yesterday's translations\n")
     capfd.readouterr()  # what making the checkpoint logged (a tokenizer trained), once an earlier test routed logs to stderr
     FullDisk(out.parent, room=1).install(monkeypatch)  # less than any output: even two empty translations are 2 bytes
-    rc = main(["translate", str(tmp_path / "m.ckpt"), "--input", str(tmp_path / "in.txt"), "--output", str(out), "--device", "cpu"])
+    rc = main(
+        ["translate", str(tmp_path / "m.ckpt"), "--input", str(tmp_path / "in.txt"), "--output", str(out), "--device", "cpu", "--force"]
+    )
     err = capfd.readouterr().err
     assert rc == 2 and err.startswith(f"ablate translate: error: disk full: could not write {out} "), err
     assert out.read_text() == "yesterday's translations\n" and leftovers(out.parent, "out.txt") == []

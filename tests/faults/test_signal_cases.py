@@ -61,12 +61,12 @@ COMMANDS = {
         ["run/avg5.ckpt"],
     ),
     "translate": Command(
-        ["translate", CKPT, "--input", "corpus/five.en", "--device", "cpu", "--output", "run/five.hyp"],
+        ["translate", CKPT, "--input", "corpus/five.en", "--device", "cpu", "--output", "run/five.hyp", "--force"],
         {"run/five.hyp": b"an earlier translation\n" * 5},
         ["run/five.hyp"],
     ),
     "evaluate": Command(
-        ["evaluate", CKPT, "--split", "test", "--device", "cpu", "--hyp-out", "run/test.hyp", "--save-eval"],
+        ["evaluate", CKPT, "--split", "test", "--device", "cpu", "--hyp-out", "run/test.hyp", "--save-eval", "--force"],
         {"run/test.hyp": b"an earlier hypothesis\n", "run/eval/test.json": b'{"an earlier": "record"}\n'},
         ["run/test.hyp", "run/eval/test.json"],
     ),

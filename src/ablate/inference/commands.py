@@ -14,7 +14,7 @@ from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.evaluation.records import eval_path
 from ablate.evaluation.scores import score
 from ablate.files.atomic import write_file
-from ablate.files.destination import check_output, run_of_checkpoint, unwritable
+from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, unwritable
 from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.inference.translation import longer_than, pick_device, save_record, translate
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
@@ -39,6 +39,7 @@ def translate_cli(args: argparse.Namespace) -> int:
         source = None if args.input == "-" else args.input
         inputs = [("--input", source), ("checkpoint", args.checkpoint)]
         check_output(args.output, "--output", inputs, owns=[run_of_checkpoint(args.checkpoint)])
+        refuse_existing(args.output, "--output", args.force)
     model, cfg, tokenizer = _load(args)
     cap = MAX_LINE_BYTES
     lines, source = (iter_stdin(cap), "stdin") if args.input == "-" else (iter_lines(args.input, cap), args.input)
@@ -60,6 +61,7 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     if args.hyp_out:
         inputs = [("--src", args.src), ("--ref", args.ref), ("checkpoint", args.checkpoint)]
         check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
+        refuse_existing(args.hyp_out, "--hyp-out", args.force)
     if args.save_eval and (why := unwritable(eval_path(Path(args.checkpoint).parent.parent, args.split))):
         raise ValueError(f"--save-eval: {why}; nothing was written")  # before the split is decoded, not after
     model, cfg, tokenizer = _load(args)

@@ -27,6 +27,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("translate", parents=[decode], help="translate lines from stdin or a file")
     p.add_argument("--input", "-i", default="-", help="source file (plain or .gz); - = stdin")
     p.add_argument("--output", "-o", default="-", help="output file; - = stdout")
+    p.add_argument("--force", action="store_true", help="write over an --output that already exists")
     p.set_defaults(func=run_translate)
 
     p = sub.add_parser("evaluate", parents=[decode], help="BLEU (with signature) and chrF of a checkpoint")
@@ -41,6 +42,7 @@ def add_parsers(sub) -> None:
         help="only pairs whose source has more than N subword tokens (length extrapolation)",
     )
     p.add_argument("--hyp-out", help="also write the hypotheses here")
+    p.add_argument("--force", action="store_true", help="write over a --hyp-out that already exists")
     p.add_argument(
         "--save-eval",
         action="store_true",

@@ -7,7 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from ablate.files.destination import check_output, run_of_checkpoint
+from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, save_atomic, step_checkpoints
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,8 @@ def average_cli(args: argparse.Namespace) -> int:
     owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
     # an input, a link, another run, a record of the run (its summary.json, ...), or without --force a checkpoint it saved
     check_output(out, "--output", [("checkpoint", p) for p in paths], owns, override="--force", forced=args.force)
-    if out.exists() and not args.force:
-        raise CheckpointError(
-            f"--output {out} already exists; refusing to overwrite it (pass --force to replace it; an "
-            "averaged checkpoint holds weights only, so never write one over a run's last.ckpt)"
-        )
+    # an averaged checkpoint holds weights only: never one over a run's last.ckpt, which a resume reads
+    refuse_existing(out, "--output", args.force)
     save_atomic(average_checkpoints(paths), out)
     print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
     for p in paths:

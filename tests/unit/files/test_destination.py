@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output, folder_kind, is_stream, owner_of, run_of_checkpoint, unwritable
+from ablate.files.destination import (
+    ARCHIVE_INCOMPLETE,
+    check_output,
+    folder_kind,
+    is_stream,
+    owner_of,
+    refuse_existing,
+    run_of_checkpoint,
+    unwritable,
+)
 
 
 def run_folder(path):
@@ -144,3 +153,17 @@ def test_an_output_that_could_not_be_written_is_refused_before_the_work_it_would
     with pytest.raises(ValueError, match="is not writable"):
         check_output(locked / "out.txt", "--output")
     check_output(tmp_path / "new" / "out.txt", "--output")  # a folder still to be made: fine
+
+
+def test_a_file_already_there_is_written_over_only_when_forced(tmp_path):
+    mine = tmp_path / "mine.de"
+    mine.write_text("a\n")
+    with pytest.raises(ValueError, match=f"-o {mine} already exists; pass --force to write over it, or choose another -o; nothing"):
+        refuse_existing(mine, "-o", forced=False)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")  # a link to nothing is there too
+    with pytest.raises(ValueError, match="already exists"):
+        refuse_existing(tmp_path / "dangling", "-o", forced=False)
+    refuse_existing(mine, "-o", forced=True)
+    refuse_existing(tmp_path / "new.de", "-o", forced=False)
+    refuse_existing("/dev/stdout", "-o", forced=False)  # a stream: written into, never replaced
+    assert mine.read_text() == "a\n"

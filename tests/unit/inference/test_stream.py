@@ -94,8 +94,31 @@ def test_output_to_a_file_is_written_as_it_is_translated_and_replaced_whole(chec
     source, out = tmp_path / "in.en", tmp_path / "out.de"
     source.write_bytes(b"the dog runs\na cat sleeps\nthe man\n\xff bad\n")
     out.write_text("kept\n")
-    assert main(["translate", str(checkpoint), "--device", "cpu", "-i", str(source), "-o", str(out)]) == 2  # line 4 is not UTF-8
+    command = ["translate", str(checkpoint), "--device", "cpu", "-i", str(source), "-o", str(out), "--force"]
+    assert main(command) == 2  # line 4 is not UTF-8
     assert out.read_text() == "kept\n" and [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
     source.write_text("the dog runs\na cat sleeps\nthe man\n")
-    assert main(["translate", str(checkpoint), "--device", "cpu", "-i", str(source), "-o", str(out)]) == 0
+    assert main(command) == 0
     assert len(out.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("verb", ["translate", "evaluate"])
+def test_an_output_that_exists_is_written_over_only_with_force(checkpoint, tmp_path, monkeypatch, capsys, verb):
+    """translate -o and evaluate --hyp-out replaced a file already there (an earlier run's translations, or a
+    reference a typo named) without asking, as average -o and table --out never did."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    source, reference, out = tmp_path / "in.en", tmp_path / "ref.de", tmp_path / "out.de"
+    source.write_text("the dog runs\na cat sleeps\n")
+    reference.write_text("der Hund rennt\neine Katze schläft\n")
+    out.write_text("the user's own file\n")
+    flag = "-o" if verb == "translate" else "--hyp-out"
+    inputs = ["-i", str(source)] if verb == "translate" else ["--src", str(source), "--ref", str(reference)]
+    command = [verb, str(checkpoint), "--device", "cpu", *inputs, flag, str(out)]
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    long_flag = "--output" if verb == "translate" else "--hyp-out"
+    assert f"error: {long_flag} {out} already exists; pass --force to write over it, or choose another {long_flag}" in err
+    assert out.read_text() == "the user's own file\n"
+    assert main([*command, "--force"]) == 0
+    assert len(out.read_text().splitlines()) == 2
+    assert main([verb, str(checkpoint), "--device", "cpu", *inputs, flag, "/dev/stdout"]) == 0  # a stream is written into

@@ -284,7 +284,7 @@ def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_p
     assert average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(out))) == 0
     torch.testing.assert_close(load_checkpoint(out)["state_dict"]["model.w"], torch.full((2,), 10.5))
     assert "averaged 2 checkpoints" in capsys.readouterr().out
-    with pytest.raises(CheckpointError, match="already exists"):
+    with pytest.raises(ValueError, match=f"--output {out} already exists; pass --force to write over it"):
         average_cli(average_args(run_dir=str(tmp_path), last=2, output=str(out)))
     assert average_cli(average_args(run_dir=str(tmp_path), last=3, output=str(out), force=True)) == 0
     torch.testing.assert_close(load_checkpoint(out)["state_dict"]["model.w"], torch.full((2,), 10.0))
