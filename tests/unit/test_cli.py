@@ -255,3 +255,22 @@ def test_evaluate_refuses_a_record_it_could_not_write_before_decoding(tmp_path, 
     ckpt = tmp_path / "run" / "checkpoints" / "best.ckpt"  # never read: the refusal comes first
     assert cli.main(["evaluate", str(ckpt), "--split", "test", "--save-eval"]) == 2
     assert f"--save-eval: {tmp_path / 'run' / 'eval'} is a file, not a folder; nothing was written" in capsys.readouterr().err
+
+
+def test_evaluate_save_eval_writes_over_the_runs_record_only_with_force(tmp_path, capsys):
+    """--save-eval replaced RUN/eval/SPLIT.json without asking: a step checkpoint's record over the run's own (made
+    from its reported weights), which `ablate table --split` then scored the run by."""
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    record = tmp_path / "run" / "eval" / "valid.json"
+    record.parent.mkdir()
+    record.write_text('{"checkpoint": "final weights", "split": "valid"}\n')
+    ckpt = tmp_path / "run" / "checkpoints" / "step=10.ckpt"  # never read: the refusal comes first
+    assert cli.main(["evaluate", str(ckpt), "--split", "valid", "--save-eval"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--save-eval {record} already exists; pass --force to write over it, or leave out --save-eval to keep it (made from final weights)"
+        in err
+    )
+    assert record.read_text() == '{"checkpoint": "final weights", "split": "valid"}\n'
+    assert cli.main(["evaluate", str(ckpt), "--split", "valid", "--save-eval", "--force"]) == 2
+    assert "already exists" not in capsys.readouterr().err  # past the refusal: here, no checkpoint to load

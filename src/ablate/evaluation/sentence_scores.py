@@ -14,6 +14,7 @@ from ablate.data.batching import collate
 from ablate.data.subset import filled_width
 from ablate.evaluation.search import beam_search
 from ablate.model import max_length
+from ablate.model.loss import upcast
 from ablate.model.tokens import PAD_ID
 
 BATCH_SENTENCES = 64
@@ -36,7 +37,7 @@ def sentence_nll(model, batch: dict) -> tuple[Tensor, Tensor]:
     """Each sentence's summed NLL (nats) of its reference, teacher-forced, without label smoothing, and its number
     of target tokens (EOS included): (B,) and (B,). Sums to `ablate.model.loss.translation_loss`'s NLL over the batch."""
     logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    logp = torch.log_softmax(upcast(logits), dim=-1)  # (B, T, V), in the run's own precision when it is fp64
     keep = batch["tgt_out"] != PAD_ID  # (B, T)
     nll = -logp.gather(-1, batch["tgt_out"].unsqueeze(-1)).squeeze(-1)  # (B, T)
     return (nll * keep).sum(dim=1), keep.sum(dim=1)

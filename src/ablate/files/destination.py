@@ -46,11 +46,12 @@ def refuse_link(path: str | os.PathLike) -> None:
         )
 
 
-def refuse_existing(path: str | os.PathLike, flag: str, forced: bool, why: str = "") -> None:
+def refuse_existing(path: str | os.PathLike, flag: str, forced: bool, instead: str | None = None) -> None:
     """Refuse to write over a file that is already there unless the user passed --force (`forced`): it may be what a
     run produced earlier, or a reference a typo named. A stream (stdout, a pipe) is written into, never replaced."""
     if not forced and os.path.lexists(path) and not is_stream(path):
-        raise ValueError(f"{flag} {path} already exists; pass --force to write over it{why}, or choose another {flag}; nothing was written")
+        instead = instead or f"choose another {flag}"
+        raise ValueError(f"{flag} {path} already exists; pass --force to write over it, or {instead}; nothing was written")
 
 
 def folder_kind(folder: Path) -> str | None:

@@ -15,6 +15,7 @@ from ablate.evaluation.records import eval_path
 from ablate.evaluation.scores import score
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, unwritable
+from ablate.files.json_file import object_or_empty
 from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.inference.translation import longer_than, pick_device, save_record, translate
 from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
@@ -62,8 +63,14 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         inputs = [("--src", args.src), ("--ref", args.ref), ("checkpoint", args.checkpoint)]
         check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
         refuse_existing(args.hyp_out, "--hyp-out", args.force)
-    if args.save_eval and (why := unwritable(eval_path(Path(args.checkpoint).parent.parent, args.split))):
-        raise ValueError(f"--save-eval: {why}; nothing was written")  # before the split is decoded, not after
+    if args.save_eval:  # before the split is decoded, not after
+        record = eval_path(Path(args.checkpoint).parent.parent, args.split)
+        if why := unwritable(record):
+            raise ValueError(f"--save-eval: {why}; nothing was written")
+        # the run's record of the split, which `ablate table --split` scores the run by: replaced only when asked
+        made_from = object_or_empty(record).get("checkpoint")
+        kept = f"leave out --save-eval to keep it (made from {made_from})" if isinstance(made_from, str) else "leave out --save-eval"
+        refuse_existing(record, "--save-eval", args.force, instead=kept)
     model, cfg, tokenizer = _load(args)
     if args.src:
         # Keep every line (empty ones too) so the hypotheses stay aligned with the references.

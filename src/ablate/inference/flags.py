@@ -42,7 +42,7 @@ def add_parsers(sub) -> None:
         help="only pairs whose source has more than N subword tokens (length extrapolation)",
     )
     p.add_argument("--hyp-out", help="also write the hypotheses here")
-    p.add_argument("--force", action="store_true", help="write over a --hyp-out that already exists")
+    p.add_argument("--force", action="store_true", help="write over a --hyp-out, or the run's eval/SPLIT.json (--save-eval), already there")
     p.add_argument(
         "--save-eval",
         action="store_true",

@@ -117,6 +117,11 @@ def _config(folder: Path) -> dict:
 def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
     state, reason, _ = trial or (None, None, None)
     if state in UNFINISHED and (folder / "summary.json").exists():  # in_study left it out
+        if state == "RUNNING" and not reason:  # its worker may be recording it this moment (a group's members end so)
+            return (
+                "its summary.json is from an attempt study.db marks running: still being recorded, or stopped before the "
+                "sweep recorded it (then the sweep trains it again); not a finished seed until study.db says so"
+            )
         said = f"{'running' if state != 'FAIL' else 'failed'}{f' ({reason[:200]})' if reason else ', stopped'}"
         return f"its summary.json is from an attempt study.db marks {said}: not a finished seed; the sweep trains it again"
     if reason is None or state in (None, "COMPLETE"):

@@ -113,9 +113,13 @@ def test_text_and_text_free_records_of_one_study_align_and_agree(tmp_path):
         collect([*runs, bare_run("y", str(c), run_dir=c)], "valid")
 
 
-def test_sentence_nll_sums_to_the_training_loss_nll():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sentence_nll_sums_to_the_training_loss_nll(dtype):
+    """In a float64 run's own precision too: the record's NLLs were rounded to float32 (and a float64 run whose logits
+    passed float32's range got NaN records and failed at its end, though its validation loss was finite)."""
     torch.manual_seed(0)
     model = build_transformer(ModelConfig(enc_layers=1, dec_layers=1, d_model=16, heads=2, d_ff=32, dropout=0.0), 40).eval()
+    model = model.to(dtype)
     rng = np.random.default_rng(0)
     pairs = [(rng.integers(4, 40, size=int(rng.integers(2, 9))), rng.integers(4, 40, size=int(rng.integers(1, 7)))) for _ in range(5)]
     src = [np.append(s, 3) for s, _ in pairs]  # EOS ends every source
@@ -130,7 +134,12 @@ def test_sentence_nll_sums_to_the_training_loss_nll():
     per_sentence, tokens = sentence_nll(model, batch)
     with torch.no_grad():
         _, nll, ntok = translation_loss(model, batch, smoothing=0.0)
-    assert per_sentence.sum().item() == pytest.approx(nll.item(), rel=1e-5) and tokens.sum() == ntok
+    rel = 1e-5 if dtype == torch.float32 else 1e-12
+    assert per_sentence.dtype == dtype and per_sentence.sum().item() == pytest.approx(nll.item(), rel=rel) and tokens.sum() == ntok
     assert tokens.tolist() == [len(t) + 1 for _, t in pairs]  # EOS included
     nlls, toks = split_nll(model, encoded, torch.device("cpu"))  # batched by length, back in order
-    assert nlls == pytest.approx(per_sentence.tolist(), rel=1e-5) and toks == tokens.tolist()
+    assert nlls == pytest.approx(per_sentence.tolist(), rel=rel) and toks == tokens.tolist()
+    if dtype == torch.float64:  # logits past float32's range: finite in the run's own precision
+        with torch.no_grad():
+            huge, _ = sentence_nll(lambda src, tgt: model(src, tgt) * 1e40, batch)
+        assert torch.isfinite(huge).all()

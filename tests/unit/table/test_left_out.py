@@ -180,7 +180,8 @@ def test_a_summary_from_an_attempt_the_study_marks_failed_is_left_out_not_a_seco
         f"an earlier attempt of row A-h1 seed 2, which {root}/trials/A-h1-s2 tabulates (its summary.json is from an attempt "
         "study.db marks failed, stopped: not a finished seed; the sweep trains it again)"
     )
-    assert why["C-N2-s2"].startswith("its summary.json is from an attempt study.db marks running")
+    # its worker may be recording it as the table reads (a group's members end so): not called stopped, to train again
+    assert why["C-N2-s2"].startswith("its summary.json is from an attempt study.db marks running: still being recorded, or")
     assert main(["table", str(root), "--out", str(tmp_path / "out")]) == 0  # refused before: two runs of seed 2
     assert "A-h1-s2-group" in capsys.readouterr().out
 
