@@ -4,11 +4,14 @@ was. A new DEST is one rename. An existing one (an archive updated) gets the sta
 last, under the marker ARCHIVE_INCOMPLETE, which `ablate table` refuses and the move's end removes: a process killed
 between two moves leaves an archive that says it is unfinished, never one that tabulates; Ctrl-C or SIGTERM there
 waits for the last move. A kill -9 leaves a
-temporary folder whose writer is gone: the next archive into DEST removes it."""
+temporary folder whose writer is gone: the next archive into DEST from the same host removes it (its name holds the
+host: another host's live one is not this host's to judge). One archive writes into DEST at a time (`exclusive`)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import glob
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,21 +19,64 @@ from pathlib import Path
 
 from ablate.archive.study_db import DATABASE
 from ablate.files import signals
-from ablate.files.atomic import DiskFull, process_alive
+from ablate.files.atomic import HOST_TAG, DiskFull, process_alive
 from ablate.files.destination import ARCHIVE_INCOMPLETE
 
 
 def _stage_name(dest: Path, pid: int | str) -> str:
-    return f".{dest.name}.archive-{pid}.tmp"
+    return f".{dest.name}.archive-{HOST_TAG}-{pid}.tmp"
+
+
+@contextlib.contextmanager
+def exclusive(dest: Path) -> Iterator[None]:
+    """One `ablate archive` into `dest` at a time, from any host that shares the folder: two at once each passed the
+    check that the study's database holds every trial the archive's does, and the one that ended last moved its older
+    database in over the other's newer one (a finished trial lost). An flock on `.DEST.archive.lock` beside it, taken
+    before that check and removed at the end; a second archive is refused, naming DEST. The folders it had to make for
+    DEST go again if the archive fails."""
+    made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lock = dest.parent / f".{dest.name}.archive.lock"
+    try:
+        fd = _locked(lock, dest)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                lock.unlink()  # a waiter that opened it first finds it gone and opens the next one (_locked)
+            os.close(fd)
+    except BaseException:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _locked(lock: Path, dest: Path) -> int:
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ValueError(
+                f"another `ablate archive` is writing {dest} (it holds {lock}); run this one when it has ended; nothing was written"
+            ) from None
+        except OSError:  # a file system without locks (an NFS mount with nolock): go on unlocked, as before
+            return fd
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                return fd
+        os.close(fd)  # the holder before us removed the file we locked: lock the one there now
 
 
 @contextlib.contextmanager
 def staging(dest: Path) -> Iterator[Path]:
-    """A temporary folder to write the archive into; moved into `dest` when the block ends, removed if it raises."""
+    """A temporary folder to write the archive into; moved into `dest` when the block ends, removed if it raises.
+    Inside `exclusive(dest)`, which made dest's folder."""
     _remove_stale(dest)
-    made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
     stage = dest.parent / _stage_name(dest, os.getpid())
-    stage.mkdir(parents=True)
+    stage.mkdir()
     try:
         try:
             yield stage
@@ -42,9 +88,6 @@ def staging(dest: Path) -> Iterator[Path]:
             _move_in(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
-        for folder in made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
         raise
 
 
@@ -64,8 +107,9 @@ def _move_in(stage: Path, dest: Path) -> None:
 
 
 def _remove_stale(dest: Path) -> None:
-    """Temporary folders of archives into `dest` whose process is gone (killed before it could clean up)."""
-    for old in dest.parent.glob(_stage_name(dest, "*")) if dest.parent.is_dir() else ():
-        pid = old.name[len(_stage_name(dest, "")) - 4 : -4]
+    """This host's temporary folders of archives into `dest` whose process is gone (killed before it could clean up)."""
+    prefix = _stage_name(dest, "")[: -len(".tmp")]
+    for old in dest.parent.glob(glob.escape(prefix) + "*.tmp"):
+        pid = old.name[len(prefix) : -len(".tmp")]
         if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)

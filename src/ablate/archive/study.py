@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.archive.staging import staging
+from ablate.archive.staging import exclusive, staging
 from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
 from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing
@@ -56,6 +56,13 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
     if folder_kind(dest) == "run":
         raise ValueError(f"{dest} holds a training run (config.yaml beside its files): archive into a folder of its own")
+    # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
+    check_output(dest / DATABASE, "the archive", owns=[dest], writes_records=True)
+    with exclusive(dest):  # from the check that DEST holds nothing newer to the last file moved in
+        return _archive_into(study, dest, evaluate, split)
+
+
+def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | None, split: str) -> ArchiveReport:
     source_db = study / DATABASE
     has_db = source_db.is_file()
     if has_db:  # a corrupt, empty or locked database is refused before anything is copied
@@ -66,8 +73,6 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
             "database over an archive with one (nothing shows the study is newer, and the archive's database would "
             "not match its trials); archive the folder that holds the study's database, or into a new folder"
         )
-    # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
-    check_output(dest / DATABASE, "the archive", owns=[dest], writes_records=True)
     report = ArchiveReport(database=has_db)
     # Written into a temporary folder, moved in at the end (ablate.archive.staging). The database is copied first (a
     # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary

@@ -25,7 +25,7 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 # In a temporary's name with the writer's pid, so a later writer tells a dead process's leftovers from a live one's.
-_OWNER = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
 
 
 class DiskFull(OSError):
@@ -42,7 +42,7 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
     refuse_link(target)  # the one rule for outputs (ablate.files.destination): never through a link
     remove_stale(target)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_OWNER}-{os.getpid()}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp")
     except OSError as e:  # no room even for an empty file (inodes)
         raise _disk_full(target, e) or e from None
     os.close(fd)
@@ -66,8 +66,8 @@ def remove_stale(target: str | os.PathLike) -> list[Path]:
     host; a file, or a `private_dir`); another live writer's, or another host's on a shared file system, stay.
     Returns those removed."""
     target, removed = Path(target), []
-    for tmp in target.parent.glob(f".{glob.escape(target.name)}.{_OWNER}-*.tmp"):
-        pid = tmp.name[len(target.name) + len(_OWNER) + 3 :].split(".", 1)[0]
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.{HOST_TAG}-*.tmp"):
+        pid = tmp.name[len(target.name) + len(HOST_TAG) + 3 :].split(".", 1)[0]
         if pid.isdigit() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 if tmp.is_dir() and not tmp.is_symlink():
@@ -83,7 +83,7 @@ def private_dir(target: str | os.PathLike) -> Path:
     written whole; a killed writer's (its PID gone) are removed first, so a kill -9 leaves no folder for good."""
     target = Path(target)
     remove_stale(target)
-    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{_OWNER}-{os.getpid()}.", suffix=".tmp"))
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp"))
 
 
 def process_alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """An archive written whole or not at all (`ablate.archive.staging.staging`): a new DEST is one rename, an existing
-one gets the files moved in under ARCHIVE_INCOMPLETE with the database last, a failure leaves DEST as it was, and a
-dead writer's temporary folder is removed by the next archive."""
+one gets the files moved in under ARCHIVE_INCOMPLETE with the database last, a failure leaves DEST as it was, a dead
+writer's temporary folder (on this host) is removed by the next archive, and one archive writes into DEST at a time."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.archive.staging import staging
+from ablate.archive.staging import exclusive, staging
 from ablate.archive.study_db import DATABASE
+from ablate.files.atomic import HOST_TAG
 from ablate.files.destination import ARCHIVE_INCOMPLETE
 
 
@@ -20,7 +21,7 @@ def tree(root):
 
 def test_a_new_archive_appears_whole_and_leaves_no_temporary_folder(tmp_path):
     dest = tmp_path / "studies" / "q"
-    with staging(dest) as stage:
+    with exclusive(dest), staging(dest) as stage:
         assert stage.parent == dest.parent and not dest.exists()
         (stage / DATABASE).write_text("db")
         (stage / "trials").mkdir()
@@ -51,18 +52,50 @@ def test_an_update_moves_files_in_database_last_and_removes_the_marker(tmp_path,
 
 def test_a_failure_leaves_dest_as_it_was_and_no_folders_it_made(tmp_path):
     dest = tmp_path / "new" / "deeper" / "q"
-    with pytest.raises(RuntimeError, match="refused"), staging(dest) as stage:
+    with pytest.raises(RuntimeError, match="refused"), exclusive(dest), staging(dest) as stage:
         (stage / DATABASE).write_text("half")
         raise RuntimeError("refused")
     assert not (tmp_path / "new").exists()
 
 
-def test_a_dead_writers_temporary_folder_goes_a_living_ones_stays(tmp_path):
+def test_a_dead_writers_temporary_folder_goes_a_living_ones_and_another_hosts_stay(tmp_path):
+    """A host's pids are its own: another host's stage, whose pid is not running here, was removed while its archive
+    wrote into it (it then failed, naming a temporary file)."""
     dest = tmp_path / "q"
     dead_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have it
-    dead, alive = tmp_path / f".q.archive-{dead_pid}.tmp", tmp_path / f".q.archive-{os.getppid()}.tmp"
-    dead.mkdir()
-    alive.mkdir()
+    dead, alive = tmp_path / f".q.archive-{HOST_TAG}-{dead_pid}.tmp", tmp_path / f".q.archive-{HOST_TAG}-{os.getppid()}.tmp"
+    elsewhere = tmp_path / f".q.archive-0ther0-{dead_pid}.tmp"
+    for folder in (dead, alive, elsewhere):
+        folder.mkdir()
     with staging(dest) as stage:
         (stage / DATABASE).write_text("db")
-    assert not dead.exists() and alive.exists()
+    assert not dead.exists() and alive.exists() and elsewhere.exists()
+
+
+def test_one_archive_writes_into_dest_at_a_time_and_leaves_no_lock_behind(tmp_path):
+    """Two archives into one DEST each checked it held nothing newer, then the one that ended last moved its older
+    database in over the other's."""
+    dest = tmp_path / "studies" / "q"
+    with exclusive(dest):
+        with pytest.raises(ValueError, match=f"another `ablate archive` is writing {dest} .*; nothing was written"), exclusive(dest):
+            pass
+        assert (dest.parent / ".q.archive.lock").exists()
+    assert os.listdir(dest.parent) == []
+    with exclusive(dest):  # free again
+        pass
+    (dest.parent / ".q.archive.lock").write_text("")  # left by a kill -9: taken, and removed at the end
+    with exclusive(dest):
+        pass
+    assert os.listdir(dest.parent) == []
+
+
+def test_a_second_archive_command_into_the_same_dest_is_refused_before_it_writes(tmp_path, capsys):
+    from ablate.cli import main
+
+    study, dest = tmp_path / "study", tmp_path / "arch"
+    study.mkdir()
+    (study / "results.csv").write_text("row\n")
+    with exclusive(dest):
+        assert main(["archive", str(study), str(dest)]) == 2
+    assert f"another `ablate archive` is writing {dest}" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["study"]
