@@ -23,6 +23,7 @@ from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.member_data import MemberDataModule
 from ablate.data.module import available_splits
 from ablate.evaluation.records import FINAL
+from ablate.files import signals
 from ablate.files.atomic import write_file
 from ablate.model.build import member_problem
 from ablate.run.callbacks import Preemption, run_end
@@ -71,9 +72,11 @@ def train_members(
     locks = []
     # members first: inside the group; a folder found empty is kept itself, its contents this command's
     fresh = {Path(c.out_dir): Path(c.out_dir).exists() for c in (*configs, cfg) if empty_or_absent(Path(c.out_dir))}
+    held = set()  # the folders whose lock this command holds
     try:
         group, lock = claim_out_dir(cfg, resume, aside)
         locks.append(lock)
+        held.add(Path(cfg.out_dir))
         if resume:
             check_same_members(cfg, configs, group)
         for member in configs:
@@ -82,13 +85,17 @@ def train_members(
             # Resuming, a member may hold no checkpoint yet (the group stopped before its first validation): the group's
             # checkpoint is what resumes it. Starting, an earlier run in a member's folder is refused or moved aside.
             locks.append(lock_run_dir(out) if resume else claim_out_dir(member, False, aside)[1])
+            held.add(out)
         return _train(cfg, configs, group, resume, member_callbacks, force, accept_data_change)
     except BaseException as e:
         # Refused before its first write, or stopped before the group's first checkpoint (a member's comes only with a
-        # validation; the group's resumes every member): no folder left behind.
+        # validation; the group's resumes every member): no folder left behind. A folder another process has locked
+        # meanwhile (the same command started twice at once) is that process's: left alone, its lock too.
         stopped = stopped_by_signal(e) and not any((Path(cfg.out_dir) / "checkpoints").glob("*.ckpt"))
-        for out, existed in fresh.items():
-            remove_if_untouched(out, stopped=stopped, keep_folder=existed)
+        with signals.held():  # a second signal acts once the cleanup is done, not halfway (as a run's, run/train.py)
+            for out, existed in fresh.items():
+                if out in held or not (out / ".run.lock").exists():
+                    remove_if_untouched(out, stopped=stopped, keep_folder=existed)
         raise
     finally:
         for fd in filter(None, locks):

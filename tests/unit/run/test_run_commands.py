@@ -170,3 +170,31 @@ def test_print_config_checks_each_members_values_as_training_does(tmp_path, caps
     assert "override 'model.dropout=[...]'" in capsys.readouterr().err
     assert main(["train", "exp.yaml", "--print-config", "model.dropout=[0.1,0.3]"]) == 0
     assert capsys.readouterr().out.endswith("# one value per member: model.dropout: [0.1, 0.3]\n")
+
+
+def test_a_group_refused_for_a_folder_another_process_just_took_leaves_that_folder_and_its_lock(tmp_path, capsys, monkeypatch):
+    """The same command started twice at once: the one whose claim was refused for the other's lock, taken after it
+    had noted the folder as absent (its own to clean up), removed the other's .run.lock."""
+    import os
+
+    from helpers import write_experiment
+
+    import ablate.run.members
+    from ablate.cli import main
+    from ablate.run.rundir import claim_out_dir, lock_run_dir
+
+    config = write_experiment(tmp_path)
+    held = []
+
+    def other_first(cfg, *args):
+        if not held:  # the other process makes the group's folder and locks it, just before this one's claim
+            (tmp_path / "run").mkdir()
+            held.append(lock_run_dir(tmp_path / "run"))
+        return claim_out_dir(cfg, *args)
+
+    monkeypatch.setattr(ablate.run.members, "claim_out_dir", other_first)
+    try:
+        assert main(["train", str(config), "--members", "2"]) == 2
+        assert (tmp_path / "run" / ".run.lock").exists()
+    finally:
+        os.close(held[0])
