@@ -28,22 +28,24 @@ def _stage_name(dest: Path, pid: int | str) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(dest: Path) -> Iterator[None]:
+def exclusive(dest: Path) -> Iterator[bool]:
     """One `ablate archive` into `dest` at a time, from any host that shares the folder: two at once each passed the
     check that the study's database holds every trial the archive's does, and the one that ended last moved its older
     database in over the other's newer one (a finished trial lost). An flock on `.DEST.archive.lock` beside it, taken
-    before that check and removed at the end; a second archive is refused, naming DEST. The folders it had to make for
-    DEST go again if the archive fails."""
+    before that check; a second archive is refused, naming DEST. The file goes at the end, so none is left beside an
+    archive (a study folder is often committed): that costs `_locked` a check that it holds the file still there.
+    Yields whether the lock was taken (not on a file system without locks). The folders it had to make for DEST go
+    again if the archive fails."""
     made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
     dest.parent.mkdir(parents=True, exist_ok=True)
     lock = dest.parent / f".{dest.name}.archive.lock"
     try:
-        fd = _locked(lock, dest)
+        fd, locked = _locked(lock, dest)
         try:
-            yield
+            yield locked
         finally:
             with contextlib.suppress(OSError):
-                lock.unlink()  # a waiter that opened it first finds it gone and opens the next one (_locked)
+                lock.unlink()
             os.close(fd)
     except BaseException:
         for folder in made:
@@ -52,9 +54,13 @@ def exclusive(dest: Path) -> Iterator[None]:
         raise
 
 
-def _locked(lock: Path, dest: Path) -> int:
+def _locked(lock: Path, dest: Path) -> tuple[int, bool]:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # 0o666 less the umask: a lock file a killed archive left is another group member's to take
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # left by another user's killed archive, in a folder we may write in
+            lock.unlink(missing_ok=True)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -63,18 +69,18 @@ def _locked(lock: Path, dest: Path) -> int:
                 f"another `ablate archive` is writing {dest} (it holds {lock}); run this one when it has ended; nothing was written"
             ) from None
         except OSError:  # a file system without locks (an NFS mount with nolock): go on unlocked, as before
-            return fd
+            return fd, False
         with contextlib.suppress(FileNotFoundError):
             if os.path.samestat(os.fstat(fd), os.stat(lock)):
-                return fd
+                return fd, True
         os.close(fd)  # the holder before us removed the file we locked: lock the one there now
 
 
 @contextlib.contextmanager
-def staging(dest: Path) -> Iterator[Path]:
+def staging(dest: Path, sole: bool = False) -> Iterator[Path]:
     """A temporary folder to write the archive into; moved into `dest` when the block ends, removed if it raises.
-    Inside `exclusive(dest)`, which made dest's folder."""
-    _remove_stale(dest)
+    Inside `exclusive(dest)`, which made dest's folder; `sole`: it holds the lock, so no other archive writes one."""
+    _remove_stale(dest, sole)
     stage = dest.parent / _stage_name(dest, os.getpid())
     stage.mkdir()
     try:
@@ -106,10 +112,11 @@ def _move_in(stage: Path, dest: Path) -> None:
     shutil.rmtree(stage, ignore_errors=True)
 
 
-def _remove_stale(dest: Path) -> None:
-    """This host's temporary folders of archives into `dest` whose process is gone (killed before it could clean up)."""
-    prefix = _stage_name(dest, "")[: -len(".tmp")]
-    for old in dest.parent.glob(glob.escape(prefix) + "*.tmp"):
-        pid = old.name[len(prefix) : -len(".tmp")]
-        if pid.isdigit() and not process_alive(int(pid)):
+def _remove_stale(dest: Path, sole: bool) -> None:
+    """Temporary folders of archives into `dest` killed before they could clean up: every one when this archive holds
+    DEST's lock (`sole`: only the lock's holder writes one), else this host's whose process is gone."""
+    mine = _stage_name(dest, "")[: -len(".tmp")]  # .DEST.archive-HOST-
+    for old in dest.parent.glob(glob.escape(f".{dest.name}.archive-") + "*.tmp"):
+        pid = old.name[len(mine) : -len(".tmp")] if old.name.startswith(mine) else ""
+        if sole or (pid.isdigit() and not process_alive(int(pid))):
             shutil.rmtree(old, ignore_errors=True)

@@ -58,11 +58,11 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
         raise ValueError(f"{dest} holds a training run (config.yaml beside its files): archive into a folder of its own")
     # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
     check_output(dest / DATABASE, "the archive", owns=[dest], writes_records=True)
-    with exclusive(dest):  # from the check that DEST holds nothing newer to the last file moved in
-        return _archive_into(study, dest, evaluate, split)
+    with exclusive(dest) as sole:  # from the check that DEST holds nothing newer to the last file moved in
+        return _archive_into(study, dest, evaluate, split, sole)
 
 
-def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | None, split: str) -> ArchiveReport:
+def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | None, split: str, sole: bool) -> ArchiveReport:
     source_db = study / DATABASE
     has_db = source_db.is_file()
     if has_db:  # a corrupt, empty or locked database is refused before anything is copied
@@ -77,7 +77,7 @@ def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | 
     # Written into a temporary folder, moved in at the end (ablate.archive.staging). The database is copied first (a
     # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary
     # when the runs were walked after it.
-    with staging(dest) as stage, database_copy(source_db, stage / DATABASE) if has_db else contextlib.nullcontext() as copied:
+    with staging(dest, sole) as stage, database_copy(source_db, stage / DATABASE) if has_db else contextlib.nullcontext() as copied:
         _archive_runs(study, dest, stage, report, evaluate, split, copied)
     return report
 

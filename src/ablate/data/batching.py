@@ -210,13 +210,16 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
+        yield from self.sampler.untrained(self._this_epoch())  # computed as a batch is first drawn (EpochPosition)
+
+    def _this_epoch(self) -> list[list[int]]:
         batches = self.batches()
         if self.num_replicas > 1 and batches:
             total = len(self) * self.num_replicas
             if total > len(batches):
                 batches = (batches * math.ceil(total / len(batches)))[:total]
             batches = batches[:total][self.rank :: self.num_replicas]
-        return self.sampler.untrained(batches[: len(self)])  # whole accumulation windows
+        return batches[: len(self)]  # whole accumulation windows
 
     def __len__(self) -> int:
         n = len(self.bounds)

@@ -3,7 +3,7 @@
 Lightning calls `set_epoch` on `dataloader.batch_sampler.sampler`, never on the batch sampler itself, so a batch sampler
 keeps one of these there. Its epoch is read from the trainer, not from Lightning's argument, which is one ahead when a
 run restarts from a checkpoint taken at an epoch's end. On a resume Lightning builds the epoch's iterator before it
-calls `set_epoch`, so `resume` sets the epoch itself; the batches a resumed run trained in it are skipped once, and
+calls `set_epoch`, so `follow` sets the epoch itself; the batches a resumed run trained in it are skipped once, and
 since a sampler's order is a function of (seed, epoch) the run goes on exactly where it stopped.
 """
 
@@ -43,8 +43,10 @@ class EpochPosition:
             self.resume_at = resume_at
 
     def untrained(self, batches: Iterable[T]) -> Iterator[T]:
-        """`batches`, the epoch's in order, less those a resumed run already trained in it (on the first pass only)."""
+        """`batches`, the epoch's in order, less those a resumed run already trained in it (on the first pass only).
+        A generator, so the skip is spent by the pass that draws a batch: a DataLoader with workers makes an iterator
+        it never draws from before the one it uses, which would otherwise take the skip and replay the trained steps."""
         skip = 0
         if self.resume_at is not None and self.resume_at[0] == self.owner.epoch:
             skip, self.resume_at = self.resume_at[1], None
-        return itertools.islice(batches, skip, None)
+        yield from itertools.islice(batches, skip, None)

@@ -76,7 +76,7 @@ class MemberBatchSampler:
         return len(self.buckets.bounds)
 
     def __iter__(self) -> Iterator[list[list[int]]]:
-        return self.sampler.untrained(self._steps())
+        yield from self.sampler.untrained(self._steps())  # drawn lazily: see EpochPosition.untrained
 
     def _steps(self) -> Iterator[list[list[int]]]:
         if self.shared:

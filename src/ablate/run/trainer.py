@@ -59,21 +59,23 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
                         save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
     ]  # fmt: skip
     may_stop_sooner = bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)
-    return _trainer(cfg, out, loggers, [*checkpoints, *extra_callbacks], may_stop_sooner,
-                    devices=t.devices, strategy=t.strategy, accumulate_grad_batches=t.accumulate,
-                    gradient_clip_val=t.clip_grad or None, enable_checkpointing=True)  # fmt: skip
+    return _trainer(cfg, out, loggers, [*checkpoints, *extra_callbacks], may_stop_sooner, t.accumulate,
+                    devices=t.devices, strategy=t.strategy, gradient_clip_val=t.clip_grad or None,
+                    enable_checkpointing=True)  # fmt: skip
 
 
 def make_group_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:
     """The Trainer of a member group (ablate.run.members): one device, no accumulation, clipping per member in
     MemberAdam, and each member's checkpoints written by its MemberRuns; each member may stop sooner than the group."""
-    return _trainer(cfg, out, loggers, extra_callbacks, may_stop_sooner=True, devices=1, strategy="auto",
-                    accumulate_grad_batches=1, gradient_clip_val=None, enable_checkpointing=False)  # fmt: skip
+    return _trainer(cfg, out, loggers, extra_callbacks, may_stop_sooner=True, accumulate=1, devices=1, strategy="auto",
+                    gradient_clip_val=None, enable_checkpointing=False)  # fmt: skip
 
 
-def _trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, may_stop_sooner: bool, **shape) -> L.Trainer:
-    """What a run's and a group's Trainers share; `shape` holds where they differ (devices, accumulation, clipping,
-    checkpoints)."""
+def _trainer(
+    cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list, may_stop_sooner: bool, accumulate: int, **shape
+) -> L.Trainer:
+    """What a run's and a group's Trainers share; `shape`, the Trainer's arguments where they differ (devices,
+    clipping, checkpoints)."""
     t = cfg.train
     quiet_dependencies(out)
     callbacks = [
@@ -92,7 +94,8 @@ def _trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: l
         max_epochs=t.max_epochs or -1,
         accelerator=t.accelerator,
         precision=Precision.of(t).name,
-        val_check_interval=every * shape["accumulate_grad_batches"] if every else 1.0,
+        accumulate_grad_batches=accumulate,
+        val_check_interval=every * accumulate if every else 1.0,
         check_val_every_n_epoch=None if every else 1,
         log_every_n_steps=t.log_every_steps,
         logger=loggers,

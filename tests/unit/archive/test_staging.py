@@ -67,9 +67,15 @@ def test_a_dead_writers_temporary_folder_goes_a_living_ones_and_another_hosts_st
     elsewhere = tmp_path / f".q.archive-0ther0-{dead_pid}.tmp"
     for folder in (dead, alive, elsewhere):
         folder.mkdir()
-    with staging(dest) as stage:
+    with staging(dest) as stage:  # without DEST's lock (a file system without locks): only this host's dead ones
         (stage / DATABASE).write_text("db")
     assert not dead.exists() and alive.exists() and elsewhere.exists()
+    older = tmp_path / f".q.archive-{dead_pid}.tmp"  # named before stages carried their host
+    older.mkdir()
+    with exclusive(dest) as sole, staging(dest, sole) as stage:  # holding the lock, no other archive writes one
+        assert sole
+        (stage / DATABASE).write_text("db")
+    assert sorted(os.listdir(tmp_path)) == ["q"]
 
 
 def test_one_archive_writes_into_dest_at_a_time_and_leaves_no_lock_behind(tmp_path):
