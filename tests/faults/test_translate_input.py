@@ -135,3 +135,34 @@ def test_a_line_of_32_mb_on_stdin_is_read_from_its_first_mib_under_the_harness_m
     assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
     assert "stdin:1 is over 1,048,576 bytes long; read from its first 1,048,576 only (31,351,425 bytes skipped)" in err, err[-2000:]
     assert len(proc.stdout.decode().splitlines()) == 2
+
+
+@pytest.mark.slow  # a subprocess importing torch: seconds; the default set stays under a minute
+def test_translations_piped_from_a_terminal_are_one_line_a_source_line(tmp_path):
+    """`ablate translate CKPT -i FILE > out` typed at a terminal: the progress bar (on, as stderr is a terminal) wrote a
+    blank line into stdout, so out.txt began with one and each translation sat a line below its source."""
+    import pty
+
+    (tmp_path / "in.txt").write_text("the dog runs\na cat sleeps\nthe man\n")
+    torch.save(tiny_checkpoint(tmp_path), tmp_path / "m.ckpt")  # untrained, it translates each line to a few tokens
+    primary, terminal = pty.openpty()
+    try:
+        with open(tmp_path / "out.txt", "wb") as out:
+            cmd = [
+                sys.executable,
+                "-m",
+                "ablate.cli",
+                "translate",
+                str(tmp_path / "m.ckpt"),
+                "-i",
+                str(tmp_path / "in.txt"),
+                "--device",
+                "cpu",
+            ]
+            env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache")}
+            rc = subprocess.run(cmd, stdout=out, stderr=terminal, timeout=300, env=env).returncode
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    lines = (tmp_path / "out.txt").read_text().split("\n")
+    assert rc == 0 and len(lines) == 4 and lines[-1] == "" and lines[0], lines  # 3 translations (an empty one may be one)

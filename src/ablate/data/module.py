@@ -135,6 +135,14 @@ class TranslationDataModule(L.LightningDataModule):
             return 1, 0
         return trainer.world_size, trainer.global_rank
 
+    def _to_cuda(self) -> bool:
+        """Whether batches go to a CUDA device, so pinned host memory speeds their copy: a CPU run on a GPU machine
+        (train.accelerator=cpu) pinned every batch for nothing, and failed where CUDA is seen but has no driver."""
+        strategy = getattr(getattr(self, "trainer", None), "strategy", None)
+        if strategy is not None:
+            return strategy.root_device.type == "cuda"
+        return torch.cuda.is_available() and self.cfg.train.accelerator in ("auto", "gpu", "cuda")
+
     def _loader(self, split: str, shuffle: bool, shard: bool, accumulate: int = 1) -> DataLoader:
         replicas, rank = self._ranks() if shard else (1, 0)
         return make_loader(
@@ -145,7 +153,7 @@ class TranslationDataModule(L.LightningDataModule):
             num_replicas=replicas,
             rank=rank,
             num_workers=self.data_cfg.num_workers,
-            pin_memory=torch.cuda.is_available(),
+            pin_memory=self._to_cuda(),
             accumulate=accumulate,
             pad_multiple=self.data_cfg.pad_multiple,
         )

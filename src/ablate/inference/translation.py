@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ablate.config import ExperimentConfig
@@ -56,9 +57,11 @@ def translate(
         _warn_truncated(encoded, max_src, cfg, source, first)
     encoded = [ids[:max_src] + [EOS_ID] for ids in encoded]
     outputs: list[list[int]] = [[] for _ in encoded]
-    bar = Progress(
-        TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not progress, transient=True
-    )
+    # On stderr, as ablate's other lines: on stdout's console rich < 14.3 wrote a blank line there at each chunk's end
+    # even when disabled, and rich 15 one where stderr is a terminal, both into the translations (out of line with
+    # their sources).
+    columns = (TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    bar = Progress(*columns, console=Console(stderr=True), disable=not progress, transient=True)
     with bar, Precision.of(t).decoding(device):  # the arithmetic the model trained and validated in
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):

@@ -48,7 +48,7 @@ OPTUNA_STUDY = {
     "optuna.storages._rdb.storage": r"A new study created in RDB with name: .*",
     "optuna.storages.journal._storage": r"A new study created in Journal with name: .*",
     "optuna.storages._in_memory": r"A new study created in memory with name: .*",
-    "optuna.study.study": r"Using an existing study with `study_name=.*` instead of creating a new one\.",
+    "optuna.study.study": r"Using an existing study with (`study_name=.*`|name .*) instead of creating a new one\.",  # 5.x, 4.x
 }
 # The DataLoader advice to use worker processes: ablate's batches are encoded in memory before training, so there is
 # nothing to load in parallel (data.num_workers is there should that change).

@@ -74,3 +74,17 @@ def test_lightning_advances_the_shuffle_each_epoch(datamodule):
         expected.set_epoch(epoch)
         assert model.seen[epoch] == [[int(datamodule.encoded("train").idx[j]) for j in b] for b in expected]
     assert model.seen[0] != model.seen[1]
+
+
+def test_batches_are_pinned_only_for_a_cuda_device(datamodule, monkeypatch):
+    """A CPU run on a GPU machine (train.accelerator=cpu) pinned every batch for nothing, and failed where CUDA is
+    seen but has no driver (torch's CUDA wheel on a CPU machine, with Lightning's NVML check)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for accelerator, pinned in (("cpu", False), ("auto", True), ("gpu", True)):
+        datamodule.cfg.train.accelerator = accelerator
+        assert datamodule._to_cuda() is pinned, accelerator
+    datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), world_size=1, global_rank=0)
+    assert datamodule._to_cuda() is False  # the trainer's device decides once there is one
+    assert datamodule.val_dataloader().pin_memory is False
