@@ -4,6 +4,7 @@ evaluate` (ablate.inference.commands) that a run's end (ablate.run.evaluation) a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,12 +58,12 @@ def translate(
         _warn_truncated(encoded, max_src, cfg, source, first)
     encoded = [ids[:max_src] + [EOS_ID] for ids in encoded]
     outputs: list[list[int]] = [[] for _ in encoded]
-    # On stderr, as ablate's other lines: on stdout's console rich < 14.3 wrote a blank line there at each chunk's end
-    # even when disabled, and rich 15 one where stderr is a terminal, both into the translations (out of line with
-    # their sources).
+    # On stderr, as ablate's other lines, and shown only with `progress`: on stdout's console rich 15 wrote a blank line
+    # into the translations where stderr is a terminal (each then a line below its source), and rich < 14.3 one at each
+    # chunk's end even when disabled.
     columns = (TextColumn("translating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     bar = Progress(*columns, console=Console(stderr=True), disable=not progress, transient=True)
-    with bar, Precision.of(t).decoding(device):  # the arithmetic the model trained and validated in
+    with bar if progress else contextlib.nullcontext(), Precision.of(t).decoding(device):  # the run's own arithmetic
         task = bar.add_task("", total=len(encoded))
         for rows, src in length_batches(encoded, batch_tokens):
             hyps = beam_search(model, src.to(device), beam, alpha, t.max_len_a, t.max_len_b, cap)

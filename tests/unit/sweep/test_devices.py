@@ -269,6 +269,9 @@ def test_the_probe_child_trains_the_config_and_reports_the_peak_and_each_gpus_fr
 
     cfg = tiny_experiment(tmp_path, train={"accelerator": "cpu", "num_threads": 1, "val_max_sentences": 0})
     (tmp_path / "probe.yaml").write_text(to_yaml(cfg))
+    # The training itself as on a machine without CUDA: with torch's CUDA wheel and no driver, the faked count made
+    # CUDA look available (Lightning's NVML check) and the optimizer's step asked the driver about graph capture.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: ((30 + i) * GIB, 80 * GIB))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"gpu{i}")
