@@ -58,9 +58,8 @@ def _locked(lock: Path, dest: Path) -> tuple[int, bool]:
     while True:
         try:  # 0o666 less the umask: a lock file a killed archive left is another group member's to take
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:  # left by another user's killed archive, in a folder we may write in
-            lock.unlink(missing_ok=True)
-            continue
+        except PermissionError:  # another user's (live, or left by a kill): an flock needs no write access to it
+            fd = os.open(lock, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -105,3 +105,27 @@ def test_a_second_archive_command_into_the_same_dest_is_refused_before_it_writes
         assert main(["archive", str(study), str(dest)]) == 2
     assert f"another `ablate archive` is writing {dest}" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["study"]
+
+
+def test_another_users_lock_file_is_locked_read_only_never_removed(tmp_path, monkeypatch):
+    """A lock file another user's archive holds (0o644 under the usual umask) cannot be opened for writing: it was
+    unlinked and a new one locked, so both archives went on."""
+    dest = tmp_path / "q"
+    lock = tmp_path / ".q.archive.lock"
+    real_open = os.open
+
+    def others(path, flags, *mode):  # the file is another user's: no write access
+        if Path(path) == lock and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *mode)
+
+    with exclusive(dest):  # the other user's live archive
+        monkeypatch.setattr(os, "open", others)
+        with pytest.raises(ValueError, match="another `ablate archive` is writing"), exclusive(dest):
+            pass
+        assert lock.exists()
+        monkeypatch.undo()
+    lock.write_text("")  # left behind by that user's killed archive: taken read-only
+    monkeypatch.setattr(os, "open", others)
+    with exclusive(dest) as sole:
+        assert sole
