@@ -83,6 +83,35 @@ def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
         assert [p.name for p in (tmp_path / "shared" / "study.log.heartbeats").iterdir()] == [".now"]
 
 
+@pytest.mark.parametrize("storage", ["sqlite", "journal"])
+def test_a_trial_whose_worker_died_before_its_first_beat_is_failed_and_its_row_run_again(tmp_path, storage):
+    """Optuna never calls a trial without any heartbeat stale: every later sweep of the study waited on it, forever
+    (ablate.sweep.unbeaten). The dead worker is played by taking the row here and beating nothing."""
+    from ablate.sweep.load import load_sweep
+    from ablate.sweep.plan import plan_for
+    from ablate.sweep.worker import open_sweep_study
+
+    log = tmp_path / "shared" / "study.log"
+    path = sweep_writer(tmp_path, {"max_steps": 4, "val_every_steps": 2, "num_threads": 1, "val_bleu": False})(
+        name="orphan",
+        out_dir=str(tmp_path / "out"),
+        objective={"metric": "val/loss", "direction": "minimize"},
+        variants={"base": {}},
+        **({"storage": f"journal://{log}"} if storage == "journal" else {}),
+    )
+    sweep = load_sweep(path)
+    url = f"journal://{log}" if storage == "journal" else f"sqlite:///{tmp_path / 'out' / 'study.db'}"
+    handle, plan = open_sweep_study(sweep, url), plan_for(sweep)
+    plan.queue(handle.study)
+    assert plan.take(handle).number == 0  # RUNNING, never beaten
+    env = {**os.environ, "ABLATE_SWEEP_HEARTBEAT": "1"}
+    cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    states = [(t.number, t.state, t.user_attrs.get("row")) for t in handle.study.get_trials()]
+    assert states == [(0, TrialState.FAIL, "base"), (1, TrialState.COMPLETE, "base")], states
+
+
 def test_a_corrupt_study_database_is_reported_and_left_untouched(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text("model: {d_model: 32, heads: 4}\n")

@@ -6,7 +6,8 @@ whose locks SQLite cannot trust (NFS). Two things it lacks are added here:
 - Trial heartbeats, which a sweep needs to fail a dead worker's trial and rerun its row: a file per running
   trial beside the journal (`study.log.heartbeats/TRIAL_ID`), touched at every beat. A trial is stale when its
   file is older than the grace period by the file server's clock (compared with a probe file touched just now),
-  so the machines' own clocks need not agree.
+  so the machines' own clocks need not agree. A running trial with no file is stale once a watcher has seen it so
+  for the grace period (ablate.sweep.unbeaten).
 - A checked reader: Optuna skips a damaged last line without a word and raises a bare JSONDecodeError for one
   in the middle. Here any damaged line stops the sweep with its file and line number, and the file is never
   rewritten (a torn trailing line seen by a reader is another worker's append in progress and is left to Optuna).
@@ -31,6 +32,7 @@ from optuna.storages.journal._file import get_lock_file  # not re-exported; the 
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.files.atomic import append
+from ablate.sweep.unbeaten import UnbeatenWatch
 
 SCHEME = "journal:"
 
@@ -134,6 +136,7 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         self._beats = path.with_name(path.name + ".heartbeats")
         self._beats.mkdir(exist_ok=True)
         self._interval, self._grace, self._callback = heartbeat_interval, grace_period, stale_callback
+        self._unbeaten = UnbeatenWatch(grace_period)
 
     def record_heartbeat(self, trial_id: int) -> None:
         _touch(self._beats / str(trial_id))
@@ -144,17 +147,18 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         return probe.stat().st_mtime
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        now, stale = self._now(), []
+        now, stale, unbeaten = self._now(), [], []
         for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             trial_id = self.get_trial_id_from_study_id_trial_number(study_id, trial.number)
             beat = self._beats / str(trial_id)
             try:
                 age = now - beat.stat().st_mtime
             except FileNotFoundError:
-                continue  # never beaten yet: as in RDBStorage, not stale
+                unbeaten.append(trial_id)  # claimed this moment, or its claimer or heartbeat file is gone
+                continue
             if age > self._grace:
                 stale.append(trial_id)
-        return stale
+        return stale + self._unbeaten.stale(unbeaten)
 
     def get_heartbeat_interval(self) -> int | None:
         return self._interval

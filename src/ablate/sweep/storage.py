@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial
 from ablate.messages.redact import redact, remember
 from ablate.sweep import sqlite_study
 from ablate.sweep.journal import JournalStudyStorage, journal_path
+from ablate.sweep.unbeaten import RDBStudyStorage
 
 # We drive trials with ask/tell and beat the heart ourselves, which Optuna warns about; heartbeats are "experimental".
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
@@ -67,13 +68,11 @@ def make_storage(url: str, retry: Callable[[optuna.Study, FrozenTrial], None] | 
         return JournalStudyStorage(journal_path(url), stale_callback=retry, **beat)
     db = sqlite_study.sqlite_file(url)
     if db is None:
-        return _created_once(lambda: optuna.storages.RDBStorage(url, heartbeat_stale_trial_callback=retry, **beat))
+        return _created_once(lambda: RDBStudyStorage(url, heartbeat_stale_trial_callback=retry, **beat))
     sqlite_study.check_database(db)
     sqlite_study.watch(db)
     with sqlite_study.study_lock(db):  # the first open creates the tables: one process at a time
-        return optuna.storages.RDBStorage(
-            url, heartbeat_stale_trial_callback=retry, engine_kwargs={"connect_args": {"timeout": 60}}, **beat
-        )
+        return RDBStudyStorage(url, heartbeat_stale_trial_callback=retry, engine_kwargs={"connect_args": {"timeout": 60}}, **beat)
 
 
 def _created_once(make: Callable[[], optuna.storages.RDBStorage]) -> optuna.storages.RDBStorage:
