@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ablate.model.loss import upcast
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
 from ablate.model.transformer import Transformer, reorder_cache
 
@@ -68,8 +69,8 @@ def greedy_decode(model: Transformer, src: Tensor, max_len_a: float = 1.0, max_l
 class BestFinished:
     """Each sentence's best finished hypothesis so far, in device tensors: score / length penalty, length and ids."""
 
-    def __init__(self, n: int, steps: int, device: torch.device):
-        self.score = torch.full((n,), float("-inf"), device=device)  # (N,)
+    def __init__(self, n: int, steps: int, device: torch.device, dtype: torch.dtype):
+        self.score = torch.full((n,), float("-inf"), device=device, dtype=dtype)  # (N,)
         self.length = torch.zeros(n, dtype=torch.long, device=device)  # (N,)
         self.ids = torch.full((n, max(steps - 1, 1)), PAD_ID, dtype=torch.long, device=device)  # (N, L-1): EOS at step t ends t ids
 
@@ -121,16 +122,17 @@ def beam_search(
     memory, src_mask = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (N*K, S, D)
     limits = max_lengths(src, max_len_a, max_len_b, cap)  # (N,)
     steps = int(limits.max())
-    best = BestFinished(n, steps, device)
+    dtype = upcast(memory).dtype  # a float64 model's beams rank in float64; half precisions in float32
+    best = BestFinished(n, steps, device, dtype)
     sent = torch.arange(n, device=device)  # (B,) sentence of each live row
-    scores = torch.full((n, k), float("-inf"), device=device)
+    scores = torch.full((n, k), float("-inf"), device=device, dtype=dtype)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
     tokens = torch.full((n * k, 1), BOS_ID, dtype=torch.long, device=device)  # (B*K, t+1) each live beam's ids
     n_finished = torch.zeros(n, dtype=torch.long, device=device)  # (B,)
     cache = model.new_cache()
     for t in range(steps):
         b = sent.numel()
-        logp = model.decode(tokens[:, -1:], memory, src_mask, cache, start=t)[:, -1].float().log_softmax(-1)  # (B*K, V)
+        logp = model.decode(tokens[:, -1:], memory, src_mask, cache, start=t)[:, -1].to(dtype).log_softmax(-1)  # (B*K, V)
         forced = limits[sent] <= t + 1  # (B,) must end now
         top, src_beam, tok = extend(logp.view(b, k, -1), scores, forced)  # (B, 2K) each
         fin = (tok == EOS_ID) & torch.isfinite(top)

@@ -65,6 +65,26 @@ def test_forced_eos_is_scored_with_its_own_probability():
     assert beam_search(LimitModel(), src, beam=2, alpha=0.0, max_len_a=0.0, max_len_b=2) == [[A]]  # A's EOS forced at 2
 
 
+class Float64Model(ToyModel):
+    """BOS -> A or B, each then EOS for certain; B's log-prob exceeds A's by 1e-12, which float64 holds and float32
+    rounds away (a tie, which keeps A, the first candidate)."""
+
+    def __init__(self):
+        table = torch.full((self.V, self.V), 1e-30, dtype=torch.float64).log()
+        table[BOS_ID, A] = math.log(0.5)
+        table[BOS_ID, B] = math.log(0.5) + 1e-12
+        table[A, EOS_ID] = table[B, EOS_ID] = 0.0
+        self.logp = table
+
+    def encode(self, src):
+        memory, mask = super().encode(src)
+        return memory.double(), mask
+
+
+def test_a_float64_model_s_beams_are_ranked_in_float64():
+    assert beam_search(Float64Model(), torch.tensor([[7, 7, 0]]), beam=2, alpha=0.0) == [[B]]
+
+
 def test_length_penalty_is_gnmt():
     assert length_penalty(1, 0.6) == 1.0
     assert math.isclose(length_penalty(7, 0.6), 2.0**0.6)
