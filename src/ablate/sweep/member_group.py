@@ -44,7 +44,8 @@ def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tu
         key = row_of(member)
         t = trial if key == mine else plan.take(handle, lambda k, key=key: k == key)
         if t is None or Path(member.user_attrs.get("out_dir", "")).parent != root or run_dir_in_use(group):
-            partners = [p for p in ordered if p is not trial]
+            # the group does not re-form: what was taken for it (this member's row too) trains in a fresh group
+            partners = [p for p in [*ordered, t] if p is not None and p is not trial]
             return None, partners + plan.take_partners(handle, trial, size - 1 - len(partners))
         ordered.append(t)
         dirs.append(Path(member.user_attrs["out_dir"]))

@@ -4,6 +4,7 @@ order, to continue from its checkpoint; otherwise fresh partners of the row."""
 from __future__ import annotations
 
 import json
+import os
 
 import torch
 from sweep_files import write
@@ -59,6 +60,24 @@ def test_a_group_that_left_no_checkpoint_starts_afresh_with_the_rows_partners(tm
     trial = plan.take(handle)
     resume, partners = take_group(handle, plan, trial, root)
     assert resume is None and len(partners) == 1 and row_of(handle.frozen(partners[0]))[0] == "base"
+
+
+def test_a_group_that_cannot_re_form_leaves_no_row_it_took_behind(tmp_path):
+    """The old group's process still holds its folder (saving as its worker died): the rows taken to re-form it train
+    in a fresh group; none is left RUNNING outside the worker's list (it was never beaten, nor trained)."""
+    from optuna.trial import TrialState
+
+    from ablate.run.rundir import lock_run_dir
+
+    sweep, handle, plan, root = _study(tmp_path)
+    group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
+    held = lock_run_dir(group)
+    trial = plan.take(handle, lambda key: key == ("base", 1))  # member 1: member 0's row (seed 2) is taken first
+    resume, partners = take_group(handle, plan, trial, root)
+    taken = {t.number for t in [trial, *partners]}
+    running = {t.number for t in handle.study.get_trials() if t.state == TrialState.RUNNING}
+    assert resume is None and running == taken and len(taken) == 2, (running, taken)
+    os.close(held)
 
 
 def test_an_interrupted_attempt_in_the_other_grouping_is_named_not_passed_over(tmp_path):
