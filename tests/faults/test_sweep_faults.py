@@ -162,3 +162,33 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
         steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
     assert saved["global_step"] <= min(steps) < saved["global_step"] + 5 and max(steps) == 149  # logged every 5 steps
     assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr
+
+
+def test_a_preempted_grid_point_continues_on_the_rerun_and_the_grid_trains_each_point_once(tmp_path):
+    """A search trial stopped by a signal was failed and passed over: the grid counted its point as visited, and the
+    rerun trained the other point twice (ablate.sweep.search_plan queues a retry of it now)."""
+    sweep = sweep_writer(tmp_path, {"max_steps": 60, "val_every_steps": 10, "num_threads": 1, "val_bleu": False})(
+        name="grid",
+        out_dir=str(tmp_path / "out"),
+        objective={"metric": "val/loss", "direction": "minimize"},
+        sampler={"name": "grid"},
+        search={"model.heads": {"type": "categorical", "choices": [1, 2]}},
+    )
+    cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while not list((tmp_path / "out" / "trials").glob("*/checkpoints/step=10.ckpt")):
+        assert time.time() < deadline and proc.poll() is None, "the first trial never checkpointed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 75, out[-3000:]
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    trials = optuna.load_study(study_name="grid", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}").get_trials()
+    done = sorted(t.params["model.heads"] for t in trials if t.state == TrialState.COMPLETE)
+    assert done == [1, 2], [(t.number, t.state, t.params) for t in trials]
+    (first,) = [t for t in trials if t.state == TrialState.FAIL]
+    (cont,) = [t for t in trials if t.system_attrs.get("retry_history") == [first.number]]
+    assert cont.state == TrialState.COMPLETE and cont.user_attrs["out_dir"] == first.user_attrs["out_dir"], rerun.stderr[-3000:]
+    assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr

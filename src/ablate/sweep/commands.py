@@ -20,9 +20,10 @@ from rich.console import Console
 
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
+from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
-from ablate.sweep.failure_report import report_failures
+from ablate.sweep.failure_report import report_failures, report_interrupted
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
@@ -36,7 +37,7 @@ from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
-from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV, storage_url
+from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, storage_url
 from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -80,7 +81,9 @@ def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layo
     return Layout(gpus, per_gpu, sweep.gpus_per_trial)
 
 
-def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: Callable[[str], None] | None = None) -> list[int]:
+def launch_workers(
+    sweep: Sweep, url: str, devices: list[str | None], on_line: Callable[[str], None] | None = None, since: int = 0
+) -> list[int]:
     """A worker process per entry of `devices`, all on one study; a worker given a device sees only it (its
     CUDA_VISIBLE_DEVICES; None on CPU). A signal to this process (a preempted job, a Ctrl-C) reaches every worker as
     SIGTERM: each passes it to its trial, which saves, and stops. With `on_line`, each line the workers print is handed
@@ -88,7 +91,9 @@ def launch_workers(sweep: Sweep, url: str, devices: list[str | None], on_line: C
     (SIGKILL), each worker stops as on SIGTERM (ablate.sweep.parent_watch), so no orphan starts a new row."""
     procs = []
     for i, device in enumerate(devices):
-        env = watched_env({**os.environ, STORAGE_ENV: url})  # the URL (it may hold a password) travels by environment, not argv
+        env = watched_env(
+            {**os.environ, STORAGE_ENV: url, RUN_FROM_ENV: str(since)}
+        )  # the URL (it may hold a password) travels by environment, not argv
         if "members.size" in sweep.overrides:  # --members reaches the workers, which load the sweep file themselves
             env[MEMBERS_ENV] = f"{sweep.overrides['members.size']}{'!' if sweep.members_forced else ''}"  # !: over the rows' own
         if device is not None:
@@ -132,7 +137,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     """Run the sweep; its exit code (also in `ablate sweep --help`): 0 the study ran and some row has a result, rows
     that failed by themselves named on stderr with their logs as a warning (the study still compares the others);
     ALL_FAILED_EXIT (1) every row that ran failed, each named with its log; PREEMPTED_EXIT (75) or INTERRUPTED_EXIT
-    (130) stopped by a signal, running trials saved, a rerun continues. A usage or sweep-file error is ablate's 2."""
+    (130) stopped by a signal, running trials saved, a rerun continues; PREEMPTED_EXIT too when runs were interrupted
+    more often than a run retries them (workers killed), each named: a rerun continues them. A usage or sweep-file
+    error is ablate's 2."""
     console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
     if args.storage:
         # W&B records the command line of the summary run; keep a password given by --storage out of it.
@@ -173,6 +180,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
         check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     study = open_sweep_study(sweep, url).study
+    since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
     optuna.storages.fail_stale_trials(study)
     queued = plan_for(sweep).queue(study)
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
@@ -190,9 +198,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     codes = []
     with LiveView(url, sweep.name, console, live=live) as view:
         if workers == 1 and not live and not placed.gpus:
-            run_worker(sweep, url, 0)
+            run_worker(sweep, url, 0, since=since)
         else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
-            codes = launch_workers(sweep, url, devices, view.post if live else None)
+            codes = launch_workers(sweep, url, devices, view.post if live else None, since)
     if any(codes):
         console.print(f"[yellow]worker exit codes: {codes}[/]")
     rows = summarize(sweep, study)
@@ -200,6 +208,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
     log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
     console.print(f"results: {sweep.out_dir / 'results.csv'}; {dashboard_hint(url)}")
     none_finished = report_failures(study)
+    unfinished = not Stop.requested and report_interrupted(study)  # workers died more often than a run retries
     if not (none_finished or Stop.requested) and "base" in sweep.variants:  # ablate table compares rows with the base
         console.print(f"next, the study in Table 3's layout: ablate table {shlex.quote(str(sweep.out_dir))}", soft_wrap=True)
     if Stop.requested:
@@ -210,7 +219,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
         again = shlex.join(["ablate", "sweep", str(args.file), *flags])
         console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
         return Stop.exit_code()
-    return ALL_FAILED_EXIT if none_finished else 0
+    return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished else 0
 
 
 def dashboard_hint(url: str) -> str:

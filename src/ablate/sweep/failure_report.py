@@ -1,5 +1,6 @@
 """The failure report of a sweep: each row left failed by its own fault (a crash, a NaN, a bad override), why and where
-its log is, on stderr; an error (exit 1) when no row finished, else a warning.
+its log is, on stderr; an error (exit 1) when no row finished, else a warning. And each run left interrupted at the end
+(its workers died more often than a run retries), which the next run continues: never dropped without a word.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of, was_interrupted
+from ablate.sweep.plan_base import MAX_RETRY
 
 _RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -64,3 +66,34 @@ def report_failures(study: optuna.Study) -> bool:
         lines.append(f"  {name}: trial {t.number}, {t.user_attrs.get('fail_reason', '')[:300]}; {where_logged(t)}")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return none_finished
+
+
+def left_interrupted(study: optuna.Study) -> list[FrozenTrial]:
+    """The last attempt of each run (a variants row's seed, a search trial with its retries) that was interrupted and
+    has no attempt after it."""
+    trials = [t for t in study.get_trials(deepcopy=False) if not is_bookkeeping(t)]
+    retried = {attempts[-1] for t in trials if (attempts := t.system_attrs.get("retry_history"))}
+    last: dict = {}
+    for t in trials:
+        key = row_of(t) or ("search", t.number)
+        if key not in last or t.number > last[key].number:
+            last[key] = t
+    return [t for t in last.values() if was_interrupted(t) and t.number not in retried]
+
+
+def report_interrupted(study: optuna.Study) -> bool:
+    """Name each run a sweep that ended by itself (no signal) left interrupted, on stderr; returns whether there was one
+    (the sweep then exits 75, as a preempted one: run it again to continue them)."""
+    left = left_interrupted(study)
+    if not left:
+        return False
+    lines = [
+        f"ablate sweep: warning: {len(left)} run{'s were' if len(left) > 1 else ' was'} interrupted more than {MAX_RETRY} "
+        "times in this run (workers killed, a machine lost) and not retried again; run the sweep again to continue "
+        f"{'them' if len(left) > 1 else 'it'} from {'their' if len(left) > 1 else 'its'} checkpoint:"
+    ]
+    for t in left:
+        name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]
+        lines.append(f"  {name}: trial {t.number}; {where_logged(t)}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    return True

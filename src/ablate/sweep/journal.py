@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
-import optuna
 from optuna.storages._heartbeat import BaseHeartbeat  # not re-exported; fail_stale_trials checks for it
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.storages.journal._file import get_lock_file  # not re-exported; the lock Optuna's own append takes
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from ablate.files.atomic import append
 from ablate.sweep.unbeaten import UnbeatenWatch
@@ -127,7 +126,6 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         path: Path,
         heartbeat_interval: int,
         grace_period: int,
-        stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None,
     ):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +133,7 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         super().__init__(_CheckedBackend(str(path)))
         self._beats = path.with_name(path.name + ".heartbeats")
         self._beats.mkdir(exist_ok=True)
-        self._interval, self._grace, self._callback = heartbeat_interval, grace_period, stale_callback
+        self._interval, self._grace = heartbeat_interval, grace_period
         self._unbeaten = UnbeatenWatch(grace_period)
 
     def record_heartbeat(self, trial_id: int) -> None:
@@ -163,8 +161,8 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
     def get_heartbeat_interval(self) -> int | None:
         return self._interval
 
-    def get_heartbeat_stale_trial_callback(self) -> Callable[[optuna.Study, FrozenTrial], None] | None:
-        return self._callback
+    def get_heartbeat_stale_trial_callback(self) -> None:
+        return None  # a stale trial's work is queued again by the sweep's plan (ablate.sweep.plan_base.Plan.queue)
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values=None) -> bool:
         changed = super().set_trial_state_values(trial_id, state, values)

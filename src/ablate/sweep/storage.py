@@ -35,6 +35,7 @@ warnings.filterwarnings(
 HEARTBEAT_S = float(os.environ.get("ABLATE_SWEEP_HEARTBEAT", 5))
 GRACE_S = 4 * HEARTBEAT_S
 STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) reaches workers and trials: never argv
+RUN_FROM_ENV = "ABLATE_SWEEP_RUN_FROM"  # the number of this run's first trial: retries are counted from it (plan_base)
 MEMBERS_ENV = "ABLATE_SWEEP_MEMBERS"  # members.size, for workers that load the sweep file themselves; "K!": --members K
 CREATE_TRIES = 5  # opens of a new server database whose tables another process is creating at the same moment
 
@@ -59,20 +60,20 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
     return url or sqlite_study.sqlite_url((default_dir / "study.db").resolve())
 
 
-def make_storage(url: str, retry: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> optuna.storages.BaseStorage:
+def make_storage(url: str) -> optuna.storages.BaseStorage:
     """The study's storage. A SQLite file is checked before anything writes to it (a damaged one is refused, naming
     it) and its full disk or damage met later is said as such (ablate.sweep.sqlite_study)."""
     remember(url)
     beat = {"heartbeat_interval": max(1, round(HEARTBEAT_S)), "grace_period": max(2, round(GRACE_S))}
     if journal_path(url) is not None:
-        return JournalStudyStorage(journal_path(url), stale_callback=retry, **beat)
+        return JournalStudyStorage(journal_path(url), **beat)
     db = sqlite_study.sqlite_file(url)
     if db is None:
-        return _created_once(lambda: RDBStudyStorage(url, heartbeat_stale_trial_callback=retry, **beat))
+        return _created_once(lambda: RDBStudyStorage(url, **beat))
     sqlite_study.check_database(db)
     sqlite_study.watch(db)
     with sqlite_study.study_lock(db):  # the first open creates the tables: one process at a time
-        return RDBStudyStorage(url, heartbeat_stale_trial_callback=retry, engine_kwargs={"connect_args": {"timeout": 60}}, **beat)
+        return RDBStudyStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}, **beat)
 
 
 def _created_once(make: Callable[[], optuna.storages.RDBStorage]) -> optuna.storages.RDBStorage:
@@ -124,7 +125,6 @@ def open_study(
     direction: str,
     sampler: optuna.samplers.BaseSampler,
     pruner: optuna.pruners.BasePruner | None = None,
-    retry=None,
     sqlite_dir: Path | None = None,
 ) -> StudyHandle:
     """Create or load a study; a storage that cannot be read is reported (and left untouched)."""
@@ -137,7 +137,7 @@ def open_study(
     if url.startswith("sqlite") and sqlite_dir is not None:
         sqlite_dir.mkdir(parents=True, exist_ok=True)
     try:
-        storage = make_storage(url, retry)
+        storage = make_storage(url)
         study = optuna.create_study(
             study_name=name, storage=storage, direction=direction, sampler=sampler, pruner=pruner, load_if_exists=True
         )

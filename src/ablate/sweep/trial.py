@@ -37,6 +37,10 @@ _STUDY_ENV, _PRUNER_ENV, _METRIC_ENV = "ABLATE_STUDY_NAME", "ABLATE_TRIAL_PRUNER
 TRIAL_ENV = "ABLATE_TRIAL_NUMBER"  # the trial numbers (comma-separated for a member group) this process trains
 
 
+class StudyLost(Exception):
+    """The study could not be read or beaten while a trial ran; the trial was stopped after saving."""
+
+
 class Stop:
     """SIGTERM/SIGUSR1 to a worker (a preempted job) or SIGINT (Ctrl-C): pass it on to the running trial as SIGTERM,
     which saves a checkpoint and exits (PREEMPTED_EXIT, or INTERRUPTED_EXIT when the trial saw the Ctrl-C itself);
@@ -101,21 +105,26 @@ def _supervise(
         Stop.child = child
         if Stop.requested:  # the signal came between the worker's last look and this start: the trial stops at once
             child.send_signal(signal.SIGTERM)
-        while True:
-            try:
-                return child.wait(timeout=HEARTBEAT_S)
-            except subprocess.TimeoutExpired:
-                if any(handle.frozen(t).state != TrialState.RUNNING for t in trials):
-                    # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
-                    child.send_signal(signal.SIGTERM)
-                    child.wait()
-                    raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running") from None
-                for t in trials:
-                    handle.beat(t)
-            except KeyboardInterrupt:
+        try:
+            while True:
+                try:
+                    return child.wait(timeout=HEARTBEAT_S)
+                except subprocess.TimeoutExpired:
+                    if any(handle.frozen(t).state != TrialState.RUNNING for t in trials):
+                        # Failed as stale (this machine was suspended, the DB unreachable) and retried elsewhere.
+                        raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running") from None
+                    for t in trials:
+                        handle.beat(t)
+        except Exception as e:
+            if isinstance(e, optuna.exceptions.UpdateFinishedTrialError):
+                raise
+            # The study failed its watcher (a database locked past its timeout, a server or a heartbeat file out of
+            # reach): the trial saves and stops, and its row continues, as a preempted one does, on a retry or a rerun.
+            raise StudyLost(f"trial {trial.number} stopped: its study could not be read or beaten ({type(e).__name__}: {e})") from e
+        finally:
+            if child.poll() is None:  # stopped here (above, or a Ctrl-C): the trial saves its checkpoint and exits
                 child.send_signal(signal.SIGTERM)
                 child.wait()
-                raise
 
 
 def metric_value(summary: dict, name: str) -> float:

@@ -40,14 +40,14 @@ def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
         sweep.objective.direction,
         plan.sampler(),
         make_pruner(sweep.pruner),
-        plan.retry_callback(),
         sqlite_dir=sweep.out_dir,
     )
 
 
-def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -> None:
+def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, since: int = 0) -> None:
     """Take trials until the budget is spent and no running trial could still need a retry. `gpu`: the worker's
-    CUDA_VISIBLE_DEVICES, recorded on each trial it runs (the live view's and `ablate status`'s gpu column)."""
+    CUDA_VISIBLE_DEVICES, recorded on each trial it runs (the live view's and `ablate status`'s gpu column); `since`:
+    the number of this run's first trial (work interrupted MAX_RETRY times since is not queued again)."""
     handle = open_sweep_study(sweep, url)
     study, plan = handle.study, plan_for(sweep)
     started = time.time()
@@ -57,8 +57,8 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
         if trial_process.Stop.requested:
             say(index, "stopped by a signal; re-run the sweep to continue")
             return
-        optuna.storages.fail_stale_trials(study)  # trials of dead workers -> FAIL (search: re-queued by the retry callback)
-        plan.queue(study, only_dead=True)
+        optuna.storages.fail_stale_trials(study)  # trials of dead workers -> FAIL, and queued again just below
+        plan.queue(study, only_dead=True, since=since)
         action = plan.next_action(study, started)
         if action == "stop":
             say(index, "no trials left; stopping")
@@ -109,6 +109,11 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None) -
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     if handle.frozen(t).state == TrialState.RUNNING:
                         fail(study, t)
+        except trial_process.StudyLost as e:  # the trial saved and stopped: its row continues, as a preempted one
+            say(index, redact(str(e))[:400])
+            for t in taken:
+                with contextlib.suppress(Exception):  # the study may still be out of reach: then they go stale
+                    fail(study, t)
         except Exception as e:  # anything else fails these trials, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
             for t in taken:
@@ -184,7 +189,7 @@ if __name__ == "__main__":
 
     from ablate.sweep.load import load_sweep
     from ablate.sweep.parent_watch import watch_parent
-    from ablate.sweep.storage import MEMBERS_ENV, STORAGE_ENV
+    from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV
 
     _, path, worker_index, n_trials, *pinned = sys.argv
     watch_parent(f"[worker {worker_index}]")  # the ablate sweep process that started it
@@ -194,7 +199,8 @@ if __name__ == "__main__":
         size = os.environ[MEMBERS_ENV]
         worker_sweep.set_members(int(size.rstrip("!")), force=size.endswith("!"))
     try:
-        run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None)
+        since = int(os.environ.get(RUN_FROM_ENV, 0))
+        run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None, since)
     except (ValueError, OSError) as worker_error:  # a damaged study, a full disk: worded where raised, said as `ablate` says them
         say(int(worker_index), f"error: {redact(str(worker_error))}")
         sys.exit(2)

@@ -84,3 +84,28 @@ def test_a_trial_killed_by_sigkill_is_named_so_not_by_its_logs_last_line(tmp_pat
     assert study.trials[1].user_attrs["fail_reason"] == (
         "killed by SIGSEGV (exit code -11); its log's last error: RuntimeError: CUDA error: an illegal memory access"
     )
+
+
+def test_a_study_lost_while_a_trial_runs_stops_the_trial_and_says_so(tmp_path, monkeypatch):
+    """A heartbeat that fails (a database locked past its timeout, an unreachable server) used to escape the watch
+    and leave the trial's process training unwatched while the worker started its next row."""
+    import subprocess
+    import time
+
+    from ablate.sweep import trial as trial_module
+
+    class Lost:
+        url, study = "sqlite:///x", optuna.create_study(study_name="s")
+
+        def frozen(self, t):
+            raise optuna.exceptions.StorageInternalError("database is locked")
+
+    started = []
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(trial_module.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+    monkeypatch.setattr(trial_module, "HEARTBEAT_S", 0.1)
+    target = ["timeit", "-n", "1", "import time; time.sleep(60)"]  # a trial that would train for a minute
+    t0 = time.monotonic()
+    with pytest.raises(trial_module.StudyLost, match=r"trial 0 stopped: its study could not be read or beaten \(StorageInternalError"):
+        trial_module._supervise(Lost(), [Lost.study.ask()], target, tmp_path, False, {}, "val/loss")
+    assert started[0].poll() == -signal.SIGTERM and time.monotonic() - t0 < 30

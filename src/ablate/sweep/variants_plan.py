@@ -1,0 +1,150 @@
+"""A variants sweep's plan: named rows times seeds, each a queued trial with fixed parameters."""
+
+from __future__ import annotations
+
+import logging
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from ablate.config.paper import row_group
+from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted
+from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
+from ablate.sweep.row_param import row_param
+from ablate.sweep.spec import diff_from_base
+from ablate.sweep.storage import StudyHandle
+
+log = logging.getLogger(__name__)
+
+
+class Variants(Plan):
+    """Named rows times seeds, enqueued as WAITING trials with fixed parameters; a worker takes one atomically with
+    `study.ask()`, and a row already finished or taken by an earlier-started trial is skipped, so racing workers
+    (or machines) never run a row twice."""
+
+    def check(self) -> str | None:
+        return None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        # Rows are enqueued with fixed params and never sampled; the sampler only has to stay out of the way.
+        return optuna.samplers.RandomSampler(seed=self.sweep.sampler.get("seed"))
+
+    def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:
+        """Queue every (row, seed) with no finished, running or queued trial.
+
+        With `only_dead`, only rows whose last trial was interrupted (failed without a reason of its own) are queued
+        again, at most MAX_RETRY times a run: a row that fails by itself (NaN, bad override) is not retried within a
+        run, only when the user re-runs the sweep.
+        """
+        trials = study.get_trials(deepcopy=False)
+        busy = {row_of(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
+        failed: dict[tuple, list[FrozenTrial]] = {}
+        for t in trials:
+            if t.state == TrialState.FAIL and row_of(t) is not None and not is_bookkeeping(t):
+                failed.setdefault(row_of(t), []).append(t)
+        queued = 0
+        for row, seed in self.sweep.rows():
+            if (row, seed) in busy:
+                continue
+            if only_dead:
+                history = failed.get((row, seed), [])
+                dead = [t for t in history if was_interrupted(t) and t.number >= since]
+                if not history or "fail_reason" in history[-1].user_attrs or len(dead) > MAX_RETRY:
+                    continue
+            params = {"row": row} if seed is None else {"row": row, "seed": seed}
+            study.enqueue_trial(params, user_attrs={"row": row, "seed": seed})
+            queued += 1
+        return queued
+
+    def members(self, handle: StudyHandle, trial: optuna.Trial) -> int:
+        key = row_of(handle.frozen(trial))
+        if key is None or key[0] not in self.sweep.variants:
+            return 1
+        return self.sweep.row_config(self.sweep.variants[key[0]]).members.size
+
+    def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
+        row = row_of(handle.frozen(trial))[0]
+        return [t for t in (self.take(handle, lambda key: key[0] == row) for _ in range(n)) if t is not None]
+
+    def take(self, handle: StudyHandle, wanted=None) -> optuna.Trial | None:
+        """Start a queued row (with `wanted`, one whose (row, seed) it accepts), interrupted rows first; None when
+        other workers took every queued row meanwhile.
+
+        Optuna's ask() pops queued trials by number, so a rerun would start every row the first run had queued before
+        continuing any interrupted one, and half-trained runs would wait hours. The claim itself is Optuna's: a
+        WAITING trial set to RUNNING, which only one process can do (SELECT ... FOR UPDATE; on SQLite, ablate's claim
+        lock). Taking nothing, rather than asking for a new trial, leaves no never-run trial in the study.
+        """
+        trials = handle.study.get_trials(deepcopy=False)
+        interrupted = {row_of(t) for t in trials if was_interrupted(t)}
+        waiting = (t for t in trials if t.state == TrialState.WAITING and (wanted is None or (row_of(t) and wanted(row_of(t)))))
+        queued = sorted(waiting, key=lambda t: (row_of(t) not in interrupted, t.number))
+        for t in queued:
+            try:
+                if handle.storage.set_trial_state_values(handle.trial_id(t.number), state=TrialState.RUNNING):
+                    return optuna.Trial(handle.study, handle.trial_id(t.number))
+            except optuna.exceptions.UpdateFinishedTrialError:  # finished meanwhile (failed by another machine)
+                continue
+        return None
+
+    def next_action(self, study: optuna.Study, started: float) -> str:
+        if self.timed_out(started):
+            return "stop"
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+        if TrialState.WAITING in states:
+            return "run"
+        return "wait" if TrialState.RUNNING in states else "stop"
+
+    def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
+        me = handle.frozen(trial)
+        if row_of(me) is None:
+            return BOOKKEEPING + "no queued row left (taken by another worker)"
+        row, seed = row_of(me)
+        if row not in self.sweep.variants:
+            return f"row '{row}' was queued but is no longer in {self.sweep.path}"
+        # Another trial already finished this row, or started it before us: we must not run it too.
+        for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            if (
+                t.number != me.number
+                and row_of(t) == (row, seed)
+                and (t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number))
+            ):
+                return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {t.state.name.lower()} as trial {t.number}"
+        self._record_row(handle, trial, row)
+        name = row if seed is None else f"{row}-s{seed}"
+        tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
+        return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
+
+    def _record_row(self, handle: StudyHandle, trial: optuna.Trial, row: str) -> None:
+        """The row as a categorical parameter of the trial, so optuna-dashboard can plot the study per row. (Which row
+        a trial runs is decided by its enqueued fixed params, read by ledger.row_of; this is only the record.)"""
+        for attempt in range(2):
+            trials = handle.study.get_trials(deepcopy=False)
+            name, choices = row_param(trials, [r for r, _ in self.sweep.rows()] + [key[0] for t in trials if (key := row_of(t))])
+            try:
+                handle.storage.set_trial_param(handle.trial_id(trial.number), name, choices.index(row), CategoricalDistribution(choices))
+                return
+            except ValueError as e:  # another machine (another version of the file) recorded other rows under this name
+                if attempt:
+                    log.warning("trial %d: row '%s' not recorded as parameter %s: %s", trial.number, row, name, e)
+
+    def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
+        key = row_of(handle.frozen(trial))
+        return [
+            t
+            for t in handle.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if t.number < trial.number and row_of(t) == key and not is_bookkeeping(t)
+        ]
+
+    def describe(self) -> tuple[list[str], list[list[str]], str]:
+        rows, base_seed, diffs = [], self.sweep.row_config({}).seed, {}
+        for row, seed in self.sweep.rows():
+            if row not in diffs:  # once per row, not per seed: the seed's own difference is added below
+                cfg = self.sweep.row_config(self.sweep.variants[row])
+                diffs[row] = ({k: v for k, v in diff_from_base(self.sweep, cfg).items() if k != "seed"}, cfg.seed)
+            diff, row_seed = diffs[row]
+            if (seed if seed is not None else row_seed) != base_seed:
+                diff = dict(sorted({**diff, "seed": (base_seed, seed if seed is not None else row_seed)}.items()))
+            rows.append([row, "-" if seed is None else str(seed), ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
+        return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trials"

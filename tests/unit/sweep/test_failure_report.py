@@ -1,0 +1,48 @@
+"""The end of a sweep's report: a run left interrupted (its workers died more often than a run retries) is named, with
+where its log is, and makes the sweep exit as preempted; a run retried since, or finished, is not named."""
+
+from __future__ import annotations
+
+from sweep_files import write
+
+from ablate.sweep.failure_report import left_interrupted, report_interrupted
+from ablate.sweep.ledger import fail, tell
+from ablate.sweep.load import load_sweep
+from ablate.sweep.plan import plan_for
+from ablate.sweep.worker import open_sweep_study
+
+ROWS = "name: v\nbase: base.yaml\nvariants:\n  base: {}\n  A-h1: {model.heads: 1}\n"
+GRID = "name: g\nbase: base.yaml\nsampler: {name: grid}\nsearch:\n  model.heads: {type: categorical, choices: [1, 2]}\n"
+
+
+def _study(tmp_path, body):
+    sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    return handle, plan_for(sweep)
+
+
+def test_a_row_left_interrupted_is_named_with_its_log(tmp_path, capsys):
+    handle, plan = _study(tmp_path, ROWS)
+    plan.queue(handle.study)
+    first, second = plan.take(handle), plan.take(handle)
+    first.set_user_attr("name", "base")
+    first.set_user_attr("out_dir", str(tmp_path / "out" / "trials" / "0000-base"))
+    fail(handle.study, first)
+    tell(handle.study, second, 1.0)
+    assert [t.number for t in left_interrupted(handle.study)] == [first.number]
+    assert report_interrupted(handle.study)
+    err = capsys.readouterr().err
+    assert "1 run was interrupted more than 2 times in this run" in err
+    assert f"  base: trial {first.number}; log: {tmp_path}/out/trials/0000-base/train.log" in err
+    plan.queue(handle.study)  # a rerun queues it again: no longer left
+    assert left_interrupted(handle.study) == [] and not report_interrupted(handle.study)
+
+
+def test_a_search_trial_is_left_interrupted_until_it_has_a_retry(tmp_path):
+    handle, plan = _study(tmp_path, GRID)
+    trial = plan.take(handle)
+    plan.claim(handle, trial)
+    fail(handle.study, trial)
+    assert [t.number for t in left_interrupted(handle.study)] == [trial.number]
+    plan.queue(handle.study)
+    assert left_interrupted(handle.study) == []

@@ -1,0 +1,78 @@
+"""A search sweep's plan: a trial interrupted (preempted, its worker died) is retried with its parameters and continues
+its checkpoint, a grid point included; at most MAX_RETRY times within a run; one retry trains, a second is refused."""
+
+from __future__ import annotations
+
+from optuna.trial import TrialState
+from sweep_files import write
+
+from ablate.sweep.ledger import fail, is_bookkeeping, tell
+from ablate.sweep.load import load_sweep
+from ablate.sweep.plan_base import MAX_RETRY
+from ablate.sweep.search_plan import Search
+from ablate.sweep.worker import open_sweep_study
+
+GRID = "name: g\nbase: base.yaml\nsampler: {name: grid}\nsearch:\n  model.heads: {type: categorical, choices: [1, 2]}\n"
+
+
+def _grid(tmp_path):
+    sweep = load_sweep(write(tmp_path, GRID + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    return handle, Search(sweep)
+
+
+def _interrupt(handle, plan, trial):
+    trial.set_user_attr("out_dir", "somewhere")
+    trial.set_user_attr("preempted", True)
+    fail(handle.study, trial)  # no reason: stopped by a signal, or its worker died
+
+
+def test_an_interrupted_grid_point_is_retried_and_trained_not_passed_over(tmp_path):
+    handle, plan = _grid(tmp_path)
+    first = plan.take(handle)
+    heads = plan.claim(handle, first).overrides["model.heads"]
+    _interrupt(handle, plan, first)
+    assert plan.queue(handle.study) == 1 and plan.queue(handle.study) == 0  # one retry, queued once
+    retry = plan.take(handle)
+    assert plan.claim(handle, retry).overrides == {"model.heads": heads}
+    assert [t.number for t in plan.earlier_attempts(handle, retry)] == [first.number]  # it continues trial 0's run
+    tell(handle.study, retry, 1.0)
+    other = plan.take(handle)
+    assert plan.claim(handle, other).overrides == {"model.heads": 3 - heads}  # the grid's other point, not a repeat
+    tell(handle.study, other, 2.0)
+    assert plan.next_action(handle.study, 0) == "stop"
+
+
+def test_an_attempt_chain_is_retried_at_most_max_retry_times_a_run_and_again_by_a_rerun(tmp_path):
+    handle, plan = _grid(tmp_path)
+    trial = plan.take(handle)
+    plan.claim(handle, trial)
+    for _ in range(MAX_RETRY):
+        _interrupt(handle, plan, trial)
+        assert plan.queue(handle.study, only_dead=True) == 1
+        trial = plan.take(handle)
+        plan.claim(handle, trial)
+    _interrupt(handle, plan, trial)  # the third interruption in this run: no retry within it
+    assert [t.number for t in plan.earlier_attempts(handle, trial)] == [0, 1]
+    assert plan.queue(handle.study, only_dead=True) == 0
+    assert plan.queue(handle.study, only_dead=True, since=trial.number) == 1  # a later run counts its own
+    (retry,) = handle.study.get_trials(states=(TrialState.WAITING,))
+    assert retry.system_attrs["retry_history"] == [0, 1, 2] and retry.params == handle.frozen(trial).params
+
+
+def test_two_retries_of_one_trial_train_once(tmp_path):
+    handle, plan = _grid(tmp_path)
+    first = plan.take(handle)
+    plan.claim(handle, first)
+    _interrupt(handle, plan, first)
+    plan.queue(handle.study)
+    first_frozen = handle.frozen(first)
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    RetryHeartbeatStaleTrialCallback()(handle.study, first_frozen)  # another worker queued one at the same moment
+    a, b = plan.take(handle), plan.take(handle)
+    assert not isinstance(plan.claim(handle, a), str)
+    refused = plan.claim(handle, b)
+    assert isinstance(refused, str) and refused.endswith(f"trial {first.number} is already retried as trial {a.number}")
+    fail(handle.study, b, refused)
+    assert is_bookkeeping(handle.frozen(b))

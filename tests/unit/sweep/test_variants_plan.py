@@ -1,0 +1,41 @@
+"""A variants sweep's plan: a row interrupted (its worker died, preempted) is queued again at most MAX_RETRY times a
+run, counted from the run's first trial: interruptions in earlier runs (preemptions on a cluster) use none of them."""
+
+from __future__ import annotations
+
+from optuna.trial import TrialState
+from sweep_files import write
+
+from ablate.sweep.ledger import fail, row_of
+from ablate.sweep.load import load_sweep
+from ablate.sweep.plan_base import MAX_RETRY
+from ablate.sweep.variants_plan import Variants
+from ablate.sweep.worker import open_sweep_study
+
+ONE_ROW = "name: v\nbase: base.yaml\nvariants:\n  base: {}\n"
+
+
+def _interrupted_times(tmp_path, n: int):
+    """The row `base`, interrupted n times (each by its own run, as a rerun queues it regardless)."""
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n"))
+    handle, plan = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db"), Variants(sweep)
+    for _ in range(n):
+        plan.queue(handle.study)
+        fail(handle.study, plan.take(handle))
+    return handle, plan
+
+
+def test_a_row_interrupted_in_earlier_runs_is_retried_in_this_one(tmp_path):
+    handle, plan = _interrupted_times(tmp_path, MAX_RETRY + 1)
+    since = len(handle.study.get_trials())  # this run starts here
+    plan.queue(handle.study)
+    fail(handle.study, plan.take(handle))  # its worker is killed in this run: the first time in it
+    assert plan.queue(handle.study, only_dead=True, since=since) == 1
+    (waiting,) = handle.study.get_trials(states=(TrialState.WAITING,))
+    assert row_of(waiting) == ("base", None)
+
+
+def test_a_row_interrupted_more_than_max_retry_times_in_this_run_waits_for_the_next(tmp_path):
+    handle, plan = _interrupted_times(tmp_path, MAX_RETRY + 1)
+    assert plan.queue(handle.study, only_dead=True, since=0) == 0
+    assert plan.queue(handle.study) == 1  # a rerun of the sweep queues it regardless
