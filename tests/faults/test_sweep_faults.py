@@ -192,3 +192,22 @@ def test_a_preempted_grid_point_continues_on_the_rerun_and_the_grid_trains_each_
     (cont,) = [t for t in trials if t.system_attrs.get("retry_history") == [first.number]]
     assert cont.state == TrialState.COMPLETE and cont.user_attrs["out_dir"] == first.user_attrs["out_dir"], rerun.stderr[-3000:]
     assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr
+
+
+def test_a_study_restored_from_an_older_copy_trains_its_rows_again_beside_the_kept_runs(tmp_path):
+    """The restored study numbers its new trials as the lost ones were: every trial failed with "out_dir already
+    holds a run" (exit 1) until a third run; now they train in NNNN-ROW-2 and the lost trials' folders stay as they were."""
+    sweep = sweep_writer(tmp_path, {"max_steps": 4, "val_every_steps": 2, "num_threads": 1, "val_bleu": False})(
+        name="restored", out_dir=str(tmp_path / "out"), objective={"metric": "val/loss", "direction": "minimize"}, variants={"A": {}}
+    )
+    db = tmp_path / "out" / "study.db"
+    cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    kept = (tmp_path / "out" / "trials" / "0000-A" / "summary.json").read_bytes()
+    db.unlink()  # the copy restored held no trial yet (taken before the first run)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    (trial,) = optuna.load_study(study_name="restored", storage=f"sqlite:///{db}").get_trials()
+    assert trial.state == TrialState.COMPLETE and Path(trial.user_attrs["out_dir"]).name == "0000-A-2"
+    assert (tmp_path / "out" / "trials" / "0000-A" / "summary.json").read_bytes() == kept

@@ -74,11 +74,11 @@ class Sweep:
 
     def trial_dir(self, number: int, name: str) -> Path:
         """OUT_DIR/trials/NNNN-NAME: where trial `number` (named for its row, or its sampled values) trains."""
-        return _inside(self.trials_root, f"{number:04d}-{safe_name(name)}")
+        return _unused(self.trials_root, f"{number:04d}-{safe_name(name)}")
 
     def group_dir(self, number: int, row: str) -> Path:
         """OUT_DIR/groups/NNNN-ROW: a member group's own folder, named for its first member's trial and row."""
-        return _inside((self.out_dir / "groups").resolve(), f"{number:04d}-{safe_name(row)}")
+        return _unused((self.out_dir / "groups").resolve(), f"{number:04d}-{safe_name(row)}")
 
     def rows(self) -> list[tuple[str, int | None]]:
         """(row name, seed) of every grid trial: the row's own seeds, else the sweep's; None when neither lists any."""
@@ -136,6 +136,16 @@ def nest(dotted: dict[str, Any]) -> dict:
 def _inside(root: Path, name: str) -> Path:
     path = root / name
     assert path.parent == root  # safe_name() keeps every trial and group inside the sweep's out_dir
+    return path
+
+
+def _unused(root: Path, name: str) -> Path:
+    """ROOT/NAME, or ROOT/NAME-2 (-3, ...) where that folder already holds files: a study restored from an older copy
+    numbers its new trials as the lost ones were, and their run folders are kept, not trained into."""
+    path, n = _inside(root, name), 1
+    while path.is_dir() and any(path.iterdir()):
+        n += 1
+        path = _inside(root, f"{name}-{n}")
     return path
 
 

@@ -96,6 +96,25 @@ def test_safe_name_cannot_leave_its_directory(tmp_path, name):
     assert (tmp_path / cleaned).resolve().parent == tmp_path.resolve()
 
 
+def test_a_trial_or_group_folder_already_holding_files_is_not_trained_into(tmp_path):
+    """A study restored from an older copy numbers its new trials as the lost ones were: every one of them failed with
+    "out_dir already holds a run" (the lost trials' folders, their only record, are kept)."""
+    sweep = load_sweep(write(tmp_path, f"name: demo\nbase: base.yaml\nvariants:\n  A: {{}}\nout_dir: {tmp_path}/out\n"))
+    first = sweep.trial_dir(0, "A")
+    assert first.name == "0000-A" and sweep.trial_dir(0, "A") == first
+    first.mkdir(parents=True)
+    assert sweep.trial_dir(0, "A") == first  # made, still empty: its own trial writes into it next
+    (first / "config.yaml").write_text("x")
+    assert sweep.trial_dir(0, "A").name == "0000-A-2"
+    (sweep.trial_dir(0, "A") / "summary.json").parent.mkdir()
+    (tmp_path / "out" / "trials" / "0000-A-2" / "summary.json").write_text("{}")
+    assert sweep.trial_dir(0, "A").name == "0000-A-3"
+    group = sweep.group_dir(4, "A")
+    group.mkdir(parents=True)
+    (group / "train.log").write_text("")
+    assert sweep.group_dir(4, "A").name == "0004-A-2"
+
+
 def test_nest_and_row_group():
     assert nest({"model.heads": 4, "model.d_k": 8, "seed": 1}) == {"model": {"heads": 4, "d_k": 8}, "seed": 1}
     assert (row_group("A-h1"), row_group("base"), row_group("big")) == ("A", "base", "big")
