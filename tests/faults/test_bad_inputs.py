@@ -41,6 +41,9 @@ pytestmark = pytest.mark.slow
 
 ADDRESS_SPACE = 2 * 1024**3
 TIMEOUT_S = 90  # a hang; a case that retrains a damaged tokenizer cache and trains took over 30 s on 2 loaded cores
+# A sweep whose journal was cut back to a trial's start waits for that unbeaten trial to go stale (18 beats of 1 s,
+# ablate.sweep.journal), then finishes it: over 90 s on 2 cores loaded 4x (CI, 2026-11-29).
+SWEEP_TIMEOUT_S = 180
 BLOW_UP = ("MemoryError", "bad_alloc", "DefaultCPUAllocator", "Cannot allocate memory", "can't allocate memory")
 
 TRAIN = {**TINY_TRAIN, "max_steps": 4, "warmup": 4, "val_every_steps": 2, "log_every_steps": 2}
@@ -69,7 +72,7 @@ def _env(root: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ABLATE_", "WANDB_"))}
     env.update(ABLATE_DATA_DIR=str(root / "no-data"), ABLATE_CACHE=str(root / "cache"), WANDB_MODE="disabled", HF_HUB_OFFLINE="1")
     env.update(HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", COLUMNS="160")
-    env.update(ABLATE_SWEEP_HEARTBEAT="1")  # a journal cut back to a trial's start leaves it unbeaten: stale in 4 s, not 20
+    env.update(ABLATE_SWEEP_HEARTBEAT="1")  # a journal cut back to a trial's start leaves it unbeaten: stale in 18 s, not 90
     return env
 
 
@@ -173,13 +176,14 @@ def test_bad_input_is_named_never_a_traceback(template, tmp_path, monkeypatch, c
         damaged.parent.mkdir()
         shutil.copyfile(target, damaged)
     argv = [a.replace("{w}", str(w)) for a in case.argv]
+    limit = SWEEP_TIMEOUT_S if argv[0] == "sweep" else TIMEOUT_S
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "ablate.cli", *argv], cwd=w, env=_env(w), input=case.stdin or b"", capture_output=True,
-            timeout=TIMEOUT_S, preexec_fn=_limit,
+            timeout=limit, preexec_fn=_limit,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        pytest.fail(f"ablate {' '.join(argv)} ran past {TIMEOUT_S} s (a hang, or bad input not refused at once)")
+        pytest.fail(f"ablate {' '.join(argv)} ran past {limit} s (a hang, or bad input not refused at once)")
     out = (proc.stdout + proc.stderr).decode(errors="replace")
     shown = f"ablate {' '.join(argv)} -> exit {proc.returncode}\n{out[-4000:]}"
     assert "Traceback" not in out, shown

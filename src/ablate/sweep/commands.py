@@ -23,7 +23,7 @@ from ablate.messages.redact import redact
 from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
-from ablate.sweep.failure_report import report_failures, report_interrupted
+from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans
 from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
@@ -208,7 +208,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
     console.print(f"results: {sweep.out_dir / 'results.csv'}; {dashboard_hint(url)}")
     none_finished = report_failures(study)
-    unfinished = not Stop.requested and report_interrupted(study)  # workers died more often than a run retries
+    rows = set(sweep.rows()) if sweep.variants else None
+    # Runs whose workers died more often than a run retries, or with the last worker: said, and exit 75 (run it again).
+    unfinished = not Stop.requested and (report_interrupted(study, rows) | report_orphans(study, codes))
     if not (none_finished or Stop.requested) and "base" in sweep.variants:  # ablate table compares rows with the base
         console.print(f"next, the study in Table 3's layout: ablate table {shlex.quote(str(sweep.out_dir))}", soft_wrap=True)
     if Stop.requested:

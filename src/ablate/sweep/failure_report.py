@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of, was_interrupted
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, left_interrupted, row_of
 from ablate.sweep.plan_base import MAX_RETRY
 
 _RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -68,23 +68,11 @@ def report_failures(study: optuna.Study) -> bool:
     return none_finished
 
 
-def left_interrupted(study: optuna.Study) -> list[FrozenTrial]:
-    """The last attempt of each run (a variants row's seed, a search trial with its retries) that was interrupted and
-    has no attempt after it."""
-    trials = [t for t in study.get_trials(deepcopy=False) if not is_bookkeeping(t)]
-    retried = {attempts[-1] for t in trials if (attempts := t.system_attrs.get("retry_history"))}
-    last: dict = {}
-    for t in trials:
-        key = row_of(t) or ("search", t.number)
-        if key not in last or t.number > last[key].number:
-            last[key] = t
-    return [t for t in last.values() if was_interrupted(t) and t.number not in retried]
-
-
-def report_interrupted(study: optuna.Study) -> bool:
+def report_interrupted(study: optuna.Study, rows: set | None = None) -> bool:
     """Name each run a sweep that ended by itself (no signal) left interrupted, on stderr; returns whether there was one
-    (the sweep then exits 75, as a preempted one: run it again to continue them)."""
-    left = left_interrupted(study)
+    (the sweep then exits 75, as a preempted one: run it again to continue them). `rows`: a variants sweep's (row,
+    seed) pairs; one no longer in the file is not continued, so not named."""
+    left = [t for t in left_interrupted(study.get_trials(deepcopy=False)) if rows is None or row_of(t) in rows]
     if not left:
         return False
     lines = [
@@ -96,4 +84,22 @@ def report_interrupted(study: optuna.Study) -> bool:
         name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]
         lines.append(f"  {name}: trial {t.number}; {where_logged(t)}")
     print("\n".join(lines), file=sys.stderr, flush=True)
+    return True
+
+
+def report_orphans(study: optuna.Study, codes: list[int]) -> bool:
+    """A worker killed by a signal leaves its trial RUNNING (the trial saved as its worker died: ablate.sweep.parent_watch),
+    to be failed as stale by a later worker: said when a sweep ends so, on stderr; returns whether it did (exit 75)."""
+    killed = [f"{i} ({code})" for i, code in enumerate(codes) if code < 0]
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if not killed or not running:
+        return False
+    names = ", ".join(f"{t.user_attrs.get('name', 'trial')} (trial {t.number})" for t in running[:6]) + (" ..." if len(running) > 6 else "")
+    print(
+        f"ablate sweep: warning: worker {', '.join(killed)} killed by a signal, and {len(running)} trial"
+        f"{'s are' if len(running) > 1 else ' is'} still running in the study: {names}. Unless another machine runs "
+        f"{'them' if len(running) > 1 else 'it'}, run the sweep again to continue from {'their' if len(running) > 1 else 'its'} checkpoint",
+        file=sys.stderr,
+        flush=True,
+    )
     return True

@@ -12,7 +12,8 @@ SWEEP_EXITS = """exit codes:
   1    every trial that ran failed: each row is named on stderr with its log (RUN_DIR/train.log)
   2    a usage or sweep file error; nothing started
   75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue (also when
-       runs were interrupted more often than a run retries them, their workers killed: each named on stderr)
+       runs were left interrupted, their workers killed more often than a run retries or the last one killed:
+       each named on stderr)
   130  stopped by Ctrl-C, as for 75"""
 
 

@@ -134,7 +134,9 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         self._beats = path.with_name(path.name + ".heartbeats")
         self._beats.mkdir(exist_ok=True)
         self._interval, self._grace = heartbeat_interval, grace_period
-        self._unbeaten = UnbeatenWatch(grace_period)
+        # A heartbeat file another machine just made may stay invisible here for NFS's directory attribute cache
+        # (acdirmax, 60 s by default), so a missing one waits 18 beats (90 s at the default beat) before it counts.
+        self._unbeaten = UnbeatenWatch(max(grace_period, 18 * heartbeat_interval))
 
     def record_heartbeat(self, trial_id: int) -> None:
         _touch(self._beats / str(trial_id))

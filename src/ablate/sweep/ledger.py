@@ -53,6 +53,30 @@ def was_interrupted(t: FrozenTrial) -> bool:
     return t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs
 
 
+def attempts(t: FrozenTrial) -> list[int]:
+    """A search trial's attempts up to and with it: the numbers it retries (`retry_history`), then its own."""
+    return [*t.system_attrs.get("retry_history", []), t.number]
+
+
+def retry_of(t: FrozenTrial) -> int | None:
+    """The attempt a search trial's retry continues (the last of its `retry_history`); None for a first attempt."""
+    history = t.system_attrs.get("retry_history")
+    return history[-1] if history else None
+
+
+def left_interrupted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The last attempt of each run (a variants row's seed; a search trial with its retries) that was interrupted and
+    has no attempt after it."""
+    trials = [t for t in trials if not is_bookkeeping(t)]
+    retried = {retry_of(t) for t in trials}
+    last: dict = {}
+    for t in trials:
+        key = row_of(t) or ("search", t.number)
+        if key not in last or t.number > last[key].number:
+            last[key] = t
+    return [t for t in last.values() if was_interrupted(t) and t.number not in retried]
+
+
 def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
     """The earlier attempt a new one may continue: the last, if it stopped with no reason of its own (its worker died,
     or it was preempted) in a run directory directly inside `root` (the sweep's trials/). Whether its files can

@@ -53,12 +53,12 @@ def take_group(handle: StudyHandle, plan, trial: optuna.Trial, root: Path) -> tu
 
 
 def other_grouping(earlier: list[FrozenTrial], root: Path, grouped: bool, asked: int) -> str | None:
-    """Why an interrupted attempt's checkpoint is not continued, if that is because it trained as a member and this
-    attempt trains alone, or the reverse: said, not passed over, and how to continue it where the reason is a change of
-    `--members` (`asked`: the members this run asks of the row; a group may also not re-form, its rows taken elsewhere,
-    or a row's seeds may leave one alone)."""
+    """Why an interrupted attempt's checkpoint is not continued by this attempt, which does not continue it: it trained
+    as a member and this attempt trains alone, or the reverse, or in a group that does not re-form (its rows taken
+    elsewhere; a search trial's retries, which form new groups): said, not passed over, and how to continue it where the
+    reason is a change of `--members` (`asked`: the members this run asks of the row)."""
     last = continued_attempt(earlier, root)
-    if last is None or ("members_group" in last.user_attrs) == grouped:
+    if last is None or (not grouped and "members_group" not in last.user_attrs):
         return None
     group = last.user_attrs.get("members_group")
     if group:
@@ -71,6 +71,8 @@ def other_grouping(earlier: list[FrozenTrial], root: Path, grouped: bool, asked:
         except ValueError:  # nothing to continue from
             return None
     was = f"as a member of the group {group}" if group else "alone"
+    if grouped and group:  # a group that does not re-form: a search trial's retries form new groups; rows taken elsewhere
+        return f"trial {last.number} was interrupted training {was}, which does not re-form here, so this trains from the start ({saved} is kept)"
     note = f"trial {last.number} was interrupted training {was} and this trains {'as a member' if grouped else 'alone'}, so from the start ({saved} is kept)"
     before = last.user_attrs.get("members_asked")
     if before is not None and before != asked:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import copy
-
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ablate.sweep.components import make_sampler, suggest
-from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, was_interrupted
+from ablate.sweep.ledger import BOOKKEEPING, attempts, failed_by_itself, is_bookkeeping, left_interrupted, retry_of
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
 from ablate.sweep.storage import StudyHandle
 
@@ -28,19 +26,19 @@ class Search(Plan):
         return make_sampler(self.sweep.sampler, self.sweep.search)
 
     def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:
-        """A retry of each interrupted trial that has none (Optuna's RetryHeartbeatStaleTrialCallback makes it: its
-        parameters, its attempts in `retry_history`), to continue it from its checkpoint. A trial failed without a reason
-        was not the search's doing: left alone, a grid counted its point as visited and never trained it, and another
-        sampler drew a fresh trial in its place."""
+        """A retry of each interrupted trial that has none, to continue it from its checkpoint. A trial failed without a
+        reason was not the search's doing: left alone, a grid counted its point as visited and never trained it, and
+        another sampler drew a fresh trial in its place."""
         trials = study.get_trials(deepcopy=False)
-        retried = {attempts[-1] for t in trials if (attempts := t.system_attrs.get("retry_history"))}
         queued = 0
-        for t in trials:
-            if not was_interrupted(t) or t.number in retried:
+        for t in left_interrupted(trials):
+            if only_dead and sum(n >= since for n in attempts(t)) > MAX_RETRY:
                 continue
-            if only_dead and sum(n >= since for n in [*t.system_attrs.get("retry_history", []), t.number]) > MAX_RETRY:
-                continue
-            optuna.storages.RetryHeartbeatStaleTrialCallback()(study, copy.deepcopy(t))  # it appends to t's history
+            # As Optuna's RetryHeartbeatStaleTrialCallback (`failed_trial`, `retry_history`; the sampler's system
+            # attributes, a grid point's id), without the user attributes that were the interrupted attempt's own.
+            history = attempts(t)
+            system = {**t.system_attrs, "failed_trial": history[0], "retry_history": history}
+            study.add_trial(create_trial(state=TrialState.WAITING, params=t.params, distributions=t.distributions, system_attrs=system))
             queued += 1
         return queued
 
@@ -56,40 +54,44 @@ class Search(Plan):
     def next_action(self, study: optuna.Study, started: float) -> str:
         if self.timed_out(started):
             return "stop"
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.WAITING for t in trials):
+            return "run"  # a retry, whatever the budget: the run it continues was counted in it
         budget = self.budget()
         if budget:
-            trials = study.get_trials(deepcopy=False)
-            # Finished trials use up the budget, failed ones too (as in Optuna's optimize), except interrupted ones
-            # (retried by `queue`) and bookkeeping ones that never ran.
-            done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_by_itself(t) for t in trials)
-            running = sum(t.state == TrialState.RUNNING for t in trials)
+            done = self._used(trials, running=False)
             if done >= budget:
                 return "stop"
-            if done + running >= budget:
-                return "wait"
+            if self._used(trials) >= budget:
+                return "wait" if any(t.state == TrialState.RUNNING for t in trials) else "stop"
         return "run"
+
+    @staticmethod
+    def _used(trials: list[FrozenTrial], running: bool = True) -> int:
+        """The budget spent: finished trials, failed ones too (as in Optuna's optimize); the running ones; and a run left
+        interrupted (its retries spent in this run), which a rerun continues rather than a new draw. Not bookkeeping
+        trials that never ran, nor an interrupted attempt that has a retry (the retry counts)."""
+        spent = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_by_itself(t) for t in trials)
+        return spent + len(left_interrupted(trials)) + running * sum(t.state == TrialState.RUNNING for t in trials)
 
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
         budget = self.budget()
         if budget:  # no more trials than the budget has left
-            trials = handle.study.get_trials(deepcopy=False)
-            used = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) or failed_by_itself(t) for t in trials)
-            n = min(n, max(budget - used, 0))
+            n = min(n, max(budget - self._used(handle.study.get_trials(deepcopy=False)), 0))
         return super().take_partners(handle, trial, n)
 
     def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
-        me = handle.frozen(trial)
-        if attempts := me.system_attrs.get("retry_history"):  # two workers may queue a retry of one trial at once
-            for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)):
-                earlier = t.state != TrialState.RUNNING or (t.datetime_start, t.number) < (me.datetime_start, me.number)
-                if t.number != me.number and (t.system_attrs.get("retry_history") or [None])[-1] == attempts[-1] and earlier:
-                    return BOOKKEEPING + f"duplicate: trial {attempts[-1]} is already retried as trial {t.number}"
+        history = attempts(handle.frozen(trial))[:-1]
+        if history:  # two workers may queue a retry of one trial at once: the first queued trains, whenever it is taken
+            for t in handle.study.get_trials(deepcopy=False):
+                if t.number < trial.number and retry_of(t) == history[-1] and not is_bookkeeping(t):
+                    return BOOKKEEPING + f"duplicate: trial {history[-1]} is already retried as trial {t.number}"
         overrides = {key: suggest(trial, key, spec) for key, spec in self.sweep.search.items()}
-        name = f"trial{(attempts or [trial.number])[0]}"  # a retry is its first attempt's run, continued under its name
+        name = f"trial{(history or [trial.number])[0]}"  # a retry is its first attempt's run, continued under its name
         return TrialSpec(name, name, overrides, None, ["search"])
 
     def earlier_attempts(self, handle: StudyHandle, trial: optuna.Trial) -> list[FrozenTrial]:
-        return [handle.by_number(n) for n in handle.frozen(trial).system_attrs.get("retry_history", [])]
+        return [handle.by_number(n) for n in attempts(handle.frozen(trial))[:-1]]
 
     def describe(self) -> tuple[list[str], list[list[str]], str]:
         rows = []

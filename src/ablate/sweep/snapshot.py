@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.run.progress_file import format_duration, read_progress
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, row_of
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, retry_of, row_of
 
 STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)
 
@@ -147,14 +147,14 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
 
 
 def _later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
-    """Trial number -> the next started trial of the same work: the same row of a variants sweep, or the retry
-    Optuna's heartbeat callback made of a search trial (system attribute `failed_trial`)."""
+    """Trial number -> the next started trial of the same work: the same row of a variants sweep, or a search trial's
+    retry (the last of its `retry_history`; `failed_trial` names the first attempt)."""
     later: dict[int, FrozenTrial] = {}
     by_row: dict[tuple, list[FrozenTrial]] = {}
     for t in sorted(started, key=lambda t: t.number):
         if (key := row_of(t)) is not None:
             by_row.setdefault(key, []).append(t)
-        if (retried := t.system_attrs.get("failed_trial")) is not None:
+        if (retried := retry_of(t)) is not None:
             later.setdefault(retried, t)
     for attempts in by_row.values():
         for before, after in zip(attempts, attempts[1:]):

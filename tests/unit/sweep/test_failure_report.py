@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sweep_files import write
 
-from ablate.sweep.failure_report import left_interrupted, report_interrupted
-from ablate.sweep.ledger import fail, tell
+from ablate.sweep.failure_report import report_interrupted, report_orphans
+from ablate.sweep.ledger import fail, left_interrupted, tell
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
 from ablate.sweep.worker import open_sweep_study
@@ -29,13 +29,14 @@ def test_a_row_left_interrupted_is_named_with_its_log(tmp_path, capsys):
     first.set_user_attr("out_dir", str(tmp_path / "out" / "trials" / "0000-base"))
     fail(handle.study, first)
     tell(handle.study, second, 1.0)
-    assert [t.number for t in left_interrupted(handle.study)] == [first.number]
+    assert [t.number for t in left_interrupted(handle.study.get_trials())] == [first.number]
     assert report_interrupted(handle.study)
     err = capsys.readouterr().err
     assert "1 run was interrupted more than 2 times in this run" in err
     assert f"  base: trial {first.number}; log: {tmp_path}/out/trials/0000-base/train.log" in err
+    assert not report_interrupted(handle.study, {("A-h1", None)})  # its row is no longer in the sweep file: not continued
     plan.queue(handle.study)  # a rerun queues it again: no longer left
-    assert left_interrupted(handle.study) == [] and not report_interrupted(handle.study)
+    assert left_interrupted(handle.study.get_trials()) == [] and not report_interrupted(handle.study)
 
 
 def test_a_search_trial_is_left_interrupted_until_it_has_a_retry(tmp_path):
@@ -43,6 +44,22 @@ def test_a_search_trial_is_left_interrupted_until_it_has_a_retry(tmp_path):
     trial = plan.take(handle)
     plan.claim(handle, trial)
     fail(handle.study, trial)
-    assert [t.number for t in left_interrupted(handle.study)] == [trial.number]
+    assert [t.number for t in left_interrupted(handle.study.get_trials())] == [trial.number]
     plan.queue(handle.study)
-    assert left_interrupted(handle.study) == []
+    assert left_interrupted(handle.study.get_trials()) == []
+
+
+def test_a_trial_left_running_by_a_killed_worker_is_named(tmp_path, capsys):
+    """The only worker SIGKILLed: its trial saved and stays RUNNING until a later worker fails it as stale; the sweep
+    said only "worker exit codes" and exited 0."""
+    handle, plan = _study(tmp_path, ROWS)
+    plan.queue(handle.study)
+    trial = plan.take(handle)
+    trial.set_user_attr("name", "base")
+    assert not report_orphans(handle.study, [0, 0])  # no worker killed: the trial is another machine's
+    assert report_orphans(handle.study, [0, -9])
+    assert capsys.readouterr().err.startswith(
+        f"ablate sweep: warning: worker 1 (-9) killed by a signal, and 1 trial is still running in the study: base (trial {trial.number})"
+    )
+    tell(handle.study, trial, 1.0)
+    assert not report_orphans(handle.study, [0, -9])  # the other worker took it over and finished it

@@ -87,7 +87,11 @@ def test_an_interrupted_attempt_in_the_other_grouping_is_named_not_passed_over(t
     group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
     again = plan.take(handle)
     earlier = plan.earlier_attempts(handle, again)
-    assert other_grouping(earlier, root, True, 2) is None  # continued as a group: nothing to say
+    note = other_grouping(earlier, root, True, 2)  # asked of a new group: the old one did not re-form (a search's retry)
+    assert note == (
+        f"trial {max(t.number for t in earlier)} was interrupted training as a member of the group {group}, which does not "
+        f"re-form here, so this trains from the start ({group}/checkpoints/last.ckpt is kept)"
+    )
     note = other_grouping(earlier, root, False, 2)
     assert note.startswith(f"trial {max(t.number for t in earlier)} was interrupted training as a member of the group {group}")
     assert "so from the start" in note and "--members changed" not in note  # no attempt recorded what it was asked

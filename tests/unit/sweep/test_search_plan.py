@@ -71,8 +71,33 @@ def test_two_retries_of_one_trial_train_once(tmp_path):
 
     RetryHeartbeatStaleTrialCallback()(handle.study, first_frozen)  # another worker queued one at the same moment
     a, b = plan.take(handle), plan.take(handle)
+    refused = plan.claim(handle, b)  # the later one, even taken first
     assert not isinstance(plan.claim(handle, a), str)
-    refused = plan.claim(handle, b)
     assert isinstance(refused, str) and refused.endswith(f"trial {first.number} is already retried as trial {a.number}")
     fail(handle.study, b, refused)
     assert is_bookkeeping(handle.frozen(b))
+
+
+def test_a_run_left_interrupted_holds_its_place_in_the_budget_and_the_rerun_trains_it(tmp_path):
+    """Its retries spent in this run, the interrupted point is not replaced by a new draw (a grid trained its other
+    point twice); the rerun's retry runs though the budget is otherwise spent."""
+    handle, plan = _grid(tmp_path)
+    trial = plan.take(handle)
+    heads = plan.claim(handle, trial).overrides["model.heads"]
+    for _ in range(MAX_RETRY):
+        _interrupt(handle, plan, trial)
+        plan.queue(handle.study, only_dead=True)
+        trial = plan.take(handle)
+        plan.claim(handle, trial)
+    _interrupt(handle, plan, trial)
+    assert plan.queue(handle.study, only_dead=True) == 0 and plan.next_action(handle.study, 0) == "run"
+    other = plan.take(handle)
+    assert plan.claim(handle, other).overrides == {"model.heads": 3 - heads}
+    tell(handle.study, other, 1.0)
+    assert plan.next_action(handle.study, 0) == "stop"  # one point finished, the other left for the next run
+    assert plan.queue(handle.study) == 1 and plan.next_action(handle.study, 0) == "run"  # the rerun
+    retry = plan.take(handle)
+    assert plan.claim(handle, retry).overrides == {"model.heads": heads} and plan.claim(handle, retry).name == "trial0"
+    tell(handle.study, retry, 2.0)
+    assert plan.next_action(handle.study, 0) == "stop"
+    assert handle.frozen(retry).user_attrs == {}  # none of the interrupted attempt's own attributes (out_dir, preempted)

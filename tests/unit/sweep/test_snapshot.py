@@ -44,3 +44,27 @@ def test_what_is_left_is_unknown_only_where_nothing_says():
     assert _left([(None, False)], waiting=0, walls=[60.0]).left_s == 60.0  # ... counted at the mean once there is one
     assert _left([], waiting=2, walls=[60.0]).left_s == 120.0  # between trials: one at a time
     assert _left([], waiting=0, walls=[60.0]).left_s is None  # nothing left
+
+
+def test_a_search_trial_retried_twice_is_continued_by_each_next_attempt():
+    """Attempts 0 -> 1 -> 2 of one search trial: `failed_trial` names 0 on both retries, so attempt 1 read as still
+    interrupted beside its running retry (counted twice); each is continued by the attempt that retries it."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from ablate.sweep.snapshot import snapshot
+
+    study = optuna.create_study()
+    for n in range(3):
+        history = list(range(n))
+        system = {"failed_trial": 0, "retry_history": history} if history else {}
+        state = TrialState.RUNNING if n == 2 else TrialState.FAIL
+        study.add_trial(
+            create_trial(state=state, params={"x": 1}, distributions={"x": optuna.distributions.IntDistribution(0, 2)}, system_attrs=system)
+        )
+    snap = snapshot(study)
+    assert [(v.number, v.state, v.note) for v in snap.trials][:2] == [
+        (0, "continued", "run again as trial 1"),
+        (1, "continued", "run again as trial 2"),
+    ]
+    assert snap.counts["interrupted"] == 0
