@@ -35,6 +35,17 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
     return pids
 
 
+def stopped_after_its_first_checkpoint(cmd: list[str], out_dir: Path) -> tuple[subprocess.Popen, str]:
+    """`cmd` (a sweep) run until a trial has saved step 10, then sent SIGTERM; the process and its output."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while not list((out_dir / "trials").glob("*/checkpoints/step=10.ckpt")):
+        assert time.time() < deadline and proc.poll() is None, "the first trial never checkpointed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    return proc, proc.communicate(timeout=120)[0].decode()
+
+
 @pytest.mark.parametrize("storage", ["sqlite", "journal"])
 def test_killed_worker_row_is_rerun_by_the_other_worker(tmp_path, storage):
     """Journal: the heartbeats are files beside the journal (ablate.journal), not rows of a database."""
@@ -135,13 +146,7 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
         variants={"base": {}, "A-h1": {"model.heads": 1}},
     )
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.time() + 240
-    while not list((tmp_path / "out" / "trials").glob("*/checkpoints/step=10.ckpt")):
-        assert time.time() < deadline and proc.poll() is None, "the first trial never checkpointed"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=120)[0].decode()
+    proc, out = stopped_after_its_first_checkpoint(cmd, tmp_path / "out")
     assert "stopped by a signal" in out, out[-3000:]
     db = tmp_path / "out" / "study.db"
     (first,) = [t for t in optuna.load_study(study_name="term", storage=f"sqlite:///{db}").get_trials() if t.state != TrialState.WAITING]
@@ -175,13 +180,7 @@ def test_a_preempted_grid_point_continues_on_the_rerun_and_the_grid_trains_each_
         search={"model.heads": {"type": "categorical", "choices": [1, 2]}},
     )
     cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep), "--workers", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.time() + 240
-    while not list((tmp_path / "out" / "trials").glob("*/checkpoints/step=10.ckpt")):
-        assert time.time() < deadline and proc.poll() is None, "the first trial never checkpointed"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=120)[0].decode()
+    proc, out = stopped_after_its_first_checkpoint(cmd, tmp_path / "out")
     assert proc.returncode == 75, out[-3000:]
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
