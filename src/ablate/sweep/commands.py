@@ -91,9 +91,8 @@ def launch_workers(
     (SIGKILL), each worker stops as on SIGTERM (ablate.sweep.parent_watch), so no orphan starts a new row."""
     procs = []
     for i, device in enumerate(devices):
-        env = watched_env(
-            {**os.environ, STORAGE_ENV: url, RUN_FROM_ENV: str(since)}
-        )  # the URL (it may hold a password) travels by environment, not argv
+        # The URL (it may hold a password) travels by environment, not argv; so does this run's first trial number.
+        env = watched_env({**os.environ, STORAGE_ENV: url, RUN_FROM_ENV: str(since)})
         if "members.size" in sweep.overrides:  # --members reaches the workers, which load the sweep file themselves
             env[MEMBERS_ENV] = f"{sweep.overrides['members.size']}{'!' if sweep.members_forced else ''}"  # !: over the rows' own
         if device is not None:
@@ -208,9 +207,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     log_wandb_table(sweep, rows, url)  # the study's storage names its one summary run
     console.print(f"results: {sweep.out_dir / 'results.csv'}; {dashboard_hint(url)}")
     none_finished = report_failures(study)
-    rows = set(sweep.rows()) if sweep.variants else None
     # Runs whose workers died more often than a run retries, or with the last worker: said, and exit 75 (run it again).
-    unfinished = not Stop.requested and (report_interrupted(study, rows) | report_orphans(study, codes))
+    in_file = set(sweep.rows()) if sweep.variants else None
+    unfinished = not Stop.requested and (report_interrupted(study, in_file) | report_orphans(study, codes))
     if not (none_finished or Stop.requested) and "base" in sweep.variants:  # ablate table compares rows with the base
         console.print(f"next, the study in Table 3's layout: ablate table {shlex.quote(str(sweep.out_dir))}", soft_wrap=True)
     if Stop.requested:
