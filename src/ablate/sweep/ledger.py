@@ -78,12 +78,13 @@ def left_interrupted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
 
 
 def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
-    """The earlier attempt a new one may continue: the last, if it stopped with no reason of its own (its worker died,
-    or it was preempted) in a run directory directly inside `root` (the sweep's trials/). Whether its files can
-    continue it (a checkpoint, no live process) is for its caller to judge, a run's or a member group's."""
-    if not earlier:
-        return None
-    last = max(earlier, key=lambda t: t.number)
-    if "fail_reason" in last.user_attrs or Path(last.user_attrs.get("out_dir", "")).parent != root:
-        return None
-    return last
+    """The earlier attempt a new one may continue: the last that made a run directory, if it and every attempt after it
+    stopped with no reason of its own (its worker died, or it was preempted; one stopped before it made its directory is
+    passed over) and that directory is directly inside `root` (the sweep's trials/). Whether its files can continue it
+    (a checkpoint, no live process) is for its caller to judge, a run's or a member group's."""
+    for last in sorted(earlier, key=lambda t: t.number, reverse=True):
+        if "fail_reason" in last.user_attrs:
+            return None
+        if "out_dir" in last.user_attrs:
+            return last if Path(last.user_attrs["out_dir"]).parent == root else None
+    return None

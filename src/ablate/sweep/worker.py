@@ -24,7 +24,7 @@ from ablate.messages.redact import redact
 from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
-from ablate.sweep.ledger import BOOKKEEPING, continued_attempt, fail
+from ablate.sweep.ledger import continued_attempt, fail
 from ablate.sweep.member_group import claim_group, other_grouping, run_group, take_group
 from ablate.sweep.plan import TrialSpec, plan_for
 from ablate.sweep.spec import Sweep
@@ -88,9 +88,10 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, s
             for t in taken:  # interrupted between claiming and the first heartbeat: never leave it RUNNING
                 fail(study, t)
             raise
-        if trial_process.Stop.requested:  # the signal came while claiming: start nothing; the row is queued on the next run
-            for t in taken:
-                fail(study, t, BOOKKEEPING + "the worker was stopped by a signal before the trial started")
+        if trial_process.Stop.requested:  # the signal came while claiming: start nothing; it continues on the next run
+            for t in taken:  # interrupted, not bookkeeping: a search's draw (a grid point) is retried, not passed over
+                t.set_user_attr("preempted", True)
+                fail(study, t)
             continue
         try:
             if len(taken) > 1:

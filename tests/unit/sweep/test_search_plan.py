@@ -101,3 +101,26 @@ def test_a_run_left_interrupted_holds_its_place_in_the_budget_and_the_rerun_trai
     tell(handle.study, retry, 2.0)
     assert plan.next_action(handle.study, 0) == "stop"
     assert handle.frozen(retry).user_attrs == {}  # none of the interrupted attempt's own attributes (out_dir, preempted)
+
+
+def test_a_retry_continues_the_last_attempt_that_made_a_run_folder(tmp_path):
+    """Attempt 1 was stopped before it made its folder (a signal while claiming, a worker killed): attempt 2 continues
+    attempt 0's run rather than starting over in a new folder."""
+    from ablate.sweep.ledger import continued_attempt
+
+    handle, plan = _grid(tmp_path)
+    root = tmp_path / "out" / "trials"
+    first = plan.take(handle)
+    plan.claim(handle, first)
+    first.set_user_attr("out_dir", str(root / "0000-trial0"))
+    fail(handle.study, first)
+    plan.queue(handle.study)
+    second = plan.take(handle)
+    fail(handle.study, second)  # no out_dir: it never started
+    plan.queue(handle.study)
+    third = plan.take(handle)
+    earlier = plan.earlier_attempts(handle, third)
+    assert [t.number for t in earlier] == [0, 1] and continued_attempt(earlier, root).number == 0
+    broke = handle.frozen(second)
+    broke.user_attrs["fail_reason"] = "FloatingPointError: train/loss is nan"  # failed by itself: nothing to continue
+    assert continued_attempt([earlier[0], broke], root) is None

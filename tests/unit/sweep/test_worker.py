@@ -10,7 +10,7 @@ import pytest
 from sweep_files import write
 
 from ablate.sweep import worker
-from ablate.sweep.ledger import is_bookkeeping
+from ablate.sweep.ledger import was_interrupted
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
 from ablate.sweep.trial import Stop
@@ -53,10 +53,15 @@ def stop_state(monkeypatch):
         signal.signal(signum, handler)
 
 
-def test_a_signal_while_claiming_starts_no_trial_and_leaves_the_row_for_the_next_run(tmp_path, monkeypatch, stop_state):
+GRID = "name: g\nbase: base.yaml\nsampler: {name: grid}\nsearch:\n  model.heads: {type: categorical, choices: [1, 2]}\n"
+
+
+@pytest.mark.parametrize("body", [ONE_ROW, GRID], ids=["variants", "grid"])
+def test_a_signal_while_claiming_starts_no_trial_and_leaves_the_row_for_the_next_run(tmp_path, monkeypatch, stop_state, body):
     """SIGTERM (or the parent watch's) arriving while the worker holds the claim lock: the claimed row must not start
-    (nobody may be left to watch it), and it is failed as bookkeeping, so the next run queues it again."""
-    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n"))
+    (nobody may be left to watch it), and it is failed as preempted, so the next run queues it again. (Failed as
+    bookkeeping, a grid's draw was lost: the grid counted its point as visited and nothing retried it.)"""
+    sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
     url = f"sqlite:///{tmp_path}/study.db"
     study = worker.open_sweep_study(sweep, url).study
     plan_for(sweep).queue(study)
@@ -72,8 +77,10 @@ def test_a_signal_while_claiming_starts_no_trial_and_leaves_the_row_for_the_next
     monkeypatch.setattr(worker, "run_trial", lambda *a: pytest.fail("a trial started after the signal"))
     worker.run_worker(sweep, url)
     (claimed,) = study.get_trials()
-    assert claimed.state == optuna.trial.TrialState.FAIL and is_bookkeeping(claimed), claimed.user_attrs
-    assert plan_for(sweep).queue(study) == 1  # the next run queues the row again
+    assert claimed.state == optuna.trial.TrialState.FAIL and was_interrupted(claimed) and claimed.user_attrs["preempted"]
+    assert plan_for(sweep).queue(study) == 1  # the next run queues the row (the grid point) again
+    (again,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert again.system_attrs.get("grid_id") == claimed.system_attrs.get("grid_id")
 
 
 def test_a_trial_s_wandb_tags_are_the_experiment_s_then_the_row_s_each_once(tmp_path):
