@@ -32,11 +32,11 @@ class Search(Plan):
         trials = study.get_trials(deepcopy=False)
         queued = 0
         for t in left_interrupted(trials):
-            if only_dead and sum(n >= since for n in attempts(t)) > MAX_RETRY:
+            history = attempts(t)
+            if only_dead and sum(n >= since for n in history) > MAX_RETRY:
                 continue
             # As Optuna's RetryHeartbeatStaleTrialCallback (`failed_trial`, `retry_history`; the sampler's system
             # attributes, a grid point's id), without the user attributes that were the interrupted attempt's own.
-            history = attempts(t)
             system = {**t.system_attrs, "failed_trial": history[0], "retry_history": history}
             study.add_trial(create_trial(state=TrialState.WAITING, params=t.params, distributions=t.distributions, system_attrs=system))
             queued += 1
@@ -59,25 +59,26 @@ class Search(Plan):
             return "run"  # a retry, whatever the budget: the run it continues was counted in it
         budget = self.budget()
         if budget:
-            done = self._used(trials, running=False)
+            done, running = self._spent(trials), sum(t.state == TrialState.RUNNING for t in trials)
             if done >= budget:
                 return "stop"
-            if self._used(trials) >= budget:
-                return "wait" if any(t.state == TrialState.RUNNING for t in trials) else "stop"
+            if done + running >= budget:
+                return "wait" if running else "stop"
         return "run"
 
     @staticmethod
-    def _used(trials: list[FrozenTrial], running: bool = True) -> int:
-        """The budget spent: finished trials, failed ones too (as in Optuna's optimize); the running ones; and a run left
-        interrupted (its retries spent in this run), which a rerun continues rather than a new draw. Not bookkeeping
-        trials that never ran, nor an interrupted attempt that has a retry (the retry counts)."""
+    def _spent(trials: list[FrozenTrial]) -> int:
+        """The budget spent, running trials aside: finished trials, failed ones too (as in Optuna's optimize), and a run
+        left interrupted (its retries spent in this run), which a rerun continues rather than a new draw. Not
+        bookkeeping trials that never ran, nor an interrupted attempt that has a retry (the retry counts)."""
         spent = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_by_itself(t) for t in trials)
-        return spent + len(left_interrupted(trials)) + running * sum(t.state == TrialState.RUNNING for t in trials)
+        return spent + len(left_interrupted(trials))
 
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
         budget = self.budget()
         if budget:  # no more trials than the budget has left
-            n = min(n, max(budget - self._used(handle.study.get_trials(deepcopy=False)), 0))
+            trials = handle.study.get_trials(deepcopy=False)
+            n = min(n, max(budget - self._spent(trials) - sum(t.state == TrialState.RUNNING for t in trials), 0))
         return super().take_partners(handle, trial, n)
 
     def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:

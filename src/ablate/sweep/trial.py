@@ -115,9 +115,9 @@ def _supervise(
                         raise optuna.exceptions.UpdateFinishedTrialError(f"trial {trial.number} is no longer running") from None
                     for t in trials:
                         handle.beat(t)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            raise
         except Exception as e:
-            if isinstance(e, optuna.exceptions.UpdateFinishedTrialError):
-                raise
             # The study failed its watcher (a database locked past its timeout, a server or a heartbeat file out of
             # reach): the trial saves and stops, and its row continues, as a preempted one does, on a retry or a rerun.
             raise StudyLost(f"trial {trial.number} stopped: its study could not be read or beaten ({type(e).__name__}: {e})") from e
