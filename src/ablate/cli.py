@@ -40,6 +40,19 @@ EXAMPLES = {
     "average": "ablate average --run-dir runs/h8 --last 5 -o runs/h8/avg5.ckpt",
 }
 
+# The page each command's --help points to, after the example.
+DOCS = {
+    "params": "docs/configuration.md (configs and overrides)",
+    "train": "docs/runs.md (outputs, resuming, stopping) and docs/configuration.md (every key)",
+    "sweep": "docs/sweeps.md (the sweep file, storages, resuming), docs/members.md (--members)",
+    "status": "docs/sweeps.md#watching",
+    "table": "docs/table.md",
+    "archive": "docs/sweeps.md#archiving-and-continuing-on-another-machine, docs/studies.md",
+    "translate": "docs/runs.md#using-the-checkpoints",
+    "evaluate": "docs/runs.md#using-the-checkpoints",
+    "average": "docs/runs.md#using-the-checkpoints",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """One subcommand per package, each adding its own flags (PACKAGE/flags.py), in the order `ablate -h` lists them;
@@ -52,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     for action in sub._choices_actions:  # argparse keeps each command's help= only for the list in `ablate -h`
         command = sub.choices[action.dest]
         command.description = command.description or action.help
-        example = f"example: {EXAMPLES[action.dest]}\ndocs: README.md and docs/ (docs/configuration.md: configs and overrides)"
+        example = f"example: {EXAMPLES[action.dest]}\ndocs: {DOCS[action.dest]}"
         command.epilog = f"{command.epilog}\n\n{example}" if command.epilog else example
         command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser

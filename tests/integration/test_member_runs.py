@@ -130,8 +130,10 @@ def test_a_killed_group_resumes_every_member_exactly(tmp_path, at, signame, code
 def test_a_group_with_dropout_killed_in_an_epochs_last_step_resumes_exactly(tmp_path):
     # An epoch of this corpus is 13 steps: killed at step 25, the resumed group starts a new epoch's iterator at once,
     # which must not draw from torch's global generator (dropout's), or every later mask differs from the whole run's.
+    # Nor must building the members' decoders, which the resumed process does at its first validation (step 30) and
+    # the whole run did at step 10: their weights' initialisation drew from it.
     train, dropout = (
-        {"max_steps": 40, "val_every_steps": 10, "log_every_steps": 5, "keep_last": 2, "val_bleu": False},
+        {"max_steps": 40, "val_every_steps": 10, "log_every_steps": 5, "keep_last": 2, "val_bleu": True, "val_max_sentences": 8},
         "model.dropout=[0.1,0.1]",
     )
     whole = write_experiment(tmp_path, "whole", **train)

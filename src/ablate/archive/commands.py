@@ -14,17 +14,22 @@ def archive_command(args) -> int:
         from ablate.sweep import load_sweep
 
         study = load_sweep(study).out_dir
-    evaluate = None
+    if args.plugins:
+        from ablate.plugins import load_plugins
+
+        load_plugins(args.plugins)
+    evaluate = scorable = None
     if args.split:
-        from ablate.table.checkpoint_scoring import evaluate_run, selected_checkpoint, wanted_checkpoint
+        from ablate.table.checkpoint_scoring import evaluate_run, refuse_unscorable, selected_checkpoint
 
         def evaluate(run: Path) -> None:
-            if selected_checkpoint(run) is None:
-                raise FileNotFoundError(f"{run}: no eval/{args.split}.json and no {wanted_checkpoint(run)} to make one from")
             print(f"evaluating {selected_checkpoint(run)} on the {args.split} split ...")
             evaluate_run(run, args.split, args.device)
 
-    report = archive(study, Path(args.dest), evaluate, args.split or "test")
+        def scorable(runs: list[Path]) -> None:
+            refuse_unscorable(runs, args.split)
+
+    report = archive(study, Path(args.dest), evaluate, args.split or "test", scorable)
     print(
         f"archived {len(report.trials)} finished runs of {study} into {args.dest}"
         + (f" (scored {len(report.evaluated)} on {args.split} first)" if report.evaluated else "")

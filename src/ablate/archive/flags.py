@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ablate.messages.flag_types import add_plugins_flag
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("archive", help="a study's evidence without checkpoints or corpus text, to commit, share or continue elsewhere")
@@ -15,6 +17,7 @@ def add_parsers(sub) -> None:
         help="first score every finished run without RUN/eval/SPLIT.json on SPLIT from its selected checkpoint",
     )
     p.add_argument("--device", default="auto", help="with --split: where to evaluate checkpoints (cpu, cuda, auto)")
+    add_plugins_flag(p, "with --split: the plugins the runs' models need (their checkpoints only record them)")
     p.set_defaults(func=run_archive)
 
 

@@ -46,9 +46,16 @@ class ArchiveReport:
     database: bool = False
 
 
-def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None = None, split: str = "test") -> ArchiveReport:
+def archive(
+    study: Path,
+    dest: Path,
+    evaluate: Callable[[Path], object] | None = None,
+    split: str = "test",
+    scorable: Callable[[list[Path]], None] | None = None,
+) -> ArchiveReport:
     """Copy `study`'s evidence into `dest` (see the module docstring); `evaluate(run_dir)` writes a finished run's
-    eval/{split}.json first where it has none (its checkpoints are not archived, so later is too late)."""
+    eval/{split}.json first where it has none (its checkpoints are not archived, so later is too late), once
+    `scorable(run_dirs)` has had its say on all of them (it raises to refuse, before any is scored)."""
     study, dest = study.resolve(), dest.resolve()
     if not study.is_dir():
         raise FileNotFoundError(f"no such study directory: {study}")
@@ -59,10 +66,10 @@ def archive(study: Path, dest: Path, evaluate: Callable[[Path], object] | None =
     # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
     check_output(dest / DATABASE, "the archive", owns=[dest], writes_records=True)
     with exclusive(dest) as sole:  # from the check that DEST holds nothing newer to the last file moved in
-        return _archive_into(study, dest, evaluate, split, sole)
+        return _archive_into(study, dest, evaluate, scorable, split, sole)
 
 
-def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | None, split: str, sole: bool) -> ArchiveReport:
+def _archive_into(study: Path, dest: Path, evaluate: Callable | None, scorable: Callable | None, split: str, sole: bool) -> ArchiveReport:
     source_db = study / DATABASE
     has_db = source_db.is_file()
     if has_db:  # a corrupt, empty or locked database is refused before anything is copied
@@ -78,17 +85,27 @@ def _archive_into(study: Path, dest: Path, evaluate: Callable[[Path], object] | 
     # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary
     # when the runs were walked after it.
     with staging(dest, sole) as stage, database_copy(source_db, stage / DATABASE) if has_db else contextlib.nullcontext() as copied:
-        _archive_runs(study, dest, stage, report, evaluate, split, copied)
+        _archive_runs(study, dest, stage, report, (evaluate, scorable), split, copied)
     return report
 
 
-def _archive_runs(study: Path, dest: Path, stage: Path, report: ArchiveReport, evaluate, split: str, database: Path | None) -> None:
-    runs = _finished_runs(study, report, database)
+def _archive_runs(
+    study: Path,
+    dest: Path,
+    stage: Path,
+    report: ArchiveReport,
+    scoring: tuple[Callable | None, Callable | None],
+    split: str,
+    database: Path | None,
+) -> None:
+    (evaluate, scorable), runs = scoring, _finished_runs(study, report, database)
     record = Path("eval") / f"{split}.json"
     to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
     # A refusal comes before scoring, which can take minutes a run; a record the archive holds that scoring would
     # write anew is refused with the rest.
     _contents(study, dest, runs, report, scoring=[dest / r.relative_to(study) / record for r in to_score])
+    if to_score and scorable is not None:
+        scorable(to_score)
     for run in to_score:
         evaluate(run)
         report.evaluated.append(str(run.relative_to(study)))

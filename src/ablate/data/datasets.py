@@ -8,6 +8,7 @@ the cache (`wmt14_en_de` exports the Hugging Face `datasets` copy to `{stem}.{la
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -46,6 +47,7 @@ def download(url: str, dest: Path, sha256: Optional[str]) -> Path:
 
     A reader (or a racing sweep worker) therefore sees either no file or the complete, verified one.
     """
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # removed again, if left empty, on a failure
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp = Path(tmp_name)
@@ -63,10 +65,13 @@ def download(url: str, dest: Path, sha256: Optional[str]) -> Path:
         raise DownloadError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, TimeoutError, OSError) as e:
         reason = getattr(e, "reason", e)
-        hint = f"set data.dir to a folder holding {dest.name}"
+        hint = f"set ABLATE_DATA_DIR to a folder holding {dest.parent.name}/{dest.name}, or data.dir to one holding {dest.name}"
         raise DownloadError(f"download of {url} failed: {reason}; {hint}") from None
     finally:
         tmp.unlink(missing_ok=True)
+        for folder in made if not dest.exists() else ():
+            with contextlib.suppress(OSError):  # not empty: another process's download is in it
+                folder.rmdir()
     return dest
 
 

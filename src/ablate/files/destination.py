@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -164,3 +164,25 @@ def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return os.path.samefile(a, b)
     except OSError:  # either is missing: not the same file
         return False
+
+
+def check_run_folder(out: str | os.PathLike, belongs: Callable[[str, Path], bool]) -> None:
+    """A run's out_dir (`ablate train`): never a study's folder, nor inside a study or a run where `belongs(kind,
+    folder)` says it is not at home (a sweep's own trial, a member in its group are), since `ablate table` would read
+    it as one of theirs; refused before any work, naming the folder."""
+    out = Path(out)
+    if folder_kind(out) == "study":
+        raise ValueError(
+            f"out_dir={out} is a study's folder (it holds {_held(out, (*_STUDY_FILES, ARCHIVE_INCOMPLETE))}), where a run "
+            "is read as one of its trials; choose another out_dir; nothing was written"
+        )
+    if (found := owner_of(out)) is not None and not belongs(*found):
+        kind, folder = found
+        raise ValueError(
+            f"out_dir={out} is inside the {kind} folder {folder} (it holds {_held(folder, _STUDY_FILES if kind == 'study' else _RUN_FILES)}), "
+            f"where a run is read as part of that {kind}; choose another out_dir; nothing was written"
+        )
+
+
+def _held(folder: Path, names: Iterable[str]) -> str:
+    return ", ".join(name for name in names if (folder / name).exists())

@@ -74,6 +74,8 @@ def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{what} not found: {path}") from None
+    except IsADirectoryError:  # `ablate sweep runs/sweeps/x`: a study's folder where its sweep file belongs
+        raise ConfigError(f"{path} is a folder, not a {what} (a .yaml file)") from None
     return parse_yaml(_utf8(data, path), str(path))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ablate.messages.flag_types import Number
+from ablate.messages.flag_types import Number, add_plugins_flag
 
 
 def add_parsers(sub) -> None:
@@ -15,13 +15,8 @@ def add_parsers(sub) -> None:
     decode.add_argument("--alpha", type=Number(float, 0), default=None, help="length penalty (default: the run's)")
     decode.add_argument("--batch-tokens", type=Number(int, 1), default=4000, help="source tokens per decoding batch")
     decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto")
-    decode.add_argument(
-        "--plugins",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="FILE_OR_MODULE",
-        help="after the checkpoint: .py files or modules registering its own variants (a checkpoint only records its plugins)",
+    add_plugins_flag(
+        decode, "after the checkpoint: .py files or modules registering its own variants (a checkpoint only records its plugins)"
     )
 
     p = sub.add_parser("translate", parents=[decode], help="translate lines from stdin or a file")

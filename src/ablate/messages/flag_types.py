@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 
 MAX_BOOT = 1_000_000  # bootstrap resamples: past this the paired tests take hours and say nothing more
 
@@ -27,3 +28,24 @@ class Number:
             bounds = f">= {self.low}" if self.high is None else f"from {self.low} to {self.high}"
             raise argparse.ArgumentTypeError(f"{text} must be {what} {bounds}")
         return value
+
+
+class _Plugins(argparse._ExtendAction):
+    """`--plugins` takes every value after it, so given before a positional it swallows that too: a value that cannot
+    be a plugin (a checkpoint, a folder, a path that is no .py file) is refused naming it, rather than argparse
+    saying the positional is missing."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for value in values:
+            folder = os.path.isdir(value) and not os.path.isfile(os.path.join(value, "__init__.py"))
+            if value.endswith(".ckpt") or folder or ("/" in value and not value.endswith(".py")):
+                raise argparse.ArgumentError(
+                    self,
+                    f"{value} is not a plugin (a .py file or a module name): --plugins takes every value after it, so give it after the command's other arguments",
+                )
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_plugins_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """The `--plugins FILE_OR_MODULE ...` flag of the commands that rebuild a saved model (a checkpoint only records its plugins)."""
+    parser.add_argument("--plugins", nargs="+", action=_Plugins, default=[], metavar="FILE_OR_MODULE", help=help)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
@@ -12,8 +13,6 @@ def split_config_args(items: list[str]) -> tuple[list[str], list[str]]:
     one is there or its part before "=" is a path (a key has no "/"): a member's `GROUP/seed=5/config.yaml`."""
 
     def is_file(x: str) -> bool:
-        from pathlib import Path
-
         if "=" not in x or "/" in x.partition("=")[0]:
             return True
         try:
@@ -36,13 +35,15 @@ def params_command(args: argparse.Namespace) -> int:
 
     cfg = load_config(*split_config_args(args.config))
     counts = parameter_count(cfg)  # on the meta device: any size is counted, none allocated
-    table = Table(title=f"parameters (shared vocabulary {cfg.data.vocab_size:,})")
+    console = Console()
+    console.print(f"parameters (shared vocabulary {cfg.data.vocab_size:,})")  # above, not a title the table's width wraps
+    table = Table()
     table.add_column("part")
     table.add_column("count", justify="right")
     table.add_column("x10^6", justify="right")
     for part in ("embeddings", "encoder", "decoder", "total"):
         table.add_row(part, f"{counts[part]:,}", f"{counts[part] / 1e6:.2f}")
-    Console().print(table)
+    console.print(table)
     return 0
 
 
@@ -109,9 +110,10 @@ def _train_command(args: argparse.Namespace) -> int:
 
     files, overrides = split_config_args(args.config)
     lists, overrides = member_lists(overrides)
-    sizes = {len(v) for v in lists.values()} | ({args.members} if args.members else set())
+    given = [value.strip() for key, _, value in (o.partition("=") for o in overrides) if key.strip() == "members.size"]
+    sizes = {len(v) for v in lists.values()} | ({args.members} if args.members else set()) | {int(v) for v in given if v.isdigit()}
     if len(sizes) > 1:
-        raise ValueError(f"--members and the listed values disagree on the number of members ({sorted(sizes)})")
+        raise ValueError(f"--members, members.size and the listed values disagree on the number of members ({sorted(sizes)})")
     overrides += [f"members.size={size}" for size in sizes] + ([f"members.data={args.member_data}"] if args.member_data else [])
     if sizes == {1}:  # one member is one run: each one-element list is that run's value (seeds=[7] is seed=7)
         overrides += [f"{key}={values[0]}" for key, values in lists.items()]
@@ -131,14 +133,15 @@ def _train_command(args: argparse.Namespace) -> int:
         if lists:
             print("# one value per member: " + "; ".join(f"{k}: {v}" for k, v in lists.items()))
         return 0
+    from ablate.files.destination import check_run_folder
+
+    check_run_folder(cfg.out_dir, lambda kind, folder: _at_home(cfg, kind, folder))
     if cfg.members.size > 1:
         return _run_members(args, cfg, configs)
     from ablate.run.train import train  # Lightning takes seconds to import: a bad config is refused before it
 
     resume = args.resume
     if args.auto_resume:
-        from pathlib import Path
-
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
     try:
         summary = train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
@@ -151,6 +154,21 @@ def _train_command(args: argparse.Namespace) -> int:
 
     print_closing(summary)  # final scores and where the files are
     return 0
+
+
+def _at_home(cfg, kind: str, folder) -> bool:
+    """A run inside a study is at home as the sweep's own trial (run again by hand); inside a run, as a member of the
+    group that folder trained (`ablate train MEMBER/config.yaml members.size=1`)."""
+    if kind == "study":
+        return cfg.sweep.study is not None
+    from ablate.run.rundir import saved_config
+
+    if Path(cfg.out_dir).resolve().parent != Path(folder).resolve():  # a member's folder is in its group's, not deeper
+        return False
+    try:
+        return (saved_config(folder).get("members", {}).get("size") or 1) > 1
+    except (ValueError, OSError):
+        return False
 
 
 def member_runs(cfg, lists: dict[str, list]) -> list:
@@ -178,8 +196,6 @@ def member_runs(cfg, lists: dict[str, list]) -> list:
 
 
 def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
-    from pathlib import Path
-
     from ablate.run.closing import print_closing
     from ablate.run.exits import FAILED_FILE
     from ablate.run.members import train_members

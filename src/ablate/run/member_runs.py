@@ -52,6 +52,7 @@ class MemberRuns(L.Callback):
         for k, reason in enumerate(self.stops.reason):
             if reason is not None:
                 pl_module.optimizer.freeze(k)
+        self._stop_if_done(trainer)  # all of them stopped (killed while their ends were written): no step more
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         self._padded[0] += batch["padded"]

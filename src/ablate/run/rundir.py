@@ -47,16 +47,27 @@ def earlier_run(out: Path) -> list[Path]:
 def _members_in(group: Path) -> list[Path]:
     """The run folders inside `group` of the member group trained there (`ablate train --members`: each member's
     config.yaml names it in members.group), which belong to that group's run: moved aside with it, never split off."""
-    members = []
+    members, size = [], _group_size(group)
     for folder in sorted(p for p in group.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
         try:
-            named = saved_config(folder).get("members", {}).get("group")
+            own = saved_config(folder).get("members", {})
         except (ValueError, OSError):  # a damaged member config: not ours to judge here
             continue
-        # The group as it was named when it trained: relative to that command's working directory, maybe not this one's
-        if named and (Path(named).resolve() == group.resolve() or Path(named).name == group.resolve().name):
+        named = own.get("group")
+        # The group as it was named when it trained: relative to that command's working directory, maybe not this one's;
+        # or, the group's folder copied or renamed since, a member of a group of this one's size.
+        by_name = named and (Path(named).resolve() == group.resolve() or Path(named).name == group.resolve().name)
+        if by_name or (size > 1 and own.get("index") is not None and own.get("size") == size):
             members.append(folder)
     return members
+
+
+def _group_size(folder: Path) -> int:
+    """members.size of the config saved in `folder` (1 where none is, or it does not read)."""
+    try:
+        return int(saved_config(folder).get("members", {}).get("size") or 1) if (folder / "config.yaml").is_file() else 1
+    except (ValueError, OSError, TypeError):
+        return 1
 
 
 def move_aside(out: Path) -> Path:

@@ -93,7 +93,7 @@ def _objective(path: Path, raw: Any) -> Objective:
         if problem := metric_problem(str(metric)):
             raise fields.fail(path, f"objective: {problem}")
         if doubt := metric_doubt(str(metric)):  # a plugin's own val/* metric may be meant: said, not refused
-            log.warning("%s: objective: %s", path, doubt)
+            log.warning("warning: %s: objective: %s", path, doubt)
         # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
         if not is_number(weight) or not math.isfinite(weight) or weight == 0:
             raise fields.fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")

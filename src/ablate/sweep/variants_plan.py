@@ -147,4 +147,4 @@ class Variants(Plan):
             if (seed if seed is not None else row_seed) != base_seed:
                 diff = dict(sorted({**diff, "seed": (base_seed, seed if seed is not None else row_seed)}.items()))
             rows.append([row, "-" if seed is None else str(seed), ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.items()) or "(base)"])
-        return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trials"
+        return ["row", "seed", "differences from the base config"], rows, f"{len(rows)} trial{'s' * (len(rows) != 1)}"

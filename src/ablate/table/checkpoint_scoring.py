@@ -4,15 +4,18 @@ RUN_DIR/eval/{split}.json (`ablate.evaluation.records`). The checkpoint is the o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+from ablate import plugins
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.evaluation.sentence_scores import sentence_nll, split_nll
 from ablate.files.json_file import object_or_empty
+from ablate.files.yaml_file import read_yaml
 from ablate.table.finished_runs import Run
 
 # The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
-__all__ = ["evaluate_run", "evaluator", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
+__all__ = ["evaluate_run", "evaluator", "refuse_unscorable", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
 
 UNRECORDED = ("avg.ckpt", "best.ckpt")  # a run that recorded no selection (older runs): the average, else the best
 
@@ -54,6 +57,25 @@ def wanted_checkpoint(run_dir: Path) -> str:
     if selected == FINAL:
         return "checkpoints/last.ckpt saved at the run's last step (the run reported its final weights)"
     return f"checkpoints/{' or '.join(UNRECORDED)}"
+
+
+def refuse_unscorable(run_dirs: Iterable[Path], split: str, rows: dict[Path, str] | None = None) -> None:
+    """Refuse, before the first of the evaluations (minutes each), every run among `run_dirs` that could not be scored:
+    one without the checkpoint it selected, or whose model names a variant no imported plugin registers (`--plugins`),
+    so a study is not half scored when the last run fails. `rows` names each run's row in the message."""
+    problems, lacking = [], False
+    for run in run_dirs:
+        who = f"run '{rows[run]}' at {run}" if rows and run in rows else str(run)
+        if selected_checkpoint(run) is None:
+            problems.append(f"{who}: no eval/{split}.json and no {wanted_checkpoint(run)} to make one from")
+            lacking = True
+        elif why := plugins.needed(who, read_yaml(run / "config.yaml", "run config") or {}):
+            problems.append(why)
+    if problems:
+        more = f"; and {len(problems) - 3} more runs" if len(problems) > 3 else ""
+        hint = f"; a record can be written with `ablate evaluate CHECKPOINT --split {split} --save-eval`" if lacking else ""
+        runs = "a run cannot" if len(problems) == 1 else f"{len(problems)} runs cannot"
+        raise ValueError(f"{runs} be scored on the {split} split, so none was: " + "; ".join(problems[:3]) + more + hint)
 
 
 def evaluate_run(run_dir: Path, split: str, device: str = "auto") -> Path:

@@ -18,7 +18,7 @@ from ablate.table.latex import to_latex
 from ablate.table.left_out import LeftOut, in_study, left_out, study_trials
 from ablate.table.plot import plot
 from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
-from ablate.table.sentence_records import collect
+from ablate.table.sentence_records import collect, unrecorded
 
 DEFAULT_OUT = Path("tables")
 
@@ -56,8 +56,10 @@ def table_cli(args: argparse.Namespace) -> int:
     _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None
     if args.split == "test":  # summaries hold validation scores only: every run needs a test record, made if missing
-        from ablate.table.checkpoint_scoring import evaluator
+        from ablate.table.checkpoint_scoring import evaluator, refuse_unscorable
 
+        lacking = {r.run_dir: r.row for r in unrecorded(runs, args.split) if r.run_dir is not None}
+        refuse_unscorable(lacking, args.split, lacking)
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
     evidence.skipped, evidence.skipped_what = skipped, "W&B run" if args.wandb else "run"

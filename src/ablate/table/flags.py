@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ablate.config.validation import SEED_MAX
-from ablate.messages.flag_types import MAX_BOOT, Number
+from ablate.messages.flag_types import MAX_BOOT, Number, add_plugins_flag
 
 
 def add_parsers(sub) -> None:
@@ -14,8 +14,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--wandb", action="store_true", help="read W&B offline run files under STUDY instead of run directories")
     p.add_argument(
         "--out",
-        help="folder for NAME.{md,tex,csv,json,png} (default: ./tables/STUDY_NAME/, so a study's own folder, which may be "
-        "committed evidence, is never written unless named here)",
+        help="folder for NAME.{md,tex,csv,json,png} and NAME-agreement.csv (default: ./tables/FOLDER/, FOLDER the study "
+        "folder's name, so a study's own folder, which may be committed evidence, is never written unless named here)",
     )
     p.add_argument("--force", action="store_true", help="replace output files that hold other content (default: refuse, writing nothing)")
     p.add_argument("--name", default="table3", help="file name stem (default: table3)")
@@ -50,14 +50,7 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--metric", help="with --at-update: the logged validation metric to compare (default: val/ppl)")
     p.add_argument("--device", default="auto", help="with --split test: where to evaluate checkpoints (cpu, cuda, auto)")
-    p.add_argument(
-        "--plugins",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="FILE_OR_MODULE",
-        help="with --split test: plugins the runs' models need (their checkpoints only record them)",
-    )
+    add_plugins_flag(p, "with --split test: the plugins the runs' models need (their checkpoints only record them)")
     p.set_defaults(func=run_table)
 
 

@@ -43,6 +43,16 @@ def _record(run: Run, split: str) -> EvalFile | None:
     return None if data is None else parse_eval(data, f"{run.source} (summary key eval/{split})", split)
 
 
+def unrecorded(runs: list[Run], split: str) -> list[Run]:
+    """The runs without a record on `split` (as `_record` looks for one, unread): those `collect` has `evaluate` score."""
+
+    def in_summary(run: Run) -> bool:
+        nested = run.summary.get("eval")
+        return f"eval/{split}" in run.summary or (isinstance(nested, dict) and split in nested)
+
+    return [r for r in runs if not (r.run_dir is not None and eval_path(r.run_dir, split).exists()) and not in_summary(r)]
+
+
 def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | None = None) -> Evidence:
     """Read every run's record, align them on common sentences and set each run's `bleu`/`ppl` to its scores there.
 

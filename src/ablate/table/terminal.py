@@ -20,7 +20,7 @@ from ablate.table.row_tests import METRICS
 PIPE_WIDTH = 120  # a pipe or a log has no width of its own: this one holds both metrics' verdict columns
 GAP = "  "
 # Where the rest is, named under the table so a reader knows the terminal shows a part.
-IN_THE_FILES = "every column (config, seed intervals, p, paired CI, MDE, speed, training length) and note"
+IN_THE_FILES = "every column (config, seed intervals, p, paired CI, MDE, speed, training length) and notes"
 
 
 @dataclass(frozen=True)

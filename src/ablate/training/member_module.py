@@ -84,10 +84,13 @@ class MemberModule(L.LightningModule):
             self._load_decoders()
 
     def _load_decoders(self) -> None:
-        """Copy each member's current weights into its ordinary model, built once."""
+        """Copy each member's current weights into its ordinary model, built once per process: on the CPU's generator
+        forked, since initialising weights (overwritten at once) draws from the one dropout draws from, and a resumed
+        group builds them at another step than the run it continues did, so every later mask would differ."""
         cfg = self.cfgs[0]
         if not self._decoders:
-            self._decoders = tuple(build_transformer(cfg.model, self.vocab_size) for _ in range(self.members))
+            with torch.random.fork_rng(devices=[]):  # built on the CPU, then moved
+                self._decoders = tuple(build_transformer(cfg.model, self.vocab_size) for _ in range(self.members))
         state = self.model.state_dict()
         for k, decoder in enumerate(self._decoders):
             decoder.load_state_dict(member_state_dict(state, k))

@@ -107,7 +107,16 @@ def test_http_error_names_url(fake, monkeypatch, tmp_path):
     monkeypatch.setitem(DATASETS, "fake", replace(spec, base_url=spec.base_url + "/missing"))
     with pytest.raises(DownloadError, match=r"missing/train\.en\.gz.*HTTP 404"):
         resolve_split(cfg, "train")
-    assert list((tmp_path / "cache" / "datasets" / "fake").iterdir()) == []
+    assert not (tmp_path / "cache").exists()  # the folders made for it go with the failure
+
+
+def test_an_unreachable_server_says_where_to_put_the_files_and_leaves_no_folder(fake, monkeypatch, tmp_path):
+    cfg, _, _ = fake
+    (tmp_path / "cache").mkdir()  # the user's: stays
+    monkeypatch.setitem(DATASETS, "fake", replace(DATASETS["fake"], base_url="http://127.0.0.1:9/nothing"))
+    with pytest.raises(DownloadError, match=r"set ABLATE_DATA_DIR to a folder holding fake/train\.en\.gz, or data\.dir"):
+        resolve_split(cfg, "train")
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_url_env_overrides_base_url(fake, monkeypatch):

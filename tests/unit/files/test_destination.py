@@ -11,6 +11,7 @@ import pytest
 from ablate.files.destination import (
     ARCHIVE_INCOMPLETE,
     check_output,
+    check_run_folder,
     folder_kind,
     is_stream,
     owner_of,
@@ -60,6 +61,25 @@ def test_outputs_inside_a_study_or_run_are_refused_unless_the_command_owns_it(tm
     (tmp_path / "arch").mkdir()
     (tmp_path / "arch" / ARCHIVE_INCOMPLETE).touch()
     assert folder_kind(tmp_path / "arch") == "study"
+
+
+def test_a_runs_folder_is_never_a_study_nor_inside_one_or_another_run_unless_at_home_there(tmp_path):
+    study = tmp_path / "study"
+    trial = run_folder(study / "trials" / "t1")
+    (study / "study.db").write_bytes(b"")
+    run = run_folder(tmp_path / "run")
+    stranger = lambda kind, folder: False  # noqa: E731
+    with pytest.raises(ValueError, match=f"out_dir={study} is a study's folder \\(it holds study.db\\)"):
+        check_run_folder(study, stranger)
+    asked = []
+    for out, kind, folder in ((study / "extra", "study", study), (trial / "sub", "run", trial), (run / "checkpoints" / "x", "run", run)):
+        with pytest.raises(ValueError, match=f"out_dir={out} is inside the {kind} folder {folder} \\(it holds "):
+            check_run_folder(out, lambda k, f: asked.append((k, f)) or False)
+        assert asked.pop() == (kind, folder)
+    check_run_folder(study / "extra", lambda kind, folder: kind == "study")  # the sweep's own trial, run by hand
+    check_run_folder(run, stranger)  # its own folder: resumed, or refused later as an earlier run
+    check_run_folder(tmp_path / "new" / "run", stranger)
+    assert not (study / "extra").exists() and sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml"]
 
 
 @pytest.mark.parametrize("written, named", [

@@ -52,3 +52,24 @@ def test_state_round_trips_through_a_checkpoint(tmp_path):
     assert again.state_dict() == stops.state_dict()
     assert again.update(0, {"val/loss": 2.9, "val/ppl": 2.9}, 3) is None
     assert again.update(0, {"val/loss": 2.9, "val/ppl": 2.9}, 4) == "early_stopping"  # the third without improvement
+
+
+def test_a_group_resumed_after_every_member_stopped_trains_no_step(tmp_path):
+    # Killed while its members' ends were written: the resumed group freezes them all and stops before its first step,
+    # as a run resumed after its rule fired does (StopRules.on_train_start), not up to the next logging step.
+    from types import SimpleNamespace
+
+    from ablate.run.member_runs import MemberRuns
+
+    cfg = tiny_experiment(tmp_path, logging={"wandb": False})
+    outs = [tmp_path / f"seed={k}" for k in (1, 2)]
+    runs = MemberRuns([cfg, cfg], outs, tmp_path, 100, b"", 0, {})
+    frozen = []
+    module = SimpleNamespace(optimizer=SimpleNamespace(freeze=frozen.append))
+    trainer = SimpleNamespace(should_stop=False)
+    runs.stops.reason[0] = "early_stopping"
+    runs.on_train_start(trainer, module)
+    assert frozen == [0] and not trainer.should_stop  # one still trains
+    runs.stops.reason[1] = "converged"
+    runs.on_train_start(trainer, module)
+    assert frozen == [0, 0, 1] and trainer.should_stop

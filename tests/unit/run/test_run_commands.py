@@ -33,6 +33,8 @@ def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
     (["seeds=[]"], None, "expected a list of values, one per member"),
     (["seeds=[1, 2]", "train.warmup=[10, 20, 30]"], None, "disagree on the number of members ([2, 3])"),
     (["seeds=[1, 2]"], 3, "disagree on the number of members ([2, 3])"),
+    (["members.size=2", "seeds=[1, 2, 3]"], None, "disagree on the number of members ([2, 3])"),
+    (["members.size=3"], 2, "disagree on the number of members ([2, 3])"),
     (["model.d_model=[32, 64]"], 2, "override 'model.d_model=[32, 64]': one value per member is for the member-able keys"),
     (["model.d_ff=[64,128]"], None, "'model.d_ff' takes one value, so its values train as rows of a sweep"),
     (["train.lr_scale=[[1], 2]"], None, "override 'train.lr_scale=[[1], 2]': each member's value must be a single"),
@@ -198,3 +200,29 @@ def test_a_group_refused_for_a_folder_another_process_just_took_leaves_that_fold
         assert (tmp_path / "run" / ".run.lock").exists()
     finally:
         os.close(held[0])
+
+
+def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_group_trains(tmp_path, monkeypatch):
+    from helpers import tiny_experiment
+
+    from ablate.config import to_yaml
+
+    monkeypatch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"trains {cfg.out_dir}")))
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "results.csv").write_text("row\n")
+    group = tiny_experiment(tmp_path)
+    group.members.size, group.out_dir = 2, str(tmp_path / "g")
+    (tmp_path / "g" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "g" / "config.yaml").write_text(to_yaml(group))
+    args = argparse.Namespace(config=[], members=None, member_data=None, resume=False, auto_resume=False,
+                              force=False, move_aside=False, accept_data_change=False)  # fmt: skip
+    path = tmp_path / "exp.yaml"
+    path.write_text(to_yaml(tiny_experiment(tmp_path)))
+    for out, where in (("study/x", "study folder"), ("g/checkpoints/x", "run folder")):
+        args.config = [str(path), f"out_dir={tmp_path / out}"]
+        with pytest.raises(ValueError, match=f"is inside the {where} {tmp_path / out.split('/')[0]}"):
+            train_command(args)
+    args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1'}"]  # a member of g, trained alone
+    with pytest.raises(SystemExit, match="trains .*g/seed=1"):
+        train_command(args)
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["checkpoints", "config.yaml"]

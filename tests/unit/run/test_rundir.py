@@ -123,6 +123,23 @@ def test_members_named_by_a_relative_group_move_aside_with_it_from_any_working_d
     assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1"]
 
 
+def test_the_members_of_a_group_folder_copied_or_renamed_move_aside_with_it(tmp_path):
+    """Copied to g7, the members still name the folder they trained in: they are the group's by their index and size."""
+    group = tmp_path / "g7"
+    cfg = config(group)
+    cfg.members.size = 2
+    save_config(group, cfg)
+    for k in (0, 1):
+        member = config(group / f"seed={k + 1}")
+        member.members.group, member.members.index, member.members.size = str(tmp_path / "g4"), k, 2
+        save_config(group / f"seed={k + 1}", member)
+    stray = config(group / "lone")
+    stray.members.group, stray.members.index, stray.members.size = str(tmp_path / "g4"), 0, 3  # another group's
+    save_config(group / "lone", stray)
+    assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1", "seed=2"]
+    assert sorted(p.name for p in move_aside(group).iterdir()) == ["config.yaml", "seed=1", "seed=2"]
+
+
 def test_earlier_run_counts_the_fingerprint_the_run_tokenizer_and_what_a_resume_kept(tmp_path):
     out = tmp_path / "run"
     out.mkdir()

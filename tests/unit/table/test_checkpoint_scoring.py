@@ -59,3 +59,29 @@ def test_the_checkpoint_scored_on_test_holds_the_weights_the_run_reported(tmp_pa
         checkpoint_scoring.evaluator("test")(bare_run("stale", str(stale), run_dir=stale))
     older = run("older", "", 900, {"best.ckpt": 500})  # recorded no selection: the best, as before
     assert checkpoint_scoring.selected_checkpoint(older).name == "best.ckpt"
+
+
+@pytest.mark.parametrize("command", ["table", "archive"])
+def test_every_run_to_score_is_checked_before_the_first_is_scored(tmp_path, monkeypatch, capsys, command):
+    """A study whose last run needs a plugin not passed, or lacks its checkpoint, is refused before minutes of scoring
+    the others, naming the plugin to pass (`--plugins`, which `archive` takes as `table` does)."""
+    study = tmp_path / "study"
+    runs = [write_run(study, row, 1) for row in ("base", "E-mine", "E-gone")]
+    for run in runs:
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "best.ckpt").write_bytes(b"")
+    config = runs[1] / "config.yaml"
+    text = config.read_text().replace("attention: scaled_dot_product", "attention: mine_unregistered")
+    config.write_text(text.replace("plugins: []", f"plugins:\n- {tmp_path / 'mine.py'}"))
+    (runs[2] / "checkpoints" / "best.ckpt").unlink()
+    monkeypatch.setattr(checkpoint_scoring, "evaluate_run", lambda *a, **k: pytest.fail("scored before every run was checked"))
+    args = [str(study), str(tmp_path / "out"), "--split", "test"] if command == "archive" else [str(study), "--split", "test"]
+    assert main([command, *args]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "2 runs cannot be scored on the test split, so none was" in err
+    assert f"needs plugin {tmp_path / 'mine.py'} (model.attention='mine_unregistered' is not registered); pass --plugins" in err
+    assert f"{runs[2]}: no eval/test.json and no checkpoints/avg.ckpt or best.ckpt to make one from" in err
+    assert not (tmp_path / "out").exists() and not any(study.rglob("test.json"))
+    (tmp_path / "mine.py").write_text("x = 1\n")  # registers nothing: passed, it is imported, and the run still cannot be
+    assert main([command, *args, "--plugins", str(tmp_path / "mine.py")]) == 2
+    assert "model.attention='mine_unregistered' is not registered by its plugins" in " ".join(capsys.readouterr().err.split())
