@@ -257,6 +257,12 @@ def test_evaluate_refuses_a_record_it_could_not_write_before_decoding(tmp_path, 
     assert f"--save-eval: {tmp_path / 'run' / 'eval'} is a file, not a folder; nothing was written" in capsys.readouterr().err
 
 
+def test_evaluate_save_eval_of_a_checkpoint_outside_a_run_is_refused_before_decoding(tmp_path, capsys):
+    ckpt = tmp_path / "copy.ckpt"  # never read: the refusal comes first (it came after the whole split was decoded)
+    assert cli.main(["evaluate", str(ckpt), "--split", "test", "--save-eval"]) == 2
+    assert f"--save-eval: {ckpt} is not in a run directory's checkpoints/ folder" in capsys.readouterr().err
+
+
 def test_evaluate_save_eval_writes_over_the_runs_record_only_with_force(tmp_path, capsys):
     """--save-eval replaced RUN/eval/SPLIT.json without asking: a step checkpoint's record over the run's own (made
     from its reported weights), which `ablate table --split` then scored the run by."""

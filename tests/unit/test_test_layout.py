@@ -23,7 +23,6 @@ COVERED_END_TO_END = {
     "ablate.training.flags": "the `ablate average` parser: through ablate.cli.main in tests/unit/test_cli.py and tests/unit/training/test_checkpoint.py",
     "ablate.table.commands": "`ablate table`'s body, whose interface is the command line: tests/unit/table/test_table_command.py",
     "ablate.sweep.status": "`ablate status`, whose interface is the command line: tests/unit/sweep/test_status.py",
-    "ablate.table.file_writes": "`ablate table`'s files rendered, compared and written: tests/unit/table/test_table_command.py (--force, unchanged files)",
     "ablate.table.latex": "`ablate table`'s .tex: tests/unit/table/test_compare.py (test_cli_writes_markdown_latex_csv_json_and_plot)",
     "ablate.archive.commands": "`ablate archive`'s body, whose interface is the command line: tests/unit/archive/test_archive.py",
 }

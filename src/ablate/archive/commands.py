@@ -27,7 +27,7 @@ def archive_command(args) -> int:
             evaluate_run(run, args.split, args.device)
 
         def scorable(runs: list[Path]) -> None:
-            refuse_unscorable(runs, args.split)
+            refuse_unscorable(runs, args.split, device=args.device)
 
     report = archive(study, Path(args.dest), evaluate, args.split or "test", scorable)
     print(

@@ -32,14 +32,21 @@ class DiskFull(OSError):
     """No space (or quota) left while writing a file; the message says so and names the file, not the temporary."""
 
 
+class Appeared(FileExistsError):
+    """A file written `new_only` that another process made while this one worked: it is kept, and this one's result is not."""
+
+
 @contextmanager
-def replacing(target: str | os.PathLike) -> Iterator[Path]:
+def replacing(target: str | os.PathLike, new_only: bool = False) -> Iterator[Path]:
     """A temporary path beside `target` (same file system, so the rename is atomic) for the caller to write; when the
     block ends it is synced to disk and renamed over `target`, and the folder synced (so the rename survives a power
     cut); if the block raises it is removed instead. The result keeps the target's permissions (a new file: the
-    umask's), not mkstemp's private 0600."""
+    umask's), not mkstemp's private 0600. Its folder is made if missing. `new_only`: never over a file, not even one
+    another process wrote while this one worked (checked before the work, a file there was refused without --force):
+    the temporary is linked in, which fails where a file is (`Appeared`)."""
     target = Path(target)
     refuse_link(target)  # the one rule for outputs (ablate.files.destination): never through a link
+    target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(target)
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp")
@@ -51,7 +58,7 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
         _fsync(tmp)
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o666 & ~_UMASK
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        _link(tmp, target) if new_only else os.replace(tmp, target)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if full := _disk_full(target, e):
@@ -59,6 +66,24 @@ def replacing(target: str | os.PathLike) -> Iterator[Path]:
         raise
     with contextlib.suppress(OSError):  # renamed already; a folder some file systems cannot sync only weakens durability
         _fsync(target.parent)
+
+
+def _link(tmp: str, target: Path) -> None:
+    """Put `tmp` in place as `target` only if no file is there: a hard link fails where one is, atomically; where the
+    file system has no hard links, a check just before the rename leaves the race a few microseconds wide."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise Appeared(
+            f"{target} appeared while this command ran (another process wrote it) and is kept; pass --force to write over "
+            "it, or choose another name; this command's result was not written"
+        ) from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK) or target.exists():
+            raise
+        os.replace(tmp, target)
+        return
+    os.unlink(tmp)
 
 
 def remove_stale(target: str | os.PathLike) -> list[Path]:
@@ -97,10 +122,10 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | bytes]) -> None:
+def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | bytes], new_only: bool = False) -> None:
     """Replace `target` with `data` (text as UTF-8; or the parts an iterable yields, each written as it comes, so
     output of any size needs no memory) whole or not at all: the one writer of whole files. A symlink is refused,
-    naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written."""
+    naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written. `new_only` as `replacing`."""
     parts = [data] if isinstance(data, (str, bytes)) else data
     target = Path(target)
     if is_stream(target):
@@ -108,7 +133,7 @@ def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | byt
             for part in parts:
                 f.write(_bytes(part))
         return
-    with replacing(target) as tmp:
+    with replacing(target, new_only) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             for part in parts:

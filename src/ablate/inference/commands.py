@@ -50,7 +50,7 @@ def translate_cli(args: argparse.Namespace) -> int:
     )
     if args.output == "-":
         return to_stdout(text)  # each chunk as it is translated (ablate.inference.stream)
-    write_file(args.output, text)
+    write_file(args.output, text, new_only=not args.force)
     return 0
 
 
@@ -64,6 +64,10 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
         refuse_existing(args.hyp_out, "--hyp-out", args.force)
     if args.save_eval:  # before the split is decoded, not after
+        if run_of_checkpoint(args.checkpoint) is None:
+            raise ValueError(
+                f"--save-eval: {args.checkpoint} is not in a run directory's checkpoints/ folder, so there is no run to save it in"
+            )
         record = eval_path(Path(args.checkpoint).parent.parent, args.split)
         if why := unwritable(record):
             raise ValueError(f"--save-eval: {why}; nothing was written")
@@ -93,7 +97,7 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     lines_of = args.src if args.src and not args.longer_than else None  # sentence i is line i of --src: name it so
     hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=lines_of)
     if args.hyp_out:
-        write_file(args.hyp_out, "".join(h + "\n" for h in hyps))
+        write_file(args.hyp_out, "".join(h + "\n" for h in hyps), new_only=not args.force)
     result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
     if args.save_eval:
         result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))

@@ -24,9 +24,18 @@ log = logging.getLogger(__name__)
 
 
 def pick_device(name: str = "auto") -> torch.device:
+    """`--device`: auto (a GPU if there is one), cpu, cuda or cuda:N; one this machine lacks is refused, naming it."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda") or (device.type == "cuda" and (device.index or 0) >= gpus):
+        have = ", ".join(["auto", "cpu", *(["cuda", *(f"cuda:{i}" for i in range(gpus))] if gpus else [])])
+        raise ValueError(f"--device {name}: no such device here (this machine has: {have})")
+    return device
 
 
 @torch.no_grad()

@@ -40,6 +40,8 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     local = journal_path(url) or sqlite_file(url)
     if local is not None and not local.is_file():
         raise ValueError(f"no study at {redact(url)}: {local} does not exist")
+    if local is not None and local.stat().st_size == 0:  # opened, it would be made a new, empty storage: status only reads
+        raise ValueError(f"no study at {redact(url)}: {local} is an empty file (no sweep has recorded a trial in it)")
     return url, study
 
 

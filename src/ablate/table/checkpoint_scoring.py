@@ -59,10 +59,16 @@ def wanted_checkpoint(run_dir: Path) -> str:
     return f"checkpoints/{' or '.join(UNRECORDED)}"
 
 
-def refuse_unscorable(run_dirs: Iterable[Path], split: str, rows: dict[Path, str] | None = None) -> None:
+def refuse_unscorable(run_dirs: Iterable[Path], split: str, rows: dict[Path, str] | None = None, device: str = "auto") -> None:
     """Refuse, before the first of the evaluations (minutes each), every run among `run_dirs` that could not be scored:
     one without the checkpoint it selected, or whose model names a variant no imported plugin registers (`--plugins`),
-    so a study is not half scored when the last run fails. `rows` names each run's row in the message."""
+    so a study is not half scored when the last run fails; and a `device` this machine lacks. `rows` names each run's
+    row in the message."""
+    run_dirs = list(run_dirs)
+    if run_dirs:
+        from ablate.inference.translation import pick_device
+
+        pick_device(device)
     problems, lacking = [], False
     for run in run_dirs:
         who = f"run '{rows[run]}' at {run}" if rows and run in rows else str(run)

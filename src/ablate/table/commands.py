@@ -59,7 +59,7 @@ def table_cli(args: argparse.Namespace) -> int:
         from ablate.table.checkpoint_scoring import evaluator, refuse_unscorable
 
         lacking = {r.run_dir: r.row for r in unrecorded(runs, args.split) if r.run_dir is not None}
-        refuse_unscorable(lacking, args.split, lacking)
+        refuse_unscorable(lacking, args.split, lacking, args.device)
         evaluate = evaluator(args.split, args.device)
     evidence = collect(runs, args.split, evaluate)
     evidence.skipped, evidence.skipped_what = skipped, "W&B run" if args.wandb else "run"

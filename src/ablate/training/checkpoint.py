@@ -97,8 +97,8 @@ def check_intact(path: str | os.PathLike) -> None:
         )
 
 
-def save_atomic(obj: dict, path: str | os.PathLike) -> None:
-    with replacing(path) as tmp, open(tmp, "wb") as f:  # replacing syncs it, and names the file on a full disk
+def save_atomic(obj: dict, path: str | os.PathLike, new_only: bool = False) -> None:
+    with replacing(path, new_only) as tmp, open(tmp, "wb") as f:  # replacing syncs it, and names the file on a full disk
         torch.save(obj, f)
 
 
@@ -189,10 +189,15 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
     models = [saved_config(c, p)["model"] for p, c in zip(paths, ckpts)]
-    keys = weights(ckpts[-1], paths[-1]).keys()
+    last = weights(ckpts[-1], paths[-1])
     for p, c, model in zip(paths, ckpts, models):
-        if weights(c, p).keys() != keys or model != models[-1]:
+        w = weights(c, p)
+        # The same model section may hold another vocabulary (data.vocab_size): other shapes, or other tokens per row.
+        if w.keys() != last.keys() or model != models[-1] or any(w[k].shape != v.shape for k, v in last.items()):
             raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
+        if c.get("tokenizer_model") != ckpts[-1].get("tokenizer_model"):
+            raise CheckpointError(f"{p}: another tokenizer than {paths[-1]}'s; only checkpoints of one run can be averaged")
+    keys = last.keys()
     avg = {}
     for k in keys:
         tensors = [c["state_dict"][k] for c in ckpts]

@@ -34,7 +34,7 @@ def average_cli(args: argparse.Namespace) -> int:
     check_output(out, "--output", [("checkpoint", p) for p in paths], owns, override="--force", forced=args.force)
     # an averaged checkpoint holds weights only: never one over a run's last.ckpt, which a resume reads
     refuse_existing(out, "--output", args.force)
-    save_atomic(average_checkpoints(paths), out)
+    save_atomic(average_checkpoints(paths), out, new_only=not args.force)
     print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
     for p in paths:
         print(f"  {p}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.files.atomic import private_dir, replacing
+from ablate.files.atomic import Appeared, private_dir, replacing, write_file
 
 
 def test_the_target_is_replaced_when_the_block_ends(tmp_path):
@@ -97,3 +97,25 @@ def test_a_private_folder_removes_a_killed_writers_and_keeps_a_live_ones(tmp_pat
     again = private_dir(target)
     assert not stale.exists() and mine.is_dir() and again.is_dir() and again != mine
     assert again.name.startswith(".abc123.") and again.name.endswith(".tmp")
+
+
+def test_new_only_never_writes_over_a_file_another_process_made_meanwhile(tmp_path):
+    target = tmp_path / "new" / "avg.ckpt"  # its folder is made
+    with (
+        pytest.raises(Appeared, match=f"{target} appeared while this command ran .* pass --force"),
+        replacing(target, new_only=True) as tmp,
+    ):
+        tmp.write_text("mine")
+        target.write_text("theirs")  # the other writer, between this one's check and its rename
+    assert target.read_text() == "theirs" and os.listdir(target.parent) == ["avg.ckpt"]
+    write_file(tmp_path / "out.txt", "first\n", new_only=True)
+    assert (tmp_path / "out.txt").read_text() == "first\n" and stat.S_IMODE((tmp_path / "out.txt").stat().st_mode) == 0o666 & ~_umask()
+    assert (tmp_path / "out.txt").stat().st_nlink == 1  # the temporary's name is gone
+    write_file(tmp_path / "out.txt", "second\n")  # forced: replaced
+    assert (tmp_path / "out.txt").read_text() == "second\n"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -97,9 +97,18 @@ def test_score_reports_bleu_and_chrf_rounded_with_signatures_and_the_sentence_co
     assert score(refs, refs)["bleu"] == 100.0
 
 
-def test_pick_device():
+def test_pick_device_refuses_a_device_this_machine_lacks_naming_the_ones_it_has(monkeypatch):
     assert pick_device("cpu") == torch.device("cpu")
     assert pick_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for name in ("cuda", "cuda:1", "foo", "mps", "meta"):
+        with pytest.raises(ValueError, match=f"--device {name}: no such device here \\(this machine has: auto, cpu\\)"):
+            pick_device(name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert pick_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(ValueError, match="cuda:2: no such device here \\(this machine has: auto, cpu, cuda, cuda:0, cuda:1\\)"):
+        pick_device("cuda:2")
 
 
 # --- translate ----------------------------------------------------------------------------------------------------

@@ -70,6 +70,14 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
     assert "holds no study.db" in capsys.readouterr().err
     assert main(["status", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()  # no new empty study
+    (tmp_path / "cut").mkdir()
+    for empty in (tmp_path / "cut" / "study.db", tmp_path / "study.log"):
+        empty.write_bytes(b"")
+    for target in (str(tmp_path / "cut"), f"journal:///{tmp_path / 'study.log'}"):
+        assert main(["status", target]) == 2
+        assert "is an empty file (no sweep has recorded a trial in it)" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "cut").iterdir()] == ["study.db"] and (tmp_path / "cut" / "study.db").stat().st_size == 0
+    assert not list(tmp_path.glob("study.log?*"))  # nor a journal's heartbeats or lock beside it
     optuna.create_study(study_name="other", storage=f"sqlite:///{out / 'study.db'}")
     assert main(["status", f"sqlite:///{out / 'study.db'}"]) == 2
     assert "choose one with --study" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """`ablate table`'s files are replaced together or not at all: a bad argument, an output it cannot write, a
 failure while rendering or a file with other content (unless --force) leaves every earlier file as it was, and no
-temporary behind; by default they go under ./tables/STUDY_NAME/, never into the study's own folder."""
+temporary behind (a scratch folder a kill -9 left goes with the next table); by default they go under
+./tables/FOLDER/, never into the study's own folder."""
 
 from __future__ import annotations
 
@@ -120,3 +121,24 @@ def test_a_file_with_other_content_is_replaced_only_with_force_and_an_identical_
     printed = capsys.readouterr().out
     assert f"replaced  {out / 'table3.csv'}" in printed and f"unchanged {out / 'table3-agreement.csv'}" in printed
     assert "# another title" in (out / "table3.md").read_text() and (out / "table3.csv").read_text().startswith("row,")
+
+
+def test_a_scratch_folder_a_killed_table_left_is_removed_by_the_next(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from ablate.files.atomic import HOST_TAG
+    from ablate.table import file_writes
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    left = tmp_path / "tmp" / f"ablate-table-{HOST_TAG}-{gone}-abc"
+    live = tmp_path / "tmp" / f"ablate-table-{HOST_TAG}-{os.getppid()}-def"  # another table's, still running
+    for folder in (left, live):
+        folder.mkdir()
+        (folder / "0-table3.md").write_text("half")
+    assert file_writes.render({tmp_path / "t.md": lambda p: p.write_text("x")}) == {tmp_path / "t.md": b"x"}
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == [live.name]

@@ -249,6 +249,13 @@ def test_average_checkpoints_refuses_different_models_and_no_input(tmp_path):
         average_checkpoints([c, a])
     with pytest.raises(CheckpointError, match="no checkpoints to average"):
         average_checkpoints([])
+    # The same model section over another vocabulary (data.vocab_size): other shapes, or the same with other tokens.
+    wide = write(tmp_path / "wide.ckpt", ckpt(torch.ones(3), step=4))
+    with pytest.raises(CheckpointError, match=f"{wide}: a different model from {a}"):
+        average_checkpoints([wide, a])
+    other = write(tmp_path / "other.ckpt", {**ckpt(torch.ones(2), step=5), "tokenizer_model": b"another"})
+    with pytest.raises(CheckpointError, match=f"{other}: another tokenizer than {a}'s"):
+        average_checkpoints([other, a])
 
 
 # --- step checkpoints and `ablate average` -------------------------------------------------------------------------
