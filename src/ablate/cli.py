@@ -1,4 +1,4 @@
-"""`ablate` command line: train | sweep | status | table | archive | translate | evaluate | average | params.
+"""`ablate` command line: params | train | sweep | status | table | archive | translate | evaluate | average.
 
 Every command that takes a config reads `CONFIG [key=value ...]`: YAML files compose onto the
 schema in order, then dotlist overrides (`model.heads=4 model.positional=learned`).

@@ -13,8 +13,10 @@ def add_parsers(sub) -> None:
     decode.add_argument("checkpoint", help="a .ckpt written by `ablate train` (or `ablate average`)")
     decode.add_argument("--beam", type=Number(int, 1), default=None, help="beam size (default: the run's train.beam_size; 1 = greedy)")
     decode.add_argument("--alpha", type=Number(float, 0), default=None, help="length penalty (default: the run's)")
-    decode.add_argument("--batch-tokens", type=Number(int, 1), default=4000, help="source tokens per decoding batch")
-    decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto")
+    decode.add_argument(
+        "--batch-tokens", type=Number(int, 1), default=4000, metavar="N", help="source tokens per decoding batch (default: 4000)"
+    )
+    decode.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default: auto, a GPU if there is one)")
     add_plugins_flag(
         decode, "after the checkpoint: .py files or modules registering its own variants (a checkpoint only records its plugins)"
     )
@@ -26,7 +28,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=run_translate)
 
     p = sub.add_parser("evaluate", parents=[decode], help="BLEU (with signature) and chrF of a checkpoint")
-    p.add_argument("--split", default="test", choices=["valid", "test"], help="a split of the run's dataset")
+    p.add_argument("--split", default="test", choices=["valid", "test"], help="a split of the run's dataset (default: test)")
     p.add_argument("--src", help="source file of another test set (plain or .gz)")
     p.add_argument("--ref", help="reference file aligned with --src")
     p.add_argument(

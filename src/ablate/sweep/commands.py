@@ -58,6 +58,15 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     console.print(closing)
     if note := few_groups_note(sweep):
         console.print(f"note: {note}")
+    if note := no_base_note(sweep):
+        console.print(f"note: {note}")
+
+
+def no_base_note(sweep: Sweep) -> str | None:
+    """A variants sweep trains without a row named base, but `ablate table` compares every row with it: said at once."""
+    if sweep.variants and "base" not in sweep.variants:
+        return f"no row is named 'base' ({', '.join(map(str, sweep.variants))}): `ablate table` compares every row with the base row, so it will refuse this study; name the reference row base"
+    return None
 
 
 def gpu_layout(sweep: Sweep, trials_per_gpu_from: str, console: Console) -> Layout:
@@ -170,8 +179,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     placed = gpu_layout(sweep, per_gpu_from, console)
     if sweep.members_auto and (problem := members_problem(sweep)):  # the K the probe chose
         raise ValueError(f"members auto: {problem}")
-    if note := few_groups_note(sweep):  # members fixed now (`members: auto` measured)
-        console.print(f"[yellow]note:[/] {note}")
+    for note in (few_groups_note(sweep), no_base_note(sweep)):  # members fixed now (`members: auto` measured)
+        if note:
+            console.print(f"[yellow]note:[/] {note}")
     workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
     devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import ConfigError
+from ablate.files.yaml_file import key_line
 from ablate.messages.hints import did_you_mean
 from ablate.sweep.options import SEED_MAX, is_number, is_seed
 
@@ -21,16 +22,21 @@ def fail(path: Path, msg: str) -> ConfigError:
     return ConfigError(f"{path}: {msg}")
 
 
-def check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
-    for key in got:
-        if key not in allowed:
-            # a config key at the top of the file: it belongs to every trial, so in `overrides`
-            hint = (
-                f" (a config key for every trial goes in overrides: {{{key}: ...}})"
-                if key in ("plugins", "seed", "out_dir") and "overrides" in allowed and key not in allowed
-                else did_you_mean(key, allowed)
-            )
-            raise fail(path, f"unknown key '{key}' in {where}{hint}; allowed: {sorted(allowed)}")
+def check_keys(path: Path, where: str, got: dict, allowed: set[str], at: str | None = None) -> None:
+    """Refuse every key of `got` not `allowed` at once, each with a hint and, where the mapping's dotted place in the
+    file is `at` ("" for the top), its line."""
+    said = []
+    for key in (k for k in got if k not in allowed):
+        # a config key at the top of the file: it belongs to every trial, so in `overrides`
+        hint = (
+            f" (a config key for every trial goes in overrides: {{{key}: ...}})"
+            if key in ("plugins", "seed", "out_dir") and "overrides" in allowed and key not in allowed
+            else did_you_mean(key, allowed)
+        )
+        line = key_line(path, f"{at}.{key}" if at else str(key)) if at is not None else None
+        said.append(f"unknown key '{key}' in {where}{hint}" + (f" at line {line}" if line else ""))
+    if said:
+        raise fail(path, "; ".join(said) + f"; allowed: {sorted(allowed)}")
 
 
 def mapping(path: Path, raw: dict, key: str, example: str) -> dict:

@@ -11,9 +11,9 @@ SWEEP_EXITS = """exit codes:
   0    the study ran and has results; rows that failed by themselves are named on stderr with their logs
   1    every trial that ran failed: each row is named on stderr with its log (RUN_DIR/train.log)
   2    a usage or sweep file error; nothing started
-  75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue (also when
-       runs were left interrupted, their workers killed more often than a run retries or the last one killed:
-       each named on stderr)
+  75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue. Also
+       when runs are left unfinished (a worker killed, or a run interrupted more times than it is retried):
+       each is named on stderr, and the same command continues it
   130  stopped by Ctrl-C, as for 75"""
 
 
@@ -29,16 +29,25 @@ def add_parsers(sub) -> None:
         "--workers",
         type=Number(int, 1, MAX_PARALLEL),
         default=None,
+        metavar="N",
         help="trials at once (default: all GPU slots, else the file's workers)",
     )
-    p.add_argument("--trials-per-gpu", default=None, help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)")
+    p.add_argument(
+        "--trials-per-gpu", default=None, metavar="N", help="trials sharing each GPU, N or auto (overrides the file's trials_per_gpu)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the trials and their differences from the base config")
-    p.add_argument("--storage", help="Optuna RDB URL (default: SQLite under the sweep's out_dir; or $ABLATE_SWEEP_STORAGE)")
-    p.add_argument("--n-trials", type=Number(int, 1), default=None, help="override the file's n_trials")
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        help="sqlite:///, postgresql:// or journal:/// URL (default: $ABLATE_SWEEP_STORAGE, else the file's storage, else "
+        "SQLite in the sweep's out_dir)",
+    )
+    p.add_argument("--n-trials", type=Number(int, 1), default=None, metavar="N", help="override the file's n_trials")
     p.add_argument(
         "--members",
         type=members_flag,
         default=None,
+        metavar="K",
         help="train K trials of a row (its seeds; a search's draws) at once as members of one model, K or auto (on GPUs: "
         "as many as fit); overrides the file's members",
     )

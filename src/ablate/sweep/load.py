@@ -83,7 +83,7 @@ def _objective(path: Path, raw: Any) -> Objective:
         raw = {"metric": raw}
     if not isinstance(raw, dict):
         raise fields.fail(path, f"objective must be a metric name or a mapping (metric or terms, direction), got {raw!r}")
-    fields.check_keys(path, "objective", raw, {"metric", "terms", "direction"})
+    fields.check_keys(path, "objective", raw, {"metric", "terms", "direction"}, at="objective")
     if "terms" in raw and "metric" in raw:
         raise fields.fail(path, "objective has both 'metric' and 'terms'; give one")
     terms = raw.get("terms") or {raw.get("metric", "val/bleu"): 1.0}
@@ -167,7 +167,7 @@ def load_sweep(path: str | Path) -> Sweep:
     raw = read_yaml(path, "sweep file")
     if not isinstance(raw, dict):
         raise fields.fail(path, "must be a mapping (name, base, objective, variants or search, ...)")
-    fields.check_keys(path, "the sweep file", raw, TOP_KEYS)
+    fields.check_keys(path, "the sweep file", raw, TOP_KEYS, at="")
     variants = fields.mapping(path, raw, "variants", "{base: {}, A-h1: {model.heads: 1}}")
     search = fields.mapping(path, raw, "search", "{train.lr_scale: {type: float, low: 0.5, high: 2}}")
     if bool(variants) == bool(search):

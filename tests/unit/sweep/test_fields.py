@@ -44,3 +44,18 @@ def test_good_values_come_back_as_given():
     assert fields.count(SWEEP, "workers", 4, most=64) == 4 and fields.count(SWEEP, "n_trials", None) is None
     assert fields.seconds(SWEEP, "timeout", 2.5) == 2.5 and fields.seeds(SWEEP, "seeds", None) == []
     assert fields.seeds(SWEEP, "seeds", [3, 1]) == [3, 1] and fields.text(SWEEP, "name", "q") == "q"
+
+
+def test_every_unknown_key_is_named_at_once_with_its_line(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nobjectve: val/bleu\nobjective:\n  metrc: val/bleu\nworker: 2\n")
+    with pytest.raises(ConfigError) as e:
+        fields.check_keys(
+            path, "the sweep file", {"name": 1, "objectve": 1, "objective": 1, "worker": 1}, {"name", "objective", "workers"}, at=""
+        )
+    assert (
+        f"{path}: unknown key 'objectve' in the sweep file (did you mean 'objective'?) at line 2; "
+        "unknown key 'worker' in the sweep file (did you mean 'workers'?) at line 5; allowed: ['name', 'objective', 'workers']"
+    ) == str(e.value)
+    with pytest.raises(ConfigError, match="unknown key 'metrc' in objective \\(did you mean 'metric'\\?\\) at line 4;"):
+        fields.check_keys(path, "objective", {"metrc": 1}, {"metric"}, at="objective")

@@ -80,7 +80,11 @@ def test_dry_run_prints_trials_and_differences_and_starts_nothing(tmp_path, caps
     assert main(["sweep", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "6 trials" in out and "A-h1" in out and "model.heads: 4 -> 1" in out and "model.positional: sinusoidal -> learned" in out
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and "no row is named 'base'" not in out
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  ref: {}\n  A: {model.heads: 2}\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: no row is named 'base' (ref, A): `ablate table` compares every row with the base row" in out
 
 
 def test_cli_reports_a_broken_sweep_with_exit_code_2(tmp_path, capsys):
