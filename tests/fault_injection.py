@@ -158,20 +158,25 @@ def signal_on_write(point: str, signame: str, pattern: str = "*", record: str | 
     original = atomic.replacing
 
     @contextlib.contextmanager
-    def replacing(target):
+    def replacing(target, *args, **kwargs):
         fire("before", target)
-        with original(target) as tmp:
+        with original(target, *args, **kwargs) as tmp:
             yield tmp
 
-    real_replace = os.replace
+    real_replace, real_link = os.replace, os.link
 
     def replace(src, dst, **kwargs):
         fire("between", dst, src)
         real_replace(src, dst, **kwargs)
         fire("after", dst)
 
+    def link(src, dst, **kwargs):  # a file written new_only (no --force) is linked in, not renamed
+        fire("between", dst, src)
+        real_link(src, dst, **kwargs)
+        fire("after", dst)
+
     atomic.replacing = replacing
-    os.replace = replace  # every module calls os.replace through the module: atomic's and the archive's moves alike
+    os.replace, os.link = replace, link  # every module calls them through os: atomic's and the archive's moves alike
 
 
 def digest(path) -> str | None:

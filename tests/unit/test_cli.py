@@ -4,6 +4,7 @@ and `ablate params` prints the parameter table of a config."""
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 
 import pytest
@@ -255,6 +256,21 @@ def test_evaluate_refuses_a_record_it_could_not_write_before_decoding(tmp_path, 
     ckpt = tmp_path / "run" / "checkpoints" / "best.ckpt"  # never read: the refusal comes first
     assert cli.main(["evaluate", str(ckpt), "--split", "test", "--save-eval"]) == 2
     assert f"--save-eval: {tmp_path / 'run' / 'eval'} is a file, not a folder; nothing was written" in capsys.readouterr().err
+
+
+def test_translate_from_stdin_never_writes_over_the_file_stdin_reads(tmp_path, capsys, monkeypatch):
+    mine = tmp_path / "mine.en"
+    mine.write_text("a line\n")
+    with open(mine) as f:
+        monkeypatch.setattr("sys.stdin", f)
+        fd = os.dup(0)
+        os.dup2(f.fileno(), 0)  # `-i - < mine.en`
+        try:
+            assert cli.main(["translate", str(tmp_path / "x.ckpt"), "-i", "-", "-o", str(mine), "--force"]) == 2
+        finally:
+            os.dup2(fd, 0)
+            os.close(fd)
+    assert f"--output {mine} is the input --input /dev/stdin" in capsys.readouterr().err and mine.read_text() == "a line\n"
 
 
 def test_evaluate_save_eval_of_a_checkpoint_outside_a_run_is_refused_before_decoding(tmp_path, capsys):

@@ -59,6 +59,10 @@ def archive(
     study, dest = study.resolve(), dest.resolve()
     if not study.is_dir():
         raise FileNotFoundError(f"no such study directory: {study}")
+    if folder_kind(study) != "study" and not any((study / d).is_dir() for d in ("trials", "groups")):  # a run, or no sweep's
+        raise ValueError(
+            f"{study} is not a sweep's out_dir (no study.db, study.log, results.csv, trials/ or groups/ in it); nothing was written"
+        )
     if dest == study or study in dest.parents:
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
     if folder_kind(dest) == "run":

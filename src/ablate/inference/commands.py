@@ -37,7 +37,8 @@ def _load(args: argparse.Namespace):
 
 def translate_cli(args: argparse.Namespace) -> int:
     if args.output != "-":  # before the model loads: -o mine.en beside -i mine.en is refused, naming both
-        source = None if args.input == "-" else args.input
+        # stdin redirected from a file (`-i - < mine.en`) is that file, by /dev/stdin's link to it
+        source = "/dev/stdin" if args.input == "-" else args.input
         inputs = [("--input", source), ("checkpoint", args.checkpoint)]
         check_output(args.output, "--output", inputs, owns=[run_of_checkpoint(args.checkpoint)])
         refuse_existing(args.output, "--output", args.force)

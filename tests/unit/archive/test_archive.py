@@ -422,3 +422,14 @@ def test_an_archive_onto_another_study_or_a_run_is_refused_even_with_nothing_fin
     assert main(["archive", str(study), str(run)]) == 2
     assert f"{run} holds a training run (config.yaml beside its files)" in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml"]
+
+
+def test_a_folder_that_is_no_study_is_refused_and_no_archive_made(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\n")
+    (tmp_path / "empty").mkdir()
+    for folder in (run, tmp_path / "empty"):
+        assert main(["archive", str(folder), str(tmp_path / "arch")]) == 2
+        assert f"{folder} is not a sweep's out_dir (no study.db, study.log, results.csv" in capsys.readouterr().err
+    assert not (tmp_path / "arch").exists()
