@@ -126,13 +126,16 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
         path: Path,
         heartbeat_interval: int,
         grace_period: int,
+        read_only: bool = False,
     ):
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_only:  # `ablate status` reads a journal that is there: no folder of its own made for it
+            path.parent.mkdir(parents=True, exist_ok=True)
         check_journal(path)
         super().__init__(_CheckedBackend(str(path)))
         self._beats = path.with_name(path.name + ".heartbeats")
-        self._beats.mkdir(exist_ok=True)
+        if not read_only:
+            self._beats.mkdir(exist_ok=True)
         self._interval, self._grace = heartbeat_interval, grace_period
         # A heartbeat file another machine just made may stay invisible here for NFS's directory attribute cache
         # (acdirmax, 60 s by default), so a missing one waits 18 beats (90 s at the default beat) before it counts.

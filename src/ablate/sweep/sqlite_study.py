@@ -97,6 +97,18 @@ def watch(path: Path) -> None:
     _watched.add(str(path))
 
 
+def check_tables(path: Path) -> None:
+    """Raise DamagedStudy unless the SQLite file at `path` holds Optuna's tables (another program's database, read by
+    `ablate status`, is named, never given them)."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    try:
+        found = con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='studies'").fetchone()
+    finally:
+        con.close()
+    if found is None:
+        raise damaged(path, "it holds no Optuna study tables (a database of another kind, or one no sweep has written to)")
+
+
 def _quick_check(path: Path, mode: str) -> str | None:
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=60)
     try:

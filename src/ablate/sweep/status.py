@@ -51,7 +51,7 @@ def existing_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
     import sqlalchemy.exc
 
     try:
-        storage = make_storage(url)
+        storage = make_storage(url, read_only=True)
         names = optuna.get_all_study_names(storage)
     except sqlalchemy.exc.SQLAlchemyError as e:  # a server down or refusing us: say so, as `ablate sweep` does
         raise ValueError(f"cannot open the storage {redact(url)}: {driver_reason(e)}") from None

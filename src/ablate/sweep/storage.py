@@ -60,18 +60,22 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
     return url or sqlite_study.sqlite_url((default_dir / "study.db").resolve())
 
 
-def make_storage(url: str) -> optuna.storages.BaseStorage:
+def make_storage(url: str, read_only: bool = False) -> optuna.storages.BaseStorage:
     """The study's storage. A SQLite file is checked before anything writes to it (a damaged one is refused, naming
-    it) and its full disk or damage met later is said as such (ablate.sweep.sqlite_study)."""
+    it) and its full disk or damage met later is said as such (ablate.sweep.sqlite_study). `read_only` (`ablate
+    status`): a storage that is there, opened creating nothing (no tables, lock file or heartbeat folder)."""
     remember(url)
     beat = {"heartbeat_interval": max(1, round(HEARTBEAT_S)), "grace_period": max(2, round(GRACE_S))}
     if journal_path(url) is not None:
-        return JournalStudyStorage(journal_path(url), **beat)
+        return JournalStudyStorage(journal_path(url), read_only=read_only, **beat)
     db = sqlite_study.sqlite_file(url)
     if db is None:
-        return _created_once(lambda: RDBStudyStorage(url, **beat))
+        return RDBStudyStorage(url, skip_table_creation=True, **beat) if read_only else _created_once(lambda: RDBStudyStorage(url, **beat))
     sqlite_study.check_database(db)
     sqlite_study.watch(db)
+    if read_only:
+        sqlite_study.check_tables(db)
+        return RDBStudyStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}, skip_table_creation=True, **beat)
     with sqlite_study.study_lock(db):  # the first open creates the tables: one process at a time
         return RDBStudyStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}, **beat)
 

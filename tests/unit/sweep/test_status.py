@@ -61,6 +61,28 @@ def test_status_shows_the_gpu_a_trial_runs_on(study_dir, capsys):
     assert "trial 1 A-h1-s1: training, step 120/300" in text  # recorded on no GPU: none shown
 
 
+def test_status_only_reads_leaving_no_lock_tables_or_heartbeat_folder(study_dir, tmp_path, capsys):
+    _, out = study_dir
+    (out / "study.db.lock").unlink(missing_ok=True)
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["status", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == before  # no study.db.lock in a study folder that may be committed
+    optuna.create_study(
+        study_name="j", storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "j.log")))
+    )
+    assert main(["status", f"journal:///{tmp_path / 'j.log'}"]) == 0
+    assert not (tmp_path / "j.log.heartbeats").exists()
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "notes.db")  # another program's database
+    con.execute("CREATE TABLE notes (x)")
+    con.commit()
+    con.close()
+    data = (tmp_path / "notes.db").read_bytes()
+    assert main(["status", f"sqlite:///{tmp_path / 'notes.db'}"]) == 2
+    assert "it holds no Optuna study tables" in capsys.readouterr().err and (tmp_path / "notes.db").read_bytes() == data
+
+
 def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir, tmp_path, capsys):
     _, out = study_dir
     assert main(["status", str(tmp_path / "nothing")]) == 2
