@@ -5,6 +5,7 @@ file with the same content is left as it is; the new and changed ones are replac
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -42,9 +43,33 @@ def states(files: dict[Path, bytes], empty: Collection[Path] = ()) -> dict[Path,
     }
 
 
+@contextlib.contextmanager
+def _folders_locked(paths: Collection[Path]):
+    """Another `ablate table` writing into the same folder waits here, so its check and its renames come after these
+    and two never mix their files. An flock on each folder (on its nearest one that exists: no folder is made for a
+    refusal, and no lock file is left); where a file system refuses flock on a folder, no lock."""
+    fds = []
+    try:
+        for folder in sorted({p.parent for p in paths}):
+            while not folder.is_dir() and folder != folder.parent:
+                folder = folder.parent
+            fds.append(os.open(folder, os.O_RDONLY))
+            with contextlib.suppress(OSError):
+                fcntl.flock(fds[-1], fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def write(files: dict[Path, bytes], force: bool, empty: Collection[Path] = ()) -> dict[Path, str]:
     """Write the new and changed files, all renamed into place together (`ablate.files.atomic.replacing`); without `force`
     refuse, writing nothing, if any would replace other content. Returns `states`."""
+    with _folders_locked(list(files)):
+        return _write(files, force, empty)
+
+
+def _write(files: dict[Path, bytes], force: bool, empty: Collection[Path]) -> dict[Path, str]:
     state = states(files, empty)
     if (changed := [str(p) for p, s in state.items() if s == REPLACED]) and not force:
         raise ValueError(

@@ -142,3 +142,38 @@ def test_a_scratch_folder_a_killed_table_left_is_removed_by_the_next(tmp_path, m
         (folder / "0-table3.md").write_text("half")
     assert file_writes.render({tmp_path / "t.md": lambda p: p.write_text("x")}) == {tmp_path / "t.md": b"x"}
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == [live.name]
+
+
+def test_a_second_table_into_the_same_folder_waits_for_the_first_to_finish_writing(tmp_path):
+    """Two `ablate table --out X` at once: each checks what is there and renames its files under the folder's lock, so
+    the second sees the first's files (refused without --force) and never leaves a mix of both."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from ablate.table import file_writes
+
+    out = tmp_path / "out"
+    out.mkdir()
+    held = os.open(out, os.O_RDONLY)  # the first table, between its check and its last rename
+    fcntl.flock(held, fcntl.LOCK_EX)
+    done = []
+
+    def second():
+        try:
+            done.append(file_writes.write({out / "t.md": b"second", out / "t.csv": b"second"}, force=False))
+        except ValueError as e:
+            done.append(e)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    time.sleep(0.5)
+    assert not done and not (out / "t.md").exists()  # waiting
+    (out / "t.md").write_bytes(b"first")  # what the first wrote
+    (out / "t.csv").write_bytes(b"first")
+    fcntl.flock(held, fcntl.LOCK_UN)
+    os.close(held)
+    thread.join(10)
+    assert "already there with other content" in str(done[0])  # refused: it saw the first's files
+    assert (out / "t.md").read_bytes() == (out / "t.csv").read_bytes() == b"first"
