@@ -59,9 +59,11 @@ def archive(
     study, dest = study.resolve(), dest.resolve()
     if not study.is_dir():
         raise FileNotFoundError(f"no such study directory: {study}")
-    if folder_kind(study) != "study" and not any((study / d).is_dir() for d in ("trials", "groups")):  # a run, or no sweep's
+    # A sweep's out_dir, or a folder of runs trained by hand (`ablate table` reads both); not a run, nor a folder of none
+    if folder_kind(study) == "run" or (folder_kind(study) is None and not next(study.rglob("summary.json"), None)):
         raise ValueError(
-            f"{study} is not a sweep's out_dir (no study.db, study.log, results.csv, trials/ or groups/ in it); nothing was written"
+            f"{study} is {'a run' if folder_kind(study) == 'run' else 'no study'}: archive a sweep's out_dir, or a folder "
+            "of runs (each a config.yaml and summary.json); nothing was written"
         )
     if dest == study or study in dest.parents:
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")

@@ -8,7 +8,6 @@ the cache (`wmt14_en_de` exports the Hugging Face `datasets` copy to `{stem}.{la
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ablate.config.validation import choice
+from ablate.files.atomic import missing_folders, remove_empty
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0  # per socket operation; a stalled server fails instead of hanging a sweep worker
@@ -47,7 +47,7 @@ def download(url: str, dest: Path, sha256: Optional[str]) -> Path:
 
     A reader (or a racing sweep worker) therefore sees either no file or the complete, verified one.
     """
-    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # removed again, if left empty, on a failure
+    made = missing_folders(dest.parent)  # removed again, if left empty, on a failure
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp = Path(tmp_name)
@@ -69,9 +69,8 @@ def download(url: str, dest: Path, sha256: Optional[str]) -> Path:
         raise DownloadError(f"download of {url} failed: {reason}; {hint}") from None
     finally:
         tmp.unlink(missing_ok=True)
-        for folder in made if not dest.exists() else ():
-            with contextlib.suppress(OSError):  # not empty: another process's download is in it
-                folder.rmdir()
+        if not dest.exists():
+            remove_empty(made)  # one another process's download is in stays
     return dest
 
 

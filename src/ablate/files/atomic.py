@@ -46,11 +46,13 @@ def replacing(target: str | os.PathLike, new_only: bool = False) -> Iterator[Pat
     the temporary is linked in, which fails where a file is (`Appeared`)."""
     target = Path(target)
     refuse_link(target)  # the one rule for outputs (ablate.files.destination): never through a link
+    made = missing_folders(target.parent)  # removed again if nothing comes
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(target)
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp")
     except OSError as e:  # no room even for an empty file (inodes)
+        remove_empty(made)
         raise _disk_full(target, e) or e from None
     os.close(fd)
     try:
@@ -61,6 +63,7 @@ def replacing(target: str | os.PathLike, new_only: bool = False) -> Iterator[Pat
         _link(tmp, target) if new_only else os.replace(tmp, target)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        remove_empty(made)
         if full := _disk_full(target, e):
             raise full from None
         raise
@@ -69,21 +72,44 @@ def replacing(target: str | os.PathLike, new_only: bool = False) -> Iterator[Pat
 
 
 def _link(tmp: str, target: Path) -> None:
-    """Put `tmp` in place as `target` only if no file is there: a hard link fails where one is, atomically; where the
-    file system has no hard links, a check just before the rename leaves the race a few microseconds wide."""
+    """Put `tmp` in place as `target` only if no file is there: a hard link fails where one is, atomically (and where
+    NFS retried a link that had been made, the target is already this temporary). Where the file system has no hard
+    links, a check just before the rename leaves the race a few microseconds wide."""
     try:
         os.link(tmp, target)
-    except FileExistsError:
-        raise Appeared(
-            f"{target} appeared while this command ran (another process wrote it) and is kept; pass --force to write over "
-            "it, or choose another name; this command's result was not written"
-        ) from None
     except OSError as e:
-        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK) or target.exists():
+        if isinstance(e, FileExistsError) and _same_file(tmp, target):
+            os.unlink(tmp)
+            return
+        if target.exists():
+            raise Appeared(
+                f"{target} appeared while this command ran (another process wrote it) and is kept; pass --force to write "
+                "over it, or choose another name; this command's result was not written"
+            ) from None
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
             raise
         os.replace(tmp, target)
         return
     os.unlink(tmp)
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def missing_folders(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet (deepest first): what a `mkdir(parents=True)` is about to make."""
+    return [p for p in (folder, *folder.parents) if not p.exists()]
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a write made (deepest first) that are still empty: a failed write leaves no folder behind."""
+    for folder in folders:
+        with contextlib.suppress(OSError):  # not empty: another writer's files are in it
+            folder.rmdir()
 
 
 def remove_stale(target: str | os.PathLike) -> list[Path]:

@@ -169,19 +169,34 @@ def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 def check_run_folder(out: str | os.PathLike, belongs: Callable[[str, Path], bool]) -> None:
     """A run's out_dir (`ablate train`): never a study's folder, nor inside a study or a run where `belongs(kind,
     folder)` says it is not at home (a sweep's own trial, a member in its group are), since `ablate table` would read
-    it as one of theirs; refused before any work, naming the folder."""
+    it as one of theirs; refused before any work, naming the folder. Followed through links (a link into a study's
+    trials/ is inside it); a study is known by its database, journal, archive marker, or results beside its trials (a
+    results.csv of the user's own in a project folder is none)."""
     out = Path(out)
-    if folder_kind(out) == "study":
+    if _marked_study(out):
         raise ValueError(
-            f"out_dir={out} is a study's folder (it holds {_held(out, (*_STUDY_FILES, ARCHIVE_INCOMPLETE))}), where a run "
-            "is read as one of its trials; choose another out_dir; nothing was written"
+            f"out_dir={out} is a study's folder (it holds {_held(out, _STUDY_MARKS)}), where a run is read as one of its "
+            "trials; choose another out_dir; nothing was written"
         )
-    if (found := owner_of(out)) is not None and not belongs(*found):
-        kind, folder = found
-        raise ValueError(
-            f"out_dir={out} is inside the {kind} folder {folder} (it holds {_held(folder, _STUDY_FILES if kind == 'study' else _RUN_FILES)}), "
-            f"where a run is read as part of that {kind}; choose another out_dir; nothing was written"
-        )
+    for folder in Path(os.path.realpath(out)).parents:
+        kind = "study" if _marked_study(folder) else "run" if folder_kind(folder) == "run" else None
+        if kind is None:
+            continue
+        if not belongs(kind, folder):
+            raise ValueError(
+                f"out_dir={out} is inside the {kind} folder {folder} (it holds {_held(folder, _STUDY_MARKS if kind == 'study' else _RUN_FILES)}), "
+                f"where a run is read as part of that {kind}; choose another out_dir; nothing was written"
+            )
+        return
+
+
+_STUDY_MARKS = ("study.db", "study.log", ARCHIVE_INCOMPLETE, "results.csv", "trials", "groups")
+
+
+def _marked_study(folder: Path) -> bool:
+    if any((folder / name).exists() for name in ("study.db", "study.log", ARCHIVE_INCOMPLETE)):
+        return True
+    return (folder / "results.csv").is_file() and any((folder / name).is_dir() for name in ("trials", "groups"))
 
 
 def _held(folder: Path, names: Iterable[str]) -> str:

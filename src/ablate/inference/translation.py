@@ -28,14 +28,23 @@ def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    others = [kind for kind in ("mps", "xpu") if _available(kind)]  # Apple's and Intel's GPUs, where torch has them
     try:
         device = torch.device(name)
     except RuntimeError:
         device = None
-    if device is None or device.type not in ("cpu", "cuda") or (device.type == "cuda" and (device.index or 0) >= gpus):
-        have = ", ".join(["auto", "cpu", *(["cuda", *(f"cuda:{i}" for i in range(gpus))] if gpus else [])])
+    if device is None or device.type not in ("cpu", "cuda", *others) or (device.type == "cuda" and (device.index or 0) >= gpus):
+        have = ", ".join(["auto", "cpu", *(["cuda", *(f"cuda:{i}" for i in range(gpus))] if gpus else []), *others])
         raise ValueError(f"--device {name}: no such device here (this machine has: {have})")
     return device
+
+
+def _available(kind: str) -> bool:
+    backend = getattr(torch.backends, kind, None) if kind == "mps" else getattr(torch, kind, None)
+    try:
+        return bool(backend is not None and backend.is_available())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 @torch.no_grad()

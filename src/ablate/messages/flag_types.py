@@ -4,6 +4,7 @@ it ("argument --beam: 0 must be an integer >= 1"), so no bad number reaches a co
 from __future__ import annotations
 
 import argparse
+import glob
 import math
 import os
 
@@ -37,7 +38,7 @@ class _Plugins(argparse._ExtendAction):
 
     def __call__(self, parser, namespace, values, option_string=None):
         for value in values:
-            folder = os.path.isdir(value) and not os.path.isfile(os.path.join(value, "__init__.py"))
+            folder = os.path.isdir(value) and not glob.glob(os.path.join(glob.escape(value), "*.py"))  # no package's
             if value.endswith(".ckpt") or folder or ("/" in value and not value.endswith(".py")):
                 raise argparse.ArgumentError(
                     self,

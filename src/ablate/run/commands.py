@@ -165,8 +165,9 @@ def _at_home(cfg, kind: str, folder) -> bool:
 
     if Path(cfg.out_dir).resolve().parent != Path(folder).resolve():  # a member's folder is in its group's, not deeper
         return False
-    try:
-        return (saved_config(folder).get("members", {}).get("size") or 1) > 1
+    try:  # the folder a group's (K members, itself none of them), not a member's
+        members = saved_config(folder).get("members", {})
+        return (members.get("size") or 1) > 1 and members.get("index") is None
     except (ValueError, OSError):
         return False
 

@@ -429,7 +429,13 @@ def test_a_folder_that_is_no_study_is_refused_and_no_archive_made(tmp_path, caps
     (run / "checkpoints").mkdir(parents=True)
     (run / "config.yaml").write_text("seed: 1\n")
     (tmp_path / "empty").mkdir()
-    for folder in (run, tmp_path / "empty"):
+    for folder, what in ((run, "a run"), (tmp_path / "empty", "no study")):
         assert main(["archive", str(folder), str(tmp_path / "arch")]) == 2
-        assert f"{folder} is not a sweep's out_dir (no study.db, study.log, results.csv" in capsys.readouterr().err
+        assert f"{folder} is {what}: archive a sweep's out_dir, or a folder of runs" in capsys.readouterr().err
     assert not (tmp_path / "arch").exists()
+    for row in ("base", "h1"):  # runs trained by hand, side by side: a study `ablate table` reads, so archived
+        (tmp_path / "by-hand" / row).mkdir(parents=True)
+        (tmp_path / "by-hand" / row / "config.yaml").write_text("seed: 1\n")
+        (tmp_path / "by-hand" / row / "summary.json").write_text("{}\n")
+    assert main(["archive", str(tmp_path / "by-hand"), str(tmp_path / "arch")]) == 0
+    assert sorted(p.name for p in (tmp_path / "arch").iterdir()) == ["base", "h1"]

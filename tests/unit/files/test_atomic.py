@@ -119,3 +119,38 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_write_that_fails_removes_the_folders_it_made(tmp_path):
+    with pytest.raises(RuntimeError), replacing(tmp_path / "new" / "sub" / "out.txt", new_only=True) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("the work failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("errno_name", ["ENOSYS", "EPERM"])
+def test_without_hard_links_new_only_renames_and_still_refuses_a_file_that_appeared(tmp_path, monkeypatch, errno_name):
+    import errno
+
+    def no_links(src, dst):
+        raise OSError(getattr(errno, errno_name), "no hard links here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    write_file(tmp_path / "a.txt", "mine\n", new_only=True)
+    assert (tmp_path / "a.txt").read_text() == "mine\n"
+    with pytest.raises(Appeared), replacing(tmp_path / "b.txt", new_only=True) as tmp:
+        tmp.write_text("mine")
+        (tmp_path / "b.txt").write_text("theirs")
+    assert (tmp_path / "b.txt").read_text() == "theirs" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_a_link_nfs_retried_after_making_it_is_this_writers_own_file(tmp_path, monkeypatch):
+    real = os.link
+
+    def retried(src, dst):  # the reply lost, the request sent again: the file is there, and EEXIST comes back
+        real(src, dst)
+        raise FileExistsError(17, "File exists")
+
+    monkeypatch.setattr(os, "link", retried)
+    write_file(tmp_path / "out.txt", "mine\n", new_only=True)
+    assert (tmp_path / "out.txt").read_text() == "mine\n" and os.listdir(tmp_path) == ["out.txt"]

@@ -69,7 +69,7 @@ def test_a_runs_folder_is_never_a_study_nor_inside_one_or_another_run_unless_at_
     (study / "study.db").write_bytes(b"")
     run = run_folder(tmp_path / "run")
     stranger = lambda kind, folder: False  # noqa: E731
-    with pytest.raises(ValueError, match=f"out_dir={study} is a study's folder \\(it holds study.db\\)"):
+    with pytest.raises(ValueError, match=f"out_dir={study} is a study's folder \\(it holds study.db, trials\\)"):
         check_run_folder(study, stranger)
     asked = []
     for out, kind, folder in ((study / "extra", "study", study), (trial / "sub", "run", trial), (run / "checkpoints" / "x", "run", run)):
@@ -80,6 +80,13 @@ def test_a_runs_folder_is_never_a_study_nor_inside_one_or_another_run_unless_at_
     check_run_folder(run, stranger)  # its own folder: resumed, or refused later as an earlier run
     check_run_folder(tmp_path / "new" / "run", stranger)
     assert not (study / "extra").exists() and sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.yaml"]
+    project = tmp_path / "project"  # a results.csv of the user's own: no study without trials beside it
+    (project / "runs").mkdir(parents=True)
+    (project / "results.csv").write_text("a,b\n")
+    check_run_folder(project / "runs" / "qs", stranger)
+    (tmp_path / "link").symlink_to(study / "trials")  # a link into a study's trials is inside it
+    with pytest.raises(ValueError, match=f"is inside the study folder {study}"):
+        check_run_folder(tmp_path / "link" / "new", stranger)
 
 
 @pytest.mark.parametrize("written, named", [

@@ -109,6 +109,8 @@ def test_pick_device_refuses_a_device_this_machine_lacks_naming_the_ones_it_has(
     assert pick_device("cuda:1") == torch.device("cuda:1")
     with pytest.raises(ValueError, match="cuda:2: no such device here \\(this machine has: auto, cpu, cuda, cuda:0, cuda:1\\)"):
         pick_device("cuda:2")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # an Apple GPU
+    assert pick_device("mps") == torch.device("mps")
 
 
 # --- translate ----------------------------------------------------------------------------------------------------

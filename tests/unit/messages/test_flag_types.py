@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from ablate.messages.flag_types import Number
+from ablate.messages.flag_types import Number, add_plugins_flag
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,3 +38,20 @@ def test_a_bad_value_is_a_usage_error_naming_the_flag(argv, message, capsys):
         parser().parse_args(argv)
     assert exit.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_plugins_taken_before_a_positional_refuse_it_naming_it(tmp_path, monkeypatch, capsys):
+    """`--plugins` takes every value after it: `--plugins x.py CKPT` swallowed the checkpoint, and argparse then said
+    only that the checkpoint was missing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study").mkdir()
+    (tmp_path / "nspkg").mkdir()  # a namespace package (modules, no __init__.py): a module name, taken
+    (tmp_path / "nspkg" / "variants.py").write_text("")
+    parser = argparse.ArgumentParser(prog="ablate table")
+    parser.add_argument("study")
+    add_plugins_flag(parser, "plugins")
+    assert parser.parse_args(["study", "--plugins", "a.py", "pkg.mod", "nspkg"]).plugins == ["a.py", "pkg.mod", "nspkg"]
+    for swallowed in ("study", "runs/h8/checkpoints/best.ckpt", "best.ckpt", "runs/x"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--plugins", "a.py", swallowed])
+        assert f"argument --plugins: {swallowed} is not a plugin (a .py file or a module name)" in capsys.readouterr().err

@@ -208,7 +208,7 @@ def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_grou
     from ablate.config import to_yaml
 
     monkeypatch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"trains {cfg.out_dir}")))
-    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "trials").mkdir(parents=True)
     (tmp_path / "study" / "results.csv").write_text("row\n")
     group = tiny_experiment(tmp_path)
     group.members.size, group.out_dir = 2, str(tmp_path / "g")
@@ -225,4 +225,11 @@ def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_grou
     args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1'}"]  # a member of g, trained alone
     with pytest.raises(SystemExit, match="trains .*g/seed=1"):
         train_command(args)
-    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["checkpoints", "config.yaml"]
+    member = tiny_experiment(tmp_path)  # a member's own folder is no group: nothing trains inside it
+    member.members.size, member.members.index, member.out_dir = 2, 0, str(tmp_path / "g" / "seed=1")
+    (tmp_path / "g" / "seed=1" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "g" / "seed=1" / "config.yaml").write_text(to_yaml(member))
+    args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1' / 'nested'}"]
+    with pytest.raises(ValueError, match="is inside the run folder .*g/seed=1"):
+        train_command(args)
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["checkpoints", "config.yaml", "seed=1"]
