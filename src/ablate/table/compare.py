@@ -236,7 +236,8 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
         summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
     summary["notes"] += edges(table.lines)
-    tested_on = {kind: [ln["row"] for ln in others if ln["bleu"]["seed_variance"] == kind] for kind in ("none", "borrowed", "paired")}
+    kinds = {ln["row"]: {ln[m]["seed_variance"] for m in METRICS} for ln in others}  # a row untested on BLEU may be tested on PPL
+    tested_on = {kind: [row for row, its in kinds.items() if kind in its] for kind in ("none", "borrowed", "paired")}
     if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
         summary["notes"].append(
             f"Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "

@@ -109,9 +109,10 @@ def reading_lines(s: dict) -> list[str]:
         + f"ΔPPL < 0: the row is better) with a Welch interval over seeds{grouped}; seeds: runs in the row, one per seed.",
         f"p: paired test against base on the same sentences (sentence noise from {b['resamples']} bootstrap resamples, "
         f"seed noise from the seeds{grouped}, t with Welch-Satterthwaite df; two-sided); paired CI: its 95% interval of Δ, the one "
-        "the verdict reads; p Holm: corrected over all rows of the metric"
+        "the verdict reads (per row: not corrected); p Holm: corrected over all rows of the metric"
         + (" but the controls, which are corrected apart" if controls else "")
-        + f"; MDE: smallest |Δ| found with {b['power']:.0%} power at the corrected level; '-': no test.",
+        + f"; MDE: smallest |Δ| found with {b['power']:.0%} power at the corrected level were the measured SE exact (a lower "
+        "bound: with 3 seeds a row the effect found that often is 1.1-1.6x it); '-': no test.",
     ]
 
 

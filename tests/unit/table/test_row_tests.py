@@ -310,6 +310,21 @@ def test_a_one_seed_study_says_its_tests_hold_sentence_noise_only(tmp_path):
     assert "| all | BLEU | 0 | 0 | 0 | 1 | 0 | 0 | 0 |" in md  # its own column in the counts
 
 
+def test_the_sentence_noise_note_names_a_row_tested_on_ppl_alone(tmp_path):
+    """A one-seed row with the base's very translations has no BLEU test (nothing varies) but a PPL test on sentence
+    noise alone: the note read only the BLEU test's kind and left the row out."""
+    refs = references(50)
+    base = system(refs, 0.3, 4)
+    same_words = {**base, "nll": [x * 1.05 for x in base["nll"]]}
+    for row, fields in (("base", base), ("A-h1", same_words)):
+        write_run(tmp_path, row, 1, OVERRIDES[row], records={"valid": {**fields, "references": refs}})
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out"), "--boot", "100"]) == 0
+    line = json.loads((tmp_path / "out" / "table3.json").read_text())["rows"][1]
+    assert line["bleu"]["seed_variance"] != "none" and line["ppl"]["seed_variance"] == "none"
+    md = " ".join((tmp_path / "out" / "table3.md").read_text().split())
+    assert "Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): A-h1;" in md
+
+
 def test_seeds_that_score_alike_are_measured_seed_noise_not_sentence_noise_only(tmp_path):
     """Three seeds a row with the same outputs (a seed that changes nothing): their seed variance is measured as 0
     (to rounding), so the t has (near) infinite df like a one-seed test, but the table must not say the rows ran
