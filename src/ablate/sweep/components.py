@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import optuna
 
 
@@ -32,9 +33,14 @@ PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
 }
 
 
-def make_sampler(spec: dict, search: dict[str, dict]) -> optuna.samplers.BaseSampler:
+def make_sampler(spec: dict, search: dict[str, dict], stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
+    """The sweep file's sampler. A seeded one draws from the stream of its seed and `stream` (the worker's index and
+    the trials the study held when it started): each worker, and each rerun of the sweep, its own draws, reproducible
+    from the same history. Every worker with the seed alone drew the same points, and a rerun the first run's again."""
     options = dict(spec)
     name, seed = options.pop("name"), options.pop("seed", None)
+    if seed is not None and any(stream):
+        seed = int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0])
     return SAMPLERS[name](search, seed, **options)
 
 

@@ -76,9 +76,9 @@ def report_interrupted(study: optuna.Study, rows: set | None = None) -> bool:
     if not left:
         return False
     lines = [
-        f"ablate sweep: warning: {len(left)} run{'s were' if len(left) > 1 else ' was'} interrupted more than {MAX_RETRY} "
-        "times in this run (workers killed, a machine lost) and not retried again; run the sweep again to continue "
-        f"{'them' if len(left) > 1 else 'it'} from {'their' if len(left) > 1 else 'its'} checkpoint:"
+        f"ablate sweep: warning: {len(left)} run{'s were' if len(left) > 1 else ' was'} left interrupted (its worker "
+        f"stopped or killed, a machine lost; a run is retried at most {MAX_RETRY} times in one run of the sweep); run the "
+        f"sweep again to continue {'them' if len(left) > 1 else 'it'} from {'their' if len(left) > 1 else 'its'} checkpoint:"
     ]
     for t in left:
         name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]

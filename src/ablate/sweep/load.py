@@ -25,27 +25,10 @@ from ablate.sweep.spec import Objective, Sweep, safe_name
 log = logging.getLogger(__name__)
 
 TOP_KEYS = {
-    "name",
-    "base",
-    "overrides",
-    "objective",
-    "n_trials",
-    "timeout",
-    "seeds",
-    "row_seeds",
-    "variants",
-    "search",
-    "sampler",
-    "pruner",
-    "storage",
-    "out_dir",
-    "workers",
-    "gpus_per_trial",
-    "trials_per_gpu",
-    "basis",
-    "members",
-    "member_data",
-}
+    "name", "base", "overrides", "objective", "n_trials", "timeout", "seeds",
+    "row_seeds", "variants", "search", "sampler", "pruner", "storage", "out_dir",
+    "workers", "gpus_per_trial", "trials_per_gpu", "basis", "members", "member_data",
+}  # fmt: skip
 PARAM_TYPES = {"categorical", "int", "float"}
 
 
@@ -103,9 +86,15 @@ def _objective(path: Path, raw: Any) -> Objective:
     return Objective({str(k): float(v) for k, v in terms.items()}, direction)
 
 
+# Keys each trial's config gets from the study (ablate.sweep.trial_config): searched or set by a row, they change nothing.
+STUDY_SET = ("out_dir", "logging.name", "logging.group", "logging.progress", "sweep.")
+
+
 def _search(path: Path, raw: dict) -> dict[str, dict]:
     for key, spec in raw.items():
         where = f"search.'{key}'"
+        if str(key).startswith((*STUDY_SET, "members.")):  # a row's members.size is its group size; a draw's, nothing
+            raise fields.fail(path, f"{where}: each trial's {key} is the study's to set, so searching it would change nothing")
         if not isinstance(spec, dict) or spec.get("type") not in PARAM_TYPES:
             raise fields.fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
         fields.check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
@@ -214,6 +203,8 @@ def _members(path: Path, raw: dict) -> dict:
     if "members" in raw and str(raw["members"]).strip().lower() != "auto":  # auto: set by `ablate sweep` on GPUs
         out["members.size"] = fields.count(path, "members", raw["members"])
     if "member_data" in raw:
+        if raw["member_data"] not in ("own", "shared"):  # said here, not as every row's or search key's error
+            raise fields.fail(path, f"member_data={raw['member_data']!r} is not one of ['own', 'shared']")
         out["members.data"] = raw["member_data"]
     return out
 
@@ -225,6 +216,8 @@ def _row_problem(sweep: Sweep, row: Any, overrides: Any) -> str | None:
     if not isinstance(overrides, dict):
         empty = " (a row that changes nothing is written {})" if overrides is None else ""
         return f"variant '{row}' must map config keys to values, got {overrides!r}{empty}"
+    if set_by_study := [str(k) for k in overrides if str(k).startswith(STUDY_SET)]:
+        return f"variant '{row}': {', '.join(set_by_study)} is the study's to set for each trial, so the row's would change nothing"
     try:
         sweep.row_config(overrides)
     except ConfigError as e:
@@ -237,6 +230,10 @@ SHOWN_ROWS = 20  # bad rows named in one error; the rest counted
 
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
+    try:  # the base with the sweep-wide overrides first: a bad value there is not every row's or search key's error
+        base = sweep.row_config({})
+    except ConfigError as e:
+        raise fields.fail(path, f"base {', '.join(map(str, sweep.base))} with the sweep's overrides: {e}") from None
     problems = [problem for row, overrides in sweep.variants.items() if (problem := _row_problem(sweep, row, overrides))]
     if len(problems) == 1:
         raise fields.fail(path, problems[0])
@@ -259,7 +256,7 @@ def _validate_trials(sweep: Sweep) -> None:
     )
     if problem:
         raise fields.fail(path, problem)
-    train = sweep.row_config({}).train
+    train = base.train
     if "val/bleu" in sweep.objective.terms and not (train.val_bleu or train.eval_record):
         raise fields.fail(
             path,

@@ -26,7 +26,7 @@ class Variants(Plan):
     def check(self) -> str | None:
         return None
 
-    def sampler(self) -> optuna.samplers.BaseSampler:
+    def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
         # Rows are enqueued with fixed params and never sampled; the sampler only has to stay out of the way.
         return optuna.samplers.RandomSampler(seed=self.sweep.sampler.get("seed"))
 

@@ -32,7 +32,7 @@ def test_a_row_left_interrupted_is_named_with_its_log(tmp_path, capsys):
     assert [t.number for t in left_interrupted(handle.study.get_trials())] == [first.number]
     assert report_interrupted(handle.study)
     err = capsys.readouterr().err
-    assert "1 run was interrupted more than 2 times in this run" in err
+    assert "1 run was left interrupted (its worker stopped or killed, a machine lost; a run is retried at most 2 times" in err
     assert f"  base: trial {first.number}; log: {tmp_path}/out/trials/0000-base/train.log" in err
     assert not report_interrupted(handle.study, {("A-h1", None)})  # its row is no longer in the sweep file: not continued
     plan.queue(handle.study)  # a rerun queues it again: no longer left

@@ -35,3 +35,28 @@ def test_one_bad_row_is_one_line_and_many_are_counted_past_the_first_ones(tmp_pa
     said = str(e.value)
     assert f"{SHOWN_ROWS + 5} variants cannot be run" in said and said.endswith("... and 5 more") and "variant 'r19'" in said
     assert "variant 'r20'" not in said
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("member_data: bogus\n", "sweep.yaml: member_data='bogus' is not one of ['own', 'shared']"),
+    ("overrides: {model.dropout: 3}\n", "base.yaml with the sweep's overrides: invalid config:"),
+])  # fmt: skip
+def test_a_sweep_wide_value_is_blamed_on_its_own_key_not_on_every_row_or_search_key(tmp_path, extra, named):
+    for body in (
+        "variants:\n  base: {}\n  A: {model.heads: 2}\n",
+        "n_trials: 2\nsearch:\n  train.lr_scale: {type: float, low: 0.5, high: 2}\n",
+    ):
+        with pytest.raises(ConfigError) as e:
+            load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + extra + body))
+        assert named in str(e.value) and "variant" not in str(e.value) and "search." not in str(e.value)
+
+
+@pytest.mark.parametrize("key", ["members.size", "out_dir", "logging.name", "sweep.row"])
+def test_a_key_the_study_sets_for_each_trial_is_refused_in_a_search_or_a_row(tmp_path, key):
+    """A search over members.size was recorded in the study and trained with size 1: nothing it drew changed a run."""
+    search = f"n_trials: 2\nsearch:\n  {key}: {{type: categorical, choices: [2]}}\n"
+    with pytest.raises(ConfigError, match=f"search.'{key}': each trial's {key} is the study's to set"):
+        load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + search))
+    if key != "members.size":  # a row's members.size is the size of its groups
+        with pytest.raises(ConfigError, match=f"variant 'A': {key} is the study's to set for each trial"):
+            load_sweep(write(tmp_path, f"name: demo\nbase: base.yaml\nvariants:\n  base: {{}}\n  A: {{{key}: x2}}\n"))

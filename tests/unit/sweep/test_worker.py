@@ -129,3 +129,17 @@ def test_a_group_stopped_by_a_stale_heartbeat_leaves_its_other_members_to_contin
     trials = {t.number: t for t in study.get_trials()}
     assert len(numbers) == 2 and all(trials[n].state == TrialState.FAIL for n in numbers)
     assert was_interrupted(trials[numbers[1]])  # no reason of its own: its row continues on the next run
+
+
+def test_each_worker_of_a_seeded_search_draws_from_its_own_stream(tmp_path, monkeypatch, stop_state):
+    body = "name: r\nbase: base.yaml\nn_trials: 4\nsampler: {name: random, seed: 0}\nsearch:\n  train.lr_scale: {type: float, low: 0.1, high: 2.0}\n"
+    sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
+    space = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    draws, open_study = [], worker.open_sweep_study
+    for index in (0, 1, 0):
+        handle = open_study(sweep, f"sqlite:///{tmp_path}/study.db")
+        monkeypatch.setattr(worker, "open_sweep_study", lambda *a, handle=handle: handle)
+        monkeypatch.setattr(Stop, "requested", True)  # returns before taking a trial
+        worker.run_worker(sweep, "unused", index=index)
+        draws.append(handle.study.ask(space).params["x"])  # the third worker starts with two trials in the study
+    assert len(set(draws)) == 3
