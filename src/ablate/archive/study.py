@@ -91,20 +91,14 @@ def _archive_into(study: Path, dest: Path, evaluate: Callable | None, scorable: 
     # busy one fails before anything is written) and moved in last, so every trial it marks finished had its summary
     # when the runs were walked after it.
     with staging(dest, sole) as stage, database_copy(source_db, stage / DATABASE) if has_db else contextlib.nullcontext() as copied:
-        _archive_runs(study, dest, stage, report, (evaluate, scorable), split, copied)
+        _archive_runs(study, dest, stage, report, split, copied, evaluate, scorable)
     return report
 
 
 def _archive_runs(
-    study: Path,
-    dest: Path,
-    stage: Path,
-    report: ArchiveReport,
-    scoring: tuple[Callable | None, Callable | None],
-    split: str,
-    database: Path | None,
+    study: Path, dest: Path, stage: Path, report: ArchiveReport, split: str, database: Path | None, evaluate, scorable
 ) -> None:
-    (evaluate, scorable), runs = scoring, _finished_runs(study, report, database)
+    runs = _finished_runs(study, report, database)
     record = Path("eval") / f"{split}.json"
     to_score = [r for r in runs if evaluate is not None and (r / "config.yaml").is_file() and not (r / record).is_file()]
     # A refusal comes before scoring, which can take minutes a run; a record the archive holds that scoring would
