@@ -53,8 +53,9 @@ def existing_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
     try:
         storage = make_storage(url, read_only=True)
         names = optuna.get_all_study_names(storage)
-    except sqlalchemy.exc.SQLAlchemyError as e:  # a server down or refusing us: say so, as `ablate sweep` does
-        raise ValueError(f"cannot open the storage {redact(url)}: {driver_reason(e)}") from None
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:  # a server down or refusing us
+        cause = e.__cause__ if isinstance(e.__cause__, sqlalchemy.exc.SQLAlchemyError) else e  # Optuna's wrapper says less
+        raise ValueError(f"cannot open the storage {redact(url)}: {driver_reason(cause)}") from None
     if name is None:
         if len(names) == 1:
             name = names[0]
