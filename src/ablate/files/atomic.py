@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ablate.files.destination import is_stream, refuse_link
+from ablate.files.destination import is_stream, refuse_link, same_file
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
@@ -78,7 +78,7 @@ def _link(tmp: str, target: Path) -> None:
     try:
         os.link(tmp, target)
     except OSError as e:
-        if isinstance(e, FileExistsError) and _same_file(tmp, target):
+        if isinstance(e, FileExistsError) and same_file(tmp, target):
             os.unlink(tmp)
             return
         if target.exists():
@@ -91,13 +91,6 @@ def _link(tmp: str, target: Path) -> None:
         os.replace(tmp, target)
         return
     os.unlink(tmp)
-
-
-def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def missing_folders(folder: Path) -> list[Path]:

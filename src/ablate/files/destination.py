@@ -113,7 +113,7 @@ def check_output(
         return
     refuse_link(path)
     for name, source in inputs:
-        if source is not None and _same(path, source):
+        if source is not None and same_file(path, source):
             raise ValueError(
                 f"{flag} {path} is the input {name} {source}: writing it would replace the input; choose another {flag}; "
                 "nothing was written"
@@ -159,7 +159,8 @@ def _record_of(path: str | os.PathLike, folder: Path, kind: str) -> str | None:
     return None
 
 
-def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether `a` and `b` are one file (by any name: a link or a hard link counts); False if either is missing."""
     try:
         return os.path.samefile(a, b)
     except OSError:  # either is missing: not the same file
