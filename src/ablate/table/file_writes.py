@@ -13,24 +13,23 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ablate.files import signals
-from ablate.files.atomic import HOST_TAG, process_alive, replacing
+from ablate.files.atomic import private_dir, replacing
 
 WRITTEN, REPLACED, UNCHANGED = "wrote", "replaced", "unchanged"
 
 
 def render(writers: dict[Path, Callable[[Path], None]]) -> dict[Path, bytes]:
     """Each target's bytes, from its writer run on a scratch file (a failing writer leaves every target untouched).
-    The scratch folder is named for this process, so the next table removes one a `kill -9` left."""
-    out, tag = {}, f"ablate-table-{HOST_TAG}-"
-    for stale in Path(tempfile.gettempdir()).glob(f"{tag}*"):
-        pid = stale.name[len(tag) :].split("-", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)) and stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix=f"{tag}{os.getpid()}-") as scratch:
+    The scratch folder is `ablate.files.atomic.private_dir`'s, named for this process, so the next table removes one
+    a `kill -9` left."""
+    out, scratch = {}, private_dir(Path(tempfile.gettempdir()) / "ablate-table")
+    try:
         for i, (target, write) in enumerate(writers.items()):
-            path = Path(scratch) / f"{i}-{target.name}"
+            path = scratch / f"{i}-{target.name}"
             write(path)
             out[target] = path.read_bytes()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

@@ -135,8 +135,8 @@ def test_a_scratch_folder_a_killed_table_left_is_removed_by_the_next(tmp_path, m
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
-    left = tmp_path / "tmp" / f"ablate-table-{HOST_TAG}-{gone}-abc"
-    live = tmp_path / "tmp" / f"ablate-table-{HOST_TAG}-{os.getppid()}-def"  # another table's, still running
+    left = tmp_path / "tmp" / f".ablate-table.{HOST_TAG}-{gone}.abc.tmp"
+    live = tmp_path / "tmp" / f".ablate-table.{HOST_TAG}-{os.getppid()}.def.tmp"  # another table's, still running
     for folder in (left, live):
         folder.mkdir()
         (folder / "0-table3.md").write_text("half")
