@@ -23,7 +23,7 @@ from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-STAGE_SPLITS = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("test",), "predict": ("test",)}
+STAGE_SPLITS = {"fit": ("train", "valid"), "validate": ("valid",)}  # a test split is scored from its text, never by Lightning
 
 __all__ = [
     "DATASETS", "CorpusStats", "EncodedSplit", "TokenBucketBatchSampler", "Tokenizer",
@@ -186,6 +186,3 @@ class TranslationDataModule(L.LightningDataModule):
     # Evaluation is not sharded: every rank sees the whole split in length order, so BLEU needs no gathering.
     def val_dataloader(self) -> DataLoader | list:
         return self._loader("valid", shuffle=False, shard=False) if "valid" in self._encoded else []
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False, shard=False)

@@ -27,7 +27,7 @@ from ablate.model.member_loss import member_translation_loss
 from ablate.model.members import member_state_dict
 from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
 from ablate.training.member_adam import MemberAdam
-from ablate.training.member_training import build_member_model, member_adam
+from ablate.training.member_training import build_member_model, member_adam, member_objective
 from ablate.training.precision import Precision
 
 
@@ -63,14 +63,9 @@ class MemberModule(L.LightningModule):
         return self.optimizers(use_pl_optimizer=False)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        loss, nll, ntok = member_translation_loss(self.model, batch, self.smoothing)
-        per_token = loss / ntok.to(loss.dtype).clamp(min=1)  # (K,)
-        # A frozen member (stopped, or diverged with non-finite weights) adds nothing: where() passes it no gradient.
-        active = self.optimizer.active_on(per_token.device)
-        total = torch.where(active, per_token, torch.zeros_like(per_token)).sum()
+        total, per_token, nll, ntok = member_objective(self.model, batch, self.smoothing, self.optimizer.active_on(self.device))
         if logs_this_step(self, batch_idx, self.cfgs[0].train.log_every_steps):  # the steps Lightning logs a run's at
-            # Read on the host only at logging steps (ablate.training.module explains why); members share no
-            # parameter, so each member's gradient is its own loss's.
+            # Read on the host only at logging steps (ablate.training.module explains why).
             self.train_losses, self.train_step = per_token.detach().double().cpu(), self.global_step
             self.train_ppl = torch.exp(nll / ntok.to(nll.dtype).clamp(min=1)).detach().double().cpu()
             shown = self.train_losses[self.optimizer.active]

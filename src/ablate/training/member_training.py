@@ -42,6 +42,16 @@ def build_member_model(
     return model
 
 
+def member_objective(model: torch.nn.Module, batch: dict, smoothing: Tensor, active: Tensor) -> tuple[Tensor, ...]:
+    """One forward pass of every member: the sum to backpropagate (each active member's mean smoothed loss; a frozen
+    member, stopped or diverged with non-finite weights, adds nothing, as where() passes it no gradient), then per
+    member (K,) that mean loss, the summed NLL and the real target tokens. Members share no parameter, so each
+    member's gradient is its own loss's. The one step of `ablate train --members` (MemberModule) and of MemberTraining."""
+    loss, nll, ntok = member_translation_loss(model, batch, smoothing)
+    per_token = loss / ntok.to(loss.dtype).clamp(min=1)  # (K,)
+    return torch.where(active, per_token, torch.zeros_like(per_token)).sum(), per_token, nll, ntok
+
+
 def member_adam(params, configs: list[ExperimentConfig], device: torch.device) -> MemberAdam:
     """MemberAdam over `params` with each member's own schedule (warmup, lr_scale) and gradient clipping."""
     values, t = member_values(configs), configs[0].train
@@ -80,9 +90,8 @@ class MemberTraining:
     def step(self, batch: dict) -> Tensor:
         """One update of every active member on its own rows of `batch`; each member's mean smoothed loss (K,)."""
         self.model.train()
-        loss, _, ntok = self.loss(batch)
-        per_token = loss / ntok.to(loss.dtype).clamp(min=1)
-        per_token.sum().backward()  # members share no parameter: each member's gradient is its own loss's
+        total, per_token, _, _ = member_objective(self.model, batch, self.smoothing, self.optimizer.active_on(self.device))
+        total.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return per_token.detach()
