@@ -7,11 +7,12 @@ the data. Code gets a typed `ExperimentConfig`, never a raw DictConfig.
 from ablate.config.compose import compose
 from ablate.config.dicts import diff, flatten, to_dict, to_yaml
 from ablate.config.merge import merge
-from ablate.config.saved import check_saved_types, rebuild, with_defaults
+from ablate.config.saved import check_saved_types, read_run_config, rebuild, with_defaults
 from ablate.config.schema import DataConfig, ExperimentConfig, LoggingConfig, ModelConfig, SweepConfig, TrainConfig
 from ablate.messages.errors import ConfigError
 
 __all__ = [
     "ConfigError", "DataConfig", "ExperimentConfig", "LoggingConfig", "ModelConfig", "SweepConfig", "TrainConfig",
-    "check_saved_types", "compose", "diff", "flatten", "merge", "rebuild", "to_dict", "to_yaml", "with_defaults",
+    "check_saved_types", "compose", "diff", "flatten", "merge", "read_run_config", "rebuild", "to_dict", "to_yaml",
+    "with_defaults",
 ]  # fmt: skip

@@ -1,11 +1,13 @@
 """Reading a saved config (a run directory's config.yaml, a checkpoint's, a W&B run's): typed by the schema, completed
 with the defaults of keys added since, and checked value by value by OmegaConf's own type rules (its nodes, through
-ablate.config.field_types), none of them validated against the registries here.
+ablate.config.field_types), none of them validated against the registries here. A run directory's own file is read by
+`read_run_config` alone (a checkpoint's config is ablate.training.checkpoint.checkpoint_config).
 """
 
 from __future__ import annotations
 
 from dataclasses import is_dataclass
+from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from omegaconf import OmegaConf
@@ -15,7 +17,27 @@ from ablate.config.field_types import REFUSED, hints, node_value
 from ablate.config.merge import merge, schema
 from ablate.config.retired import without_retired
 from ablate.config.schema import ExperimentConfig
+from ablate.files.yaml_file import read_yaml
 from ablate.messages.errors import ConfigError
+
+
+def read_run_config(path: Path, *, whole: bool = False) -> dict:
+    """A run's saved config.yaml: a ValueError naming the file when it is not a mapping of sections. `whole` (what
+    `ablate table` counts a run by) also refuses one cut short, which would lose the row's name and seed (the last
+    keys written) and tabulate under the folder's name, and one whose keys hold values of other kinds than the schema's."""
+    config = read_yaml(path, "run config")
+    if config is None and not whole:
+        return {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: the run's saved config is damaged (a {type(config).__name__}, not a mapping of sections)")
+    if whole:
+        if not path.read_bytes().endswith(b"\n") or "out_dir" not in config:
+            raise ValueError(f"{path}: cut short (ablate writes every section, then out_dir, and a line end); restore it")
+        try:
+            check_saved_types(config, str(path))
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+    return config
 
 
 def rebuild(data: dict, source: str = "saved config") -> ExperimentConfig:

@@ -18,14 +18,14 @@ from ablate.files.destination import check_output, refuse_existing, run_of_check
 from ablate.files.json_file import object_or_empty
 from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.inference.translation import longer_than, pick_device, save_record, translate
-from ablate.training.checkpoint import load_checkpoint, model_from_checkpoint, saved_config
+from ablate.training.checkpoint import checkpoint_config, load_checkpoint, model_from_checkpoint
 
 
 def _load(args: argparse.Namespace):
     """The checkpoint's model on the chosen device, after importing the plugins given by `--plugins` (relative to the
     cwd); a checkpoint naming a variant that no plugin given registers is refused, naming the plugins it records."""
     plugins.load_plugins(getattr(args, "plugins", None) or [])
-    saved = saved_config(load_checkpoint(args.checkpoint, mmap=True), args.checkpoint)
+    saved = checkpoint_config(load_checkpoint(args.checkpoint, mmap=True), args.checkpoint)
     problem = plugins.needed(f"checkpoint {args.checkpoint}", saved)
     if problem:
         raise ConfigError(problem)

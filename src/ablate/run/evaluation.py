@@ -22,9 +22,9 @@ from ablate.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
     check_intact,
+    checkpoint_config,
     load_checkpoint,
     save_atomic,
-    saved_config,
     step_checkpoints,
 )
 from ablate.training.module import TranslationModule
@@ -77,7 +77,7 @@ def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
         if len(kept) == k:
             break
         try:
-            saved = saved_config(load_checkpoint(path, mmap=True), path)["model"]
+            saved = checkpoint_config(load_checkpoint(path, mmap=True), path)["model"]
             check_intact(path)  # the average loads it whole, which checks this: a damaged one would fail the run
         except CheckpointError as e:  # e.g. left unreadable by a kill that resume skipped past: not averaged in
             log.warning("not averaging %s: %s", path.name, e)

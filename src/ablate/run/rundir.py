@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
+from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
-from ablate.files.yaml_file import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +245,7 @@ def _seconds(max_time) -> float | None:
 
 def saved_config(out: Path) -> dict:
     """The run's config.yaml completed with today's defaults; a ValueError naming the file when it is not a mapping."""
-    saved = read_yaml(out / "config.yaml", "run config") or {}
-    if not isinstance(saved, dict):
-        raise ValueError(f"{out / 'config.yaml'}: the run's saved config is damaged (a {type(saved).__name__}, not a mapping of sections)")
-    return with_defaults(saved)
+    return with_defaults(read_run_config(out / "config.yaml"))
 
 
 def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -> list[str]:

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ablate import plugins
+from ablate.config.saved import read_run_config
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
 from ablate.evaluation.sentence_scores import sentence_nll, split_nll
 from ablate.files.json_file import object_or_empty
-from ablate.files.yaml_file import read_yaml
 from ablate.table.finished_runs import Run
 
 # The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
@@ -75,7 +75,7 @@ def refuse_unscorable(run_dirs: Iterable[Path], split: str, rows: dict[Path, str
         if selected_checkpoint(run) is None:
             problems.append(f"{who}: no eval/{split}.json and no {wanted_checkpoint(run)} to make one from")
             lacking = True
-        elif why := plugins.needed(who, read_yaml(run / "config.yaml", "run config") or {}):
+        elif why := plugins.needed(who, read_run_config(run / "config.yaml")):
             problems.append(why)
     if problems:
         more = f"; and {len(problems) - 3} more runs" if len(problems) > 3 else ""

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.config import ConfigError, ExperimentConfig, ModelConfig, check_saved_types, flatten, to_dict
+from ablate.config import ExperimentConfig, ModelConfig, flatten, to_dict
+from ablate.config.saved import read_run_config
 from ablate.files.json_file import read_json
-from ablate.files.yaml_file import read_yaml
 from ablate.run.summary_fields import check_summary
 
 # A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
@@ -109,7 +109,7 @@ def runs_from_dirs(root: Path) -> list[Run]:
                 f"{summary_path.parent}: a finished run (summary.json) without its config.yaml, so its row and "
                 "configuration are unknown; restore config.yaml, or move the run out of the study"
             )
-        config = flatten(_saved_config(config_path))
+        config = flatten(read_run_config(config_path, whole=True))
         row = config.get("sweep.row") or _row_of_folder(summary_path.parent, config)
         summary = read_json(summary_path, "run summary")
         runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
@@ -126,21 +126,6 @@ def _row_of_folder(run: Path, config: dict) -> str:
         apart = [part for part in run.name.split(",") if not part.startswith("seed=")]
         return ",".join([run.resolve().parent.name, *apart])
     return run.name
-
-
-def _saved_config(path: Path) -> dict:
-    """A run's config.yaml as ablate wrote it: a whole mapping (one cut short would lose the row's name and seed, the
-    last keys written, and tabulate under the folder's name) whose keys hold values of their schema's kinds."""
-    config = read_yaml(path, "run config")
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: a run's config is a mapping of sections, not {type(config).__name__}")
-    if not path.read_bytes().endswith(b"\n") or "out_dir" not in config:
-        raise ValueError(f"{path}: cut short (ablate writes every section, then out_dir, and a line end); restore it")
-    try:
-        check_saved_types(config, str(path))
-    except ConfigError as e:
-        raise ValueError(str(e)) from None
-    return config
 
 
 def check_rows(runs: list[Run]) -> None:

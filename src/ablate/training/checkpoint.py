@@ -107,7 +107,7 @@ def save_atomic(obj: dict, path: str | os.PathLike, new_only: bool = False) -> N
         torch.save(obj, f)
 
 
-def saved_config(ckpt: dict, source: str | os.PathLike) -> dict:
+def checkpoint_config(ckpt: dict, source: str | os.PathLike) -> dict:
     """The saved config of a loaded checkpoint (hyper_parameters.config, a dict with a `model` section); a
     CheckpointError naming `source` (the file) and the field when it is missing or damaged, before anything reads it."""
     hp = ckpt.get("hyper_parameters")
@@ -161,7 +161,7 @@ def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokeniz
 def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, ExperimentConfig, Tokenizer]:
     """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`."""
     ckpt = load_checkpoint(path)
-    config, vocab_size = saved_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
+    config, vocab_size = checkpoint_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
     if problem := plugins.needed(f"checkpoint {path}", config):  # not damage: a variant from a plugin not imported
         raise ConfigError(problem)
     try:
@@ -193,7 +193,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
-    models = [saved_config(c, p)["model"] for p, c in zip(paths, ckpts)]
+    models = [checkpoint_config(c, p)["model"] for p, c in zip(paths, ckpts)]
     last = weights(ckpts[-1], paths[-1])
     for p, c, model in zip(paths, ckpts, models):
         w = weights(c, p)

@@ -42,8 +42,14 @@ def _cut_config(run: Path, before: str) -> None:
     "damage, message",
     [
         (lambda d: (d / "config.yaml").write_text("model: [\n"), r"config.yaml: not valid \(safe\) YAML at line 2"),
-        (lambda d: (d / "config.yaml").write_text(""), r"config.yaml: a run's config is a mapping of sections, not NoneType"),
-        (lambda d: (d / "config.yaml").write_text("- 1\n- 2\n"), r"config.yaml: a run's config is a mapping of sections, not list"),
+        (
+            lambda d: (d / "config.yaml").write_text(""),
+            r"config.yaml: the run.s saved config is damaged \(a NoneType, not a mapping of sections\)",
+        ),
+        (
+            lambda d: (d / "config.yaml").write_text("- 1\n- 2\n"),
+            r"config.yaml: the run.s saved config is damaged \(a list, not a mapping of sections\)",
+        ),
         (lambda d: (d / "config.yaml").write_text((d / "config.yaml").read_text() + "seed: 9\n"), r"config.yaml: duplicate key 'seed'"),
         (lambda d: (d / "config.yaml").unlink(), r"A-h1-s1: a finished run \(summary.json\) without its config.yaml"),
         (lambda d: _edit_config(d, data="text"), r"config.yaml: bad value for 'data': a section of keys, got 'text'"),

@@ -17,10 +17,10 @@ from ablate.model import build_transformer
 from ablate.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
+    checkpoint_config,
     load_checkpoint,
     model_from_checkpoint,
     save_atomic,
-    saved_config,
     step_checkpoints,
     tokenizer_from_checkpoint,
 )
@@ -337,7 +337,7 @@ def test_a_member_groups_checkpoint_given_where_a_runs_goes_is_named_as_the_grou
         CheckpointError,
         match=r"g.ckpt is a member group's checkpoint \(2 members' weights stacked\).*its members: sw/trials/0003-base, sw/trials/0004-base\)",
     ):
-        saved_config(group, "g.ckpt")
+        checkpoint_config(group, "g.ckpt")
 
 
 def test_a_checkpoint_damaged_in_place_is_named_not_loaded_as_garbage(tmp_path):
