@@ -71,3 +71,26 @@ def pytest_ignore_collect(collection_path, config):
     if collection_path.name in GENERATED or _all_slow(Path(collection_path)):
         return True
     return None
+
+
+# Tests write only under their tmp_path: a relative default (a sweep's runs/sweeps/NAME) resolved against the cwd
+# lands in the checkout, and the next run of the suite, or a user's `git status`, finds it there.
+_CACHES = (".pytest_cache", ".ruff_cache", ".hypothesis", ".coverage")
+
+
+def _root_entries() -> set[str]:
+    return {p.name for p in ROOT.iterdir() if p.name not in _CACHES and not p.name.startswith(".coverage")}
+
+
+_BEFORE = _root_entries()  # at import, before any test: pytest_sessionstart comes before a conftest under tests/ loads
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its controller checks once all have ended
+        return
+    new = sorted(_root_entries() - _BEFORE)
+    if new:
+        session.config.get_terminal_writer().line(
+            f"\ntests left {', '.join(new)} in the checkout {ROOT} (write under tmp_path); failing the session", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -64,10 +64,15 @@ class EncodedSplit(Dataset):
         return np.diff(self.tgt_offsets) + 1  # tgt_in / tgt_out carry one bos / eos
 
 
-def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, overlong: str = "drop") -> EncodedSplit:
+def encode_pairs(
+    tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, overlong: str = "drop", src_cap: int | None = None
+) -> EncodedSplit:
     """Encode pairs; a side longer than `max_len` tokens (incl. eos) is dropped ('drop') or cut ('truncate').
 
-    Training drops long pairs; evaluation truncates them instead, so BLEU is still computed on every reference.
+    Training drops long pairs; evaluation keeps them, so BLEU is still computed on every reference: it cuts a target
+    at `max_len` and a source only at `src_cap` (the model's own bound, ablate.model.max_length; None: none), as
+    `ablate translate` does, so a run's validation and `ablate evaluate` of its checkpoint decode the same sources, and
+    a source longer than any trained on (train.eval_longer_than) is read whole.
     """
     if overlong not in ("drop", "truncate"):
         raise ValueError(f"overlong='{overlong}' is not one of ['drop', 'truncate']")
@@ -81,7 +86,7 @@ def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len
                 n_long += 1
                 if overlong == "drop":
                     continue
-                s, t = s[: max_len - 1], t[: max_len - 1]
+                s, t = s[: None if src_cap is None else src_cap - 1], t[: max_len - 1]
             src_all.append(s + [EOS_ID])
             tgt_all.append(t)
             idx.append(i)

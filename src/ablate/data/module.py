@@ -19,6 +19,7 @@ from ablate.data.corpus import CorpusStats, read_lines, read_parallel
 from ablate.data.datasets import DATASETS, cache_dir, resolve_split
 from ablate.data.subset import bleu_rows, host_rows
 from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
+from ablate.model import max_length
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,12 @@ class TranslationDataModule(L.LightningDataModule):
         self._encoded: dict[str, EncodedSplit] = {}
         self.dropped: dict[str, dict] = {}  # split -> what was left out and why (kept in the run's summary)
 
+    def _source_cap(self) -> int | None:
+        """The longest evaluation source kept: the model's bound (none for most positional encodings), less what
+        padding to data.pad_multiple would add past it."""
+        cap = max_length(self.cfg.model)
+        return None if cap is None else cap - cap % self.data_cfg.pad_multiple
+
     def prepare_data(self) -> None:
         # Runs on one process per node before setup(): downloads and tokenizer training happen once, not per rank.
         for split in available_splits(self.data_cfg):
@@ -70,9 +77,9 @@ class TranslationDataModule(L.LightningDataModule):
             if not pairs:
                 raise ValueError(f"the {split} split has no sentence pairs: {files[0]} / {files[1]} are empty or hold only empty lines")
             self._raw[split] = pairs
-            # Training drops over-long pairs; evaluation truncates them so BLEU still covers every reference.
+            # Training drops over-long pairs; evaluation keeps them (encode_pairs) so BLEU still covers every reference.
             overlong = "drop" if split == "train" else "truncate"
-            self._encoded[split] = encode_pairs(self.tokenizer, pairs, self.data_cfg.max_len, overlong)
+            self._encoded[split] = encode_pairs(self.tokenizer, pairs, self.data_cfg.max_len, overlong, self._source_cap())
             self._report(split, files, stats, self._encoded[split].overlong)
 
     def _report(self, split: str, files: tuple, stats: CorpusStats, overlong: int) -> None:

@@ -150,7 +150,7 @@ def save_record(
         raise ValueError(f"--save-eval: {checkpoint} is not in a run directory's checkpoints/ folder, so there is no run to save it in")
     device = next(model.parameters()).device
     with Precision.of(cfg.train).decoding(device):
-        nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate"), device)
+        nll, tokens = split_nll(model, encode_pairs(tokenizer, pairs, cfg.data.max_len, "truncate", max_length(cfg.model)), device)
     return write_eval_file(
         checkpoint.parent.parent,
         split,

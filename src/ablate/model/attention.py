@@ -138,7 +138,9 @@ class Additive(AttentionKernel):
             scores = torch.einsum("bhtsd,hd->bhts", hidden, self.w)
         else:  # each member's rows with its own w: (K, B, H, T*S, Dk) @ (K, 1, H, Dk, 1), the same operations for any K
             b, h, t, s, d = hidden.shape
-            per_member = hidden.view(self.members, b // self.members, h, t * s, d)
+            # reshape: with fewer key/value heads, repeat_kv's k is contiguous and q is not, so the sum's T and S
+            # do not merge without a copy
+            per_member = hidden.reshape(self.members, b // self.members, h, t * s, d)
             scores = (per_member @ self.w.view(self.members, 1, h, d, 1)).view(b, h, t, s)
         return softmax_attend(scores * scale, v, mask, self.dropout, self.training)  # (B, H, T, S) scores
 

@@ -29,4 +29,10 @@ def model_problems(m: ModelConfig, d: DataConfig) -> list[str]:
             f"data.max_len={d.max_len} exceeds model.max_positions={m.max_positions}, "
             f"the longest sequence model.positional='{m.positional}' accepts"
         )
+    elif longest is not None and d.pad_multiple >= 1 and -(-d.max_len // d.pad_multiple) * d.pad_multiple > longest:
+        p.append(
+            f"data.max_len={d.max_len} padded to data.pad_multiple={d.pad_multiple} makes batches of "
+            f"{-(-d.max_len // d.pad_multiple) * d.pad_multiple}, more than model.max_positions={m.max_positions} "
+            f"(model.positional='{m.positional}') accepts; lower data.max_len or data.pad_multiple, or raise model.max_positions"
+        )
     return p

@@ -27,8 +27,12 @@ def test_encode_pairs_drop_or_truncate_and_collate(tmp_path, train_files):
     pairs = [("the dog", "der hund"), (" ".join(["the big red dog"] * 10), "der hund"), ("a cat", "eine katze")]
     kept = encode_pairs(tok, pairs, max_len=12)
     assert kept.idx.tolist() == [0, 2] and kept.overlong == 1
-    cut = encode_pairs(tok, pairs, max_len=12, overlong="truncate")
+    cut = encode_pairs(tok, pairs, max_len=12, overlong="truncate", src_cap=12)
     assert cut.idx.tolist() == [0, 1, 2] and cut.src_lens.max() == 12 and cut.overlong == 1
+    # Evaluation cuts a source only at the model's bound (none: read whole, as `ablate translate` reads it).
+    whole = encode_pairs(tok, pairs, max_len=12, overlong="truncate")
+    assert whole.src_lens.tolist() == [len(ids) + 1 for ids in tok.encode([s for s, _ in pairs])]
+    assert whole.src_lens.max() > 12 and whole.tgt_lens.max() <= 11 and whole.overlong == 1
 
     batch = collate([cut[0], cut[1]])
     s, t = tok.encode(["the dog"])[0], tok.encode(["der hund"])[0]

@@ -9,6 +9,7 @@ from text_corpora import corpus, data_cfg, write, write_corpus
 
 from ablate.config import ExperimentConfig
 from ablate.data.module import TranslationDataModule
+from ablate.model.tokens import EOS_ID
 
 
 @pytest.fixture
@@ -88,3 +89,34 @@ def test_batches_are_pinned_only_for_a_cuda_device(datamodule, monkeypatch):
     datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), world_size=1, global_rank=0)
     assert datamodule._to_cuda() is False  # the trainer's device decides once there is one
     assert datamodule.val_dataloader().pin_memory is False
+
+
+@pytest.mark.parametrize("positional, kept", [("sinusoidal", None), ("learned", 12)])
+def test_evaluation_sources_are_cut_only_at_the_models_bound_as_translate_cuts_them(tmp_path, positional, kept):
+    """data.max_len drops long training pairs; a validation source is read whole (sinusoids: no bound), or cut at
+    what learned positions take less padding's rounding (model.max_positions 14, data.pad_multiple 4: 12), as
+    `ablate translate` reads it, so a run's records and `ablate evaluate` of its checkpoint decode the same source.
+    Its target is cut at data.max_len (teacher forcing); BLEU scores the raw reference."""
+    from dataclasses import replace
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder, "train", 300, seed=0)
+    src, tgt = corpus(20, seed=1)
+    src[3], tgt[3] = " ".join([src[3]] * 6), " ".join([tgt[3]] * 6)
+    write(folder / "valid.en", src), write(folder / "valid.de", tgt)
+    prefixes = dict(train_prefix=str(folder / "train"), valid_prefix=str(folder / "valid"))
+    cfg = ExperimentConfig(data=data_cfg(tmp_path, max_len=10, pad_multiple=4, max_dropped_share=1.0, **prefixes))
+    cfg = replace(cfg, model=replace(cfg.model, positional=positional, max_positions=14))
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    ids = dm.tokenizer.encode([src[3]])[0]
+    assert len(ids) > 14
+    for batch in dm.val_dataloader():
+        assert batch["src"].shape[1] <= (kept or batch["src"].shape[1])
+        for i, src_ids, tgt_out in zip(batch["idx"].tolist(), batch["src"], batch["tgt_out"]):
+            assert int((tgt_out != 0).sum()) <= 10  # the target: at most data.max_len with EOS
+            if i == 3:
+                real = src_ids[src_ids != 0].tolist()
+                assert real == (ids if kept is None else ids[: kept - 1]) + [EOS_ID]

@@ -33,3 +33,13 @@ def test_sequences_longer_than_learned_positions_are_refused():
     assert model_problems(model, replace(DataConfig(), max_len=64)) == []
     (problem,) = model_problems(model, replace(DataConfig(), max_len=65))
     assert problem.startswith("data.max_len=65 exceeds model.max_positions=64")
+
+
+def test_batches_padded_past_learned_positions_are_refused_naming_pad_multiple():
+    """collate rounds a batch's length up to data.pad_multiple: max_len 30 at a multiple of 8 makes batches of 32."""
+    model = replace(ModelConfig(), positional="learned", max_positions=30)
+    assert model_problems(model, replace(DataConfig(), max_len=30, pad_multiple=1)) == []
+    assert model_problems(replace(model, max_positions=32), replace(DataConfig(), max_len=30, pad_multiple=8)) == []
+    (problem,) = model_problems(model, replace(DataConfig(), max_len=30, pad_multiple=8))
+    assert problem.startswith("data.max_len=30 padded to data.pad_multiple=8 makes batches of 32, more than model.max_positions=30")
+    assert model_problems(replace(model, positional="sinusoidal"), replace(DataConfig(), max_len=30, pad_multiple=8)) == []

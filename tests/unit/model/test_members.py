@@ -23,7 +23,7 @@ from ablate.registry import register, restoring
 # Every built-in variant with parameters, and the ones without, in combinations config validation allows.
 VARIANTS = [
     {},
-    {"attention": "additive", "positional": "learned", "attention_scaling": "learned"},
+    {"attention": "additive", "positional": "learned", "attention_scaling": "learned", "kv_heads": 1},
     {"positional": "t5_bias", "attention_scaling": "qk_norm", "kv_heads": 2},
     {"attention": "local", "positional": "shaw", "attention_scaling": "learned", "attention_window": 2},
     {"attention": "linear", "positional": "rotary", "attention_scaling": "inv_dk", "norm": "pre"},

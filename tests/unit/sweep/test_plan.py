@@ -57,7 +57,9 @@ def test_every_sampler_and_pruner_drives_the_search_space(tmp_path, sampler):
         if sampler == "grid"
         else "search:\n  train.lr_scale: {type: float, low: 0.1, high: 10, log: true}\n  train.warmup: {type: int, low: 10, high: 100, step: 10}\n"
     )
-    sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 4\nsampler: {{name: {sampler}, seed: 0}}\n{space}"))
+    sweep = load_sweep(
+        write(tmp_path, f"name: s\nbase: base.yaml\nout_dir: {tmp_path}/s\nn_trials: 4\nsampler: {{name: {sampler}, seed: 0}}\n{space}")
+    )
     handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
     study = handle.study
     for pruner in ("none", "median", "successive_halving", "hyperband"):
