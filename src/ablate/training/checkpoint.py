@@ -14,6 +14,7 @@ import pickle
 import re
 import zipfile
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -67,18 +68,25 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict:
         check_intact(path)
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError:  # torch refused an object that is not a tensor or plain data
+    except Exception as e:
+        if mmap:  # not read whole before: a part whose bytes changed says so, not what unpickling them then hit
+            check_intact(path)
+        _unreadable(path, e)
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
+    return ckpt
+
+
+def _unreadable(path: Path, e: Exception) -> NoReturn:
+    if isinstance(e, pickle.UnpicklingError):  # torch refused an object that is not a tensor or plain data
         raise CheckpointError(
             f"{path}: holds Python objects that ablate will not unpickle (it reads only tensors and plain "
             "data from a checkpoint, so that opening one can never run code); it was not written by "
             "ablate, or was altered since"
         ) from None
-    except Exception as e:  # truncated zip, not a torch file, ...
-        first = (str(e).splitlines() or ["the file is empty" if path.stat().st_size == 0 else "no message"])[0][:200]
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {first})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
-        raise CheckpointError(f"{path}: not an ablate checkpoint (no state_dict / hyper_parameters)")
-    return ckpt
+    # truncated zip, not a torch file, ...
+    first = (str(e).splitlines() or ["the file is empty" if path.stat().st_size == 0 else "no message"])[0][:200]
+    raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {first})") from None
 
 
 def check_intact(path: str | os.PathLike) -> None:
@@ -193,7 +201,8 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     ckpts = [load_checkpoint(p) for p in paths]
-    models = [checkpoint_config(c, p)["model"] for p, c in zip(paths, ckpts)]
+    configs = [checkpoint_config(c, p) for p, c in zip(paths, ckpts)]
+    models = [c["model"] for c in configs]
     last = weights(ckpts[-1], paths[-1])
     for p, c, model in zip(paths, ckpts, models):
         w = weights(c, p)
@@ -202,6 +211,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
             raise CheckpointError(f"{p}: a different model from {paths[-1]}; only checkpoints of one run can be averaged")
         if c.get("tokenizer_model") != ckpts[-1].get("tokenizer_model"):
             raise CheckpointError(f"{p}: another tokenizer than {paths[-1]}'s; only checkpoints of one run can be averaged")
+    _refuse_other_runs_and_repeats(paths, ckpts, configs)
     keys = last.keys()
     avg = {}
     for k in keys:
@@ -211,6 +221,24 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
     out["state_dict"] = avg
     out["averaged_from"] = [str(p) for p in paths]
     return out
+
+
+def _refuse_other_runs_and_repeats(paths: list, ckpts: list[dict], configs: list[dict]) -> None:
+    """Two runs of one model and data (seeds, a group's members) pass the shape and tokenizer checks, and their mean
+    is no run's weights; a checkpoint named twice, or its step saved twice (last.ckpt and step=N.ckpt), weighs double."""
+    run = [(c.get("seed"), (c.get("members") or {}).get("index")) for c in configs]
+    seen: dict = {}
+    for p, c, who in zip(paths, ckpts, run):
+        if who != run[-1]:
+            raise CheckpointError(
+                f"{p}: another run than {paths[-1]}'s (seed {who[0]}, member {who[1]}; not seed {run[-1][0]}, member "
+                f"{run[-1][1]}); only checkpoints of one run can be averaged"
+            )
+        for key in (("path", os.path.realpath(p)), ("step", c.get("global_step"))):
+            if key[1] is not None and key in seen:
+                what = "the same file as" if key[0] == "path" else f"step {key[1]}, as does"
+                raise CheckpointError(f"{p}: {what} {seen[key]}, so it would count twice in the mean; name each step once")
+            seen[key] = p
 
 
 def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import struct
+import zipfile
 
 import pytest
 import torch
@@ -258,6 +260,30 @@ def test_average_checkpoints_refuses_different_models_and_no_input(tmp_path):
         average_checkpoints([other, a])
 
 
+def test_average_checkpoints_refuses_another_runs_and_a_step_counted_twice(tmp_path):
+    """Seeds of one model on one corpus, or a group's members, pass the shape and tokenizer checks; a mean of their
+    weights is no run's. A checkpoint named twice, or last.ckpt beside the step=N.ckpt of its step, would weigh double."""
+
+    def run_ckpt(name, step, seed=1, index=None):
+        saved = ckpt(torch.full((2,), float(step)), step=step)
+        saved["hyper_parameters"]["config"] |= {"seed": seed, "members": {"size": 2 if index is not None else 1, "index": index}}
+        return write(tmp_path / name, saved)
+
+    a, b = run_ckpt("a.ckpt", 1), run_ckpt("b.ckpt", 2)
+    assert average_checkpoints([a, b])["global_step"] == 2
+    other_seed = run_ckpt("s2.ckpt", 3, seed=2)
+    with pytest.raises(CheckpointError, match=re.escape(f"{other_seed}: another run than {b}'s (seed 2, member None; not seed 1")):
+        average_checkpoints([other_seed, b])
+    member0, member1 = run_ckpt("m0.ckpt", 1, index=0), run_ckpt("m1.ckpt", 2, seed=1, index=1)
+    with pytest.raises(CheckpointError, match="another run than"):
+        average_checkpoints([member0, member1])
+    with pytest.raises(CheckpointError, match=re.escape(f"{a}: the same file as {a}, so it would count twice")):
+        average_checkpoints([a, b, a])
+    last = run_ckpt("last.ckpt", 2)
+    with pytest.raises(CheckpointError, match=re.escape(f"{last}: step 2, as does {b}, so it would count twice")):
+        average_checkpoints([a, b, last])
+
+
 # --- step checkpoints and `ablate average` -------------------------------------------------------------------------
 
 
@@ -350,3 +376,18 @@ def test_a_checkpoint_damaged_in_place_is_named_not_loaded_as_garbage(tmp_path):
     with pytest.raises(CheckpointError, match=re.escape(f"{path}: damaged: its part last/data/0 fails its checksum")):
         load_checkpoint(path)
     assert load_checkpoint(path, mmap=True)["global_step"] == 1
+
+
+def test_a_bookkeeping_read_whose_pickle_was_damaged_names_the_checksum_not_the_unpickling(tmp_path):
+    """mmap reads check nothing up front; when the damage is in data.pkl the load fails, and the error then says what
+    check_intact says (`ablate evaluate` said 'UnicodeDecodeError: ...' of the flipped byte)."""
+    path = write(tmp_path / "last.ckpt", ckpt(torch.randn(100)))
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("last/data.pkl")
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)  # the local header's own lengths
+    start = info.header_offset + 30 + name_len + extra_len  # the stored (uncompressed) bytes
+    data[start] = 0x00  # the pickle's PROTO opcode
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=re.escape(f"{path}: damaged: its part last/data.pkl fails its checksum")):
+        load_checkpoint(path, mmap=True)
