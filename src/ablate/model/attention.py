@@ -42,6 +42,7 @@ class AttentionKernel(nn.Module):
     """
 
     takes_bias: bool = True  # can add a float mask (the logit biases of some positional encodings)
+    takes_dropout: bool = True  # drops attention weights at `dropout` (model.attention_dropout); False: it has none
     options: tuple[str, ...] = ()  # the entries of KERNEL_OPTIONS its constructor accepts
 
     def __init_subclass__(cls, **kwargs):
@@ -185,6 +186,7 @@ class Linear(AttentionKernel):
     add position biases (alibi, t5_bias, shaw); absolute positions and rotary work."""
 
     takes_bias = False
+    takes_dropout = False  # no attention matrix to drop from: model.attention_dropout > 0 is refused
     options = ("causal",)
 
     def __init__(self, *, heads: int, d_k: int, dropout: float = 0.0, causal: bool = False, eps: float = 1e-6):

@@ -23,6 +23,11 @@ def model_problems(m: ModelConfig, d: DataConfig) -> list[str]:
             f"model.attention='{m.attention}' cannot add the position biases of model.positional='{m.positional}'; "
             f"choose one of {compatible_positionals(m.attention)}"
         )
+    if m.attention in ATTENTION and m.attention_dropout > 0 and not ATTENTION[m.attention].takes_dropout:
+        p.append(
+            f"model.attention_dropout={m.attention_dropout} does nothing with model.attention='{m.attention}', which "
+            "forms no attention weights to drop: set it to 0 (model.dropout still drops sub-layer outputs)"
+        )
     longest = max_length(m) if m.positional in POSITIONAL else None
     if longest is not None and d.max_len > longest:
         p.append(

@@ -43,3 +43,11 @@ def test_batches_padded_past_learned_positions_are_refused_naming_pad_multiple()
     (problem,) = model_problems(model, replace(DataConfig(), max_len=30, pad_multiple=8))
     assert problem.startswith("data.max_len=30 padded to data.pad_multiple=8 makes batches of 32, more than model.max_positions=30")
     assert model_problems(replace(model, positional="sinusoidal"), replace(DataConfig(), max_len=30, pad_multiple=8)) == []
+
+
+def test_attention_dropout_is_refused_for_a_kernel_that_forms_no_attention_weights():
+    """Linear attention took model.attention_dropout and dropped nothing: a row ablating it would compare equals."""
+    (problem,) = model_problems(replace(ModelConfig(), attention="linear", attention_dropout=0.1), DataConfig())
+    assert problem.startswith("model.attention_dropout=0.1 does nothing with model.attention='linear'")
+    assert model_problems(replace(ModelConfig(), attention="linear"), DataConfig()) == []
+    assert model_problems(replace(ModelConfig(), attention="additive", attention_dropout=0.1), DataConfig()) == []
