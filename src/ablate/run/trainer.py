@@ -27,6 +27,7 @@ from ablate.run.rundir import git_sha
 from ablate.run.stopping import StopRules
 from ablate.training.flops import train_flops
 from ablate.training.host_memory import keep_freed_memory
+from ablate.training.lightning_internals import StepCheckpoint
 from ablate.training.metrics import SpeedCallback
 from ablate.training.module import TranslationModule
 from ablate.training.precision import Precision
@@ -55,8 +56,8 @@ def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callback
         ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor=monitor, mode=mode, save_top_k=1,
                         auto_insert_metric_name=False, enable_version_counter=False),
         # The K most recent validation points, for `ablate average` (the paper averaged the last 5).
-        ModelCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max", save_top_k=t.keep_last,
-                        save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
+        StepCheckpoint(dirpath=out / "checkpoints", filename="step={step}", monitor="step", mode="max", save_top_k=t.keep_last,
+                       save_last=True, auto_insert_metric_name=False, enable_version_counter=False),
     ]  # fmt: skip
     may_stop_sooner = bool(t.converge_window or t.early_stop_metric or t.max_time or t.max_flops)
     return _trainer(cfg, out, loggers, [*checkpoints, *extra_callbacks], may_stop_sooner, t.accumulate,

@@ -5,7 +5,10 @@ which fails when a Lightning release changes what these read or write.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 
 def logs_this_step(module: L.LightningModule, batch_idx: int, every: int) -> bool:
@@ -33,3 +36,16 @@ def stop_as_on_sigterm(trainer: L.Trainer) -> None:
     """Ask Lightning to stop as it does on SIGTERM (SIGTERMException once this batch's bookkeeping is done), after a
     callback saved at a step boundary. `trainer.received_sigterm` has no setter: the flag is its signal connector's."""
     trainer._signal_connector.received_sigterm = True
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """A run's K most recent step checkpoints (train.keep_last), kept at K after a resume from one of them. Lightning
+    never removes the file a Trainer resumed from (it might lie outside the run); a run resumed from step=N.ckpt,
+    its last.ckpt behind or damaged, kept that file for good, one more each time, past keep_last and the disk check.
+    Only the one inside this callback's own folder is released; the rule lives in a private method."""
+
+    def _should_remove_checkpoint(self, trainer: L.Trainer, previous: str, current: str) -> bool:
+        resumed = trainer.ckpt_path is not None and Path(previous).absolute() == Path(trainer.ckpt_path).absolute()
+        if resumed and previous != current and self.dirpath is not None:
+            return Path(self.dirpath).absolute() in Path(previous).absolute().parents
+        return super()._should_remove_checkpoint(trainer, previous, current)

@@ -11,7 +11,7 @@ import lightning as L
 import pytest
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-from ablate.training.lightning_internals import logs_this_step, pin_logging_counter, stop_as_on_sigterm
+from ablate.training.lightning_internals import StepCheckpoint, logs_this_step, pin_logging_counter, stop_as_on_sigterm
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "ablate"
 PRIVATE = re.compile(r"\._(logger_connector|signal_connector|batches_that_stepped|trainer\b)")
@@ -56,3 +56,21 @@ def test_no_other_module_reaches_into_lightnings_private_state():
         if PRIVATE.search(line)
     ]
     assert not found, "use ablate.training.lightning_internals:\n" + "\n".join(found)
+
+
+def test_step_checkpoint_releases_the_step_file_a_run_resumed_from_and_nothing_outside_its_folder(tmp_path):
+    """Lightning keeps the file a Trainer resumed from (pinned: the reason StepCheckpoint exists); StepCheckpoint lets
+    keep_last remove it when it is one of its own, never a checkpoint elsewhere."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    own, newer, outside = (str(tmp_path / "checkpoints" / f"step={n}.ckpt") for n in (30, 50, 60))
+    outside = str(tmp_path / "elsewhere" / "step=30.ckpt")
+    resumed = SimpleNamespace(ckpt_path=own)
+    assert not ModelCheckpoint(dirpath=tmp_path / "checkpoints")._should_remove_checkpoint(resumed, own, newer)
+    steps = StepCheckpoint(dirpath=tmp_path / "checkpoints")
+    assert steps._should_remove_checkpoint(resumed, own, newer)
+    assert not steps._should_remove_checkpoint(resumed, own, own)  # overwritten in place, never removed
+    assert not steps._should_remove_checkpoint(SimpleNamespace(ckpt_path=outside), outside, newer)
+    assert steps._should_remove_checkpoint(SimpleNamespace(ckpt_path=None), own, newer)
