@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 def prepare_process(cfg: ExperimentConfig) -> Precision:
     """What a training process sets before it builds anything, for a run and a member group alike: freed host memory
     kept for the next step (no page faults), torch's threads, the matmul precision and every seed. The precision."""
+    _check_half_precision_has_a_gpu(cfg.train)
     keep_freed_memory()
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
@@ -46,6 +47,17 @@ def prepare_process(cfg: ExperimentConfig) -> Precision:
     precision.set_matmul()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     return precision
+
+
+def _check_half_precision_has_a_gpu(t) -> None:
+    """On a CPU Lightning trains a 16-mixed run in bf16-mixed (a warning in the log), while ablate would decode it and
+    count its MFU in fp16, and its config would say 16-mixed: refused instead, before anything is written."""
+    on_cpu = t.accelerator == "cpu" or (t.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available())
+    if t.precision == "16-mixed" and on_cpu:
+        raise ValueError(
+            f"train.precision=16-mixed needs a GPU, and this run trains on the CPU (train.accelerator={t.accelerator}"
+            f"{', and no GPU here' if t.accelerator == 'auto' else ''}); use train.precision=bf16-mixed"
+        )
 
 
 def make_trainer(cfg: ExperimentConfig, out: Path, loggers: list, extra_callbacks: list) -> L.Trainer:

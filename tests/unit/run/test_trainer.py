@@ -1,0 +1,27 @@
+"""What a training process sets up before it builds anything (ablate.run.trainer.prepare_process)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from ablate.config import ExperimentConfig, TrainConfig
+from ablate.run.trainer import prepare_process
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", "auto"])
+def test_16_mixed_on_a_cpu_is_refused_where_lightning_would_train_bf16_and_ablate_score_fp16(monkeypatch, accelerator):
+    """Lightning swaps 16-mixed for bf16-mixed on a CPU with only a log warning; ablate's decoding and MFU would still
+    read the config's fp16."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    before = torch.get_float32_matmul_precision()
+    cfg = ExperimentConfig(train=TrainConfig(precision="16-mixed", accelerator=accelerator))
+    with pytest.raises(ValueError, match=rf"train.precision=16-mixed needs a GPU, and this run trains on the CPU \(train.accelerator={accelerator}"):
+        prepare_process(cfg)
+    assert torch.get_float32_matmul_precision() == before  # refused before it set anything
+    bf16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16-mixed"))
+    assert prepare_process(bf16).arithmetic() == "bf16"
+    torch.set_float32_matmul_precision(before)
