@@ -93,8 +93,8 @@ class SpeedCallback(L.Callback):
             acc["flops"] += flops
         if self._window["batches"] >= self.every * trainer.accumulate_grad_batches:
             metrics = self._rates(self._window, trainer.accumulate_grad_batches)
-            for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=trainer.global_step)
+            for logger in trainer.loggers:  # on train/loss's row: Lightning logs update N's at step N - 1
+                logger.log_metrics(metrics, step=max(trainer.global_step - 1, 0))
             self._window = self._zero()
 
     def on_validation_start(self, trainer, pl_module) -> None:

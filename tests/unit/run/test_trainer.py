@@ -19,7 +19,9 @@ def test_16_mixed_on_a_cpu_is_refused_where_lightning_would_train_bf16_and_ablat
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     before = torch.get_float32_matmul_precision()
     cfg = ExperimentConfig(train=TrainConfig(precision="16-mixed", accelerator=accelerator))
-    with pytest.raises(ValueError, match=rf"train.precision=16-mixed needs a GPU, and this run trains on the CPU \(train.accelerator={accelerator}"):
+    with pytest.raises(
+        ValueError, match=rf"train.precision=16-mixed needs a GPU, and this run trains on the CPU \(train.accelerator={accelerator}"
+    ):
         prepare_process(cfg)
     assert torch.get_float32_matmul_precision() == before  # refused before it set anything
     bf16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16-mixed"))

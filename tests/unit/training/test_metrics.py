@@ -63,8 +63,8 @@ def batch(src: int, tgt: int) -> dict:
 def run_batch(cb, trainer, module, clock, seconds: float, b: dict, idx: int = 0) -> None:
     cb.on_train_batch_start(trainer, module, b, idx)
     clock.now += seconds
+    trainer.global_step += 1  # as in Lightning: the optimizer has stepped when on_train_batch_end runs
     cb.on_train_batch_end(trainer, module, None, b, idx)
-    trainer.global_step += 1
 
 
 def test_speed_window_logs_tokens_per_second_and_step_time_every_n_steps(clock):
@@ -73,7 +73,7 @@ def test_speed_window_logs_tokens_per_second_and_step_time_every_n_steps(clock):
     assert logger.calls == []
     run_batch(cb, trainer, module, clock, 0.5, batch(60, 40))
     [(logged, step)] = logger.calls
-    assert step == 1
+    assert step == 1  # the row of update 2, where Lightning logs train/loss of update 2 (steps count from 0)
     assert logged["speed/src_tokens_per_s"] == pytest.approx(160.0)
     assert logged["speed/tgt_tokens_per_s"] == pytest.approx(120.0)
     assert logged["speed/tokens_per_s"] == pytest.approx(120.0)  # target side, the field's convention
