@@ -6,9 +6,10 @@ notes)."""
 from __future__ import annotations
 
 from ablate.table.replicates import group_of
+from ablate.table.score_kinds import SCORES
 
 LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
-LABELS = {"bleu": "BLEU", "ppl": "PPL", "long_bleu": "long BLEU"}  # the scores with a seed interval, as notes name them
+LABELS = {key: m.label for key, m in SCORES.items()}  # the scores with a seed interval, as notes name them
 
 
 def skipped_runs(skipped: dict[str, str], what: str = "W&B run", diverged: list[str] = ()) -> list[str]:

@@ -8,12 +8,13 @@ import math
 from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
-from ablate.table import rank_correlation, replicates, score_range, seed_intervals, verdicts
+from ablate.table import rank_correlation, replicates, seed_intervals, verdicts
 from ablate.table.caveats import LIMITS, borrowed_from_groups, capped, edges, member_groups, member_groups_note, skipped_runs
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, _effective, check_rows
 from ablate.table.paired_bootstrap import SENTENCES_ONLY
-from ablate.table.row_tests import METRICS, no_test, paired_tests
+from ablate.table.row_tests import no_test, paired_tests
+from ablate.table.score_kinds import METRICS, SCORES
 from ablate.table.sentence_records import Evidence
 from ablate.table.study_statistics import STUDY_STATISTICS
 
@@ -33,7 +34,6 @@ COLUMNS = {
     "kv": "model.kv_heads",
     "steps": "train.max_steps",
 }
-TIE = {"bleu": verdicts.BLEU_TIE, "ppl": verdicts.PPL_TIE}  # a paper Δ below these is 0 at the paper's printed precision
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Row:
         member group counting once), and the runs scored; bounds and sd are None with one replicate, the bounds with
         replicates all alike, all None with none."""
         v = self.replicate_values(attr)
-        iv = seed_intervals.t_interval(v, bounds=score_range.RANGES[attr]) if v else seed_intervals.Interval(None, None, None, 0, None)
+        iv = seed_intervals.t_interval(v, bounds=SCORES[attr].bounds) if v else seed_intervals.Interval(None, None, None, 0, None)
         runs = len(self.values(attr))
         return {"mean": iv.mean, "low": iv.low, "high": iv.high, "sd": iv.sd, "n": iv.n, "runs": runs, "clipped": iv.clipped}
 
@@ -176,7 +176,7 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
     out.update(test or no_test())
     paper_base = next(p for p in TABLE3 if p.name == "base")
     out["paper"] = getattr(row.paper, metric) if row.paper else None
-    digits = 1 if metric == "bleu" else 2  # the paper's printed precision: its Δ is exact there (no float residue)
+    digits = SCORES[metric].digits  # the paper's printed precision: its Δ is exact there (no float residue)
     out["paper_delta"] = round(getattr(row.paper, metric) - getattr(paper_base, metric), digits) if row.paper else None
     if row is base or against is not None:
         out["verdict"] = None
@@ -184,7 +184,7 @@ def _metric(row: Row, base: Row, metric: str, test: dict | None, against: Row | 
         tested = out["test_low"] is not None
         delta, interval = (out["test_delta"], (out["test_low"], out["test_high"])) if tested else (out["delta"], None)
         seed_noise = out["seed_variance"] != SENTENCES_ONLY
-        out["verdict"] = verdicts.verdict(delta, out["p_holm"], out["paper_delta"], TIE[metric], interval, seed_noise=seed_noise)
+        out["verdict"] = verdicts.verdict(delta, out["p_holm"], out["paper_delta"], SCORES[metric].tie, interval, seed_noise=seed_noise)
     return out
 
 

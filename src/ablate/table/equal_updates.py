@@ -24,8 +24,9 @@ from ablate.table.compare import build_rows
 from ablate.table.finished_runs import Run
 from ablate.table.holm import holm
 from ablate.table.replicates import group_of, replicate_index, replicate_means
+from ablate.table.score_kinds import METRICS
 
-PAPER_METRICS = {"val/ppl": ("ppl", verdicts.PPL_TIE), "val/bleu": ("bleu", verdicts.BLEU_TIE)}
+PAPER_METRICS = {m.log_key: (key, m.tie) for key, m in METRICS.items()}  # a logged metric -> the paper's score, its tie
 
 
 def curve(run_dir: Path, metric: str, last_update: float | None = None) -> dict[int, float]:

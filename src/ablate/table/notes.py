@@ -7,9 +7,8 @@ from __future__ import annotations
 from ablate.table import detectable_effect, verdicts
 from ablate.table.compare import Table
 from ablate.table.replicates import replicate_index, replicate_name
-from ablate.table.row_tests import METRICS
+from ablate.table.score_kinds import METRICS
 from ablate.table.study_statistics import STUDY_STATISTICS
-from ablate.table.wording import NAMES
 from ablate.table.wording import count as _count
 
 
@@ -56,11 +55,11 @@ def noise_line(s: dict) -> str:
     for m in METRICS:
         nf = s["noise_floor"][m]
         if nf["sd"] is None:
-            parts.append(f"{NAMES[m]} n/a ({_count(nf['n'], unit)}: no spread to estimate)")
+            parts.append(f"{METRICS[m].label} n/a ({_count(nf['n'], unit)}: no spread to estimate)")
         elif nf["sd"] == 0.0:
-            parts.append(f"{NAMES[m]} no spread (every {unit} scores {nf['mean']:.2f})")
+            parts.append(f"{METRICS[m].label} no spread (every {unit} scores {nf['mean']:.2f})")
         else:
-            parts.append(f"{NAMES[m]} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
+            parts.append(f"{METRICS[m].label} sd {nf['sd']:.2f}, {with_interval(nf['mean'], nf['low'], nf['high'])}")
     over = f"{s['base_seeds']}, a group counted once by its members' mean" if grouped else _count(s["noise_floor"]["bleu"]["n"], "seed")
     return f"Noise floor (base row over {over}): " + "; ".join(parts) + "."
 
@@ -140,7 +139,7 @@ def agreement_rows(s: dict) -> list[list[str]]:
     for m in METRICS:
         counts = s["verdicts"][m]
         for g, c in [*counts["by_group"].items(), ("all", counts["overall"])]:
-            rows.append([g, NAMES[m], *(str(c[v]) for v in shown)])
+            rows.append([g, METRICS[m].label, *(str(c[v]) for v in shown)])
     return rows
 
 
@@ -159,11 +158,11 @@ def agreement_notes(s: dict) -> list[str]:
     sp = s["spearman"]
     return [
         "Spearman's rank correlation of our row means with the paper's (95% interval from resampling rows): "
-        + "; ".join(f"{NAMES[m]} over {_count(sp[m]['rows'], 'row')}: {rho(sp[m])}" for m in METRICS)
+        + "; ".join(f"{METRICS[m].label} over {_count(sp[m]['rows'], 'row')}: {rho(sp[m])}" for m in METRICS)
         + ".",
         f"Verdict: agree/disagree by the sign of Δ vs the paper's, only when p Holm <= {s['bootstrap']['alpha']} and the "
         f"paired test's interval excludes 0; otherwise inconclusive. 'paper: no change': the paper's Δ is 0 at its printed "
-        f"precision (|Δ| < {verdicts.BLEU_TIE} BLEU, < {verdicts.PPL_TIE} PPL); '; ours differs' where ours is significant "
+        f"precision (|Δ| < {METRICS['bleu'].tie} BLEU, < {METRICS['ppl'].tie} PPL); '; ours differs' where ours is significant "
         "by the same test."
         + (
             " 'inconclusive (one seed)': significant against sentence noise alone, with one seed (or member group) in "

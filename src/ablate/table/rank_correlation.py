@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as st
 
-from ablate.table.score_range import finite
+from ablate.table.score_kinds import finite
 
 
 def spearman_with_interval(

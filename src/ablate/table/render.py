@@ -12,8 +12,8 @@ from ablate.sweep.scored_on import scored_on as summary_scored_on
 from ablate.sweep.scored_on import sentences
 from ablate.table.compare import COLUMNS, Table
 from ablate.table.finished_runs import Run
-from ablate.table.notes import NAMES, agreement_notes, agreement_rows, notes, with_interval
-from ablate.table.row_tests import METRICS
+from ablate.table.notes import agreement_notes, agreement_rows, notes, with_interval
+from ablate.table.score_kinds import METRICS
 
 TRAINING = {"updates": "updates", "epochs": "epochs", "PFLOP": "flops", "wall min": "wall_seconds", "stopped": "stopped"}
 
@@ -100,7 +100,7 @@ def _cells(line: dict) -> dict[str, str]:
     }
     metric = {name: _metric_cells(line[name], base, line["control"]) for name in METRICS}
     for name in METRICS:
-        out[f"{NAMES[name]} [95% CI]"] = metric[name][""]
+        out[f"{METRICS[name].label} [95% CI]"] = metric[name][""]
     lb = line["long_bleu"]
     out |= {
         "params (M)": "-" if line["params"] is None else f"{line['params'] / 1e6:.3g}",  # 0.606, 213: B's drops show
@@ -115,12 +115,12 @@ def _cells(line: dict) -> dict[str, str]:
     }
     for name in METRICS:
         for key in ("Δ", "paired CI", "p", "p Holm", "MDE"):
-            out[f"Δ{NAMES[name]} [95% CI]" if key == "Δ" else f"{key} {NAMES[name]}"] = metric[name][key]
+            out[f"Δ{METRICS[name].label} [95% CI]" if key == "Δ" else f"{key} {METRICS[name].label}"] = metric[name][key]
     for name in METRICS:
-        out[f"paper {NAMES[name]}"] = number(line[name]["paper"], ".2f" if name == "ppl" else ".1f")
-        out[f"paper Δ{NAMES[name]}"] = "" if base else number(line[name]["paper_delta"], "+.2f" if name == "ppl" else "+.1f")
+        out[f"paper {METRICS[name].label}"] = number(line[name]["paper"], METRICS[name].paper_format())
+        out[f"paper Δ{METRICS[name].label}"] = "" if base else number(line[name]["paper_delta"], METRICS[name].paper_format(signed=True))
     for name in METRICS:
-        out[f"verdict {NAMES[name]}"] = metric[name]["verdict"]
+        out[f"verdict {METRICS[name].label}"] = metric[name]["verdict"]
     return out
 
 
@@ -221,7 +221,7 @@ def to_agreement_csv(table: Table, path: Path) -> None:
     """The verdict counts per group and metric, with Spearman's rho and its interval on each metric's 'all' line."""
     head, *rows = agreement_rows(table.summary)
     sp = table.summary["spearman"]
-    names = {v: k for k, v in NAMES.items()}
+    names = {m.label: k for k, m in METRICS.items()}
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow([*head, "spearman_rho", "spearman_low", "spearman_high", "spearman_rows"])

@@ -13,9 +13,8 @@ import numpy as np
 from ablate.table import detectable_effect, paired_bootstrap
 from ablate.table.holm import holm
 from ablate.table.replicates import replicate_index, replicate_name, schedule_pairs
+from ablate.table.score_kinds import METRICS
 from ablate.table.sentence_records import Evidence
-
-METRICS = ("bleu", "ppl")
 
 
 def paired_tests(

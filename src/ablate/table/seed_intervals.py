@@ -1,4 +1,4 @@
-"""Intervals over seeds: a row's mean with its Student-t interval (cut at the score's range, ablate.table.score_range),
+"""Intervals over seeds: a row's mean with its Student-t interval (cut at the score's range, ablate.table.score_kinds),
 and the difference of two rows' seed means with a Welch interval, since an ablation may change the seed variance.
 """
 
@@ -40,7 +40,7 @@ class Difference:
 def t_interval(values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Interval:
     """Mean and Student-t interval over seeds: with 3-5 seeds the normal quantile would be far too narrow.
 
-    The interval is cut to `bounds`, the score's range (`RANGES`), and says so: the true mean lies in the range, so
+    The interval is cut to `bounds`, the score's range (a Metric's `bounds`), and says so: the true mean lies in the range, so
     cutting loses no coverage, while a percentile bootstrap over 3-5 seeds has too few distinct resamples to replace
     the t. Seeds that all score the same give no bounds: an sd of 0 from a few seeds is no interval of width 0.
     """

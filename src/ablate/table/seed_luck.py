@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ablate.table.replicates import group_of
-from ablate.table.score_range import finite
-from ablate.table.wording import NAMES, count, p_words
+from ablate.table.score_kinds import METRICS, finite
+from ablate.table.wording import count, p_words
 
 MIN_RUNS = 4  # matched runs, in rows of at least 2, below which no correlation is worth printing
 
@@ -99,7 +99,7 @@ def lines(s: dict) -> list[str]:
                 "seeds have opposite luck, on average over rows, so the paired test, taking them as independent, tends to be too narrow"
             )
         where = f"{luck['runs']} runs in {count(luck['rows'], 'row')} against {count(luck['base_seeds'], 'base seed')}"
-        return f"{NAMES[m]} r = {luck['r']:+.2f} ({p}; {where}): {meaning}"
+        return f"{METRICS[m].label} r = {luck['r']:+.2f} ({p}; {where}): {meaning}"
 
     return [
         "Seeds across rows: a run's score less its row's mean against the base's run of the same seed less the mean of "

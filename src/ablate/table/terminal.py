@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 
 from ablate.table.compare import Table
-from ablate.table.notes import NAMES, agreement_notes, agreement_rows, scores_line, with_interval
+from ablate.table.notes import agreement_notes, agreement_rows, scores_line, with_interval
 from ablate.table.plot import verdict_delta, verdict_interval
 from ablate.table.render import number, p_cell, scored_on_line
-from ablate.table.row_tests import METRICS
+from ablate.table.score_kinds import METRICS
 
 PIPE_WIDTH = 120  # a pipe or a log has no width of its own: this one holds both metrics' verdict columns
 GAP = "  "
@@ -60,7 +60,7 @@ def columns(table: Table) -> list[Column]:
 
     out = [Column(None, "row", lambda ln: ln["row"] + (" (diverged)" if ln["diverged"] else ""), right=False)]
     for m in METRICS:
-        spec = "+.2f" if m == "ppl" else "+.1f"
+        spec = METRICS[m].paper_format(signed=True)
         out += [
             Column(m, "Δ [CI]", blank_on_base(lambda ln, m=m: _delta(ln[m])), right=False),
             Column(m, "p Holm", blank_on_base(lambda ln, m=m: p_cell(ln[m]["p_holm"]))),
@@ -76,7 +76,7 @@ def columns(table: Table) -> list[Column]:
 def _order(c: Column) -> tuple[int, int]:
     """Shown left to right: row, seeds, then per metric mean, Δ, p Holm, verdict, paper Δ."""
     heads = ["row", "seeds", "mean", "Δ [CI]", "p Holm", "verdict", "paper Δ"]
-    return (0 if c.metric is None else 1 + METRICS.index(c.metric), heads.index(c.head))
+    return (0 if c.metric is None else 1 + list(METRICS).index(c.metric), heads.index(c.head))
 
 
 def grid(heads: list[str], rows: list[list[str]], right: list[bool], width: int, above: list[str] | None = None) -> list[str] | None:
@@ -101,7 +101,7 @@ def _fitted(table: Table, width: int) -> tuple[list[Column], list[Column], list[
     for k in range(len(ranked), 1, -1):
         shown = sorted(ranked[:k], key=_order)
         heads = [c.head for c in shown]
-        above = [NAMES[c.metric] if c.metric and (i == 0 or shown[i - 1].metric != c.metric) else "" for i, c in enumerate(shown)]
+        above = [METRICS[c.metric].label if c.metric and (i == 0 or shown[i - 1].metric != c.metric) else "" for i, c in enumerate(shown)]
         body = [[c.cell(ln) for c in shown] for ln in table.lines]
         if lines := grid(heads, body, [c.right for c in shown], width, above):
             return shown, ranked[k:], lines
@@ -131,7 +131,7 @@ def _records(table: Table, width: int) -> list[str]:
     for ln in table.lines:
         parts = [", ".join(f"{c.head} {v}" for c in cols if c.metric == m and (v := c.cell(ln))) for m in METRICS]
         seeds = f"{ln['seeds']} seed{'' if ln['seeds'] == 1 else 's'}"
-        text = f"{ln['row']} ({seeds})" + "".join(f"; {NAMES[m]} {p}" for m, p in zip(METRICS, parts) if p)
+        text = f"{ln['row']} ({seeds})" + "".join(f"; {METRICS[m].label} {p}" for m, p in zip(METRICS, parts) if p)
         out += _wrap(text, width, "  ")
     return out
 
@@ -156,11 +156,13 @@ def lines(table: Table, title: str, width: int, page: str) -> list[str]:
         body = _with_groups(table, grid_lines, len(grid_lines) - len(table.lines))
         legend += "; mean: over seeds." if any(c.head == "mean" for c in shown) else "."
         if left:
-            legend += " Left out at this width: " + ", ".join(f"{NAMES[c.metric] + ' ' if c.metric else ''}{c.head}" for c in left) + "."
+            legend += (
+                " Left out at this width: " + ", ".join(f"{METRICS[c.metric].label + ' ' if c.metric else ''}{c.head}" for c in left) + "."
+            )
     else:
         body, legend = _records(table, width), legend + "; mean: over seeds."
     base = table.lines[0]
-    means = ", ".join(f"{NAMES[m]} {with_interval(base[m]['mean'], base[m]['low'], base[m]['high'])}" for m in METRICS)
+    means = ", ".join(f"{METRICS[m].label} {with_interval(base[m]['mean'], base[m]['low'], base[m]['high'])}" for m in METRICS)
     legend += f" The base row ({table.summary['base_seeds']}, mean [95% CI]): {means}."
     if table.summary.get("member_groups"):
         legend += " A member group's seeds count once, by their mean."

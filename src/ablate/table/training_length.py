@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats as st
 
-from ablate.table import paired_bootstrap, score_range
+from ablate.table import paired_bootstrap
 from ablate.table.replicates import group_of
-from ablate.table.wording import NAMES, count, p_words
+from ablate.table.score_kinds import METRICS, SCORES, finite
+from ablate.table.wording import count, p_words
 
 MIN_DF = 2  # residual degrees of freedom below which no slope is worth printing
 
@@ -44,7 +45,7 @@ def training_length(rows: Mapping[str, Sequence[tuple[float, float]]], level: fl
     from rows of 2+ runs whose lengths differ, or when the scores do not vary about their rows' means."""
     blocks = []
     for runs in rows.values():
-        kept = np.array([(u, v) for u, v in runs if score_range.finite(u) and u > 0 and score_range.finite(v)], dtype=float).reshape(-1, 2)
+        kept = np.array([(u, v) for u, v in runs if finite(u) and u > 0 and finite(v)], dtype=float).reshape(-1, 2)
         if len(kept) >= 2 and np.ptp(kept[:, 0]) > 0:
             x, y = np.log2(kept[:, 0]), kept[:, 1]
             blocks.append((x - x.mean(), y - y.mean(), kept[:, 0]))
@@ -104,22 +105,22 @@ def lines(s: dict) -> list[str]:
 
     def read(m: str, t: dict) -> str:
         p = p_words(t["p"])
-        return f"{NAMES[m]} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
+        return f"{METRICS[m].label} {t['slope']:+.2f} [{t['low']:+.2f}, {t['high']:+.2f}] per doubling (r {t['r']:+.2f}, {p}" + (
             ")" if same else f"; {where(t)})"
         )
 
-    better = [m for m, t in measured.items() if t["p"] <= alpha and (t["slope"] > 0) == (m == "bleu")]
+    better = [m for m, t in measured.items() if t["p"] <= alpha and (t["slope"] > 0) == SCORES[m].higher_is_better]
     worse = [m for m, t in measured.items() if t["p"] <= alpha and m not in better]
     if better:
         meaning = (
-            f"runs that trained longer scored better ({', '.join(NAMES[m] for m in better)}), as when a stopping rule ends "
+            f"runs that trained longer scored better ({', '.join(METRICS[m].label for m in better)}), as when a stopping rule ends "
             "runs short of convergence (a correlation: a control trained longer is the check): a row's spread then holds "
             "where the rule fired as well as seed noise, and rows that "
             "stopped sooner on average are compared partly on length (tighten the rule, or compare at equal updates: "
             "`ablate table --at-update N`)"
         )
     elif worse:
-        meaning = f"runs that trained longer scored worse ({', '.join(NAMES[m] for m in worse)}): the rule let some overtrain"
+        meaning = f"runs that trained longer scored worse ({', '.join(METRICS[m].label for m in worse)}): the rule let some overtrain"
     else:
         meaning = "no sign that runs which trained longer scored otherwise"
     return [

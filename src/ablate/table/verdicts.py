@@ -23,12 +23,6 @@ ONE_SEED = "inconclusive (one seed)"
 VERDICTS = (AGREE, DISAGREE, INCONCLUSIVE, ONE_SEED, NO_CHANGE, NO_CHANGE_OURS_DIFFERS, NO_PAPER)
 
 
-BLEU_TIE = 0.05  # the paper prints BLEU to 1 decimal: a printed Δ below half its last digit is 0
-
-
-PPL_TIE = 0.005  # ... and PPL to 2 decimals
-
-
 @dataclass(frozen=True)
 class VerdictCounts:
     """How many rows got each verdict, per group and over all groups (every verdict present, zeros included)."""

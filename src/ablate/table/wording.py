@@ -1,8 +1,6 @@
-"""The words `ablate table`'s notes share: metric names, p-values, counted nouns."""
+"""The words `ablate table`'s notes share: p-values, counted nouns (a metric's name: ablate.table.score_kinds)."""
 
 from __future__ import annotations
-
-NAMES = {"bleu": "BLEU", "ppl": "PPL"}
 
 
 def p_words(p: float) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from ablate.table.score_range import RANGES
+from ablate.table.score_kinds import SCORES
 from ablate.table.seed_intervals import Interval, t_interval, welch_interval
 
 
@@ -54,8 +54,8 @@ def test_welch_interval_needs_two_seeds_per_row():
 def test_t_interval_is_cut_at_the_scores_range_and_says_so():
     """BLEU of 0.5, 0.2 and 4.0: t(2) * sd / sqrt(3) = 5.24 around 1.57 reaches -3.67, cut at 0; the top is not cut."""
     half = st.t.ppf(0.975, 2) * statistics.stdev([0.5, 0.2, 4.0]) / math.sqrt(3)
-    cut = t_interval([0.5, 0.2, 4.0], bounds=RANGES["bleu"])
+    cut = t_interval([0.5, 0.2, 4.0], bounds=SCORES["bleu"].bounds)
     assert (cut.low, cut.high, cut.clipped) == (0.0, pytest.approx(1.5667 + half, abs=1e-4), True)
     assert t_interval([0.5, 0.2, 4.0]).low == pytest.approx(1.5667 - half, abs=1e-4)  # unbounded: as t gives it
-    assert t_interval([99.0, 99.5, 97.0], bounds=RANGES["bleu"]).high == 100.0 and not t_interval([30.0, 31.0]).clipped
-    assert t_interval([0.0, 0.0, 0.0], bounds=RANGES["bleu"]) == Interval(0.0, None, None, 3, 0.0)  # all alike: no interval
+    assert t_interval([99.0, 99.5, 97.0], bounds=SCORES["bleu"].bounds).high == 100.0 and not t_interval([30.0, 31.0]).clipped
+    assert t_interval([0.0, 0.0, 0.0], bounds=SCORES["bleu"].bounds) == Interval(0.0, None, None, 3, 0.0)  # all alike: no interval

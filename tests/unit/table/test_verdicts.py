@@ -3,20 +3,21 @@
 import pytest
 
 from ablate.table.holm import holm
+from ablate.table.score_kinds import METRICS
 from ablate.table.verdicts import (
     AGREE,
-    BLEU_TIE,
     DISAGREE,
     INCONCLUSIVE,
     NO_CHANGE,
     NO_CHANGE_OURS_DIFFERS,
     NO_PAPER,
     ONE_SEED,
-    PPL_TIE,
     VERDICTS,
     count_verdicts,
     verdict,
 )
+
+BLEU_TIE, PPL_TIE = METRICS["bleu"].tie, METRICS["ppl"].tie
 
 
 @pytest.mark.parametrize(

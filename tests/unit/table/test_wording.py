@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.table.wording import NAMES, count, p_words
+from ablate.table.wording import count, p_words
 
 
 @pytest.mark.parametrize(
@@ -17,7 +17,3 @@ def test_p_values_read_to_three_places_and_never_as_zero(p, words):
 @pytest.mark.parametrize("n, words", [(0, "0 runs"), (1, "1 run"), (2, "2 runs")])
 def test_a_counted_noun_is_plural_unless_one(n, words):
     assert count(n, "run") == words
-
-
-def test_metric_names_are_written_as_the_paper_writes_them():
-    assert NAMES == {"bleu": "BLEU", "ppl": "PPL"}
