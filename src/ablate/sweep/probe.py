@@ -199,6 +199,7 @@ def measure_here(config: str, steps: int) -> dict:
 
     from ablate.data.module import TranslationDataModule
     from ablate.experiment import load_config
+    from ablate.run.trainer import prepare_process
     from ablate.training.module import TranslationModule
     from ablate.training.precision import Precision
 
@@ -208,10 +209,7 @@ def measure_here(config: str, steps: int) -> dict:
         gpus.append({"name": torch.cuda.get_device_name(i), "free": free, "total": total})
     cfg = load_config([config])
     t = cfg.train
-    if t.num_threads:
-        torch.set_num_threads(t.num_threads)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    Precision.of(t).set_matmul()  # as the trial will: TF32 matmuls under mixed precision
+    prepare_process(cfg)  # what the trial's process sets first: threads, matmul precision, seeds, freed memory kept
     dm = TranslationDataModule(cfg)
     dm.prepare_data()
     dm.setup("fit")
