@@ -108,11 +108,12 @@ def test_a_value_no_study_can_run_is_an_error_naming_the_file_and_key(tmp_path, 
 @pytest.mark.parametrize(
     "fields",
     [
-        {"seeds": [0, 2**32 - 1], "workers": 2, "gpus_per_trial": 1, "timeout": 0.5},
+        {"seeds": [0, 2**32 - 1], "workers": 2, "gpus_per_trial": 1},
         {"objective": {"terms": {"val/loss": 1, "speed/tokens_per_s": -0.001}, "direction": "minimize"}},  # a negative weight is a penalty
         {"pruner": {"name": "hyperband", "min_resource": 1, "max_resource": "auto", "reduction_factor": 3}},
         {"pruner": {"name": "successive_halving", "min_resource": "auto"}, "sampler": {"name": "tpe", "seed": 0, "multivariate": True}},
         {**SEARCH, "n_trials": 1, "timeout": 3600},
+        {**SEARCH, "n_trials": None, "timeout": 0.5},
         {**SEARCH, "search": {"train.max_steps": {"type": "int", "low": 10, "high": 20, "step": 5}}},
     ],
 )

@@ -157,6 +157,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag}={value} must be an integer >= 1")
     sweep = load_sweep(args.file)
     if args.n_trials is not None:
+        if sweep.variants:  # its trials are its rows times their seeds: the count was taken and ignored
+            raise ValueError(f"--n-trials is a search's budget; {sweep.path} is a variants sweep, which trains every row once per seed")
         sweep.n_trials = args.n_trials
     flag = getattr(args, "members", None) is not None
     if flag:

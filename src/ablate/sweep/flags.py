@@ -42,7 +42,13 @@ def add_parsers(sub) -> None:
         help="sqlite:///, postgresql:// or journal:/// URL (default: $ABLATE_SWEEP_STORAGE, else the file's storage, else "
         "SQLite in the sweep's out_dir)",
     )
-    p.add_argument("--n-trials", type=Number(int, 1), default=None, metavar="N", help="override the file's n_trials")
+    p.add_argument(
+        "--n-trials",
+        type=Number(int, 1),
+        default=None,
+        metavar="N",
+        help="a search's trial budget (overrides the file's n_trials; a variants sweep refuses it)",
+    )
     p.add_argument(
         "--members",
         type=members_flag,

@@ -9,6 +9,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config.paper import row_group
+from ablate.files.yaml_file import key_line
 from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
 from ablate.sweep.row_param import row_param
@@ -16,6 +17,7 @@ from ablate.sweep.spec import diff_from_base
 from ablate.sweep.storage import StudyHandle
 
 log = logging.getLogger(__name__)
+BUDGET = ("n_trials", "timeout")  # a search's budget (ablate.sweep.search_plan); refused in a variants sweep
 
 
 class Variants(Plan):
@@ -24,7 +26,16 @@ class Variants(Plan):
     (or machines) never run a row twice."""
 
     def check(self) -> str | None:
-        return None
+        """n_trials and timeout are a search's budget: a grid's is its rows times their seeds. Taken here, a timeout
+        stopped the study with rows never trained (and the sweep said no trials were left); n_trials did nothing."""
+        given = [key for key in BUDGET if getattr(self.sweep, key) is not None]
+        if not given:
+            return None
+        at = [f"{key}{f' (line {line})' if (line := key_line(self.sweep.path, key)) else ''}" for key in given]
+        return (
+            f"{' and '.join(at)}: a search's budget, which a variants sweep does not take (it trains every row once per "
+            f"seed); remove {' and '.join(given)}, or list fewer rows or seeds"
+        )
 
     def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
         # Rows are enqueued with fixed params and never sampled; the sampler only has to stay out of the way.
@@ -89,8 +100,6 @@ class Variants(Plan):
         return None
 
     def next_action(self, study: optuna.Study, started: float) -> str:
-        if self.timed_out(started):
-            return "stop"
         states = [t.state for t in study.get_trials(deepcopy=False)]
         if TrialState.WAITING in states:
             return "run"

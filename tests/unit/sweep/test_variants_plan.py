@@ -3,9 +3,12 @@ run, counted from the run's first trial: interruptions in earlier runs (preempti
 
 from __future__ import annotations
 
+import pytest
+from helpers import run_cli
 from optuna.trial import TrialState
 from sweep_files import write
 
+from ablate.config import ConfigError
 from ablate.sweep.ledger import fail, row_of
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan_base import MAX_RETRY
@@ -39,3 +42,22 @@ def test_a_row_interrupted_more_than_max_retry_times_in_this_run_waits_for_the_n
     handle, plan = _interrupted_times(tmp_path, MAX_RETRY + 1)
     assert plan.queue(handle.study, only_dead=True, since=0) == 0
     assert plan.queue(handle.study) == 1  # a rerun of the sweep queues it regardless
+
+
+def test_a_search_budget_in_a_variants_sweep_is_refused_naming_the_key_file_and_line(tmp_path):
+    """A timeout stopped the study at its deadline with rows never trained, and the sweep exited 0 saying no trials
+    were left; n_trials did nothing. Both are a search's budget."""
+    for extra, named in (("timeout: 5\n", ["timeout (line 5)"]), ("n_trials: 2\ntimeout: 5\n", ["n_trials (line 5)", "timeout (line 6)"])):
+        path = write(tmp_path, ONE_ROW + extra)
+        with pytest.raises(ConfigError) as err:
+            load_sweep(path)
+        msg = str(err.value)
+        assert msg.startswith(f"{path}: ") and "a search's budget" in msg and "variants sweep" in msg, msg
+        assert all(word in msg for word in named), msg
+
+
+def test_n_trials_flag_on_a_variants_sweep_is_a_usage_error(tmp_path, capsys):
+    path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
+    rc, out = run_cli(capsys, "sweep", str(path), "--n-trials", "3", "--dry-run")
+    assert rc == 2 and "--n-trials is a search's budget" in out and str(path) in out, out
+    assert not (tmp_path / "out").exists()
