@@ -83,3 +83,24 @@ def seeds(path: Path, where: str, raw: Any) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise fail(path, f"{where} lists a seed twice: {seeds}")
     return seeds
+
+
+def row_seeds(path: Path, raw: dict) -> dict[str, list[int]]:
+    """`row_seeds: {base: [1, 2, 3, 4, 5]}`: rows run with seeds of their own instead of `seeds`."""
+    given = raw.get("row_seeds") or {}
+    if not isinstance(given, dict):
+        raise fail(path, f"row_seeds must map variant names to seed lists, got {given!r}")
+    rows = raw.get("variants") or {}
+    for row in given:
+        if row not in rows:
+            raise fail(path, f"row_seeds names '{row}', which is not a variant{did_you_mean(str(row), set(map(str, rows)))}")
+    return {str(row): seeds(path, f"row_seeds.'{row}'", listed) for row, listed in given.items()}
+
+
+def seed_overridden(where: str, overrides: dict, seeds: list[int], row: str | None = None) -> str | None:
+    """Why a `seed` among a row's (or the sweep-wide) overrides is refused: the row trains once per seed of `seeds`
+    (its row_seeds, else the sweep's), each replacing it, so it was silently ignored; None where no seeds apply."""
+    if "seed" not in overrides or not seeds:
+        return None
+    fix = f"give the row seeds of its own with row_seeds: {{{row}: [{overrides['seed']}]}}" if row else "remove one of them"
+    return f"{where}: seed {overrides['seed']!r} would be replaced by each of the seeds {seeds}, so it changes nothing; {fix}"

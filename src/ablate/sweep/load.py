@@ -12,7 +12,6 @@ from ablate import plugins
 from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL
 from ablate.files.yaml_file import read_yaml
-from ablate.messages.hints import did_you_mean
 from ablate.run.summary_fields import metric_doubt, metric_problem
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
@@ -127,18 +126,6 @@ def _check_bounds(path: Path, where: str, spec: dict) -> None:
         raise fields.fail(path, f"{where}.log={spec['log']!r} must be true or false")
 
 
-def _row_seeds(path: Path, raw: dict) -> dict[str, list[int]]:
-    """`row_seeds: {base: [1, 2, 3, 4, 5]}`: rows run with seeds of their own instead of `seeds`."""
-    given = raw.get("row_seeds") or {}
-    if not isinstance(given, dict):
-        raise fields.fail(path, f"row_seeds must map variant names to seed lists, got {given!r}")
-    rows = raw.get("variants") or {}
-    for row in given:
-        if row not in rows:
-            raise fields.fail(path, f"row_seeds names '{row}', which is not a variant{did_you_mean(str(row), set(map(str, rows)))}")
-    return {str(row): fields.seeds(path, f"row_seeds.'{row}'", seeds) for row, seeds in given.items()}
-
-
 def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
     raw = raw or {"name": default}
     if isinstance(raw, str):
@@ -176,7 +163,7 @@ def load_sweep(path: str | Path) -> Sweep:
         variants=dict(variants),
         search=_search(path, dict(search)),
         seeds=fields.seeds(path, "seeds", raw.get("seeds")),
-        row_seeds=_row_seeds(path, raw),
+        row_seeds=fields.row_seeds(path, raw),
         n_trials=fields.count(path, "n_trials", raw.get("n_trials")),
         timeout=fields.seconds(path, "timeout", raw.get("timeout")),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
@@ -218,6 +205,8 @@ def _row_problem(sweep: Sweep, row: Any, overrides: Any) -> str | None:
         return f"variant '{row}' must map config keys to values, got {overrides!r}{empty}"
     if set_by_study := [str(k) for k in overrides if str(k).startswith(STUDY_SET)]:
         return f"variant '{row}': {', '.join(set_by_study)} is the study's to set for each trial, so the row's would change nothing"
+    if problem := fields.seed_overridden(f"variant '{row}'", overrides, sweep.row_seeds.get(row) or sweep.seeds, row):
+        return problem
     try:
         sweep.row_config(overrides)
     except ConfigError as e:
@@ -230,6 +219,8 @@ SHOWN_ROWS = 20  # bad rows named in one error; the rest counted
 
 def _validate_trials(sweep: Sweep) -> None:
     path = sweep.path
+    if problem := fields.seed_overridden("overrides", sweep.overrides, sweep.seeds if sweep.variants else []):
+        raise fields.fail(path, problem)
     try:  # the base with the sweep-wide overrides first: a bad value there is not every row's or search key's error
         base = sweep.row_config({})
     except ConfigError as e:

@@ -59,3 +59,9 @@ def test_every_unknown_key_is_named_at_once_with_its_line(tmp_path):
     ) == str(e.value)
     with pytest.raises(ConfigError, match="unknown key 'metrc' in objective \\(did you mean 'metric'\\?\\) at line 4;"):
         fields.check_keys(path, "objective", {"metrc": 1}, {"metric"}, at="objective")
+
+
+def test_a_seed_override_is_refused_only_where_seeds_replace_it():
+    assert fields.seed_overridden("variant 'a'", {"seed": 3}, []) is None and fields.seed_overridden("overrides", {}, [1]) is None
+    said = fields.seed_overridden("variant 'a'", {"seed": 3}, [1, 2], "a")
+    assert said.startswith("variant 'a': seed 3 would be replaced") and said.endswith("row_seeds: {a: [3]}")

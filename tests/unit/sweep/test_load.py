@@ -60,3 +60,22 @@ def test_a_key_the_study_sets_for_each_trial_is_refused_in_a_search_or_a_row(tmp
     if key != "members.size":  # a row's members.size is the size of its groups
         with pytest.raises(ConfigError, match=f"variant 'A': {key} is the study's to set for each trial"):
             load_sweep(write(tmp_path, f"name: demo\nbase: base.yaml\nvariants:\n  base: {{}}\n  A: {{{key}: x2}}\n"))
+
+
+def test_a_row_seed_that_the_seeds_would_replace_is_refused_pointing_to_row_seeds(tmp_path):
+    """`own: {seed: 5}` beside `seeds: [1, 2]` trained seeds 1 and 2, the row's 5 silently dropped."""
+    head = "name: demo\nbase: base.yaml\n"
+    for seeds in ("seeds: [1, 2]\n", "row_seeds: {own: [1, 2]}\n"):
+        path = write(tmp_path, head + seeds + "variants:\n  base: {}\n  own: {seed: 5}\n")
+        with pytest.raises(ConfigError) as e:
+            load_sweep(path)
+        assert str(e.value) == (
+            f"{path}: variant 'own': seed 5 would be replaced by each of the seeds [1, 2], so it changes nothing; give the row "
+            "seeds of its own with row_seeds: {own: [5]}"
+        )
+    path = write(tmp_path, head + "seeds: [1, 2]\noverrides: {seed: 5}\nvariants:\n  base: {}\n")
+    with pytest.raises(ConfigError, match=r"overrides: seed 5 would be replaced by each of the seeds \[1, 2\]"):
+        load_sweep(path)
+    # No seeds apply: the row's own seed is the one it trains with, and the sweep-wide one a default for the rest.
+    own = load_sweep(write(tmp_path, head + "row_seeds: {base: [1, 2]}\noverrides: {seed: 7}\nvariants:\n  base: {}\n  own: {seed: 5}\n"))
+    assert own.rows() == [("base", 1), ("base", 2), ("own", None)] and own.row_config(own.variants["own"]).seed == 5
