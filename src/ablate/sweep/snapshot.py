@@ -105,12 +105,18 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
         v.note = f"reported {t.intermediate_values[step]:.4g} at step {step}"
     if t.state == TrialState.FAIL:
         reason = t.user_attrs.get("fail_reason")
-        v.note = (
-            str(reason)[:160]
-            if reason
-            else ("preempted, continues on the next run" if t.user_attrs.get("preempted") else "interrupted, continues on the next run")
-        )
+        v.note = str(reason)[:160] if reason else interruption(t)[1]
     return v
+
+
+def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) -> tuple[str, str]:
+    """(state, note) of an attempt failed without a reason of its own (its worker died, it was preempted): "continued"
+    by the attempt `later` (later_attempts) names, which trains on in its run directory or runs its row again; else
+    "interrupted", to continue on the next run. `ablate status` and the sweep's results say the same."""
+    after = (later or {}).get(t.number)
+    if after is not None:
+        return "continued", f"{'continued by' if after.user_attrs.get('continues') == t.number else 'run again as'} trial {after.number}"
+    return "interrupted", f"{'preempted' if t.user_attrs.get('preempted') else 'interrupted'}, continues on the next run"
 
 
 def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
@@ -123,14 +129,13 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     snap.counts = dict.fromkeys(COUNTED, 0)
     trials = study.get_trials(deepcopy=False)
     started = [t for t in trials if t.state != TrialState.WAITING and not is_bookkeeping(t)]
-    later = _later_attempts(started)
+    later = later_attempts(started)
     snap.counts["waiting"] = sum(t.state == TrialState.WAITING for t in trials)
     for t in started:
         v = view_trial(t, now)
-        if v.state == "interrupted" and t.number in later:
-            after = later[t.number]
-            how = "continued by" if after.user_attrs.get("continues") == t.number else "run again as"
-            v = TrialView(t.number, v.name, "continued", note=f"{how} trial {after.number}")  # the run dir's progress is the later one's
+        if v.state == "interrupted" and t.number in later:  # the run dir's progress is the later one's
+            state, note = interruption(t, later)
+            v = TrialView(t.number, v.name, state, note=note)
         snap.trials.append(v)
     for v in snap.trials:
         if v.state != "continued":
@@ -146,7 +151,7 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     return snap
 
 
-def _later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
+def later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
     """Trial number -> the next started trial of the same work: the same row of a variants sweep, or a search trial's
     retry (the last of its `retry_history`; `failed_trial` names the first attempt)."""
     later: dict[int, FrozenTrial] = {}

@@ -53,3 +53,27 @@ def test_the_sweep_table_says_what_its_scores_and_objective_are_on(tmp_path):
         "PPL: valid split, all 1,014 sentences. Both from each trial's last validation" in text
     )
     assert "Objective: val/bleu at the best validation (trial 0); val/bleu at the last validation (trial 1)." in text
+
+
+def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_the_later_ones_summary(tmp_path):
+    """Trial 0 was interrupted and trial 2 continued it in the same run directory: results.csv listed trial 0 FAIL
+    with no reason and trial 2's epochs and what its scores are on, while `ablate status` said "continued by trial 2"."""
+    sweep = load_sweep(write(tmp_path, SWEEP + f"out_dir: {tmp_path}/sweep\n"))
+    sweep.out_dir.mkdir()
+    study = optuna.create_study(study_name="demo", direction="maximize")
+    shared = trial_dir(tmp_path, "0000-base", on(200) | {"epochs": 2.5, "last": {"val/bleu": 13.0, "val/ppl": 30.0}})
+    add(study, TrialState.FAIL, "base", shared, row=("base", None), preempted=True)
+    add(study, TrialState.FAIL, "A-h1", tmp_path / "trials" / "0001-A-h1", row=("A-h1", None))  # nothing after it yet
+    add(study, TrialState.COMPLETE, "base", shared, value=13.0, row=("base", None), continues=0, **{"val/bleu": 13.0})
+    rows = {r["number"]: r for r in summarize(sweep, study)}
+    assert (rows[0]["state"], rows[0]["fail_reason"], rows[0]["epochs"], rows[0]["val/bleu_on"]) == (
+        "CONTINUED",
+        "continued by trial 2",
+        None,
+        None,
+    )
+    assert (rows[1]["state"], rows[1]["fail_reason"]) == ("INTERRUPTED", "interrupted, continues on the next run")
+    assert rows[2]["state"] == "COMPLETE" and rows[2]["epochs"] == 2.5 and rows[2]["val/bleu_on"].startswith("valid split, 200 of")
+    console = Console(record=True, width=300, file=io.StringIO())
+    print_summary(list(rows.values()), console)
+    assert "CONTINUED" in console.export_text() and "failed" not in console.export_text()
