@@ -189,8 +189,9 @@ def _find(folder: Path, names: list[str]) -> Optional[tuple[Path, Path]]:
     return None if None in hits else (hits[0], hits[1])
 
 
-def resolve_split(data_cfg, split: str) -> tuple[Path, Path]:
-    """(source file, target file) of `split` ('train', 'valid' or 'test') for `data_cfg` (a DataConfig)."""
+def resolve_split(data_cfg, split: str, fetch: bool = True) -> tuple[Path, Path] | None:
+    """(source file, target file) of `split` ('train', 'valid' or 'test') for `data_cfg` (a DataConfig); with `fetch`
+    False, None where only a download would bring them (ablate.data.location checks a corpus without fetching it)."""
     if data_cfg.dataset == "files":
         return _files_split(data_cfg, split)
     from ablate.registry import lookup
@@ -229,6 +230,8 @@ def resolve_split(data_cfg, split: str) -> tuple[Path, Path]:
     cached = cache_dir(data_cfg) / "datasets" / spec.name
     if hit := _find(cached, names):
         return hit
+    if not fetch:
+        return None
     try:
         spec.fetch(split, langs, cached)
     except DownloadError as e:

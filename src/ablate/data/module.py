@@ -17,27 +17,20 @@ from torch.utils.data import DataLoader
 from ablate.data.batching import EncodedSplit, TokenBucketBatchSampler, collate, encode_pairs, make_loader
 from ablate.data.corpus import CorpusStats, read_lines, read_parallel
 from ablate.data.datasets import DATASETS, cache_dir, resolve_split
+from ablate.data.location import SPLITS, available_splits
 from ablate.data.subset import bleu_rows, host_rows
 from ablate.data.tokenizer import Tokenizer, load_or_train_tokenizer
 from ablate.model import max_length
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "valid", "test")
 STAGE_SPLITS = {"fit": ("train", "valid"), "validate": ("valid",)}  # a test split is scored from its text, never by Lightning
 
 __all__ = [
     "DATASETS", "CorpusStats", "EncodedSplit", "TokenBucketBatchSampler", "Tokenizer",
     "TranslationDataModule", "cache_dir", "collate", "encode_pairs", "load_or_train_tokenizer", "make_loader",
-    "read_lines", "read_parallel", "resolve_split",
+    "available_splits", "read_lines", "read_parallel", "resolve_split",
 ]  # fmt: skip
-
-
-def available_splits(data_cfg) -> tuple[str, ...]:
-    """dataset=files may leave valid_prefix / test_prefix unset; a named dataset has all three splits."""
-    if data_cfg.dataset == "files":
-        return tuple(s for s in SPLITS if getattr(data_cfg, f"{s}_prefix"))
-    return SPLITS
 
 
 class TranslationDataModule(L.LightningDataModule):

@@ -18,6 +18,7 @@ import optuna
 from optuna.trial import TrialState
 from rich.console import Console
 
+from ablate.data.location import corpus_problem
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.run import PREEMPTED_EXIT
@@ -66,6 +67,16 @@ def no_base_note(sweep: Sweep) -> str | None:
     """A variants sweep trains without a row named base, but `ablate table` compares every row with it: said at once."""
     if sweep.variants and "base" not in sweep.variants:
         return f"no row is named 'base' ({', '.join(map(str, sweep.variants))}): `ablate table` compares every row with the base row, so it will refuse this study; name the reference row base"
+    return None
+
+
+def corpus_problems(sweep: Sweep, fetch: bool) -> str | None:
+    """Why the trials would find no corpus (ablate.data.location), for the base and each row's own data section:
+    `ablate train` refuses a wrong ABLATE_DATA_DIR at once, and a sweep that did not started every trial to fail."""
+    configs = [sweep.row_config({}), *(sweep.row_config(overrides) for overrides in sweep.variants.values())]
+    for data in {repr(cfg.data): cfg.data for cfg in configs}.values():
+        if problem := corpus_problem(data, fetch):
+            return f"the trials' corpus: {problem}"
     return None
 
 
@@ -175,6 +186,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
             raise ValueError(f"{sweep.path}: {problem}")
     if problem := study_folder_problem(sweep.out_dir, sweep.name):  # another study's, a run: refused, dry run too
         raise ValueError(f"{sweep.path}: {problem}")
+    if problem := corpus_problems(sweep, fetch=False):  # ABLATE_DATA_DIR or data.dir wrong: dry run too
+        raise ValueError(f"{sweep.path}: {problem}")
     if args.dry_run:
         dry_run(sweep, console)
         return 0
@@ -191,6 +204,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
         check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
     study = open_sweep_study(sweep, url).study
+    if problem := corpus_problems(sweep, fetch=True):  # a corpus only a download brings: fetched once, here, or refused
+        raise ValueError(f"{sweep.path}: {problem}")
     since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
     optuna.storages.fail_stale_trials(study)
     queued = plan_for(sweep).queue(study)

@@ -61,3 +61,13 @@ def test_n_trials_flag_on_a_variants_sweep_is_a_usage_error(tmp_path, capsys):
     rc, out = run_cli(capsys, "sweep", str(path), "--n-trials", "3", "--dry-run")
     assert rc == 2 and "--n-trials is a search's budget" in out and str(path) in out, out
     assert not (tmp_path / "out").exists()
+
+
+def test_a_wrong_data_dir_stops_the_sweep_before_any_trial_as_train_would(tmp_path, capsys, monkeypatch):
+    """Every trial started and failed on it, leaving FAIL trials in the study, while `ablate train` refused at once."""
+    path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nope"))
+    for dry in (["--dry-run"], []):
+        rc, out = run_cli(capsys, "sweep", str(path), *dry)
+        assert rc == 2 and f"{path}: the trials' corpus: ABLATE_DATA_DIR={tmp_path / 'nope'} is no folder here" in out, out
+        assert not (tmp_path / "out").exists()
