@@ -240,3 +240,11 @@ def test_a_full_disk_during_a_journal_append_leaves_the_journal_as_it_was(tmp_pa
     study.tell(study.ask(), 3.0)
     reread = JournalStorage(JournalFileBackend(str(log)))
     assert [t.value for t in reread.get_all_trials(0)] == [1.0, 3.0]
+
+
+def test_a_sweep_whose_storage_cannot_be_reached_leaves_no_folder_it_made(tmp_path, capsys):
+    """The out_dir (and its parents) was made before the storage was opened, and left empty when that failed."""
+    path = sweep_file(tmp_path, out_dir=str(tmp_path / "new" / "sweep"), storage="postgresql+psycopg2://u:p@127.0.0.1:5999/db")
+    rc, out = run_cli(capsys, "sweep", str(path))
+    assert rc == 2 and "could not be reached" in out, out
+    assert not (tmp_path / "new").exists()

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from ablate.data.location import corpus_problem
+from ablate.files.atomic import missing_folders, remove_empty
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.run import PREEMPTED_EXIT
@@ -202,8 +203,13 @@ def sweep_cli(args: argparse.Namespace) -> int:
     url = storage_url(sweep.out_dir, sweep.storage, args.storage)
     for name in ("results.csv", "results.json"):  # refused now, not after the study has trained (ablate.files.destination)
         check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
+    made = missing_folders(sweep.out_dir)
     sweep.out_dir.mkdir(parents=True, exist_ok=True)
-    study = open_sweep_study(sweep, url).study
+    try:
+        study = open_sweep_study(sweep, url).study
+    except BaseException:  # a storage out of reach or damaged: no empty out_dir left behind
+        remove_empty(made)
+        raise
     if problem := corpus_problems(sweep, fetch=True):  # a corpus only a download brings: fetched once, here, or refused
         raise ValueError(f"{sweep.path}: {problem}")
     since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
