@@ -6,7 +6,10 @@ both rather than in either. A URL's password is found by its place (everything b
 password of a URL this process has seen is remembered and masked wherever it appears later, in any text,
 percent-encoded or not, and so is every piece of it of FRAGMENT characters or more: a driver that parsed the URL
 its own way (a raw `@` ends the password early for SQLAlchemy, and the rest becomes the "host") quotes pieces,
-never the whole. URLs in text that were never seen whole are masked by pattern. A W&B key (`WANDB_API_KEY`, or any
+never the whole. Only a password a parser can take apart has pieces to mask: one of letters, digits and `-._~`
+alone (URL-unreserved, raw and decoded) ends nowhere but at its ends in any URL or connection string, so it is masked
+whole only, and the words and numbers it is made of ("training" of `training-2026`) stay readable in a trial's fail
+reason or log line. URLs in text that were never seen whole are masked by pattern. A W&B key (`WANDB_API_KEY`, or any
 `api_key=`/`password=` value) is masked too: a library's error message may quote it.
 """
 
@@ -23,6 +26,7 @@ _IN_TEXT = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@]*:)(?P<password>\S
 # a key=value secret, also inside a longer name (WANDB_API_KEY=..., where \b would not start a word at "API")
 _QUERY = re.compile(r"(?i)((?<![a-z0-9])(?:password|api_key|apikey)=)[^&\s]+")
 _ENV_SECRETS = ("WANDB_API_KEY",)  # keys a library reads from the environment and may quote
+_WHOLE = re.compile(r"[A-Za-z0-9._~-]+")  # a password of these alone is never split by a parser: masked whole only
 KEY_LENGTH = 20  # W&B keys are 40 characters (86 for a local server's): a shorter value is masked only after `api_key=`
 _seen: set[str] = set()
 
@@ -58,10 +62,11 @@ def _mask_seen(text: str) -> str:
     wrapped = {f":{form}@" for secret in _seen for form in _spellings(secret) if len(form) >= 3}
     if not wrapped:
         return text
+    whole = {f":{secret}@" for secret in _seen if _WHOLE.fullmatch(secret) and _WHOLE.fullmatch(unquote(secret))}
     starts = {w[j : j + 3] for w in wrapped for j in range(len(w) - 2)}
     out, i = [], 0
     while i < len(text):
-        n, w = _longest(text, i, wrapped) if text[i : i + 3] in starts else (0, "")
+        n, w = _longest(text, i, wrapped, whole) if text[i : i + 3] in starts else (0, "")
         if not n:
             out.append(text[i])
             i += 1
@@ -78,14 +83,16 @@ def _spellings(secret: str) -> set[str]:
     return {secret, plain, quote(secret, safe=""), quote(plain, safe=""), quote_plus(plain)}
 
 
-def _longest(text: str, i: int, wrapped: set[str]) -> tuple[int, str]:
-    """The longest run of `text` from `i` that is a maskable piece of one of `wrapped`, and that one; (0, "") if none."""
+def _longest(text: str, i: int, wrapped: set[str], whole: set[str]) -> tuple[int, str]:
+    """The longest run of `text` from `i` that is a maskable piece of one of `wrapped` (of one in `whole`, only a run
+    holding all of its password), and that one; (0, "") if none."""
     best = (0, "")
     for w in wrapped:
         n = 3
         while i + n < len(text) and text[i : i + n + 1] in w:
             n += 1
         piece = text[i : i + n]
-        if piece in w and n > best[0] and (n >= FRAGMENT or piece == w[1:-1]):
+        maskable = w[1:-1] in piece if w in whole else n >= FRAGMENT or piece == w[1:-1]
+        if piece in w and n > best[0] and maskable:
             best = (n, w)
     return best

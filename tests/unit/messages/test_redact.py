@@ -1,6 +1,7 @@
 """Storage URLs lose their password, and a W&B key its value, before anything prints or saves them."""
 
-from ablate.messages.redact import redact
+from ablate.messages import redact as redact_module
+from ablate.messages.redact import redact, remember
 
 
 def test_redact_hides_the_password_and_leaves_other_urls_alone():
@@ -18,3 +19,22 @@ def test_a_wandb_key_is_masked_wherever_a_message_quotes_it(monkeypatch):
     assert redact(f"WANDB_API_KEY={'9' * 40} rejected") == "WANDB_API_KEY=*** rejected"  # unset here, quoted by name
     monkeypatch.setenv("WANDB_API_KEY", "test")  # no real key: the word is left alone wherever it appears
     assert redact("--split test: /data/test.de missing") == "--split test: /data/test.de missing"
+
+
+def test_the_words_of_a_password_no_parser_can_split_are_left_in_text_and_the_whole_is_masked(monkeypatch):
+    """With the password `training-2026`, a trial's fail reason "too large for this training corpus" became "this ***
+    corpus" and "step 2026" "step ***". A password of URL-unreserved characters alone is never taken apart by a
+    driver, so only the whole is a secret; one a parser can split (here at a raw '@') keeps its pieces masked."""
+    monkeypatch.setattr(redact_module, "_seen", set())
+    remember("postgresql://ablate:training-2026@db.example/study")
+    assert (
+        redact("data.vocab_size=90000 is too large for this training corpus")
+        == "data.vocab_size=90000 is too large for this training corpus"
+    )
+    assert redact("NaN loss at step 2026") == "NaN loss at step 2026"
+    assert redact("auth failed: password training-2026 rejected") == "auth failed: password *** rejected"
+    assert redact("could not connect to postgresql://ablate:training-2026@db.example/study") == (
+        "could not connect to postgresql://ablate:***@db.example/study"
+    )
+    remember("postgresql://ablate:Zq9S@Wx8v-2026@db.example/study")
+    assert redact("failed to resolve host 'Wx8v-2026@db.example'") == "failed to resolve host '***@db.example'"
