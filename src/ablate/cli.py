@@ -7,6 +7,7 @@ schema in order, then dotlist overrides (`model.heads=4 model.positional=learned
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from ablate import __version__
@@ -97,9 +98,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     command.error(f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints))
 
 
+def _rich_raises_on_a_broken_pipe() -> None:
+    """rich's consoles exit 1 when stdout's reader goes away (Console.on_broken_pipe, the hook its docs offer to
+    change that): they raise the BrokenPipeError instead, which main() ends quietly as it does a print's."""
+    from rich.console import Console
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    Console.on_broken_pipe = on_broken_pipe
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logs.to_stderr()
+    _rich_raises_on_a_broken_pipe()
     if args.command not in OWN_SIGNAL_HANDLING:
         signals.raise_on_sigterm()
     try:
@@ -107,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:
         raise
     except BaseException as e:  # a signal first: a write it cut short may have raised another error as it unwound
+        if signals.stdout_reader_gone(e):  # `| head` stopped reading: quiet, as a tool SIGPIPE killed (docs/runs.md)
+            signals.quiet_stdout()
+            return signals.SIGPIPE_EXIT
         if stopped := signals.exit_code(e):
             code, name = stopped
             print(f"ablate {args.command}: stopped by {name}; no file was left half-written or temporary", file=sys.stderr)

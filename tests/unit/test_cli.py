@@ -6,6 +6,9 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +21,7 @@ from ablate.model import build_transformer, count_parameters
 from ablate.run import flags as run_flags
 from ablate.training.checkpoint import CheckpointError
 
+ROOT = Path(__file__).resolve().parents[2]
 TINY = {"model": {"enc_layers": 1, "dec_layers": 2, "d_model": 16, "d_ff": 32, "heads": 2}, "data": {"vocab_size": 64}}
 
 
@@ -296,3 +300,36 @@ def test_evaluate_save_eval_writes_over_the_runs_record_only_with_force(tmp_path
     assert record.read_text() == '{"checkpoint": "final weights", "split": "valid"}\n'
     assert cli.main(["evaluate", str(ckpt), "--split", "valid", "--save-eval", "--force"]) == 2
     assert "already exists" not in capsys.readouterr().err  # past the refusal: here, no checkpoint to load
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "studies/table3-small"],
+        pytest.param(["params"], marks=pytest.mark.slow),  # imports torch: seconds; the default set stays under a minute
+        pytest.param(["sweep", "sweeps/quickstart.yaml", "--dry-run"], marks=pytest.mark.slow),
+    ],
+    ids=["status", "params", "sweep"],
+)
+def test_a_reader_that_stops_early_ends_every_command_quietly_with_141(argv, tmp_path):
+    """`ablate status STUDY | head -1` printed "error: [Errno 32] Broken pipe" and exited 2; rich's tables (`params`,
+    `sweep --dry-run`) exited 1. A real pipe whose reader has gone, as `| head` leaves it."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ABLATE_CACHE": str(tmp_path / "cache")}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ablate.cli", *argv], cwd=ROOT, stdout=write, stderr=subprocess.PIPE, env=env, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == b"", proc.stderr.decode()[-2000:]
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_an_error(monkeypatch, capsys):
+    def fail(args):
+        raise BrokenPipeError(32, "Broken pipe")  # a worker's pipe, say: stdout is fine
+
+    monkeypatch.setattr(run_flags, "run_params", fail)
+    assert cli.main(["params"]) == 2
+    assert "ablate params: error: [Errno 32] Broken pipe" in capsys.readouterr().err

@@ -2,16 +2,22 @@
 SIGINT is raised as KeyboardInterrupt, so every `with replacing(...)` block on the way out removes its temporary and
 leaves the file it was replacing as it was; the command then exits with one line and 128 + the signal's number.
 `ablate train` and `ablate sweep` keep their own handlers (save, then 75 or 130). A few renames that belong together
-(a table's files, an archive's moved in) hold a signal until the last is done (`held`), so it leaves all or none."""
+(a table's files, an archive's moved in) hold a signal until the last is done (`held`), so it leaves all or none.
+A reader of stdout that goes away (`| head`: SIGPIPE, which Python ignores, so a write fails with EPIPE) ends any
+command quietly with SIGPIPE_EXIT (`stdout_reader_gone`, `quiet_stdout`), as a tool SIGPIPE killed would end."""
 
 from __future__ import annotations
 
+import os
+import select
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 SIGINT_EXIT, SIGTERM_EXIT = 128 + signal.SIGINT, 128 + signal.SIGTERM  # 130, 143: what a shell reports
+SIGPIPE_EXIT = 128 + signal.SIGPIPE  # 141
 HELD = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -66,3 +72,35 @@ def exit_code(e: BaseException) -> tuple[int, str] | None:
             return SIGTERM_EXIT, "SIGTERM"
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def stdout_reader_gone(e: BaseException) -> bool:
+    """Whether `e`, or what it arose from, is a write's EPIPE and stdout's reader has gone: an EPIPE on another pipe
+    (a worker's) is an error to report, not a reader that stopped early."""
+    cause: BaseException | None = e
+    for _ in range(8):
+        if cause is None:
+            return False
+        if isinstance(cause, BrokenPipeError):
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (OSError, ValueError, AttributeError):  # stdout replaced by no file (a test's capture): not a pipe at all
+        return False
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the exit's flush of what is still buffered has nothing to fail on (Python would
+    print "Exception ignored ... BrokenPipeError" and exit 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    finally:
+        os.close(devnull)

@@ -5,7 +5,6 @@ length into token-bounded batches; chunks keep the input's order."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
@@ -13,7 +12,6 @@ CHUNK_LINES = 1000  # sentences translated together: enough to fill several leng
 FIRST_CHUNK = 32  # lines of the first chunk, each next one twice as many up to CHUNK_LINES: the first lines come soon
 CHUNK_CHARS = 1 << 20  # and at most this much text (a chunk of long lines is cut sooner)
 MAX_LINE_BYTES = 1 << 20  # a sentence is far shorter; a longer line is read from its first MiB (ablate.data.corpus)
-SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away
 
 
 def chunks(lines: Iterable[str], max_lines: int | None = None, max_chars: int | None = None) -> Iterator[list[str]]:
@@ -42,12 +40,8 @@ def translated_chunks(lines: Iterable[str], translate: Callable[[list[str], int]
 
 def to_stdout(texts: Iterable[str]) -> int:
     """Each text written to stdout and flushed as it comes; the exit code. A reader that stops early (`| head`) ends
-    the command quietly, with SIGPIPE_EXIT, as a tool killed by SIGPIPE would end."""
-    try:
-        for text in texts:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left for the exit's flush to fail on
-        return SIGPIPE_EXIT
+    the command quietly with 141, as it ends every command (ablate.cli.main)."""
+    for text in texts:
+        sys.stdout.write(text)
+        sys.stdout.flush()
     return 0
