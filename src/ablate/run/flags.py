@@ -26,7 +26,9 @@ def add_parsers(sub) -> None:
         help="with --resume: go on although corpus files differ from the run's fingerprint (still with the run's own tokenizer)",
     )
     p.add_argument(
-        "--move-aside", action="store_true", help="if out_dir holds an earlier run, move its files to OUT_DIR.earlier-K and start a new run"
+        "--move-aside",
+        action="store_true",
+        help="if out_dir holds an earlier run, move all out_dir holds to OUT_DIR.earlier-K and start a new run",
     )
     p.add_argument(
         "--members",

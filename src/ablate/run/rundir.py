@@ -31,6 +31,7 @@ def git_sha() -> str | None:
 
 FINGERPRINT = "fingerprint.json"  # the corpus files and tokenizer the run trains on (see record_fingerprint)
 RUN_TOKENIZER = "tokenizer.model"  # the run's own tokenizer, from its checkpoint, which a resume encodes with
+RUN_LOCK = ".run.lock"  # held by the process training in the folder (lock_run_dir)
 RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "checkpoints", "eval", "wandb", FINGERPRINT, RUN_TOKENIZER)
 # + resume-N/ and the NAME.before-resume-N.EXT a resume keeps of what it replaced
 
@@ -71,13 +72,26 @@ def _group_size(folder: Path) -> int:
 
 
 def move_aside(out: Path) -> Path:
-    """Move an earlier run's files into a new sibling folder NAME.earlier-K, so a new run starts clean and the old
-    one is kept whole."""
-    k = 1 + sum(1 for _ in out.parent.glob(f"{out.name}.earlier-*"))
-    aside = out.parent / f"{out.name}.earlier-{k}"
-    aside.mkdir()
-    for path in earlier_run(out):
-        path.rename(aside / path.name)
+    """Move all `out` holds into a new sibling folder NAME.earlier-K (K one past the largest there), so a new run starts
+    clean and the old one is kept whole: its files, its members' folders, and what was put beside them (an `ablate
+    average -o OUT/avg5.ckpt` left there would be scored as the new run's). The run lock, which this command holds,
+    stays, as does a file this command's own output goes to (a job script's `> OUT/train.log`)."""
+    prefix = f"{out.name}.earlier-"
+    k = 1 + max((int(n) for p in out.parent.iterdir() if (n := p.name.removeprefix(prefix)).isdigit() and n != p.name), default=0)
+    while True:  # a number taken meanwhile (another folder's move) is skipped, not an error
+        aside = out.parent / f"{out.name}.earlier-{k}"
+        try:
+            aside.mkdir()
+            break
+        except FileExistsError:
+            k += 1
+    own = []
+    for fd in (1, 2):  # a closed stdout has no file to keep
+        with contextlib.suppress(OSError):
+            own.append(os.fstat(fd))
+    for path in sorted(out.iterdir()):
+        if path.name != RUN_LOCK and not any(os.path.samestat(path.lstat(), st) for st in own):
+            path.rename(aside / path.name)
     return aside
 
 
@@ -141,7 +155,7 @@ def remove_if_untouched(out: Path, stopped: bool = False, keep_folder: bool = Fa
                 else:
                     path.unlink(missing_ok=True)
         return
-    (out / ".run.lock").unlink(missing_ok=True)
+    (out / RUN_LOCK).unlink(missing_ok=True)
     folders = sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
     for folder in folders if keep_folder else [*folders, out]:
         with contextlib.suppress(OSError):  # not empty: someone's files, kept
@@ -180,7 +194,7 @@ def lock_run_dir(out: Path) -> int | None:
     included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
     if other_rank():
         return None
-    fd = os.open(out / ".run.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

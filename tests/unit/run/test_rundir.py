@@ -87,13 +87,51 @@ def test_move_aside_moves_the_earlier_run_whole_into_numbered_siblings(tmp_path)
         aside = move_aside(out)
         assert aside == tmp_path / f"run.earlier-{k}"
         assert (aside / "config.yaml").read_text() == f"run {k}" and (aside / "checkpoints" / "last.ckpt").is_file()
-        assert earlier_run(out) == [] and (out / "trial.yaml").is_file()  # the sweep's file stays
+        assert list(out.iterdir()) == [] and (aside / "trial.yaml").is_file()  # the earlier trial's description too
+
+
+def test_move_aside_takes_the_number_after_the_largest_not_after_the_count(tmp_path):
+    """run.earlier-1 gone (deleted to free space), run.earlier-2 kept: K was 1 + the count, 2, a bare "[Errno 17] File
+    exists"."""
+    out = tmp_path / "run"
+    for name in ("run.earlier-2", "run.earlier-x", "run.earlier-1a", "run.earlier-9.old"):
+        (tmp_path / name).mkdir()
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "config.yaml").write_text("x")
+    assert move_aside(out) == tmp_path / "run.earlier-3" and (tmp_path / "run.earlier-3" / "config.yaml").is_file()
+
+
+def test_move_aside_moves_what_was_put_beside_the_run_but_not_the_lock_or_this_commands_own_log(tmp_path):
+    """`ablate average --run-dir OUT -o OUT/avg2.ckpt` stayed beside the new run, so `ablate evaluate OUT/avg2.ckpt`
+    scored the old model as the new run's. The lock is the new run's; a job script's `> OUT/train.log` is where this
+    command writes."""
+    out = tmp_path / "run"
+    checkpoint(out, "last.ckpt", 5)
+    (out / "config.yaml").write_text("x")
+    torch.save({"state_dict": {}}, out / "avg2.ckpt")
+    (out / "notes").mkdir()
+    log = out / "train.log"
+    saved = os.dup(1)
+    try:
+        with open(log, "w") as stdout:
+            os.dup2(stdout.fileno(), 1)  # `ablate train ... > OUT/train.log`
+        claimed, lock = claim_out_dir(config(out), aside=True)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    try:
+        aside = tmp_path / "run.earlier-1"
+        assert sorted(p.name for p in aside.iterdir()) == ["avg2.ckpt", "checkpoints", "config.yaml", "notes"]
+        assert sorted(p.name for p in out.iterdir()) == [".run.lock", "train.log"] and run_dir_in_use(out)
+    finally:
+        os.close(lock)
 
 
 def test_a_member_groups_members_are_its_earlier_run_and_move_aside_with_it(tmp_path):
     """`ablate train --members` keeps each member's run folder inside the group's: moved aside, the group's files and
     its members go together, so the old group stays whole (resumable) and `ablate table` never sees its members beside
-    the new group's. A folder that is no member of this group stays."""
+    the new group's. A folder that is no member of this group is no earlier run, but moves with it: the new group
+    starts in an empty folder."""
     group = tmp_path / "g"
     cfg = config(group)
     save_config(group, cfg)
@@ -107,8 +145,8 @@ def test_a_member_groups_members_are_its_earlier_run_and_move_aside_with_it(tmp_
     (group / "plots").mkdir()
     assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1", "seed=2"]
     aside = move_aside(group)
-    assert sorted(p.name for p in aside.iterdir()) == ["config.yaml", "seed=1", "seed=2"]
-    assert sorted(p.name for p in group.iterdir()) == ["notes", "plots"] and earlier_run(group) == []
+    assert sorted(p.name for p in aside.iterdir()) == ["config.yaml", "notes", "plots", "seed=1", "seed=2"]
+    assert list(group.iterdir()) == []
 
 
 def test_members_named_by_a_relative_group_move_aside_with_it_from_any_working_directory(tmp_path, monkeypatch):
@@ -137,7 +175,7 @@ def test_the_members_of_a_group_folder_copied_or_renamed_move_aside_with_it(tmp_
     stray.members.group, stray.members.index, stray.members.size = str(tmp_path / "g4"), 0, 3  # another group's
     save_config(group / "lone", stray)
     assert [p.name for p in earlier_run(group)] == ["config.yaml", "seed=1", "seed=2"]
-    assert sorted(p.name for p in move_aside(group).iterdir()) == ["config.yaml", "seed=1", "seed=2"]
+    assert sorted(p.name for p in move_aside(group).iterdir()) == ["config.yaml", "lone", "seed=1", "seed=2"]
 
 
 def test_earlier_run_counts_the_fingerprint_the_run_tokenizer_and_what_a_resume_kept(tmp_path):
