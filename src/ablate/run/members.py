@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
-from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, git_sha, lock_run_dir, remove_if_untouched
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, git_sha, lock_run_dir, remove_if_untouched, unlock_run_dir
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
 from ablate.run.trainer import fit_or_exit, judge_trainer, make_group_trainer, prepare_process
@@ -98,8 +97,8 @@ def train_members(
                     remove_if_untouched(out, stopped=stopped, keep_folder=existed)
         raise
     finally:
-        for fd in filter(None, locks):
-            os.close(fd)
+        for fd in locks:
+            unlock_run_dir(fd)
 
 
 def _train(

@@ -17,6 +17,7 @@ from pathlib import Path
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
+from ablate.files import held_locks
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +178,7 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
         if lock is None:
             lock = lock_run_dir(out)
     except BaseException:
-        if lock is not None:
-            os.close(lock)
+        unlock_run_dir(lock)
         raise
     return out, lock
 
@@ -201,9 +201,17 @@ def lock_run_dir(out: Path) -> int | None:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
         os.close(fd)
         raise ValueError(f"out_dir={out} is in use by another training process (pid {holder}); wait for it to end or stop it") from None
+    held_locks.hold(fd)  # a forked DataLoader worker closes it: the lock ends with this process, kill -9 included
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+def unlock_run_dir(fd: int | None) -> None:
+    """Release lock_run_dir's lock (None: there was none)."""
+    if fd is not None:
+        held_locks.release(fd)
+        os.close(fd)
 
 
 def run_dir_in_use(out: Path) -> bool:
@@ -211,8 +219,7 @@ def run_dir_in_use(out: Path) -> bool:
         fd = lock_run_dir(out)
     except ValueError:
         return True
-    if fd is not None:
-        os.close(fd)
+    unlock_run_dir(fd)
     return False
 
 

@@ -9,7 +9,6 @@ fingerprint.json (the corpus files and tokenizer it trains on, which a resume ch
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume, set_aside_results
 from ablate.run.resume_point import resume_checkpoint
-from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, saved_config
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, saved_config, unlock_run_dir
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
 
@@ -61,8 +60,7 @@ def train(
                 remove_if_untouched(out, stopped=stopped_by_signal(e), keep_folder=existed)
         raise
     finally:
-        if lock is not None:
-            os.close(lock)
+        unlock_run_dir(lock)
 
 
 def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, force: bool, accept_data_change: bool) -> dict:
