@@ -88,14 +88,18 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     command = sub.choices[args.command]
     flags = [o for a in command._actions for o in a.option_strings]
-    hints = []
-    for arg in (a for a in extra if a.startswith("-")):
+    named = []  # each argument once, with its hint beside it
+    for arg in extra:
         name = arg.split("=", 1)[0]
-        if near := did_you_mean(name, flags, cutoff=0.75):
-            hints.append(f"{name}{near}")
+        if not arg.startswith("-"):
+            named.append(arg)
+        elif near := did_you_mean(name, flags, cutoff=0.75):
+            named.append(f"{arg}{near}")
         elif hasattr(args, "config") and ("." in name or name.lstrip("-") in ("out_dir", "seed", "seeds")):
-            hints.append(f"{name}: config keys are overrides, written KEY=VALUE ({name.lstrip('-')}=...)")
-    command.error(f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints))
+            named.append(f"{arg} (config keys are overrides, written KEY=VALUE: {name.lstrip('-')}=...)")
+        else:
+            named.append(arg)
+    command.error(f"unrecognized arguments: {' '.join(named)}")
 
 
 def _rich_raises_on_a_broken_pipe() -> None:

@@ -224,7 +224,19 @@ def test_a_mistyped_flag_is_refused_by_its_command_with_the_flag_or_override_it_
     with pytest.raises(SystemExit):
         cli.main(["train", "a.yaml", "--out_dir", "runs/x"])
     err = capsys.readouterr().err
-    assert "usage: ablate train" in err and "--out_dir: config keys are overrides, written KEY=VALUE (out_dir=...)" in err
+    assert "usage: ablate train" in err
+    assert "unrecognized arguments: --out_dir (config keys are overrides, written KEY=VALUE: out_dir=...)\n" in err
+
+
+def test_each_unknown_flag_is_named_once_with_its_hint_beside_it(capsys):
+    """`--resme` was "unrecognized arguments: --resme; --resme (did you mean '--resume'?)"."""
+    with pytest.raises(SystemExit):
+        cli.main(["train", "a.yaml", "--resme"])
+    assert "ablate train: error: unrecognized arguments: --resme (did you mean '--resume'?)\n" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["train", "a.yaml", "--resme", "--zzz", "--forse=1"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --resme (did you mean '--resume'?) --zzz --forse=1 (did you mean '--force'?)\n" in err
 
 
 def test_overrides_after_a_flag_are_the_configs_in_their_order():
