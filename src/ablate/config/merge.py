@@ -122,6 +122,8 @@ def _as_config(update: dict | list[str], source: str) -> Any:
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
         key, _, value = item.partition("=")
+        if not all(part.strip() for part in key.split(".")):  # OmegaConf names no key ('?') or takes the dots apart
+            raise ConfigError(f"{source}: override '{item}' has an empty key or key part: write key=value (e.g. model.heads=4)")
         OmegaConf.update(config, key, parse_yaml(value, f"{source}: override '{item}'", lines=False), merge=True)
     return config
 

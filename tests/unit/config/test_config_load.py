@@ -156,6 +156,14 @@ def test_missing_file_and_bad_override_syntax(tmp_path):
         load_config(overrides=["model.heads"])
 
 
+@pytest.mark.parametrize("override", ["=4", ".heads=4", "model..heads=4", "model.heads.=4", "model.=4", " =4"])
+def test_an_override_with_an_empty_key_or_key_part_is_named(override):
+    """`=4` and `.heads=4` were "unknown config key '?'"; `model..heads=4` said a file nests its keys."""
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert str(e.value) == f"command line: override '{override}' has an empty key or key part: write key=value (e.g. model.heads=4)"
+
+
 def test_round_trip_through_dict_and_yaml():
     cfg = load_config(overrides=["model.heads=4", "logging.tags=[a,b]"])
     assert from_dict(to_dict(cfg)) == cfg
