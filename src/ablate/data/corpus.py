@@ -45,8 +45,10 @@ def iter_lines(path: str | Path, max_line_bytes: int | None = None) -> Iterator[
     """read_lines one line at a time, for input of any size (`ablate translate`); with `max_line_bytes`, a longer
     line is read from its first that many bytes only, with a warning naming it (see _raw_lines)."""
     path = Path(path)
+    if path.is_dir():  # a corpus side, or a user's --input or --src: "text file" fits each
+        raise IsADirectoryError(f"{path} is a folder, not a text file")
     if not path.is_file():
-        raise FileNotFoundError(f"corpus file not found: {path}")
+        raise FileNotFoundError(f"text file not found: {path}")
     try:
         with _open(path) as f:
             yield from _decoded(f, str(path), max_line_bytes)

@@ -8,7 +8,7 @@ import logging
 import pytest
 from text_corpora import corpus, write
 
-from ablate.data.module import read_parallel
+from ablate.data.module import read_lines, read_parallel
 
 
 def test_gz_and_plain_read_alike(tmp_path):
@@ -80,3 +80,16 @@ def test_a_line_over_the_bound_is_read_from_its_first_bytes_with_a_warning_the_r
     assert list(iter_lines(tmp_path / "f.txt", 8)) == ["a", "b" * 8]  # the bad byte is in the part not read
     with pytest.raises(ValueError, match=r"f.txt:2: not valid UTF-8"):
         list(iter_lines(tmp_path / "f.txt", 100))
+
+
+def test_a_folder_or_a_missing_path_is_named_as_such_not_as_a_corpus_file(tmp_path):
+    """`ablate translate CKPT -i FOLDER` said "corpus file not found: FOLDER": it is there, a folder, and a user's
+    --input is no corpus file."""
+    from ablate.data.corpus import iter_lines
+
+    with pytest.raises(IsADirectoryError, match=f"^{tmp_path} is a folder, not a text file$"):
+        read_lines(tmp_path)
+    with pytest.raises(IsADirectoryError, match="is a folder, not a text file"):
+        next(iter_lines(tmp_path, 100))
+    with pytest.raises(FileNotFoundError, match=f"^text file not found: {tmp_path / 'nope.en'}$"):
+        read_lines(tmp_path / "nope.en")

@@ -122,3 +122,10 @@ def test_an_output_that_exists_is_written_over_only_with_force(checkpoint, tmp_p
     assert main([*command, "--force"]) == 0
     assert len(out.read_text().splitlines()) == 2
     assert main([verb, str(checkpoint), "--device", "cpu", *inputs, flag, "/dev/stdout"]) == 0  # a stream is written into
+
+
+def test_translate_of_a_folder_names_it_a_folder(checkpoint, tmp_path, monkeypatch, capsys):
+    """`ablate translate CKPT -i FOLDER` said "corpus file not found: FOLDER"."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    assert main(["translate", str(checkpoint), "-i", str(tmp_path), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"ablate translate: error: {tmp_path} is a folder, not a text file")
