@@ -32,7 +32,7 @@ def average_cli(args: argparse.Namespace) -> int:
     owns = [args.run_dir, *map(run_of_checkpoint, paths)]  # the run it averages: RUN/avg5.ckpt, as the docs show
     # an input, a link, another run, a record of the run (its summary.json, ...), or without --force a checkpoint it saved
     check_output(out, "--output", [("checkpoint", p) for p in paths], owns, override="--force", forced=args.force)
-    # an averaged checkpoint holds weights only: never one over a run's last.ckpt, which a resume reads
+    # an existing file only with --force; over a run's last.ckpt too, which a resume then passes over (weights only)
     refuse_existing(out, "--output", args.force)
     save_atomic(average_checkpoints(paths), out, new_only=not args.force)
     print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
