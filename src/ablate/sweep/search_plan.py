@@ -5,6 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from ablate.files.yaml_file import key_line
 from ablate.sweep.components import make_sampler, suggest
 from ablate.sweep.ledger import BOOKKEEPING, attempts, failed_by_itself, is_bookkeeping, left_interrupted, retry_of
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
@@ -20,6 +21,13 @@ class Search(Plan):
             return "sampler 'grid' needs every search parameter to be categorical"
         if not self.sweep.n_trials and not self.sweep.timeout and self.sweep.sampler["name"] != "grid":
             return "a search sweep needs a budget: n_trials or timeout (a grid search is bounded by its grid)"
+        if self.sweep.seeds:  # each trial is one drawn point, trained once: the list was read and never used
+            line = key_line(self.sweep.path, "seeds")
+            return (
+                f"seeds{f' (line {line})' if line else ''}: a variants sweep's rows are trained once per seed; a search "
+                "trains each point it draws once, at the base's seed: remove seeds, or search over seed itself "
+                "(search: {seed: {type: categorical, choices: [1, 2, 3]}})"
+            )
         return None
 
     def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:

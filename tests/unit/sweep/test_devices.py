@@ -83,6 +83,18 @@ def started(monkeypatch):
     return procs
 
 
+@pytest.fixture(autouse=True)
+def _corpus_found(tmp_path, monkeypatch):
+    """`ablate sweep` looks for its trials' corpus before any starts; the trials here are faked and never read it, so
+    a folder of the Multi30k names stands in (with ABLATE_DATA_DIR unset the sweep would try to download it)."""
+    folder = tmp_path / "data" / "multi30k"
+    folder.mkdir(parents=True)
+    for name in ("train", "val", "test_2016_flickr"):
+        for side in ("en", "de"):
+            (folder / f"{name}.{side}.gz").write_bytes(b"")
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(folder.parent))
+
+
 def sweep_file(tmp_path, extra: str = "") -> str:
     return str(write(tmp_path, ROWS + f"out_dir: {tmp_path}/out\noverrides: {{logging.wandb: false}}\nworkers: 2\n" + extra))
 

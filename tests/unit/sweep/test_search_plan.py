@@ -124,3 +124,12 @@ def test_a_retry_continues_the_last_attempt_that_made_a_run_folder(tmp_path):
     broke = handle.frozen(second)
     broke.user_attrs["fail_reason"] = "FloatingPointError: train/loss is nan"  # failed by itself: nothing to continue
     assert continued_attempt([earlier[0], broke], root) is None
+
+
+def test_seeds_in_a_search_sweep_are_refused_naming_the_line_where_they_were_read_and_never_used(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match=r"seeds \(line 6\): a variants sweep's rows are trained once per seed; a search"):
+        load_sweep(write(tmp_path, GRID + "seeds: [1, 2]\n"))
+    searched = GRID.replace("model.heads:", "seed: {type: categorical, choices: [1, 2]}\n  model.heads:")
+    assert set(load_sweep(write(tmp_path, searched)).search) == {"seed", "model.heads"}  # the way to vary it
