@@ -146,14 +146,26 @@ def _train_command(args: argparse.Namespace) -> int:
     try:
         summary = train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
     except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
+        why = f"training diverged (FloatingPointError: {e})"
+        _record_divergence(Path(cfg.out_dir), why)
         raise ValueError(
-            f"training diverged (FloatingPointError: {e}); a smaller train.lr_scale, or model.init_std, train.eps or "
-            "train.weight_decay nearer their defaults, may train"
+            f"{why}; a smaller train.lr_scale, or model.init_std, train.eps or train.weight_decay nearer their defaults, may train"
         ) from None
     from ablate.run.closing import print_closing
 
     print_closing(summary)  # final scores and where the files are
     return 0
+
+
+def _record_divergence(out: Path, why: str) -> None:
+    """FAILED.txt in the run's folder, as a diverged member leaves (ablate.run.members): what `ablate table` and a
+    reader of the folder find instead of a summary, where there was only a bare folder before."""
+    from ablate.files.atomic import write_file
+    from ablate.run.exits import FAILED_FILE
+    from ablate.run.rundir import other_rank
+
+    if out.is_dir() and not other_rank():
+        write_file(out / FAILED_FILE, why + "\n")
 
 
 def _at_home(cfg, kind: str, folder) -> bool:

@@ -1,11 +1,11 @@
 """How a run that ended early tells whoever supervises it: the exit codes of a run stopped by a signal after saving,
-and the file a member run that diverged leaves instead of a summary. Shared by the run and the sweep worker that
+and the file a run that diverged leaves instead of a summary. Shared by the run and the sweep worker that
 restarts or judges it; their own module so the worker reads them without importing Lightning."""
 
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving (`--resume` continues), or before its first
 # checkpoint (its new folder removed: the same command starts it again)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
-FAILED_FILE = "FAILED.txt"  # a member run that diverged: the reason, in its run directory (ablate.run.members)
+FAILED_FILE = "FAILED.txt"  # a run or member that diverged: the reason, in its run directory (set aside by a resume)
 
 
 def stopped_by_signal(e: BaseException) -> bool:

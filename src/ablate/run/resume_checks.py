@@ -11,6 +11,7 @@ from pathlib import Path
 from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.files.atomic import write_file
+from ablate.run.exits import FAILED_FILE
 from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, run_tokenizer
 from ablate.run.rundir import FINGERPRINT, changes_from_saved_config, shape_changes
 
@@ -60,11 +61,11 @@ def keep_forced_config(out: Path, cfg: ExperimentConfig, changes: dict[str, tupl
 
 
 def set_aside_results(out: Path, attempt: int) -> None:
-    """A resumed run's earlier results (summary.json, eval/SPLIT.json) describe weights it is about to train further: each
+    """A resumed run's earlier results (summary.json, eval/SPLIT.json, a divergence's FAILED.txt) describe weights it is about to train further: each
     is kept as NAME.before-resume-N.json, so until the resume writes its own the run reads as unfinished (`ablate
     table` leaves it out, naming it) rather than done at its old step count, should the resume be stopped. Called as
     training starts, after every check that may still refuse the resume (disk space, data, the trainer)."""
-    for path in [out / "summary.json", *sorted((out / "eval").glob("*.json"))]:
+    for path in [out / "summary.json", out / FAILED_FILE, *sorted((out / "eval").glob("*.json"))]:
         if path.is_file() and ".before-resume-" not in path.name:
             path.rename(path.with_name(f"{path.stem}.before-resume-{attempt}{path.suffix}"))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ablate.config import flatten
 from ablate.files.yaml_file import read_yaml
+from ablate.run.exits import FAILED_FILE
 from ablate.sweep.study_file import read
 from ablate.table.finished_runs import Run
 
@@ -146,7 +147,11 @@ def _state(state: str, reason: str) -> str:
 
 
 def _last_error(folder: Path) -> str | None:
-    """The last error line of a sweep trial's train.log (what the sweep records as its fail reason)."""
+    """Why the run stopped: its FAILED.txt (a run or member that diverged), else the last error line of a sweep
+    trial's train.log (what the sweep records as its fail reason)."""
+    with contextlib.suppress(OSError):
+        if said := (folder / FAILED_FILE).read_text(errors="replace").strip():
+            return said
     try:
         lines = (folder / "train.log").read_text(errors="replace").splitlines()
     except OSError:

@@ -4,6 +4,7 @@ included, refused with the key named when it cannot be."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -233,3 +234,32 @@ def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_grou
     with pytest.raises(ValueError, match="is inside the run folder .*g/seed=1"):
         train_command(args)
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["checkpoints", "config.yaml", "seed=1"]
+
+
+def test_a_run_that_diverged_leaves_failed_txt_with_the_reason_which_a_resume_sets_aside(tmp_path, capsys, monkeypatch):
+    """A diverged run left a bare folder (config, metrics) that `ablate table` could only call failed, stopped or still
+    running; it leaves FAILED.txt, as a diverged member does, and a resume that may yet train sets it aside."""
+    from helpers import write_experiment
+
+    import ablate.run.train
+    from ablate.cli import main
+    from ablate.run.exits import FAILED_FILE
+    from ablate.run.resume_checks import set_aside_results
+    from ablate.table.left_out import _last_error
+
+    def diverges(cfg, **kwargs):
+        Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+        raise FloatingPointError("train/loss is nan at step 3; the last checkpoint is the last good one")
+
+    monkeypatch.setattr(ablate.run.train, "train", diverges)
+    config = write_experiment(tmp_path)
+    assert main(["train", str(config)]) == 2
+    assert "training diverged (FloatingPointError: train/loss is nan at step 3" in capsys.readouterr().err
+    failed = tmp_path / "run" / FAILED_FILE
+    assert (
+        failed.read_text()
+        == "training diverged (FloatingPointError: train/loss is nan at step 3; the last checkpoint is the last good one)\n"
+    )
+    assert _last_error(tmp_path / "run").startswith("training diverged")  # what `ablate table` names it by
+    set_aside_results(tmp_path / "run", 1)
+    assert not failed.exists() and (tmp_path / "run" / "FAILED.before-resume-1.txt").exists()
