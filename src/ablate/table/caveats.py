@@ -1,12 +1,12 @@
 """The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, seed
-intervals cut at a score's range or with no spread at all, rows stopped by a limit before their convergence rule
-was met, and rows whose seeds trained as members of one model (`ablate.table.compare` gathers them into the table's
-notes)."""
+intervals cut at a score's range or with no spread at all, how each row was tested (no test, sentence noise only, a
+borrowed seed variance, paired by schedule), controls, rows stopped by a limit before their convergence rule was met,
+and rows whose seeds trained as members of one model (`ablate.table.compare` gathers them into the table's notes)."""
 
 from __future__ import annotations
 
 from ablate.table.replicates import group_of
-from ablate.table.score_kinds import SCORES
+from ablate.table.score_kinds import METRICS, SCORES
 
 LIMITS = ("max_steps", "max_epochs", "max_time", "max_flops")  # stop reasons that are not a rule's verdict on the run
 LABELS = {key: m.label for key, m in SCORES.items()}  # the scores with a seed interval, as notes name them
@@ -102,3 +102,57 @@ def borrowed_from_groups(rows: list, base, controls: dict, borrowed: list[str]) 
     return (
         f" {', '.join(named)} borrow it from member groups, whose means vary less than one run's score, so read theirs as narrower still."
     )
+
+
+def testing_notes(table, others: list[dict], with_records: int) -> list[str]:
+    """How the rows `others` were tested, in the order the notes give it: rows without a paired test, the rows at the
+    edges of what a score can be (`edges`), then rows tested on sentence noise only, with a seed variance borrowed from
+    the other side, or paired by schedule."""
+    notes = []
+    untested = [ln["row"] for ln in others if any(ln[m]["untested"] for m in METRICS)]
+    if untested and with_records:  # with none, the scores line says why no row is tested
+        reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
+        notes.append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
+    notes += edges(table.lines)
+    kinds = {ln["row"]: {ln[m]["seed_variance"] for m in METRICS} for ln in others}  # a row untested on BLEU may be tested on PPL
+    tested_on = {kind: [row for row, its in kinds.items() if kind in its] for kind in ("none", "borrowed", "paired")}
+    if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
+        notes.append(
+            f"Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
+            "read their p and interval as too narrow."
+        )
+    if tested_on["borrowed"]:  # the one-seed side is assumed to vary across seeds as the other does
+        notes.append(
+            f"One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
+            "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
+            + borrowed_from_groups(table.rows, table.base, table.controls, tested_on["borrowed"])
+        )
+    if tested_on["paired"]:  # member groups of the row and the base on the same schedules (ablate.table.replicates)
+        notes.append(
+            f"Tested paired by schedule: {', '.join(tested_on['paired'])}; their member groups and the base's walked the "
+            "same length schedules, whose shift cancels in each group's difference (docs/members.md)."
+        )
+    return notes
+
+
+def limit_notes(rows: list, controls: dict) -> list[str]:
+    """What bounds the rows' reading: the controls, each tested apart against the base's runs of its own seeds, and
+    rows a limit stopped before the convergence rule."""
+    notes = []
+    if controls:
+        against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in controls.items())
+        notes.append(
+            f"Controls (base-... rows, the base trained otherwise): {against}. Each is compared with the base's runs of its "
+            "own seeds and tested apart from the other rows (a Holm correction of their own), with no verdict against the paper."
+        )
+    if stopped := capped(rows):
+        notes.append(
+            f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
+            f"still move: {'; '.join(stopped)}."
+        )
+    return notes
+
+
+def _runs_of(seeds: list) -> str:
+    """ "run of seed 2", "runs of seeds 1, 2" """
+    return ("run of seed " if len(seeds) == 1 else "runs of seeds ") + ", ".join(map(str, seeds))

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import rank_correlation, replicates, seed_intervals, verdicts
-from ablate.table.caveats import LIMITS, borrowed_from_groups, capped, edges, member_groups, member_groups_note, skipped_runs
+from ablate.table.caveats import limit_notes, member_groups, member_groups_note, skipped_runs, testing_notes
 from ablate.table.controls import find_controls, seeds_of
-from ablate.table.finished_runs import Run, _effective, check_rows
+from ablate.table.finished_runs import Run, check_rows, effective_config
 from ablate.table.paired_bootstrap import SENTENCES_ONLY
 from ablate.table.row_tests import no_test, paired_tests
 from ablate.table.score_kinds import METRICS, SCORES
@@ -148,7 +148,7 @@ def make_table(
 def _diverged_line(name: str, why: str, config: dict, base: Row) -> dict:
     """A row none of whose runs finished, all diverged: its configuration, no scores, verdict 'diverged' (no test)."""
     row = Row(name, row_group(name), paper=next((p for p in TABLE3 if p.name == name), None))
-    config, base_cfg = _effective(config), base.runs[0].config
+    config, base_cfg = effective_config(config), base.runs[0].config
     line = {
         "row": name,
         "group": row.group,
@@ -231,42 +231,10 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         "training_hours": _training_hours(runs),
         "controls": _controls(table),
     }
-    untested = [ln["row"] for ln in others if any(ln[m]["untested"] for m in METRICS)]
-    if untested and ev.runs_with_records:  # with none, the scores line says why no row is tested
-        reasons = sorted({ln[m]["untested"] for ln in others for m in METRICS if ln[m]["untested"]})
-        summary["notes"].append(f"No paired test ('-') for {', '.join(untested)}: " + "; ".join(reasons) + ".")
-    summary["notes"] += edges(table.lines)
-    kinds = {ln["row"]: {ln[m]["seed_variance"] for m in METRICS} for ln in others}  # a row untested on BLEU may be tested on PPL
-    tested_on = {kind: [row for row, its in kinds.items() if kind in its] for kind in ("none", "borrowed", "paired")}
-    if tested_on["none"]:  # one seed in the row and in base: no seed variance to measure, so the test cannot hold it
-        summary["notes"].append(
-            f"Tested on sentence noise only (one seed, or one member group, there and in base, so no seed variance to add): {', '.join(tested_on['none'])}; "
-            "read their p and interval as too narrow."
-        )
-    if tested_on["borrowed"]:  # the one-seed side is assumed to vary across seeds as the other does
-        summary["notes"].append(
-            f"One seed (or one member group) in the row or in base, so that side's seed variance is assumed to be the other's: {', '.join(tested_on['borrowed'])}; "
-            "where the ablation widens the seed spread, their p and interval are too narrow (docs/table.md: the paired test)."
-            + borrowed_from_groups(table.rows, table.base, table.controls, tested_on["borrowed"])
-        )
-    if tested_on["paired"]:  # member groups of the row and the base on the same schedules (ablate.table.replicates)
-        summary["notes"].append(
-            f"Tested paired by schedule: {', '.join(tested_on['paired'])}; their member groups and the base's walked the "
-            "same length schedules, whose shift cancels in each group's difference (docs/members.md)."
-        )
+    summary["notes"] += testing_notes(table, others, ev.runs_with_records)
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
         summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}
-    if summary["controls"]:
-        against = "; ".join(f"{name} against the base's {_runs_of(c['base_seeds'])}" for name, c in summary["controls"].items())
-        summary["notes"].append(
-            f"Controls (base-... rows, the base trained otherwise): {against}. Each is compared with the base's runs of its "
-            "own seeds and tested apart from the other rows (a Holm correction of their own), with no verdict against the paper."
-        )
-    if stopped := capped(table.rows):
-        summary["notes"].append(
-            f"Stopped by a limit ({', '.join(LIMITS)}) before the convergence rule was met, so not at convergence and may "
-            f"still move: {'; '.join(stopped)}."
-        )
+    summary["notes"] += limit_notes(table.rows, summary["controls"])
     summary["member_groups"] = member_groups(table.rows)
     if summary["member_groups"]:
         summary["notes"].append(member_groups_note(summary["member_groups"]))
@@ -280,11 +248,6 @@ def _controls(table: Table) -> dict:
     """Per control: its seeds and the base's it is compared with (all of the base's where it lacks one of them)."""
     rows = {row.name: row for row in table.rows}
     return {name: {"seeds": seeds_of(rows[name]), "base_seeds": seeds_of(against)} for name, against in table.controls.items()}
-
-
-def _runs_of(seeds: list) -> str:
-    """ "run of seed 2", "runs of seeds 1, 2" """
-    return ("run of seed " if len(seeds) == 1 else "runs of seeds ") + ", ".join(map(str, seeds))
 
 
 def _counts(lines: list[dict], metric: str) -> dict:

@@ -46,7 +46,7 @@ class Run:
     summary: dict = field(default_factory=dict)
 
 
-def _effective(config: dict) -> dict:
+def effective_config(config: dict) -> dict:
     """d_k/d_v default to d_model/heads: make them explicit so rows compare by value, as the paper prints them."""
     c = dict(config)
     if c.get("model.d_model") and c.get("model.heads"):
@@ -80,7 +80,7 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
         raise ValueError(f"{source}: summary key 'convergence.improvement' should be a finite number, got {improving!r}")
     return Run(
         row=str(row),
-        config=_effective(config),
+        config=effective_config(config),
         ppl=number("val/ppl", last.get("val/ppl", summary.get("val/ppl"))),
         bleu=number("val/bleu", last.get("val/bleu", summary.get("val/bleu"))),
         params=number("params", params),
