@@ -153,21 +153,9 @@ def _pass_lines(stream, on_line: Callable[[str], None]) -> None:
         on_line(raw.decode(errors="replace").rstrip("\n"))
 
 
-def sweep_cli(args: argparse.Namespace) -> int:
-    """Run the sweep; its exit code (also in `ablate sweep --help`): 0 the study ran and some row has a result, rows
-    that failed by themselves named on stderr with their logs as a warning (the study still compares the others);
-    ALL_FAILED_EXIT (1) every row that ran failed, each named with its log; PREEMPTED_EXIT (75) or INTERRUPTED_EXIT
-    (130) stopped by a signal, running trials saved, a rerun continues; PREEMPTED_EXIT too when runs were interrupted
-    more often than a run retries them (workers killed), each named: a rerun continues them. A usage or sweep-file
-    error is ablate's 2."""
-    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
-    if args.storage:
-        # W&B records the command line of the summary run; keep a password given by --storage out of it.
-        sys.argv = [redact(a) for a in sys.argv]
-    for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
-        if value is not None and value < 1:  # 0 would run an empty study (or be ignored), as a negative number would
-            raise ValueError(f"{flag}={value} must be an integer >= 1")
-    sweep = load_sweep(args.file)
+def _apply_flags(sweep: Sweep, args: argparse.Namespace) -> str:
+    """`--n-trials`, `--members` and `--trials-per-gpu` over the file's values, each refused where it cannot apply;
+    where trials_per_gpu came from, as its errors name it."""
     if args.n_trials is not None:
         if sweep.variants:  # its trials are its rows times their seeds: the count was taken and ignored
             raise ValueError(f"--n-trials is a search's budget; {sweep.path} is a variants sweep, which trains every row once per seed")
@@ -179,28 +167,16 @@ def sweep_cli(args: argparse.Namespace) -> int:
     problem = members_problem(sweep)  # the file's members, or the flag's over them
     if problem:
         raise ValueError(f"--members: {problem}" if flag else f"{sweep.path}: {problem}")
-    per_gpu_from = f"{sweep.path}: trials_per_gpu"
-    if args.trials_per_gpu is not None:
-        sweep.trials_per_gpu, per_gpu_from = parse_trials_per_gpu(args.trials_per_gpu, "--trials-per-gpu"), "--trials-per-gpu"
-        problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial, "--trials-per-gpu")
-        if problem:
-            raise ValueError(f"{sweep.path}: {problem}")
-    if problem := study_folder_problem(sweep.out_dir, sweep.name):  # another study's, a run: refused, dry run too
+    if args.trials_per_gpu is None:
+        return f"{sweep.path}: trials_per_gpu"
+    sweep.trials_per_gpu = parse_trials_per_gpu(args.trials_per_gpu, "--trials-per-gpu")
+    if problem := combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial, "--trials-per-gpu"):
         raise ValueError(f"{sweep.path}: {problem}")
-    if problem := corpus_problems(sweep, fetch=False):  # ABLATE_DATA_DIR or data.dir wrong: dry run too
-        raise ValueError(f"{sweep.path}: {problem}")
-    if args.dry_run:
-        dry_run(sweep, console)
-        return 0
-    placed = gpu_layout(sweep, per_gpu_from, console)
-    if sweep.members_auto and (problem := members_problem(sweep)):  # the K the probe chose
-        raise ValueError(f"members auto: {problem}")
-    for note in (few_groups_note(sweep), no_base_note(sweep)):  # members fixed now (`members: auto` measured)
-        if note:
-            console.print(f"[yellow]note:[/] {note}")
-    workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
-    devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
-    url = storage_url(sweep.out_dir, sweep.storage, args.storage)
+    return "--trials-per-gpu"
+
+
+def _open_study(sweep: Sweep, url: str) -> optuna.Study:
+    """The study, its out_dir made; its result files and its corpus checked before any trial trains."""
     for name in ("results.csv", "results.json"):  # refused now, not after the study has trained (ablate.files.destination)
         check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
     made = missing_folders(sweep.out_dir)
@@ -212,27 +188,12 @@ def sweep_cli(args: argparse.Namespace) -> int:
         raise
     if problem := corpus_problems(sweep, fetch=True):  # a corpus only a download brings: fetched once, here, or refused
         raise ValueError(f"{sweep.path}: {problem}")
-    since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
-    optuna.storages.fail_stale_trials(study)
-    queued = plan_for(sweep).queue(study)
-    done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    fewer = ""
-    left = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-    if placed.gpus and sweep.variants and not args.workers and max(left, 1) < workers:
-        # A packed GPU has more slots than a short study has rows: workers beyond them would only start and stop.
-        devices = devices[: max(left, 1)]
-        workers, fewer = len(devices), f" ({len(devices)} worker{'s' * (len(devices) > 1)} for the {left} trials left)"
-    console.print(
-        f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued"
-        f"{placed.describe(mps_status() if placed.gpus else None)}{fewer}"
-    )
-    live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
-    codes = []
-    with LiveView(url, sweep.name, console, live=live) as view:
-        if workers == 1 and not live and not placed.gpus:
-            run_worker(sweep, url, 0, since=since)
-        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
-            codes = launch_workers(sweep, url, devices, view.post if live else None, since)
+    return study
+
+
+def _report(sweep: Sweep, study: optuna.Study, url: str, args: argparse.Namespace, codes: list, workers: int, console: Console) -> int:
+    """The study's results (terminal, results files, W&B), its failures and interruptions named, and the exit code
+    (sweep_cli's docstring)."""
     if any(codes):
         console.print(f"[yellow]worker exit codes: {codes}[/]")
     rows = summarize(sweep, study)
@@ -254,6 +215,63 @@ def sweep_cli(args: argparse.Namespace) -> int:
         console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
         return Stop.exit_code()
     return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished else 0
+
+
+def sweep_cli(args: argparse.Namespace) -> int:
+    """Run the sweep; its exit code (also in `ablate sweep --help`): 0 the study ran and some row has a result, rows
+    that failed by themselves named on stderr with their logs as a warning (the study still compares the others);
+    ALL_FAILED_EXIT (1) every row that ran failed, each named with its log; PREEMPTED_EXIT (75) or INTERRUPTED_EXIT
+    (130) stopped by a signal, running trials saved, a rerun continues; PREEMPTED_EXIT too when runs were interrupted
+    more often than a run retries them (workers killed), each named: a rerun continues them. A usage or sweep-file
+    error is ablate's 2."""
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
+    if args.storage:
+        # W&B records the command line of the summary run; keep a password given by --storage out of it.
+        sys.argv = [redact(a) for a in sys.argv]
+    for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
+        if value is not None and value < 1:  # 0 would run an empty study (or be ignored), as a negative number would
+            raise ValueError(f"{flag}={value} must be an integer >= 1")
+    sweep = load_sweep(args.file)
+    per_gpu_from = _apply_flags(sweep, args)
+    if problem := study_folder_problem(sweep.out_dir, sweep.name):  # another study's, a run: refused, dry run too
+        raise ValueError(f"{sweep.path}: {problem}")
+    if problem := corpus_problems(sweep, fetch=False):  # ABLATE_DATA_DIR or data.dir wrong: dry run too
+        raise ValueError(f"{sweep.path}: {problem}")
+    if args.dry_run:
+        dry_run(sweep, console)
+        return 0
+    placed = gpu_layout(sweep, per_gpu_from, console)
+    if sweep.members_auto and (problem := members_problem(sweep)):  # the K the probe chose
+        raise ValueError(f"members auto: {problem}")
+    for note in (few_groups_note(sweep), no_base_note(sweep)):  # members fixed now (`members: auto` measured)
+        if note:
+            console.print(f"[yellow]note:[/] {note}")
+    workers = args.workers or (max(placed.slots, 1) if placed.gpus else sweep.workers)
+    devices = assign(placed.gpus, workers, placed.trials_per_gpu, placed.gpus_per_trial, "--workers") if placed.gpus else [None] * workers
+    url = storage_url(sweep.out_dir, sweep.storage, args.storage)
+    study = _open_study(sweep, url)
+    since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
+    optuna.storages.fail_stale_trials(study)
+    queued = plan_for(sweep).queue(study)
+    done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    fewer = ""
+    left = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if placed.gpus and sweep.variants and not args.workers and max(left, 1) < workers:
+        # A packed GPU has more slots than a short study has rows: workers beyond them would only start and stop.
+        devices = devices[: max(left, 1)]
+        workers, fewer = len(devices), f" ({len(devices)} worker{'s' * (len(devices) > 1)} for the {left} trials left)"
+    console.print(
+        f"study '{sweep.name}' at {redact(url)}: {done} trials finished, {queued} queued"
+        f"{placed.describe(mps_status() if placed.gpus else None)}{fewer}"
+    )
+    live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
+    codes = []
+    with LiveView(url, sweep.name, console, live=live) as view:
+        if workers == 1 and not live and not placed.gpus:
+            run_worker(sweep, url, 0, since=since)
+        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
+            codes = launch_workers(sweep, url, devices, view.post if live else None, since)
+    return _report(sweep, study, url, args, codes, workers, console)
 
 
 def dashboard_hint(url: str) -> str:
