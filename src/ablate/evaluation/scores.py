@@ -45,3 +45,17 @@ def score(hyps: list[str], refs: list[str]) -> dict:
         "chrf_signature": c.signature,
         "sentences": len(refs),
     }
+
+
+def validation_scores(sums: list[float], hyps: dict[int, list[int]], decode, refs: list[str]) -> tuple[dict, str | None]:
+    """A validation's metrics, a run's and each member's alike: loss, NLL and perplexity per real target token from
+    `sums` (summed loss, NLL, tokens), and with `hyps` (sentence index -> token ids) their BLEU against `refs` in
+    sentence order, ids made text by `decode`; and BLEU's signature (None without hypotheses)."""
+    loss, nll, tokens = sums
+    tokens = max(tokens, 1.0)
+    metrics = {"val/loss": loss / tokens, "val/nll": nll / tokens, "val/ppl": perplexity(nll, tokens)}
+    if not hyps:
+        return metrics, None
+    order = sorted(hyps)
+    result = bleu(decode([hyps[i] for i in order]), [refs[i] for i in order])
+    return metrics | {"val/bleu": result.score}, result.signature

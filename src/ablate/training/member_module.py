@@ -19,7 +19,7 @@ from ablate.config import to_dict
 from ablate.config.members import member_values
 from ablate.data.member_batches import tile_batch
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import bleu, perplexity
+from ablate.evaluation.scores import validation_scores
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -109,18 +109,9 @@ class MemberModule(L.LightningModule):
         sums = self._val_sums.cpu().tolist()
         self.member_metrics = []
         refs = self.trainer.datamodule.raw("valid")[1] if any(self._hyps) else []
-        for k, (loss, nll, ntok) in enumerate(sums):
-            ntok = max(ntok, 1.0)
-            m = {
-                "val/loss": loss / ntok,
-                "val/nll": nll / ntok,
-                "val/ppl": perplexity(nll, ntok),
-            }
-            if self._hyps[k]:
-                order = sorted(self._hyps[k])
-                score = bleu(self.trainer.datamodule.tokenizer.decode([self._hyps[k][i] for i in order]), [refs[i] for i in order])
-                m["val/bleu"] = score.score
-                self.bleu_signature = score.signature
+        for k, member_sums in enumerate(sums):
+            m, signature = validation_scores(member_sums, self._hyps[k], self.trainer.datamodule.tokenizer.decode, refs)
+            self.bleu_signature = signature or self.bleu_signature
             self.member_metrics.append(m)
         live = [m for k, m in enumerate(self.member_metrics) if bool(self.optimizer.active[k])] or self.member_metrics
         # The group's mean, for the progress bar and the budgets' bookkeeping; each member's own go to its run directory.

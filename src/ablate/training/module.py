@@ -11,7 +11,7 @@ import torch
 
 from ablate.config import ExperimentConfig, to_dict
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import bleu, perplexity
+from ablate.evaluation.scores import validation_scores
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -90,17 +90,11 @@ class TranslationModule(L.LightningModule):
                 self._hyps.update(zip(found["idx"], decode_rows(self.model, src, self.cfg, found["width"])))
 
     def on_validation_epoch_end(self) -> None:
-        loss, nll, ntok = self._val_sums.tolist()
-        ntok = max(ntok, 1.0)
-        metrics = {"val/loss": loss / ntok, "val/nll": nll / ntok, "val/ppl": perplexity(nll, ntok)}
-        if self._hyps:
-            dm = self.trainer.datamodule
-            _, refs = dm.raw("valid")
-            order = sorted(self._hyps)
-            score = bleu(dm.tokenizer.decode([self._hyps[i] for i in order]), [refs[i] for i in order])
-            metrics["val/bleu"] = score.score
-            self.bleu_signature = score.signature
-            self.decoded = (self.global_step, self._hyps)
+        dm = self.trainer.datamodule if self._hyps else None  # (loss alone needs no Trainer: tests, benchmarks)
+        decode, refs = (dm.tokenizer.decode, dm.raw("valid")[1]) if dm else (None, [])
+        metrics, signature = validation_scores(self._val_sums.tolist(), self._hyps, decode, refs)
+        if signature is not None:
+            self.bleu_signature, self.decoded = signature, (self.global_step, self._hyps)
         self.log_dict(metrics)
 
     def configure_optimizers(self):

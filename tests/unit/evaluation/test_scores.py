@@ -42,3 +42,17 @@ def test_perplexity_is_exp_nll_per_token_capped_and_inf_without_a_finite_nll():
     assert perplexity(0.0, 0) == 1.0  # no tokens: no loss
     assert perplexity(1e6, 10) == math.exp(50.0)
     assert perplexity(math.inf, 10) == math.inf and perplexity(math.nan, 10) == math.inf
+
+
+def test_validation_scores_are_per_real_token_and_bleu_of_the_hypotheses_in_sentence_order():
+    """One reading of a validation's sums and hypotheses for a run and for each member of a group."""
+    import math
+
+    from ablate.evaluation.scores import validation_scores
+
+    words = {1: "a brown dog runs on the beach", 2: "the old cat sleeps in the sun"}
+    decode = lambda ids: [" ".join(words[i] for i in row) for row in ids]  # noqa: E731
+    metrics, signature = validation_scores([8.0, 6.0, 4.0], {1: [2], 0: [1]}, decode, [words[1], words[2]])
+    assert metrics["val/loss"] == 2.0 and metrics["val/nll"] == 1.5 and math.isclose(metrics["val/ppl"], math.exp(1.5))
+    assert metrics["val/bleu"] == pytest.approx(100.0) and signature.startswith("nrefs:1")  # sentence 0 first, whatever the insertion order
+    assert validation_scores([0.0, 0.0, 0.0], {}, decode, []) == ({"val/loss": 0.0, "val/nll": 0.0, "val/ppl": 1.0}, None)
