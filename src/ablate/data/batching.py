@@ -148,6 +148,8 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     with `shuffle` the batch order is drawn from a generator seeded by (seed, epoch). Under DDP each of
     `num_replicas` ranks takes every num_replicas-th batch of the same list; the list is padded by repeating from its
     start (or cut, with drop_last) so every rank gets the same number of batches, as DistributedSampler does.
+    With `singles` (evaluation, which keeps every pair and reads a source whole) a sentence longer than `max_tokens`
+    is a batch of its own rather than refused.
     With gradient accumulation an epoch keeps a whole number of `accumulate`-batch windows (the last < accumulate
     batches, a different few each shuffled epoch, wait for the next), so every optimizer step is a full window and
     validation every N steps, which Lightning counts in batches, falls on a step boundary in every epoch.
@@ -164,6 +166,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         drop_last: bool = False,
         accumulate: int = 1,
+        singles: bool = False,
     ):
         self.src_lens = np.asarray(src_lens, dtype=np.int64)
         self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
@@ -172,7 +175,7 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank={rank} must be in [0, num_replicas={num_replicas})")
         longest = int(np.maximum(self.src_lens, self.tgt_lens).max(initial=0))
-        if longest > max_tokens:
+        if longest > max_tokens and not singles:
             hint = "raise it or lower data.max_len"
             raise ValueError(f"data.max_tokens={max_tokens} cannot hold a sentence of {longest} tokens; {hint}")
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
@@ -255,6 +258,7 @@ def make_loader(
         num_replicas=num_replicas,
         rank=rank,
         accumulate=accumulate,
+        singles=not shuffle,  # an evaluation's loader: a source longer than max_tokens is a batch alone
     )
     return DataLoader(
         encoded,

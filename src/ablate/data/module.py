@@ -87,14 +87,14 @@ class TranslationDataModule(L.LightningDataModule):
         if stats.empty:
             log.info("%s: dropped %d of %d pairs with an empty side (%s)", split, stats.empty, stats.lines, where)
         if overlong:
-            verb = "dropped" if split == "train" else "truncated"
+            kept = "dropped" if split == "train" else "kept (a target cut there for the loss, a source read whole)"
             log.info(
-                "%s: %s %d of %d pairs longer than data.max_len=%d tokens on a side (%s)",
+                "%s: %d of %d pairs longer than data.max_len=%d tokens on a side, %s (%s)",
                 split,
-                verb,
                 overlong,
                 stats.lines,
                 self.data_cfg.max_len,
+                kept,
                 where,
             )
         lost = (stats.empty + self.dropped[split]["too_long"]) / max(stats.lines, 1)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from text_corpora import data_cfg, write_corpus
 
-from ablate.data.module import TokenBucketBatchSampler, collate, encode_pairs, load_or_train_tokenizer
+from ablate.data.module import TokenBucketBatchSampler, collate, encode_pairs, load_or_train_tokenizer, make_loader
 from ablate.model.tokens import BOS_ID as BOS
 from ablate.model.tokens import EOS_ID as EOS
 from ablate.model.tokens import PAD_ID as PAD
@@ -155,6 +155,19 @@ def test_empty_split():
 def test_sentence_longer_than_max_tokens_is_an_error():
     with pytest.raises(ValueError, match="data.max_tokens=10 cannot hold a sentence of 12 tokens"):
         TokenBucketBatchSampler([3, 12], [4, 5], max_tokens=10, shuffle=False, seed=0)
+
+
+def test_an_evaluation_source_longer_than_max_tokens_is_a_batch_of_its_own(tmp_path, train_files):
+    """Evaluation reads a source whole (data.max_len cuts only training pairs): one past data.max_tokens is decoded
+    alone, where the sampler refused it and the run stopped at its first validation."""
+    singles = TokenBucketBatchSampler([3, 12, 2, 4], [4, 5, 3, 2], max_tokens=10, shuffle=False, seed=0, singles=True)
+    assert [1] in list(singles) and sorted(i for b in singles for i in b) == [0, 1, 2, 3]
+    tok = load_or_train_tokenizer(data_cfg(tmp_path), *train_files)
+    pairs = [("the dog", "der hund"), (" ".join(["the big red dog"] * 10), "der hund"), ("a cat", "eine katze")]
+    loader = make_loader(encode_pairs(tok, pairs, max_len=12, overlong="truncate"), max_tokens=14, shuffle=False)
+    batches = list(loader)
+    assert [1] in [b["idx"].tolist() for b in batches] and sum(len(b["idx"]) for b in batches) == 3
+    assert max(b["src"].shape[1] for b in batches) > 14  # the long source, whole
 
 
 def _samples(rng, lengths):
