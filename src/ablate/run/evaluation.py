@@ -24,6 +24,7 @@ from ablate.training.checkpoint import (
     check_intact,
     checkpoint_config,
     load_checkpoint,
+    run_identity,
     save_atomic,
     step_checkpoints,
 )
@@ -54,7 +55,7 @@ def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: Translatio
     only), load them into `module` and validate them, so the trainer's metrics are the average's. Returns the
     summary's `selected` (and `averaged_from`). On every rank: validation is a collective under DDP."""
     k = cfg.train.final_average
-    paths = _this_model(step_checkpoints(out), module.hparams["config"]["model"], k) if k else []
+    paths = _this_model(step_checkpoints(out), module.hparams["config"], k) if k else []
     if k and not paths:
         log.warning("train.final_average=%d: no step checkpoints in %s to average; reporting the final weights", k, out / "checkpoints")
     if not paths:
@@ -69,20 +70,21 @@ def select_weights(cfg: ExperimentConfig, trainer: L.Trainer, module: Translatio
     return {"selected": f"avg of last {len(paths)}", "averaged_from": [p.name for p in paths]}
 
 
-def _this_model(paths: list[Path], model: dict, k: int) -> list[Path]:
-    """The newest `k` step checkpoints, back to the first written with another model config or unreadable: a resume
-    with --force that changed a model setting (dropout, say) leaves older ones, which must not be averaged in."""
+def _this_model(paths: list[Path], config: dict, k: int) -> list[Path]:
+    """The newest `k` step checkpoints, back to the first written with another model config or run identity
+    (`run_identity`: seed, member index), or unreadable: a resume with --force that changed a model setting (dropout,
+    say) or the seed leaves older ones, which must not be averaged in (average_checkpoints refuses them)."""
     kept: list[Path] = []
     for path in reversed(paths):
         if len(kept) == k:
             break
         try:
-            saved = checkpoint_config(load_checkpoint(path, mmap=True), path)["model"]
+            saved = checkpoint_config(load_checkpoint(path, mmap=True), path)
             check_intact(path)  # the average loads it whole, which checks this: a damaged one would fail the run
         except CheckpointError as e:  # e.g. left unreadable by a kill that resume skipped past: not averaged in
             log.warning("not averaging %s: %s", path.name, e)
             break
-        if saved != model:
+        if saved["model"] != config["model"] or run_identity(saved) != run_identity(config):
             break
         kept.append(path)
     return kept[::-1]

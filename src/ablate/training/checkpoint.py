@@ -223,10 +223,16 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
     return out
 
 
+def run_identity(config: dict) -> tuple:
+    """What tells one run's checkpoints from another's of the same model and data: its seed, and its place in a
+    member group. Two runs of one seed and model (rows differing only in train.*) look alike to it."""
+    return config.get("seed"), (config.get("members") or {}).get("index")
+
+
 def _refuse_other_runs_and_repeats(paths: list, ckpts: list[dict], configs: list[dict]) -> None:
     """Two runs of one model and data (seeds, a group's members) pass the shape and tokenizer checks, and their mean
     is no run's weights; a checkpoint named twice, or its step saved twice (last.ckpt and step=N.ckpt), weighs double."""
-    run = [(c.get("seed"), (c.get("members") or {}).get("index")) for c in configs]
+    run = [run_identity(c) for c in configs]
     seen: dict = {}
     for p, c, who in zip(paths, ckpts, run):
         if who != run[-1]:

@@ -198,21 +198,26 @@ def test_without_final_average_the_final_weights_are_reported(setup, tmp_path):
     assert trainer.validated == [] and not (tmp_path / "checkpoints" / "avg.ckpt").exists()
 
 
-def test_the_average_stops_at_a_checkpoint_of_another_model_or_one_that_does_not_load(tmp_path):
+def test_the_average_stops_at_a_checkpoint_of_another_model_or_seed_or_one_that_does_not_load(tmp_path):
     from ablate.run.evaluation import _this_model
 
-    def ckpt(step: int, dropout: float) -> Path:
+    def ckpt(step: int, dropout: float, seed: int = 1) -> Path:
         path = tmp_path / f"step={step}.ckpt"
-        torch.save({"state_dict": {}, "hyper_parameters": {"config": {"model": {"dropout": dropout}}}}, path)
+        torch.save({"state_dict": {}, "hyper_parameters": {"config": {"model": {"dropout": dropout}, "seed": seed}}}, path)
         return path
 
+    run = lambda dropout, seed=1: {"model": {"dropout": dropout}, "seed": seed}  # noqa: E731
+
     paths = [ckpt(10, 0.1), ckpt(20, 0.3), ckpt(30, 0.3), ckpt(40, 0.3)]
-    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[1:]  # before the forced resume: another model
-    assert _this_model(paths, {"dropout": 0.3}, 2) == paths[2:]
+    assert _this_model(paths, run(0.3), 5) == paths[1:]  # before the forced resume: another model
+    assert _this_model(paths, run(0.3), 2) == paths[2:]
     paths[2].write_bytes(b"truncated")  # a kill mid-write that resume skipped past
-    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[3:]
-    torch.save({"state_dict": {"w": torch.randn(50_000)}, "hyper_parameters": {"config": {"model": {"dropout": 0.3}}}}, paths[2])
+    assert _this_model(paths, run(0.3), 5) == paths[3:]
+    torch.save({"state_dict": {"w": torch.randn(50_000)}, "hyper_parameters": {"config": run(0.3)}}, paths[2])
     data = bytearray(paths[2].read_bytes())
     data[len(data) // 2 : len(data) // 2 + 4096] = b"\xff" * 4096  # damaged in place: loads, but fails its checksum
     paths[2].write_bytes(bytes(data))
-    assert _this_model(paths, {"dropout": 0.3}, 5) == paths[3:]  # averaging it in would fail the run after training
+    assert _this_model(paths, run(0.3), 5) == paths[3:]  # averaging it in would fail the run after training
+    # a resume with --force seed=2: average_checkpoints refuses the mix, so the average stops there (it failed the run)
+    later = [ckpt(50, 0.3, seed=2), ckpt(60, 0.3, seed=2)]
+    assert _this_model([paths[3], *later], run(0.3, seed=2), 5) == later
