@@ -44,6 +44,12 @@ class StepCheckpoint(ModelCheckpoint):
     its last.ckpt behind or damaged, kept that file for good, one more each time, past keep_last and the disk check.
     Only the one inside this callback's own folder is released; the rule lives in a private method."""
 
+    @property
+    def state_key(self) -> str:
+        """ModelCheckpoint's key: Lightning files a callback's state in a checkpoint under its class name, and a run
+        saved before this class existed must find its top-k bookkeeping on resume."""
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
     def _should_remove_checkpoint(self, trainer: L.Trainer, previous: str, current: str) -> bool:
         resumed = trainer.ckpt_path is not None and Path(previous).absolute() == Path(trainer.ckpt_path).absolute()
         if resumed and previous != current and self.dirpath is not None:

@@ -74,3 +74,11 @@ def test_step_checkpoint_releases_the_step_file_a_run_resumed_from_and_nothing_o
     assert not steps._should_remove_checkpoint(resumed, own, own)  # overwritten in place, never removed
     assert not steps._should_remove_checkpoint(SimpleNamespace(ckpt_path=outside), outside, newer)
     assert steps._should_remove_checkpoint(SimpleNamespace(ckpt_path=None), own, newer)
+
+
+def test_step_checkpoint_keeps_model_checkpoints_state_key_so_older_runs_resume_their_bookkeeping(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    kwargs = dict(dirpath=tmp_path, filename="step={step}", monitor="step", mode="max", save_top_k=2, save_last=True)
+    key = StepCheckpoint(**kwargs).state_key
+    assert key == ModelCheckpoint(**kwargs).state_key and key.startswith("ModelCheckpoint{")
