@@ -77,6 +77,7 @@ def move_aside(out: Path) -> Path:
     clean and the old one is kept whole: its files, its members' folders, and what was put beside them (an `ablate
     average -o OUT/avg5.ckpt` left there would be scored as the new run's). The run lock, which this command holds,
     stays, as does a file this command's own output goes to (a job script's `> OUT/train.log`)."""
+    out = out.resolve()  # out_dir=. has no name of its own: NAME.earlier-K would be made inside it, then moved into itself
     prefix = f"{out.name}.earlier-"
     k = 1 + max((int(n) for p in out.parent.iterdir() if (n := p.name.removeprefix(prefix)).isdigit() and n != p.name), default=0)
     while True:  # a number taken meanwhile (another folder's move) is skipped, not an error

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -99,6 +100,16 @@ def test_move_aside_takes_the_number_after_the_largest_not_after_the_count(tmp_p
     (out / "checkpoints").mkdir(parents=True)
     (out / "config.yaml").write_text("x")
     assert move_aside(out) == tmp_path / "run.earlier-3" and (tmp_path / "run.earlier-3" / "config.yaml").is_file()
+
+
+def test_move_aside_of_the_working_directory_moves_it_to_a_sibling_named_for_it(tmp_path, monkeypatch):
+    """out_dir=. has no name: the aside folder was made inside it (./.earlier-1) and then moved into itself."""
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "config.yaml").write_text("x")
+    monkeypatch.chdir(out)
+    assert move_aside(Path(".")) == tmp_path / "run.earlier-1"
+    assert (tmp_path / "run.earlier-1" / "config.yaml").is_file() and list(out.iterdir()) == []
 
 
 def test_move_aside_moves_what_was_put_beside_the_run_but_not_the_lock_or_this_commands_own_log(tmp_path):
