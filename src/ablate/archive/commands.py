@@ -13,7 +13,7 @@ def archive_command(args) -> int:
     if study.is_file():  # a sweep file: archive its out_dir
         from ablate.sweep import load_sweep
 
-        study = load_sweep(study).out_dir
+        study = load_sweep(study, to_run=False).out_dir
     if args.plugins:
         from ablate.plugins import load_plugins
 

@@ -137,8 +137,10 @@ def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
     return dict(raw)
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Parse and validate a sweep file; every row (and the search space's bounds) is checked against the schema."""
+def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
+    """Parse and validate a sweep file; every row (and the search space's bounds) is checked against the schema.
+    `to_run=False`: the file is read only to find its study (name, storage, out_dir), by `ablate status`, `table` and
+    `archive`, and its trials are not checked: a study run before a check was added (a key since refused) still reads."""
     path = Path(path)
     raw = read_yaml(path, "sweep file")
     if not isinstance(raw, dict):
@@ -179,7 +181,8 @@ def load_sweep(path: str | Path) -> Sweep:
         sweep.basis = parse_basis(raw.get("basis"), set(map(str, sweep.variants)))
     except ValueError as e:
         raise fields.fail(path, str(e)) from None
-    _validate_trials(sweep)
+    if to_run:
+        _validate_trials(sweep)
     return sweep
 
 

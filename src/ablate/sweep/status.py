@@ -26,7 +26,7 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     elif path.is_file() and path.suffix in (".yaml", ".yml"):
         from ablate.sweep.load import load_sweep
 
-        sweep = load_sweep(path)
+        sweep = load_sweep(path, to_run=False)
         url, study = storage_url(sweep.out_dir, sweep.storage), study or sweep.name
     elif path.is_dir():
         if not (path / "study.db").is_file():

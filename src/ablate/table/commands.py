@@ -33,7 +33,7 @@ def table_cli(args: argparse.Namespace) -> int:
     if source.is_file():  # a sweep file: tabulate its out_dir
         from ablate.sweep import load_sweep
 
-        source = load_sweep(source).out_dir
+        source = load_sweep(source, to_run=False).out_dir
     if not source.exists():
         raise FileNotFoundError(f"no such study directory: {source}")
     if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)

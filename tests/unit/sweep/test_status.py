@@ -50,6 +50,17 @@ def test_status_of_a_sweep_out_dir_its_file_and_its_url_print_the_same_picture(s
     assert (out / "study.db").read_bytes() == before  # only read
 
 
+def test_a_study_whose_file_a_later_check_refuses_still_reads_through_it(study_dir, capsys):
+    """A variants file with n_trials ran before n_trials was refused there: `ablate sweep` now refuses to run it, while
+    status, table and archive, which read the file only to find the study, still find it."""
+    tmp, out = study_dir
+    old_file = write(tmp, VARIANTS + f"out_dir: {out}\nn_trials: 2\n")
+    assert main(["sweep", str(old_file), "--dry-run"]) == 2
+    assert "n_trials (line" in capsys.readouterr().err
+    assert main(["status", str(old_file)]) == 0
+    expect_picture(capsys.readouterr().out)
+
+
 def test_status_shows_the_gpu_a_trial_runs_on(study_dir, capsys):
     _, out = study_dir
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{out / 'study.db'}")
