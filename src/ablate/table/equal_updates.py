@@ -132,7 +132,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
             if d.se > 0:  # every run of both rows alike (se 0): no variance, so no test rather than a p of 0 or 1
                 ln["p"] = paired_bootstrap.two_sided_p(d.delta, d.se, d.df)
         if attr and ln["row"] in paper and ln is not base:
-            digits = 1 if attr == "bleu" else 2  # the paper's printed precision, as the table has it
+            digits = METRICS[attr].digits  # the paper's printed precision, as the table has it
             ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
     tested = [ln for ln in lines if "p" in ln]
     for ln, p in zip(tested, holm([ln["p"] for ln in tested])):

@@ -28,7 +28,7 @@ def scored_on(table: Table) -> dict[str, str]:
     if s["runs_with_eval_records"]:
         records = sentences(s["split"], s["subset"], s["sentences"]) + ", from each run's evaluation record"
     out = {}
-    for metric, key in (("bleu", "val/bleu"), ("ppl", "val/ppl")):
+    for metric, key in ((m, kind.log_key) for m, kind in METRICS.items()):
         count: dict[str, int] = {}
         for run in runs:
             if records and (s["runs_with_eval_records"] == s["runs"] or _has_record(run, s["split"])):
