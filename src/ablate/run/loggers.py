@@ -90,6 +90,8 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bo
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
 
+    earlier = earlier_wandb_id(out)
+
     def logger(mode: str) -> WandbLogger:
         made = WandbLogger(
             project=lc.project,
@@ -103,6 +105,7 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bo
             config={**flatten(to_dict(cfg)), **extra},
             log_model=False,
             **({"reinit": "create_new"} if several else {}),
+            **({"id": earlier, "resume": "allow"} if earlier else {}),
         )
         # Lightning hands wandb.init `anonymous=None` when not asked for it, and wandb >= 0.19 warns that "the
         # anonymous setting has no effect" whenever the key is present; leave it out unless it was set.
@@ -124,6 +127,16 @@ def make_wandb_logger(cfg: ExperimentConfig, out: Path, extra: dict, several: bo
             out,
         )
         return logger("offline")
+
+
+def earlier_wandb_id(out: Path) -> str | None:
+    """The W&B run id of this run's earlier attempt, which a resume (`--resume`, `--auto-resume`, a sweep's retry)
+    continues rather than adding a second W&B run of the same row and seed (`ablate table --wandb` refused the folder,
+    "two runs of seed 1"); offline, each attempt is a directory of its own under that id, as ablate.files.wandb_offline
+    reads it. An earlier run moved aside took its wandb/ with it; None where there is none."""
+    attempts = sorted((out / "wandb").glob("*run-*-*"), key=lambda d: d.name.split("run-", 1)[1])  # by start time
+    names = [d.name.rsplit("-", 1)[1] for d in attempts if d.is_dir()]
+    return names[-1] if names else None
 
 
 def finish_wandb(logger: WandbLogger | None) -> None:

@@ -30,6 +30,35 @@ def test_a_runs_tags_are_kept_once_and_a_sweep_trial_says_so_by_its_job_type(tmp
     }
 
 
+def test_a_resumed_run_continues_its_earlier_attempts_wandb_run_id(tmp_path):
+    """A resume added a second W&B run of the same row and seed, which `ablate table --wandb` refused ("two runs of
+    seed 1"); each attempt's offline directory is named for the run id, the newest attempt's is continued."""
+    from ablate.run.loggers import earlier_wandb_id
+
+    out = tmp_path
+    assert earlier_wandb_id(out) is None
+    for name in ("offline-run-20261207_024856-ken4i13o", "offline-run-20261207_025405-ken4i13o", "latest-run"):
+        (out / "wandb" / name).mkdir(parents=True)
+    (out / "wandb" / "debug.log").write_text("")
+    assert earlier_wandb_id(out) == "ken4i13o"
+    (out / "wandb" / "run-20261208_000000-online01").mkdir()  # an online attempt, later
+    assert earlier_wandb_id(out) == "online01"
+
+
+@pytest.mark.slow  # two W&B offline runs started and read back: seconds
+def test_a_second_attempts_wandb_logger_takes_the_first_ones_id(tmp_path):
+    import wandb
+
+    cfg = tiny_experiment(tmp_path / "run", logging={"wandb": True, "mode": "offline"})
+    ids = []
+    for _ in range(2):
+        logger = make_wandb_logger(cfg, tmp_path / "run", {})
+        ids.append(logger.experiment.id)
+        logger.experiment.finish()
+    wandb.teardown()
+    assert ids[0] == ids[1] and {read_run(p).run_id for p in find_runs(tmp_path)} == {ids[0]}
+
+
 def test_a_run_stopped_before_logging_closes_no_wandb_run_and_imports_nothing(monkeypatch):
     """A Ctrl-C while Lightning first imported wandb left a partly imported module; closing the run imported wandb
     again, which failed (AttributeError, a circular import), and a sweep recorded the interrupted trial as failed. A
