@@ -173,9 +173,20 @@ def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
         elif "val/bleu" not in run.summary and "last" not in run.summary:
             skipped[str(run.path)] = "finished without final scores (no val/bleu or last in its summary): failed or stopped before them"
         else:
-            row = run.config.get("sweep.row") or run.name
+            row = run.config.get("sweep.row") or _row_of_wandb_run(run)
             runs.append(_run(row, run.config, read_records(run.summary, run.files, str(run.path)), str(run.path)))
     return runs, skipped
+
+
+def _row_of_wandb_run(run) -> str:
+    """A run outside a sweep is the row its W&B name says, but a member's name is GROUP/seed=S: its row is its group's,
+    found from the folder its offline run lies in (MEMBER/wandb/offline-run-*/run-ID.wandb), as the run folders' table
+    finds it."""
+    if (run.config.get("members.size") or 1) > 1 and run.config.get("members.group"):
+        for folder in run.path.parents:
+            if folder.name == "wandb":
+                return _row_of_folder(folder.parent, run.config)
+    return run.name
 
 
 UNFINISHED = "not finished: no exit record (still running, or W&B stopped before closing its file)"

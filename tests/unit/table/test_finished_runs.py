@@ -236,3 +236,25 @@ def test_a_group_moved_aside_is_a_row_and_a_group_of_its_own_not_more_seeds_of_t
     again = runs_from_dirs(root)
     assert sorted((r.row, r.config["seed"]) for r in again) == sorted((r.row, r.config["seed"]) for r in runs)
     assert len({group_of(r) for r in again}) == 2
+
+
+def test_a_members_wandb_run_is_its_groups_row_as_its_folder_is(tmp_path):
+    """A member's W&B name is GROUP/seed=S: `ablate table --wandb` made each member a row of its own (one seed each)
+    where the folders' table makes the group one row of K seeds."""
+    from types import SimpleNamespace
+
+    from ablate.table.finished_runs import _row_of_wandb_run
+
+    group = {"members.size": 2, "members.group": str(tmp_path / "base"), "members.index": 0}
+    member = SimpleNamespace(
+        name="base/seed=1", config=group, path=tmp_path / "base" / "seed=1" / "wandb" / "offline-run-1-abc" / "run-abc.wandb"
+    )
+    listed = SimpleNamespace(
+        name="base/seed=1,lr_scale=2",
+        config=group,
+        path=tmp_path / "base" / "seed=1,lr_scale=2" / "wandb" / "offline-run-2-d" / "run-d.wandb",
+    )
+    alone = SimpleNamespace(
+        name="my-run", config={"members.size": 1}, path=tmp_path / "folder" / "wandb" / "offline-run-3-e" / "run-e.wandb"
+    )
+    assert [_row_of_wandb_run(r) for r in (member, listed, alone)] == ["base", "base,lr_scale=2", "my-run"]
