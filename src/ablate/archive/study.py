@@ -30,6 +30,7 @@ from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing
 from ablate.files.destination import check_output, folder_kind, unwritable
 from ablate.files.json_file import read_json
+from ablate.run.rundir import RUN_TOKENIZER
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
 
@@ -204,8 +205,10 @@ def _content(path: Path, record: bool) -> bytes:
 
 
 def _transient(name: str) -> bool:
-    """Lock files, atomic writes' temporaries and checkpoints outside checkpoints/: never evidence."""
-    return name.startswith(".") or name.endswith((".lock", ".tmp", ".ckpt"))
+    """Lock files, atomic writes' temporaries, checkpoints outside checkpoints/, and a resumed run's copy of its
+    tokenizer (RUN_TOKENIZER: a checkpoint's, which resumes encode with; subwords learnt from the corpus, and most of
+    an archived run's bytes): never evidence."""
+    return name.startswith(".") or name.endswith((".lock", ".tmp", ".ckpt")) or name == RUN_TOKENIZER
 
 
 def _check_writable(files: list[Path]) -> None:

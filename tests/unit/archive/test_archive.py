@@ -76,6 +76,7 @@ def study(tmp_path) -> Path:
 
 def test_archive_keeps_evidence_without_text_weights_or_wandb(study, tmp_path):
     dest = tmp_path / "archive"
+    (study / "trials/0001-base-s2/tokenizer.model").write_bytes(b"subwords")  # a resumed run's copy of its tokenizer
     report = archive(study, dest)
     assert report.trials == ["trials/0000-base-s1", "trials/0001-base-s2"] and report.unfinished == ["0002-base-s3"]
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
