@@ -20,8 +20,13 @@ def trials(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
 
 
 def no_data(tmp_path: Path) -> dict:
-    """A row that passes the file's validation and fails in its trial: its training data does not exist."""
-    return {"data.train_prefix": str(tmp_path / "nowhere" / "train")}
+    """A row that passes the file's validation (its files are there, which `ablate sweep` checks before any trial)
+    and fails in its trial: its training files hold no sentence."""
+    folder = tmp_path / "nowhere"
+    folder.mkdir(exist_ok=True)
+    for side in ("en", "de"):
+        (folder / f"train.{side}").write_text("")
+    return {"data.train_prefix": str(folder / "train")}
 
 
 @pytest.mark.slow  # two trial processes

@@ -158,6 +158,9 @@ def test_pruner_stops_a_bad_trial_early(sweep_env):
 
 def test_failing_trial_is_marked_with_its_reason_and_the_sweep_goes_on(sweep_env):
     tmp, write = sweep_env
+    (tmp / "nowhere").mkdir()  # training files that are there (`ablate sweep` checks that first) and hold no sentence
+    for side in ("en", "de"):
+        (tmp / "nowhere" / f"train.{side}").write_text("")
     path = write(
         name="faults",
         overrides={"logging.wandb": False, "train.log_every_steps": 2},
