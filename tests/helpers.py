@@ -209,3 +209,18 @@ def snapshot(run_dir) -> dict[str, bytes]:
         for p in sorted(run_dir.rglob("*"))
         if p.name != ".run.lock"
     }
+
+
+def lock_free(path) -> bool:
+    """Whether no process holds an flock on `path` (a run's .run.lock): taken and let go at once if free."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)

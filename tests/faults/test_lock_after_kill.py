@@ -6,7 +6,6 @@ the lock's descriptor as it starts (ablate.files.held_locks), so the lock ends w
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import sys
@@ -14,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ablate, write_experiment
+from helpers import ablate, lock_free, write_experiment
 
 pytestmark = [
     pytest.mark.slow,  # a training run with two worker processes
@@ -29,17 +28,6 @@ def children(pid: int) -> list[int]:
             if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(proc.name))
     return found
-
-
-def lock_free(path: Path) -> bool:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def test_the_run_lock_is_free_as_soon_as_a_killed_run_with_workers_is_reaped(tmp_path):

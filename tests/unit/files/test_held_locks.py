@@ -7,6 +7,8 @@ import fcntl
 import os
 import time
 
+from helpers import lock_free
+
 from ablate.files import held_locks
 
 
@@ -14,17 +16,6 @@ def lock(path) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return fd
-
-
-def free(path) -> bool:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def fork_and_close(fd: int, path) -> bool:
@@ -38,7 +29,7 @@ def fork_and_close(fd: int, path) -> bool:
     try:
         os.read(ready, 1)
         os.close(fd)
-        return free(path)
+        return lock_free(path)
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
