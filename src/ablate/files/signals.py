@@ -62,29 +62,28 @@ def held() -> Iterator[None]:
 def exit_code(e: BaseException) -> tuple[int, str] | None:
     """(exit code, the signal's name) when `e`, or what it arose from (torch.save turns a Ctrl-C into a RuntimeError
     as it closes its file), is a Ctrl-C or SIGTERM; None otherwise."""
-    cause: BaseException | None = e
-    for _ in range(8):  # the chain is short; a bound in case it loops
-        if cause is None:
-            return None
+    for cause in _chain(e):
         if isinstance(cause, KeyboardInterrupt):
             return SIGINT_EXIT, "Ctrl-C (SIGINT)"
         if isinstance(cause, Terminated):
             return SIGTERM_EXIT, "SIGTERM"
-        cause = cause.__cause__ or cause.__context__
     return None
+
+
+def _chain(e: BaseException) -> Iterator[BaseException]:
+    """`e` and what it arose from, nearest first (the chain is short; a bound in case it loops)."""
+    cause: BaseException | None = e
+    for _ in range(8):
+        if cause is None:
+            return
+        yield cause
+        cause = cause.__cause__ or cause.__context__
 
 
 def stdout_reader_gone(e: BaseException) -> bool:
     """Whether `e`, or what it arose from, is a write's EPIPE and stdout's reader has gone: an EPIPE on another pipe
     (a worker's) is an error to report, not a reader that stopped early."""
-    cause: BaseException | None = e
-    for _ in range(8):
-        if cause is None:
-            return False
-        if isinstance(cause, BrokenPipeError):
-            break
-        cause = cause.__cause__ or cause.__context__
-    else:
+    if not any(isinstance(cause, BrokenPipeError) for cause in _chain(e)):
         return False
     try:
         poller = select.poll()

@@ -23,7 +23,7 @@ def corpus_fingerprint(data_cfg) -> dict[str, dict]:
     take ~1.5 ms, WMT14's ~1.4 GB about 2 s at the ~600 MiB/s sha256 reads at (plus the disk, when not cached).
     """
     from ablate.data.datasets import resolve_split
-    from ablate.data.module import available_splits  # torch and Lightning: not needed by a worker's other questions
+    from ablate.data.location import available_splits
     from ablate.data.tokenizer import file_hash
 
     files = {}
