@@ -8,6 +8,8 @@ or with one numeric config key or flag set out of range. Its `policy` says what 
     legal / illegal   a value decided beforehand (a flag by the rule its help states, a key by the config validator)
     ("config", F)     legal when the damaged config F still loads (ablate.experiment.load_config, in the test process)
     ("sweep", F)      legal when the damaged sweep file F still loads (ablate.sweep.load_sweep)
+    ("study-file", F) legal when F still loads as `status`, `table` and `archive` read it: only to find its study
+                      (load_sweep(to_run=False); a row's overrides are not checked, a study run before a check reads)
     ("shape", F)      legal when F still parses (YAML, JSON or CSV) to the same keys and kinds of value
     ("text", F, P)    legal when F is UTF-8 text (plain or gzip) with as many lines as its partner P (None: any)
     ("checkpoint", F) legal when the checkpoint F still rebuilds a model (ablate.training.checkpoint.model_from_checkpoint)
@@ -101,8 +103,8 @@ def file_cases(run_config: dict, sweep_file: dict) -> list[Case]:
     add(["params", "train"], CONFIG, base + yaml_damages(rng(CONFIG), run_config), ("config", CONFIG))
     sweep_damages = base + yaml_damages(rng("sweep.yaml"), sweep_file)
     add(["sweep-dry-run"], "sweep.yaml", sweep_damages, ("sweep", "sweep.yaml"))
-    for verb in ("status-file", "table-file", "archive-file"):  # each reads the file with load_sweep: a sample
-        add([verb], "sweep.yaml", rng(verb).sample(sweep_damages, 5), ("sweep", "sweep.yaml"))
+    for verb in ("status-file", "table-file", "archive-file"):  # each reads the file to find its study: a sample
+        add([verb], "sweep.yaml", rng(verb).sample(sweep_damages, 5), ("study-file", "sweep.yaml"))
     add(
         ["sweep-dry-run"],
         CONFIG,

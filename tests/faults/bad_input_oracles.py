@@ -41,11 +41,11 @@ def is_legal(w: Path, case: Case, before: dict, damaged: Path | None) -> bool:
     kind, name, *rest = case.policy
     if kind in ("cache", "named", "restored"):  # rebuilt, skipped or restored, which the test checks after the run
         return True
-    if case.spec[0] not in ORACLE_DAMAGES:
-        return False
+    if case.spec[0] not in ORACLE_DAMAGES and not (kind == "study-file" and case.spec[0] == "set"):
+        return False  # (a wrong type inside a row is not read by a command that only finds the study: the oracle says)
     # A config or sweep file is only read: the oracle loads it where it is (its relative paths hold); other files
     # may have been written to by the command, so it reads the copy taken before.
-    path = w / name if kind in ("config", "sweep") else damaged
+    path = w / name if kind in ("config", "sweep", "study-file") else damaged
     try:
         return ORACLES[kind](path, w, before, *rest)
     except Exception:
@@ -63,6 +63,13 @@ def _sweep_loads(path: Path, w: Path, before: dict) -> bool:
     from ablate.sweep.load import load_sweep
 
     load_sweep(path)
+    return True
+
+
+def _study_file_loads(path: Path, w: Path, before: dict) -> bool:
+    from ablate.sweep.load import load_sweep
+
+    load_sweep(path, to_run=False)
     return True
 
 
@@ -110,6 +117,7 @@ def _journal(path: Path, w: Path, before: dict) -> bool:
 ORACLES = {
     "config": _config_loads,
     "sweep": _sweep_loads,
+    "study-file": _study_file_loads,
     "shape": _same_shape,
     "text": _text,
     "checkpoint": _checkpoint,
