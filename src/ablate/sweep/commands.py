@@ -176,7 +176,7 @@ def _apply_flags(sweep: Sweep, args: argparse.Namespace) -> str:
 
 
 def _open_study(sweep: Sweep, url: str) -> optuna.Study:
-    """The study, its out_dir made; its result files and its corpus checked before any trial trains."""
+    """The study, its out_dir made; its result files checked before any trial trains."""
     for name in ("results.csv", "results.json"):  # refused now, not after the study has trained (ablate.files.destination)
         check_output(sweep.out_dir / name, f"{sweep.path}: out_dir's", owns=[sweep.out_dir], writes_records=True)
     made = missing_folders(sweep.out_dir)
@@ -186,8 +186,6 @@ def _open_study(sweep: Sweep, url: str) -> optuna.Study:
     except BaseException:  # a storage out of reach or damaged: no empty out_dir left behind
         remove_empty(made)
         raise
-    if problem := corpus_problems(sweep, fetch=True):  # a corpus only a download brings: fetched once, here, or refused
-        raise ValueError(f"{sweep.path}: {problem}")
     return study
 
 
@@ -235,7 +233,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     per_gpu_from = _apply_flags(sweep, args)
     if problem := study_folder_problem(sweep.out_dir, sweep.name):  # another study's, a run: refused, dry run too
         raise ValueError(f"{sweep.path}: {problem}")
-    if problem := corpus_problems(sweep, fetch=False):  # ABLATE_DATA_DIR or data.dir wrong: dry run too
+    # ABLATE_DATA_DIR or data.dir wrong, dry run too; a corpus only a download brings is fetched once, here, before
+    # the study's folder and storage exist (a failed download leaves neither), or refused. A dry run fetches nothing.
+    if problem := corpus_problems(sweep, fetch=not args.dry_run):
         raise ValueError(f"{sweep.path}: {problem}")
     if args.dry_run:
         dry_run(sweep, console)

@@ -71,3 +71,24 @@ def test_a_wrong_data_dir_stops_the_sweep_before_any_trial_as_train_would(tmp_pa
         rc, out = run_cli(capsys, "sweep", str(path), *dry)
         assert rc == 2 and f"{path}: the trials' corpus: ABLATE_DATA_DIR={tmp_path / 'nope'} is no folder here" in out, out
         assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_download_of_the_trials_corpus_leaves_no_study_behind(tmp_path, capsys, monkeypatch):
+    """The download came after the study's folder and storage were made: a failed one left an out_dir holding an
+    empty study.db. It comes first now; a dry run downloads nothing."""
+    from ablate.data import datasets
+
+    tried = []
+
+    def download(url, dest, sha256):
+        tried.append(url)
+        raise datasets.DownloadError(f"download of {url} failed: offline")
+
+    monkeypatch.setattr(datasets, "download", download)
+    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\noverrides: {{data.cache_dir: {tmp_path}/cache}}\n")
+    rc, out = run_cli(capsys, "sweep", str(path), "--dry-run")
+    assert rc == 0 and not tried and not (tmp_path / "out").exists(), out
+    rc, out = run_cli(capsys, "sweep", str(path))
+    assert rc == 2 and f"{path}: the trials' corpus: " in out and "failed: offline" in out and len(tried) == 1, out
+    assert not (tmp_path / "out").exists()
