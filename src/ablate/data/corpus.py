@@ -56,11 +56,11 @@ def iter_lines(path: str | Path, max_line_bytes: int | None = None) -> Iterator[
         raise ValueError(f"{path}: corrupt gzip data ({e})") from None
 
 
-def iter_stdin(max_line_bytes: int | None = None) -> Iterator[str]:
-    """Stripped lines of standard input, as iter_lines reads a file (errors say "stdin:LINE"; `max_line_bytes` as
-    there). Read as bytes: the text stream decodes by the locale, and under C turns invalid UTF-8 into surrogates the
-    tokenizer then rejects."""
-    return _decoded(sys.stdin.buffer, "stdin", max_line_bytes)
+def iter_stdin(max_line_bytes: int | None = None, f: BinaryIO | None = None) -> Iterator[str]:
+    """Stripped lines of standard input (or `f`, a reader of it), as iter_lines reads a file (errors say
+    "stdin:LINE"; `max_line_bytes` as there). Read as bytes: the text stream decodes by the locale, and under C turns
+    invalid UTF-8 into surrogates the tokenizer then rejects."""
+    return _decoded(f or sys.stdin.buffer, "stdin", max_line_bytes)
 
 
 def _raw_lines(f: BinaryIO, name: str, max_bytes: int | None) -> Iterator[bytes]:

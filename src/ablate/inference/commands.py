@@ -16,6 +16,7 @@ from ablate.evaluation.scores import score
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, unwritable
 from ablate.files.json_file import object_or_empty
+from ablate.inference.pipe_input import stdin_pipe
 from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
 from ablate.inference.translation import longer_than, pick_device, save_record, translate
 from ablate.training.checkpoint import checkpoint_config, load_checkpoint, model_from_checkpoint
@@ -44,10 +45,13 @@ def translate_cli(args: argparse.Namespace) -> int:
         refuse_existing(args.output, "--output", args.force)
     model, cfg, tokenizer = _load(args)
     cap = MAX_LINE_BYTES
-    lines, source = (iter_stdin(cap), "stdin") if args.input == "-" else (iter_lines(args.input, cap), args.input)
+    pipe = stdin_pipe() if args.input == "-" else None  # a chunk is translated when a pipe or a person pauses
+    lines, source = (iter_stdin(cap, pipe), "stdin") if args.input == "-" else (iter_lines(args.input, cap), args.input)
     a, progress = args, sys.stderr.isatty()
     text = translated_chunks(
-        lines, lambda chunk, first: translate(model, tokenizer, chunk, cfg, a.beam, a.alpha, a.batch_tokens, progress, source, first)
+        lines,
+        lambda chunk, first: translate(model, tokenizer, chunk, cfg, a.beam, a.alpha, a.batch_tokens, progress, source, first),
+        pipe.waiting if pipe else None,
     )
     if args.output == "-":
         return to_stdout(text)  # each chunk as it is translated (ablate.inference.stream)

@@ -14,12 +14,21 @@ CHUNK_CHARS = 1 << 20  # and at most this much text (a chunk of long lines is cu
 MAX_LINE_BYTES = 1 << 20  # a sentence is far shorter; a longer line is read from its first MiB (ablate.data.corpus)
 
 
-def chunks(lines: Iterable[str], max_lines: int | None = None, max_chars: int | None = None) -> Iterator[list[str]]:
+def chunks(
+    lines: Iterable[str], max_lines: int | None = None, max_chars: int | None = None, waiting: Callable[[], bool] | None = None
+) -> Iterator[list[str]]:
     """`lines` in consecutive lists of at most `max_lines` lines (default CHUNK_LINES; the first FIRST_CHUNK, each
-    next one twice as many) and `max_chars` characters (CHUNK_CHARS; a longer line alone), none empty."""
+    next one twice as many) and `max_chars` characters (CHUNK_CHARS; a longer line alone), none empty. With
+    `waiting` (ablate.inference.pipe_input), a chunk also ends where the next line is not there yet."""
     max_lines, max_chars = max_lines or CHUNK_LINES, max_chars or CHUNK_CHARS
     chunk, size, limit = [], 0, min(FIRST_CHUNK, max_lines)
-    for line in lines:
+    lines = iter(lines)
+    while True:
+        if chunk and waiting is not None and not waiting():  # asked before the next line is read, which would block
+            yield chunk
+            chunk, size = [], 0
+        if (line := next(lines, None)) is None:
+            break
         if chunk and (len(chunk) >= limit or size + len(line) > max_chars):
             yield chunk
             chunk, size, limit = [], 0, min(2 * limit, max_lines)
@@ -29,11 +38,13 @@ def chunks(lines: Iterable[str], max_lines: int | None = None, max_chars: int | 
         yield chunk
 
 
-def translated_chunks(lines: Iterable[str], translate: Callable[[list[str], int], list[str]]) -> Iterator[str]:
+def translated_chunks(
+    lines: Iterable[str], translate: Callable[[list[str], int], list[str]], waiting: Callable[[], bool] | None = None
+) -> Iterator[str]:
     """Each chunk of `lines` translated by `translate(chunk, lines before it)`, as one text of a line per sentence,
-    in input order."""
+    in input order; a chunk ends early where the input pauses, with `waiting` (see chunks)."""
     first = 0
-    for chunk in chunks(lines):
+    for chunk in chunks(lines, waiting=waiting):
         yield "".join(h + "\n" for h in translate(chunk, first))
         first += len(chunk)
 

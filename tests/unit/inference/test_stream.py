@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -129,3 +131,36 @@ def test_translate_of_a_folder_names_it_a_folder(checkpoint, tmp_path, monkeypat
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     assert main(["translate", str(checkpoint), "-i", str(tmp_path), "--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"ablate translate: error: {tmp_path} is a folder, not a text file")
+
+
+def test_a_chunk_ends_where_the_input_pauses():
+    pauses = iter([True, True, False, True, False] + [True] * 10)  # asked only with lines in hand
+    assert [len(c) for c in chunks(map(str, range(8)), waiting=lambda: next(pauses))] == [3, 2, 3]
+
+
+def test_a_line_typed_into_a_pipe_is_translated_before_the_next_comes(checkpoint, tmp_path, monkeypatch):
+    """A person typing a sentence, or a slow producer, saw nothing until 32 lines had come or the input ended."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    written, seen = threading.Event(), []
+    r, w = os.pipe()
+
+    class Stdout(io.StringIO):
+        def write(self, text: str) -> int:
+            written.set()
+            return super().write(text)
+
+    def type_then_close():
+        os.write(w, b"the dog runs\n")
+        seen.append(written.wait(timeout=60))  # its translation, while the input is still open
+        os.write(w, b"a cat sleeps\n")
+        os.close(w)
+
+    stdout = Stdout()
+    with os.fdopen(r, "rb", buffering=0) as raw, io.TextIOWrapper(io.BufferedReader(raw)) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        monkeypatch.setattr(sys, "stdout", stdout)
+        typist = threading.Thread(target=type_then_close)
+        typist.start()
+        assert main(["translate", str(checkpoint), "--device", "cpu", "--beam", "1"]) == 0
+        typist.join()
+    assert seen == [True] and len(stdout.getvalue().splitlines()) == 2
