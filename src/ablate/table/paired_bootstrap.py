@@ -36,15 +36,15 @@ class Noise:
     base: float
     n_row: int
     n_base: int
+    parts: int = 2  # the seed parts the test's df reads: 2 (row and base measured), 1 (paired: the row holds Var(Δ))
 
     def at(self, n_row: int, n_base: int) -> tuple[float, float]:
-        """(Var(Δ), its Welch-Satterthwaite df) with n_row and n_base seeds (2 or more each), counted as
-        `_paired_bootstrap` counts them: at the test's own seeds, its se² and df, unless a variance was floored at 0
-        there (sigma², or the sentences' part), which the test and the plan then count differently."""
-        seeds = [(self.row / n_row, n_row - 1), (self.base / n_base, n_base - 1)]
+        """(Var(Δ), its df) with n_row and n_base seeds (2 or more each), counted as the test counts them (`_dof`,
+        a few paired groups' own dof included): at the test's own seeds, its se² and df, unless a variance was floored
+        at 0 there (sigma², or the sentences' part), which the test and the plan then count differently."""
+        seeds = [(self.row / n_row, n_row - 1), (self.base / n_base, n_base - 1)][: self.parts]
         var = self.sentences + sum(v for v, _ in seeds)
-        spread = sum(v**2 / dof for v, dof in seeds)
-        return var, max(var**2 / spread, min(dof for _, dof in seeds)) if spread > 0 else math.inf
+        return var, _dof(var, sum(v**2 / dof for v, dof in seeds), [dof for _, dof in seeds])
 
 
 SENTENCES_ONLY = "none"  # PairedTest.seed_variance of a test with one seed (or member group) a side: no seed part
@@ -203,7 +203,7 @@ def _by_schedule(diffs: np.ndarray, resampled: np.ndarray, n_boot: int, level: f
     sigma2, s2, tau2 = _seed_variance(diffs, resampled)
     var, spread = v_sent + sigma2 / g, (s2 / g) ** 2 / (g - 1)
     df = _dof(var, spread, [g - 1])
-    noise = Noise(max(0.0, v_sent - tau2 / g), sigma2 + tau2, 0.0, g, g)  # a plan in pairs of groups
+    noise = Noise(max(0.0, v_sent - tau2 / g), sigma2 + tau2, 0.0, g, g, parts=1)  # a plan in pairs of groups
     return _tested(float(diffs.mean()), var, df, n_boot, level, "paired", noise)
 
 
@@ -213,7 +213,7 @@ FEW_DOF = 4  # one seed part with fewer dof: the t takes its dof, not Welch-Satt
 def _dof(var: float, spread: float, dofs: list[int]) -> float:
     """The t's degrees of freedom: Welch-Satterthwaite's var² / spread, never below the seed parts' own dof. Where one
     seed variance with fewer than FEW_DOF dof makes the seed part (a one-seed row borrowing 2-4 base seeds' variance,
-    2-4 schedules paired), that estimate is itself so noisy that it runs high exactly where s² came out small, and the
+    2-4 schedules paired; a plan for so few paired groups too, Noise.at), that estimate is itself so noisy that it runs high exactly where s² came out small, and the
     test rejected a true null up to twice as often as it said (up to 12% at p <= 0.05 and 8% at p <= 0.01 where the
     row favours other sentences than the base; tests/unit/table/test_paired_bootstrap.py): there the t has that
     variance's own dof, as with seed noise alone (conservative where sentences add noise, estimated far better)."""

@@ -128,3 +128,18 @@ def test_mde_is_the_effect_found_with_the_stated_power():
             assert rejection_rate(found, df, m) == pytest.approx(power, abs=1e-6), (df, m, power)
     textbook = st.t.ppf(1 - 0.05 / 22, 2.15) + st.t.ppf(0.8, 2.15)
     assert rejection_rate(textbook, 2.15, 11) < 0.7 and mde(1.0, m=11, df=2.15) > 1.15 * textbook
+
+
+def test_a_plan_in_a_few_paired_groups_counts_their_dof_as_the_test_does():
+    """A test paired by schedule over 2-4 groups reads the t at G - 1 dof; the plan read Welch-Satterthwaite's
+    hundreds, and so said 2 groups reach an MDE the study's own 3 could not (a 2-pair test's MDE is 3x the plan's)."""
+    rng = np.random.default_rng(4)
+    base, row = _systems(rng, 6, 6, seed_sd=0.3, gain_sd=0.3)
+    groups = [0, 0, 1, 1, 2, 2]
+    test = paired_ppl_stats(base, row, n_boot=300, replicates=(groups, groups), by_schedule=True)
+    assert test.seed_variance == "paired" and test.df == 2.0
+    var, df = test.noise.at(3, 3)
+    assert var == pytest.approx(test.se**2, rel=1e-9) and df == test.df
+    assert test.noise.at(2, 2)[1] == 1.0 and test.noise.at(5, 5)[1] >= 4.0  # Welch-Satterthwaite from 5 groups on
+    plan = seeds_for_mde(test.noise, target=mde(test.se, m=1, df=test.df) * 0.99)
+    assert plan.seeds is None or plan.seeds > 3  # fewer groups than the test had never reach what it missed
