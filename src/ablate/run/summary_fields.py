@@ -92,6 +92,17 @@ def metric_doubt(name: str) -> str | None:
     return f"no run of ablate's own reports a metric '{name}'{hint}; only a plugin's callback that logs it can: {_reported()}"
 
 
+def metric_unlogged(name: str) -> str | None:
+    """Why a run that imports no plugin cannot report the metric `name` (a val/* name ablate does not log, which only
+    a plugin's callback could), or None."""
+    if name in REPORTED:
+        return None
+    return (
+        f"no run reports a metric '{name}'{did_you_mean(name, REPORTED, cutoff=0.75)}: only a plugin's callback could "
+        f"log it, and no plugin is named (plugins: [FILE] in the base config or the sweep's overrides); {_reported()}"
+    )
+
+
 def _reported() -> str:
     return f"a run reports {', '.join(VALIDATION_METRICS)} and {', '.join(FIGURES)}"
 

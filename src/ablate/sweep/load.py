@@ -12,7 +12,7 @@ from ablate import plugins
 from ablate.config import ConfigError
 from ablate.config.validation import MAX_PARALLEL
 from ablate.files.yaml_file import read_yaml
-from ablate.run.summary_fields import metric_doubt, metric_problem
+from ablate.run.summary_fields import metric_doubt, metric_problem, metric_unlogged
 from ablate.sweep import fields
 from ablate.sweep.basis import parse_basis
 from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
@@ -74,8 +74,6 @@ def _objective(path: Path, raw: Any) -> Objective:
     for metric, weight in terms.items():
         if problem := metric_problem(str(metric)):
             raise fields.fail(path, f"objective: {problem}")
-        if doubt := metric_doubt(str(metric)):  # a plugin's own val/* metric may be meant: said, not refused
-            log.warning("warning: %s: objective: %s", path, doubt)
         # A negative weight is a penalty (maximize BLEU - 0.001 * step_ms); zero, NaN or a bool is no weight at all.
         if not is_number(weight) or not math.isfinite(weight) or weight == 0:
             raise fields.fail(path, f"objective.terms: the weight of '{metric}' is {weight!r}; it must be a finite number other than 0")
@@ -241,6 +239,7 @@ def _validate_trials(sweep: Sweep) -> None:
             sweep.row_config(_search_override(key, spec, probe))
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
+    _check_objective_is_logged(sweep, base)
     _check_basis(sweep)
     problem = plan_for(sweep).check()
     if problem:
@@ -260,6 +259,17 @@ def _validate_trials(sweep: Sweep) -> None:
     problem = combination_problem(sweep.trials_per_gpu, sweep.gpus_per_trial)
     if problem:
         raise fields.fail(path, problem)
+
+
+def _check_objective_is_logged(sweep: Sweep, base) -> None:
+    """A val/* metric ablate does not report can only come from a plugin's callback: with no plugin named, every trial
+    trained to its end and then failed on it (refused); with one, a near miss of ablate's own is said, not refused."""
+    plugins = bool(base.plugins) or any(sweep.row_config(o).plugins for o in sweep.variants.values())
+    for metric in sweep.objective.terms:
+        if not plugins and (problem := metric_unlogged(metric)):
+            raise fields.fail(sweep.path, f"objective: {problem}")
+        if doubt := metric_doubt(metric):
+            log.warning("warning: %s: objective: %s", sweep.path, doubt)
 
 
 def _search_override(key: str, spec: dict, value: Any) -> dict:

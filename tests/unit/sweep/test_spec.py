@@ -214,11 +214,19 @@ def test_members_set_how_many_trials_of_a_row_train_as_one_model(tmp_path):
     assert load_sweep(search).row_config({}).members.size == 2  # member-able keys only: accepted
 
 
-def test_an_objective_near_a_metric_a_run_reports_is_doubted_not_refused(tmp_path, caplog):
-    """`val/blue` fails every trial after training unless a plugin's callback logs it: a warning on load says so;
-    a val/* metric of a plugin's own far from ablate's (`val/grad_norm`) loads without a word."""
+def test_an_objective_no_run_can_log_is_refused_and_a_plugins_near_miss_doubted(tmp_path, caplog):
+    """`val/blue` trained every trial to its end, which then failed on it, after a warning: with no plugin named no
+    callback can log a val/* metric of its own, so it is refused at load. With a plugin, a near miss of ablate's own
+    is said, not refused, and a plugin's own name far from them (`val/grad_norm`) loads without a word."""
+    (tmp_path / "p.py").write_text("")
     for metric, doubted in (("val/blue", True), ("val/grad_norm", False), ("val/bleu", False)):
+        text = f"name: d\nbase: base.yaml\nvariants: {{base: {{}}}}\nobjective: {{metric: {metric}}}\n"
+        if metric != "val/bleu":
+            with pytest.raises(ConfigError) as err:
+                load_sweep(write(tmp_path, text))
+            assert f"no run reports a metric '{metric}'" in str(err.value) and "no plugin is named" in str(err.value)
+            assert ("did you mean 'val/bleu'" in str(err.value)) is doubted
         caplog.clear()
-        sweep = load_sweep(write(tmp_path, f"name: d\nbase: base.yaml\nvariants: {{base: {{}}}}\nobjective: {{metric: {metric}}}\n"))
+        sweep = load_sweep(write(tmp_path, text + "overrides: {plugins: [p.py]}\n"))
         assert sweep.objective.terms == {metric: 1.0}
         assert ("did you mean 'val/bleu'" in caplog.text and "plugin's callback" in caplog.text) is doubted, caplog.text
