@@ -242,9 +242,10 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
         )
 
 
-# Bookkeeping a resume does not compare: a sweep's, and members.schedule, recorded since some groups were saved (their
-# schedule was their group config's seed).
-NOT_COMPARED = ("sweep.", "members.schedule")
+# What a resume does not compare: a sweep's bookkeeping; members.schedule, recorded since some groups were saved (their
+# schedule was their group config's seed); out_dir, the folder being resumed however it is written (`./runs/x`, an
+# absolute path, from another folder: a requeued job needed --force, which lets real changes through too).
+NOT_COMPARED = ("sweep.", "members.schedule", "out_dir")
 
 
 def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:
