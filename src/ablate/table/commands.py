@@ -29,11 +29,12 @@ def table_cli(args: argparse.Namespace) -> int:
 
         load_plugins(args.plugins)
     _check_arguments(args)
-    source = Path(args.study)
-    if source.is_file():  # a sweep file: tabulate its out_dir
+    source, planned = Path(args.study), []
+    if source.is_file():  # a sweep file: tabulate its out_dir, naming the rows it lists that never ran
         from ablate.sweep import load_sweep
 
-        source = load_sweep(source, to_run=False).out_dir
+        sweep = load_sweep(source, to_run=False)
+        source, planned = sweep.out_dir, [str(row) for row in sweep.variants]
     if not source.exists():
         raise FileNotFoundError(f"no such study directory: {source}")
     if (source / ARCHIVE_INCOMPLETE).exists():  # an archive cut short while moving in (ablate.archive.staging)
@@ -41,6 +42,7 @@ def table_cli(args: argparse.Namespace) -> int:
     trials = None if args.wandb else study_trials(source)  # read once: a running sweep may change it meanwhile
     runs, skipped = runs_from_wandb(source) if args.wandb else (in_study(source, runs_from_dirs(source), trials), {})
     found = LeftOut() if args.wandb else left_out(source, runs, trials)  # every run folder not tabulated, named with why
+    found.not_run([r for r in planned if not args.rows or r in args.rows], {r.row for r in runs}, args.study)
     skipped |= found.runs
     left = "; left out: " + "; ".join(f"{run} ({why})" for run, why in skipped.items()) if skipped else ""
     if not runs:

@@ -33,6 +33,16 @@ NOT_RUN = "[not run] "  # a bookkeeping trial's fail_reason prefix (ablate.sweep
 class LeftOut:
     runs: dict[str, str] = field(default_factory=dict)  # run folder (or trial) -> why it is not tabulated
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished, all diverged -> (why, config)
+    rows: set[str] = field(default_factory=set)  # the rows the runs and trials left out are of, where known
+
+    def not_run(self, planned: list[str], tabulated: set[str], sweep_file) -> None:
+        """The rows of `sweep_file` (`planned`) of which the study holds no run or trial at all (added since the
+        sweep ran), named: a table of the rest would read as the whole study."""
+        for row in planned:
+            if row not in tabulated and row not in self.rows:
+                self.runs[f"row {row}"] = (
+                    f"not run: {sweep_file} names it, but the study holds no run or trial of it (added since the sweep ran?); `ablate sweep {sweep_file}` trains it"
+                )
 
 
 Trials = tuple[dict[str, tuple[str, str | None, str | None]], str | None]  # study_trials: by run folder, and a note
@@ -84,8 +94,14 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
         else:
             by_row.setdefault(row, []).append((why, config))
         out.runs[str(folder)] = why
-    for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived)
-        if state == "COMPLETE":
+        out.rows.add(row)
+    for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived), or none yet
+        out.rows.add(row or "")
+        if state == "WAITING":
+            out.runs[name] = (
+                "not run yet: queued in study.db (a sweep stopped before it, or still running); `ablate sweep` trains it when run again"
+            )
+        elif state == "COMPLETE":
             out.runs[f"trial {name}"] = "no run folder: study.db marks it COMPLETE, but trials/" + name + " is gone"
         elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
             out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
@@ -163,8 +179,9 @@ def _last_error(folder: Path) -> str | None:
 
 def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], str | None]:
     """Run folder name -> (state, fail reason, row) of each trial in a sweep's SQLite study database (read-only; the
-    row from the categorical parameter a variants sweep records it as, ablate.sweep.row_param), and a note when
-    there is one that cannot be read."""
+    row from the categorical parameter a variants sweep records it as, ablate.sweep.row_param), a queued trial (no run
+    folder yet) under "row ROW seed SEED" with the row and seed it was queued with, and a note when the database cannot
+    be read."""
     if not db.is_file():
         return {}, None
     try:
@@ -172,15 +189,21 @@ def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], st
             db,
             "SELECT t.state, o.value_json, f.value_json, "
             "(SELECT p.param_value || ' ' || p.distribution_json FROM trial_params p WHERE p.trial_id = t.trial_id "
-            "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')) FROM trials t "
+            "AND (p.param_name = 'row' OR p.param_name LIKE 'row!_%' ESCAPE '!')), r.value_json, s.value_json FROM trials t "
             "LEFT JOIN trial_user_attributes o ON o.trial_id = t.trial_id AND o.key = 'out_dir' "
-            "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' ORDER BY t.number",
+            "LEFT JOIN trial_user_attributes f ON f.trial_id = t.trial_id AND f.key = 'fail_reason' "
+            "LEFT JOIN trial_user_attributes r ON r.trial_id = t.trial_id AND r.key = 'row' "
+            "LEFT JOIN trial_user_attributes s ON s.trial_id = t.trial_id AND s.key = 'seed' ORDER BY t.number",
         )
     except ValueError as e:
         return {}, f"not read ({e}): trials whose run folder is gone, if any, are not named"
     out = {}
-    for state, out_dir, reason, row in rows:
+    for state, out_dir, reason, row, queued_row, queued_seed in rows:
         with contextlib.suppress(ValueError, TypeError):
+            if state == "WAITING" and out_dir is None and queued_row is not None:
+                queued, seed = str(json.loads(queued_row)), json.loads(queued_seed or "null")
+                out[f"row {queued}" + ("" if seed is None else f" seed {seed}")] = ("WAITING", None, queued)
+                continue
             out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row))
     return out, None
 

@@ -206,3 +206,24 @@ def test_a_study_in_a_folder_whose_name_holds_a_hash_is_read_and_nothing_is_crea
     why = {k.rsplit("/", 1)[-1]: v for k, v in found.runs.items()}
     assert why["trial base-s4"].startswith("no run folder: study.db marks it COMPLETE") and len(found.runs) == 7
     assert not (tmp_path / "a").exists()
+
+
+def test_rows_not_run_yet_are_named_whether_queued_or_never_started(tmp_path, capsys):
+    """A table of a stopped sweep read as the whole study: its queued trials, and the rows its sweep file lists that
+    never ran (added since), went unnamed."""
+    root = study(tmp_path)
+    db = sqlite3.connect(root / "study.db")
+    db.execute("INSERT INTO trials VALUES (90, 90, 'WAITING')")  # as a variants sweep queues a row and seed
+    db.executemany("INSERT INTO trial_user_attributes VALUES (90, ?, ?)", [("row", json.dumps("A-h1")), ("seed", "4")])
+    db.commit()
+    db.close()
+    assert left_out(root, runs_from_dirs(root)).runs["row A-h1 seed 4"].startswith("not run yet: queued in study.db")
+    (tmp_path / "base.yaml").write_text("model: {d_model: 32}\n")
+    sweep = tmp_path / "sweep.yaml"
+    rows = "".join(f"  {row}: {{}}\n" for row in [*SCORES, "E-learned"])
+    sweep.write_text(f"name: s\nbase: base.yaml\nout_dir: {root}\nseeds: [1, 2, 3]\nvariants:\n{rows}")
+    assert main(["table", str(sweep), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    said = {r["run"]: r["reason"] for r in json.loads((tmp_path / "out" / "table3.json").read_text())["skipped_runs"]}
+    assert said["row E-learned"].startswith(f"not run: {sweep} names it, but the study holds no run or trial of it")
+    assert said["row A-h1 seed 4"].startswith("not run yet") and not {f"row {row}" for row in SCORES} & set(said)
+    assert "Left out 9 runs:" in capsys.readouterr().out
