@@ -110,13 +110,13 @@ def runs_from_dirs(root: Path) -> list[Run]:
                 "configuration are unknown; restore config.yaml, or move the run out of the study"
             )
         config = flatten(read_run_config(config_path, whole=True))
-        row = config.get("sweep.row") or _row_of_folder(summary_path.parent, config)
+        row = config.get("sweep.row") or row_of_folder(summary_path.parent, config)
         summary = read_json(summary_path, "run summary")
         runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
     return runs
 
 
-def _row_of_folder(run: Path, config: dict) -> str:
+def row_of_folder(run: Path, config: dict) -> str:
     """The row of a run outside a sweep: its folder's name; for a member of `ablate train --members` (folders
     GROUP/seed=S[,KEY=V]) the group's, so a group of seeds is one row of them, and members that differ in a listed value
     are rows of their own (GROUP,KEY=V). The group is named by the folder the member sits in, not the one it trained
@@ -185,7 +185,7 @@ def _row_of_wandb_run(run) -> str:
     if (run.config.get("members.size") or 1) > 1 and run.config.get("members.group"):
         for folder in run.path.parents:
             if folder.name == "wandb":
-                return _row_of_folder(folder.parent, run.config)
+                return row_of_folder(folder.parent, run.config)
     return run.name
 
 

@@ -21,7 +21,7 @@ from ablate.config import flatten
 from ablate.files.yaml_file import read_yaml
 from ablate.run.exits import FAILED_FILE
 from ablate.sweep.study_file import read
-from ablate.table.finished_runs import Run
+from ablate.table.finished_runs import Run, row_of_folder
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
 _ERROR = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error")
@@ -87,7 +87,7 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
         if any(folder.resolve().is_relative_to(t) for t in taken) or any(o != folder and folder.is_relative_to(o) for o in folders):
             continue  # a file inside a tabulated run (or another left-out one), not a run of its own
         config = _config(folder)
-        row, seed = str(config.get("sweep.row") or folder.name), config.get("seed")
+        row, seed = str(config.get("sweep.row") or row_of_folder(folder, config)), config.get("seed")  # a member's: its group's
         why = _why(folder, trials.pop(folder.name, None))
         if (row, seed) in tabulated:
             why = f"an earlier attempt of row {row} seed {seed}, which {tabulated[row, seed]} tabulates ({why})"

@@ -227,3 +227,25 @@ def test_rows_not_run_yet_are_named_whether_queued_or_never_started(tmp_path, ca
     assert said["row E-learned"].startswith(f"not run: {sweep} names it, but the study holds no run or trial of it")
     assert said["row A-h1 seed 4"].startswith("not run yet") and not {f"row {row}" for row in SCORES} & set(said)
     assert "Left out 9 runs:" in capsys.readouterr().out
+
+
+def test_a_diverged_member_of_a_hand_trained_group_is_of_its_groups_row(tmp_path):
+    """`ablate train --members 2` outside a sweep: a member that diverged was given its own folder's name as its row
+    (`seed=2`), shown as a diverged row beside its group's, and the diverged members of two groups fell into one."""
+    from table_study import SMALL, config_text
+
+    root = tmp_path / "study"
+    for group, diverged in (("hotA", {2}), ("hotB", {2}), ("hotC", {1, 2})):
+        for k, seed in enumerate((1, 2)):
+            run = root / group / f"seed={seed}"
+            run.mkdir(parents=True)
+            members = {"members.size": 2, "members.group": str(root / group), "members.index": k}
+            (run / "config.yaml").write_text(config_text({**SMALL, **members, "seed": seed}))
+            if seed in diverged:
+                (run / "FAILED.txt").write_text("training diverged (FloatingPointError: train/loss is nan at step 7)\n")
+            else:
+                (run / "summary.json").write_text(json.dumps({"last": {"val/bleu": 20.0, "val/ppl": 9.0}}))
+    runs = runs_from_dirs(root)
+    assert sorted(r.row for r in runs) == ["hotA", "hotB"]
+    found = left_out(root, runs)
+    assert list(found.diverged) == ["hotC"] and len(found.runs) == 4 and {"hotA", "hotB", "hotC"} <= found.rows
