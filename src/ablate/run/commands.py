@@ -122,8 +122,9 @@ def _train_command(args: argparse.Namespace) -> int:
     if cfg.members.index is not None and cfg.members.size > 1:
         raise ValueError(
             f"this config is member {cfg.members.index} of the group {cfg.members.group} (members.index, members.size="
-            f"{cfg.members.size}): to train it again as an ordinary run, add members.size=1; to train or resume its group, "
-            f"give the group's config ({cfg.members.group}/config.yaml)"
+            f"{cfg.members.size}): to train it again as an ordinary run, add members.size=1; to resume its group, run the "
+            "`ablate train ... --members K` command that started it, adding --resume (the group's config.yaml keeps no "
+            "listed seeds or values)" + (f", or rerun its sweep ({cfg.sweep.study})" if cfg.sweep.study else "")
         )
     configs = member_runs(cfg, lists) if cfg.members.size > 1 else []  # each member's values checked as any run's
     if getattr(args, "print_config", False):  # the composed config, checked (Hydra's --cfg job, Lightning's --print_config)
