@@ -35,7 +35,9 @@ def resume_checkpoint(out: Path) -> Path:
         problems.append(str(e))
         log.warning("cannot resume from %s: %s", path, e)
 
-    for path in [*(out / "checkpoints").glob("step=*.ckpt"), out / "checkpoints" / "last.ckpt"]:
+    # best.ckpt too: a validation saves it first, so a kill before step=N.ckpt and last.ckpt of the run's first
+    # validation left it the only full training state, and the run could never be resumed.
+    for path in [*(out / "checkpoints").glob("step=*.ckpt"), *(out / "checkpoints" / n for n in ("last.ckpt", "best.ckpt"))]:
         if not path.exists():
             continue
         try:
@@ -48,7 +50,8 @@ def resume_checkpoint(out: Path) -> Path:
         if not ckpt.get("optimizer_states"):  # weights only (`ablate average` writes these): no training state
             problems.append(f"{path}: holds weights only (averaged or exported), no optimizer state to resume")
             continue
-        candidates.append(((int(ckpt.get("global_step", -1)), path.name == "last.ckpt", path.stat().st_mtime_ns), path))
+        rank = (path.name == "last.ckpt", path.name != "best.ckpt", path.stat().st_mtime_ns)  # at one step: last, a step's, best
+        candidates.append(((int(ckpt.get("global_step", -1)), *rank), path))
     for _, path in sorted(candidates, reverse=True):  # the furthest whose checksums hold: read whole, so one at a time
         try:
             check_intact(path)

@@ -42,6 +42,17 @@ def test_resume_checkpoint_prefers_last_on_a_tie_and_a_step_checkpoint_when_last
     assert resume_checkpoint(tmp_path).name == "step=20.ckpt"
 
 
+def test_a_best_checkpoint_alone_resumes_and_is_never_taken_over_a_step_or_last_at_its_step(tmp_path):
+    """A validation saves best.ckpt before step=N.ckpt and last.ckpt: a kill between them at the first validation left
+    only best.ckpt, a full training state, which --resume and --auto-resume refused for good ("none found")."""
+    checkpoint(tmp_path, "best.ckpt", 10)
+    assert resume_checkpoint(tmp_path).name == "best.ckpt"
+    checkpoint(tmp_path, "step=10.ckpt", 10)
+    assert resume_checkpoint(tmp_path).name == "step=10.ckpt"  # saved after it
+    checkpoint(tmp_path, "last.ckpt", 20)
+    assert resume_checkpoint(tmp_path).name == "last.ckpt"
+
+
 def test_resume_checkpoint_skips_unreadable_and_weights_only_files(tmp_path, caplog):
     checkpoint(tmp_path, "step=10.ckpt", 10)
     good = checkpoint(tmp_path, "step=30.ckpt", 30)
@@ -49,7 +60,7 @@ def test_resume_checkpoint_skips_unreadable_and_weights_only_files(tmp_path, cap
     cut.write_bytes(good.read_bytes()[:100])  # killed mid-save
     (tmp_path / "checkpoints" / "step=40.ckpt").write_bytes(b"")
     checkpoint(tmp_path, "step=50.ckpt", 50, weights_only=True)  # `ablate average` output
-    checkpoint(tmp_path, "best.ckpt", 60)  # not a resume candidate
+    checkpoint(tmp_path, "best.ckpt", 60, weights_only=True)  # a resume candidate where it holds the training state
     resume_point.log.addHandler(caplog.handler)
     try:
         assert resume_checkpoint(tmp_path) == good
