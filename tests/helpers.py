@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from ablate.config import ModelConfig
@@ -224,3 +226,15 @@ def lock_free(path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def multi30k_names(folder: Path) -> Path:
+    """A folder of the Multi30k file names, empty: `ablate sweep` looks for its trials' corpus (and downloads what it
+    lacks) before anything else, so a test of what comes after, whose trials never read it, points
+    ABLATE_DATA_DIR here. The folder."""
+    named = folder / "multi30k"
+    named.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "val", "test_2016_flickr"):
+        for side in ("en", "de"):
+            (named / f"{name}.{side}.gz").write_bytes(b"")
+    return folder

@@ -16,6 +16,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 import yaml
+from helpers import multi30k_names
 
 from ablate.cli import main
 
@@ -92,6 +93,7 @@ def test_a_sweep_on_an_unreachable_server_prints_no_fragment_of_the_password(tmp
     sweep, url = sweep_file(tmp_path), url_with(written)
     monkeypatch.setattr(sys, "argv", ["ablate", "sweep", sweep, "--storage", url])  # sweep_cli rewrites sys.argv
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))  # found before the storage is opened
     rc = main(["sweep", sweep, "--storage", url])
     out, err = capfd.readouterr()
     assert rc == 2 and err.startswith("ablate sweep: error: ") and "127.0.0.1" in err, out[-2000:] + err[-2000:]

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import yaml
+from helpers import multi30k_names
 
 from ablate.cli import main
 
@@ -45,6 +46,7 @@ def test_cannot_open_the_study_never_prints_the_password(tmp_path, capfd, monkey
     url = f"postgresql+psycopg2://u:{HEAD}{middle}{TAIL}@127.0.0.1:1/db"  # port 1: nothing listens
     monkeypatch.setattr(sys, "argv", ["ablate", "sweep", str(sweep), "--storage", url])  # sweep_cli rewrites sys.argv
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))  # found before the storage is opened
     rc = main(["sweep", str(sweep), "--storage", url])
     out, err = capfd.readouterr()
     assert rc == 2 and "cannot open the study 'r'" in err, out[-2000:] + err[-2000:]

@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from helpers import multi30k_names
 from sweep_files import write
 
 from ablate.cli import main
@@ -87,12 +88,7 @@ def started(monkeypatch):
 def _corpus_found(tmp_path, monkeypatch):
     """`ablate sweep` looks for its trials' corpus before any starts; the trials here are faked and never read it, so
     a folder of the Multi30k names stands in (with ABLATE_DATA_DIR unset the sweep would try to download it)."""
-    folder = tmp_path / "data" / "multi30k"
-    folder.mkdir(parents=True)
-    for name in ("train", "val", "test_2016_flickr"):
-        for side in ("en", "de"):
-            (folder / f"{name}.{side}.gz").write_bytes(b"")
-    monkeypatch.setenv("ABLATE_DATA_DIR", str(folder.parent))
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))
 
 
 def sweep_file(tmp_path, extra: str = "") -> str:
