@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ablate.data.epoch_position import EpochPosition
+from ablate.data.loader_workers import worker_init
 from ablate.data.tokenizer import Tokenizer
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -269,5 +270,6 @@ def make_loader(
         collate_fn=collate if pad_multiple == 1 else functools.partial(collate, pad_multiple=pad_multiple),
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
+        worker_init_fn=worker_init,  # stopping is the training process's (ablate.data.loader_workers)
         pin_memory=pin_memory,
     )

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ablate.data.batching import EncodedSplit
+from ablate.data.loader_workers import worker_init
 from ablate.data.member_batches import collate_members
 from ablate.data.member_sampler import MemberBatchSampler
 from ablate.data.module import TranslationDataModule
@@ -48,6 +49,7 @@ class MemberDataModule(TranslationDataModule):
             collate_fn=functools.partial(collate_members, pad_multiple=self.data_cfg.pad_multiple),
             num_workers=self.data_cfg.num_workers,
             persistent_workers=self.data_cfg.num_workers > 0,
+            worker_init_fn=worker_init,  # stopping is the training process's (ablate.data.loader_workers)
         )
         self._follow_trainer(loader)
         return loader

@@ -1,0 +1,28 @@
+"""DataLoader worker processes (`data.num_workers > 0`) leave stopping to the training process.
+
+A Ctrl-C in a terminal reaches every process of the foreground group, and a scheduler's SIGTERM (SLURM's preemption,
+`kill -- -PGID`) every process of the job: the workers died of it, and the training process, which would have saved
+the step and exited 130 or 75, stopped on "DataLoader worker exited unexpectedly" with exit 1 instead (a sweep then
+counted the trial failed and trained it again from scratch). Workers ignore SIGINT and their first SIGTERM; the loader
+ends them itself when the run stops, and a second SIGTERM (its own terminate() of a stuck worker) still ends one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def worker_init(worker_id: int) -> None:
+    """A DataLoader's worker_init_fn. Given one, the loader no longer gets Lightning's seeding of workers
+    (`seed_everything(workers=True)` sets it only where there is none), so that is done here too."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _first_term_ignored)
+    if int(os.environ.get("PL_SEED_WORKERS", 0)):
+        from lightning.fabric.utilities.seed import pl_worker_init_function
+
+        pl_worker_init_function(worker_id)
+
+
+def _first_term_ignored(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
