@@ -13,10 +13,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf.nodes import Node
 
 from ablate.config.retired import without_retired
 from ablate.config.schema import ExperimentConfig
-from ablate.files.yaml_file import key_line, parse_yaml
+from ablate.files.yaml_file import key_line, key_text, parse_yaml
 from ablate.messages.errors import ConfigError
 from ablate.messages.hints import did_you_mean
 
@@ -59,51 +60,103 @@ def _unknown_keys(tree: dict, schema: Any, prefix: str = "") -> list[str]:
     return out
 
 
-def _friendly(err: OmegaConfBaseException, source: str) -> ConfigError:
-    """Turn an OmegaConf error into one that names the key, the value and what is allowed."""
+def _friendly(err: OmegaConfBaseException, source: str, typed: str | None = None) -> ConfigError:
+    """Turn an OmegaConf error into one that names the key (and its line, in a file), the value and what is allowed;
+    `typed`: the value as written, where known (`1e3`, which OmegaConf saw as 1000.0)."""
     key = err.full_key or "?"
     if isinstance(err, ConfigKeyError) or "not in struct" in str(err) or "Key '" in str(err):
         return ConfigError(_unknown_key(key, source))
     if isinstance(err, ValidationError):
-        return ConfigError(f"{source}: bad value for '{key}': {_plain(str(err).splitlines()[0])}")
+        return ConfigError(f"{source}: bad value for '{key}'{_at_line(source, key)}: {_plain(err, typed)}")
     return ConfigError(f"{source}: {err}")
 
 
+def _at_line(source: str, key: str) -> str:
+    """ " at line N" where `source` is a file holding `key` (`train.betas[0]`: the line of train.betas), else ""."""
+    line = key_line(source, _INDEX.sub("", key)) if os.path.isfile(source) else None
+    return f" at line {line}" if line else ""
+
+
 _TYPE_WORDS = {"Integer": "a whole number", "Float": "a number", "String": "a word or text", "Boolean": "true or false"}
+_GIVEN_WORDS = {"ListConfig": "a list", "DictConfig": "a section of keys"}
+_INDEX = re.compile(r"\[\d+\]")
 _NOT_CONVERTED = re.compile(r"Value '(?P<value>.*)' of type '(?P<type>\w+)' could not be converted to (?P<to>\w+)")
 _NOT_BOOL = re.compile(r"Value '(?P<value>.*)' is not a valid bool")
+_NOT_TEXT = re.compile(r"Cannot convert '(?P<type>\w+)' to string: .*")
+_NOT_LIST = "is not a ListConfig, TupleConfig, list, or tuple"
+_NONE = ("Incompatible value 'None' for field", "is not Optional")
 
 
-def _plain(message: str) -> str:
-    """OmegaConf's "Value 'three' of type 'str' could not be converted to Integer" -> "'three' is not a whole number";
-    a list or a section where one value goes says so. Any other message as OmegaConf wrote it."""
+def _plain(err: ValidationError, typed: str | None = None) -> str:
+    """OmegaConf's "Value 'three' of type 'str' could not be converted to Integer" -> "'three' is not a whole number"
+    (quoting `typed`, what was written, where known); a list or a section where one value goes, one value where a
+    list goes and an empty value say so. Any other message as OmegaConf wrote it."""
+    message = str(err).splitlines()[0]
+    value = err.value._value() if isinstance(err.value, Node) else err.value
+    text = typed if typed is not None else str(value)
     if m := _NOT_CONVERTED.fullmatch(message):
-        given = {"ListConfig": "a list", "DictConfig": "a section of keys"}.get(m["type"])
         wanted = _TYPE_WORDS.get(m["to"], m["to"])
-        return f"{m['value']} is {given}, where one value goes ({wanted})" if given else f"'{m['value']}' is not {wanted}"
+        given = _GIVEN_WORDS.get(m["type"])
+        return f"{m['value']} is {given}, where one value goes ({wanted})" if given else f"'{typed or m['value']}' is not {wanted}"
     if m := _NOT_BOOL.match(message):
-        return f"'{m['value']}' is not true or false"
+        return f"'{typed or m['value']}' is not true or false"
+    if m := _NOT_TEXT.fullmatch(message):
+        return f"{value} is {_GIVEN_WORDS.get(m['type'], m['type'])}, where one value goes (a word or text)"
+    if _NOT_LIST in message:
+        return f"'{text}' is not a list (write [{text}])"
+    if value is None and any(part in message for part in _NONE):
+        return f"an empty value, where {_takes(err.full_key or '')} goes (give one)"
     return message
+
+
+def _takes(key: str) -> str:
+    """What the schema key `key` takes, in words ("a whole number", "a list", "a section of keys")."""
+    node: Any = ExperimentConfig()
+    for part in _INDEX.sub("", key).split("."):
+        node = getattr(node, part, None)
+    if is_dataclass(node):
+        return "a section of keys"
+    names = {bool: "Boolean", int: "Integer", float: "Float", str: "String"}
+    return "a list" if isinstance(node, (list, tuple)) else _TYPE_WORDS.get(names.get(type(node), ""), "a value")
 
 
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
     """Merge a nested dict or a dotlist (`model.heads=4`) onto a structured config."""
-    update = _as_config(update, source)
+    config = _as_config(update, source)
     try:
-        return OmegaConf.merge(base, update)
-    except OmegaConfBaseException as e:
-        raise (_section_given_a_value(OmegaConf.to_container(update), source) or _friendly(e, source)) from None
+        return OmegaConf.merge(base, config)
+    except (OmegaConfBaseException, TypeError) as e:  # TypeError: a section of keys onto a list (logging.tags={a: 1})
+        shape = _wrong_shape(OmegaConf.to_container(config), source)
+        if shape or not isinstance(e, OmegaConfBaseException):
+            raise (shape or ConfigError(f"{source}: {e}")) from None
+        raise _friendly(e, source, _typed(update, source, e.full_key)) from None
 
 
-def _section_given_a_value(update: dict, source: str, schema: Any = None, prefix: str = "") -> ConfigError | None:
-    """`members: 3` (or `model=3`): OmegaConf's error names no key ('?'). Name the section and what it holds."""
+def _typed(update: dict | list[str], source: str, key: str | None) -> str | None:
+    """The value of `key` as it was written: in a dotlist (`train.max_steps=1e3`), or in the file `source` names."""
+    if not key:
+        return None
+    if isinstance(update, list):
+        written = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in update)}
+        return written.get(key)
+    return key_text(source, key) if os.path.isfile(source) else None
+
+
+def _wrong_shape(update: dict, source: str, schema: Any = None, prefix: str = "") -> ConfigError | None:
+    """`members: 3` (or `model=3`): OmegaConf's error names no key ('?'). Name the section and what it holds. And a
+    section of keys where a list goes (`logging.tags={a: 1}`), which OmegaConf refuses with a bare TypeError."""
     schema = ExperimentConfig() if schema is None else schema
     for key, value in update.items():
         section = getattr(schema, str(key), None)
+        if isinstance(section, list) and isinstance(value, dict):
+            named = f"{prefix}{key}"
+            return ConfigError(
+                f"{source}: bad value for '{named}'{_at_line(source, named)}: {value} is a section of keys, where a list goes"
+            )
         if not is_dataclass(section):
             continue
         if isinstance(value, dict):
-            if found := _section_given_a_value(value, source, section, f"{prefix}{key}."):
+            if found := _wrong_shape(value, source, section, f"{prefix}{key}."):
                 return found
         elif value is not None:
             keys = [f.name for f in fields(section)]
@@ -134,7 +187,7 @@ def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:
     configs = [(_as_config(update, source), source) for update, source in updates]
     try:
         return OmegaConf.merge(base, *(config for config, _ in configs))
-    except OmegaConfBaseException:
+    except (OmegaConfBaseException, TypeError):  # TypeError: see merge
         # Every unknown key of every source at once (a typo fixed should not reveal the next one); then the first error.
         unknown = [
             _unknown_key(key, source)

@@ -83,6 +83,19 @@ def key_line(path: str | os.PathLike, dotted: str) -> int | None:
     """The line of `dotted` (`model.heads`: the key `heads` in the mapping `model`, or a key written whole as
     `model.heads:`) in the YAML file at `path`, for an error about that key; None where the file or the key cannot be
     found (the error then names the file alone)."""
+    found = _key_node(path, dotted)
+    return found[0] if found else None
+
+
+def key_text(path: str | os.PathLike, dotted: str) -> str | None:
+    """The value of `dotted` in the YAML file at `path` as it is written there (`1e3`, where the parsed value is
+    1000.0), for an error that quotes what was typed; None where it is not one scalar or cannot be found."""
+    found = _key_node(path, dotted)
+    return found[1].value if found and isinstance(found[1], yaml.ScalarNode) else None
+
+
+def _key_node(path: str | os.PathLike, dotted: str) -> tuple[int, yaml.Node] | None:
+    """The line of the key `dotted` (nested, or written whole) and the node of its value."""
     try:
         root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_SafeLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
@@ -96,7 +109,7 @@ def key_line(path: str | os.PathLike, dotted: str) -> int | None:
                 break
             line, node = found[0].start_mark.line + 1, found[1]
         else:
-            return line
+            return (line, node) if line is not None else None
     return None
 
 

@@ -94,6 +94,13 @@ def test_wrong_type_names_key_and_value():
         ("model.dropout=abc", "bad value for 'model.dropout': 'abc' is not a number"),
         ("train.val_bleu=maybe", "bad value for 'train.val_bleu': 'maybe' is not true or false"),
         ("model.d_ff=[64,128]", "bad value for 'model.d_ff': [64, 128] is a list, where one value goes (a whole number)"),
+        ("logging.tags=foo", "bad value for 'logging.tags': 'foo' is not a list (write [foo])"),
+        ("train.betas=0.9", "bad value for 'train.betas': '0.9' is not a list (write [0.9])"),
+        ("out_dir=", "bad value for 'out_dir': an empty value, where a word or text goes (give one)"),
+        ("logging.tags=", "bad value for 'logging.tags': an empty value, where a list goes (give one)"),
+        ("model.attention={a: 1}", "bad value for 'model.attention': {'a': 1} is a section of keys, where one value goes (a word or text)"),
+        ("logging.tags={a: 1}", "bad value for 'logging.tags': {'a': 1} is a section of keys, where a list goes"),  # was a TypeError
+        ("train.max_steps=1e3", "bad value for 'train.max_steps': '1e3' is not a whole number"),  # as typed, not 1000.0
     ],
 )
 def test_a_wrong_type_is_said_in_words_not_omegaconfs(override, said):
@@ -101,6 +108,18 @@ def test_a_wrong_type_is_said_in_words_not_omegaconfs(override, said):
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[override])
     assert str(e.value) == f"command line: {said}"
+
+
+def test_a_bad_value_in_a_file_names_its_line_and_quotes_it_as_written(tmp_path):
+    """Unknown keys in a file had their line and bad values did not; `1e3` was quoted as OmegaConf's 1000.0."""
+    (tmp_path / "c.yaml").write_text("logging: {tags: quickstart}\n")
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: bad value for 'logging.tags' at line 1: 'quickstart' is not a list \(write \[quickstart\]\)$"
+    ):
+        load_config([tmp_path / "c.yaml"])
+    (tmp_path / "d.yaml").write_text("model:\n  heads: 2\ntrain:\n  max_steps: 1e3\n")
+    with pytest.raises(ConfigError, match=r"d.yaml: bad value for 'train.max_steps' at line 4: '1e3' is not a whole number$"):
+        load_config([tmp_path / "d.yaml"])
 
 
 def test_a_section_given_a_value_names_the_section_and_its_keys(tmp_path):

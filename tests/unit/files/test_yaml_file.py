@@ -115,3 +115,11 @@ def test_key_line_finds_a_nested_or_whole_dotted_key_and_none_elsewhere(tmp_path
     assert key_line(f, "train.nope") is None and key_line(f, "nope") is None and key_line(tmp_path / "gone.yaml", "a") is None
     (tmp_path / "bad.yaml").write_text("a: [\n")
     assert key_line(tmp_path / "bad.yaml", "a") is None
+
+
+def test_key_text_is_a_value_as_written_and_none_for_a_list_or_a_missing_key(tmp_path):
+    from ablate.files.yaml_file import key_text
+
+    f = tmp_path / "c.yaml"
+    f.write_text("train:\n  max_steps: 1e3\n  betas: [0.9, 0.98]\nmodel.heads: 0x10\n")
+    assert [key_text(f, k) for k in ("train.max_steps", "model.heads", "train.betas", "train.nope")] == ["1e3", "0x10", None, None]

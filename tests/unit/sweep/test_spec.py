@@ -58,6 +58,7 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
         ("variants:\n  base: {}\nmembers: 0\n", ["members=0", ">= 1"]),
         ("variants:\n  base: {}\nmember_data: mixed\n", ["member_data", "mixed", "shared"]),
+        ("variants:\n  base: {}\n  t: {logging.tags: quickstart}\n", ["variant 't'", "'quickstart' is not a list (write [quickstart])"]),
     ],
 )
 def test_broken_sweep_files_fail_before_any_trial_naming_what_is_wrong(tmp_path, body, named):
