@@ -66,7 +66,7 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
             if any(isinstance(v, (list, dict)) or v is None for v in parsed):
                 raise ConfigError(f"{name}: each member's value must be a single number or word, one per member")
             lists[key] = parsed
-        elif value.strip().startswith("[") and _takes_one_value(key):
+        elif value.strip().startswith("[") and _takes_one_value(key) and isinstance(_parsed(item), list):
             keys = ", ".join(k if k != "seed" else "seed (seeds=[...])" for k in MEMBER_KEYS)
             raise ConfigError(
                 f"command line: override '{item}': one value per member is for the member-able keys ({keys}); '{key}' "
@@ -75,6 +75,14 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
         else:
             rest.append(item)
     return lists, rest
+
+
+def _parsed(item: str) -> object:
+    """The value of the override `item`, read as the config reads it: invalid YAML (`model.heads=[1`) is refused as that,
+    not taken for a list of values."""
+    from ablate.files.yaml_file import parse_yaml
+
+    return parse_yaml(item.partition("=")[2], f"command line: override '{item}'", lines=False)
 
 
 def _takes_one_value(key: str) -> bool:

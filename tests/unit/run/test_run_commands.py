@@ -38,6 +38,7 @@ def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
     (["members.size=3"], 2, "disagree on the number of members ([2, 3])"),
     (["model.d_model=[32, 64]"], 2, "override 'model.d_model=[32, 64]': one value per member is for the member-able keys"),
     (["model.d_ff=[64,128]"], None, "'model.d_ff' takes one value, so its values train as rows of a sweep"),
+    (["model.heads=[1"], None, "override 'model.heads=[1': not valid (safe) YAML: while parsing a flow sequence"),  # not "rows"
     (["train.lr_scale=[[1], 2]"], None, "override 'train.lr_scale=[[1], 2]': each member's value must be a single"),
     (["train.lr_scale=[fast, slow]"], None, "override 'train.lr_scale=[...]': members: bad value for 'train.lr_scale'"),
     (["train.warmup=[10, 20]", "train.lr_scale=[1, fast]"], None, "override 'train.lr_scale=[...]': members: bad value"),
