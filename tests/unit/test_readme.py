@@ -255,6 +255,18 @@ def test_readme_variant_example_registers_and_trains():
         logits.sum().backward()
 
 
+def test_docs_registry_table_names_the_class_each_registry_takes():
+    """@register refuses a class that does not subclass its registry's base (a TypeError naming the base), so the
+    table says which: SCALING's and absolute POSITIONAL's rows had not."""
+    import importlib
+
+    rows = re.findall(r"^(\| `(\w+)` \| `([\w.]+)` \|.*\|)$", section((DOCS / "variants.md").read_text(), "Registries"), re.M)
+    assert {name for _, name, _ in rows} >= {"ATTENTION", "POSITIONAL", "SCALING", "ACTIVATIONS"}
+    for row, name, module in rows:
+        base = getattr(importlib.import_module(module), name).base
+        assert base is torch.nn.Module or f"subclass `{base.__name__}`" in row, f"{name}'s row does not name {base.__name__}"
+
+
 def test_docs_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
     from ablate.sweep import load_sweep
     from ablate.sweep.plan import Search, Variants, plan_for
