@@ -32,6 +32,8 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
         if not (path / "study.db").is_file():
             raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
         url = sqlite_url((path / "study.db").resolve())
+    elif not path.exists():  # worded as ablate table and ablate archive word it
+        raise FileNotFoundError(f"no such study directory: {target}")
     else:
         raise ValueError(
             f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "

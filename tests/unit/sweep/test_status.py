@@ -96,7 +96,11 @@ def test_status_only_reads_leaving_no_lock_tables_or_heartbeat_folder(study_dir,
 
 def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir, tmp_path, capsys):
     _, out = study_dir
-    assert main(["status", str(tmp_path / "nothing")]) == 2
+    for command in ("status", "table", "archive"):  # a path that does not exist is said so, by each of them alike
+        assert main([command, str(tmp_path / "nothing"), *([str(tmp_path / "dest")] if command == "archive" else [])]) == 2
+        assert f"ablate {command}: error: no such study directory: {tmp_path / 'nothing'}\n" == capsys.readouterr().err
+    (tmp_path / "study.txt").write_text("")
+    assert main(["status", str(tmp_path / "study.txt")]) == 2
     assert "neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["status", str(tmp_path / "empty")]) == 2
