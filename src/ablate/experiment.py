@@ -22,11 +22,15 @@ def validate(cfg: ExperimentConfig) -> None:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(found))
 
 
-def load_config(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
-    """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugins imported; validated."""
+def load_config(
+    files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), *, named_in: str = "run", **sections: dict
+) -> ExperimentConfig:
+    """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugins imported; validated.
+    `named_in`: where the error for an unregistered variant says to name a plugin file ("run" or "sweep": a sweep
+    row's config is loaded here too, and a sweep file names its plugins in other words; ablate.plugins.NAMED_IN)."""
     cfg = compose(files, overrides, **sections)
     cfg.plugins = plugins.load_plugins(cfg.plugins)
-    return _validated(cfg, lambda data: plugins.hint(data["model"]))
+    return _validated(cfg, lambda data: plugins.hint(data["model"], named_in))
 
 
 def from_dict(data: dict) -> ExperimentConfig:

@@ -155,12 +155,18 @@ def needed(source: str, saved: dict) -> str | None:
     return f"{source}: {what} {by}; pass the file or module that registers it: --plugins FILE_OR_MODULE"
 
 
-def hint(model: dict) -> str:
-    """For a config naming unregistered variants: how a variant from the user's own file gets registered."""
+# Where a file of plugins is named: in a run's config or on its command line, or in a sweep file, which takes no
+# overrides on its command line and sets config keys for every row through `overrides`.
+NAMED_IN = {
+    "run": "plugins=[FILE] on the command line, or `plugins: [FILE]` in the config",
+    "sweep": "`overrides: {plugins: [FILE]}` in the sweep file, or `plugins: [FILE]` in its base config",
+}
+
+
+def hint(model: dict, named_in: str = "run") -> str:
+    """For a config naming unregistered variants: how a variant from the user's own file gets registered, in a run's
+    terms or a sweep file's (`named_in`, a key of NAMED_IN)."""
     names = unregistered(model)
     if not names:
         return ""
-    return (
-        f"\n  (if {' or '.join(names)} is defined in a file of your own, name the file so it is imported: "
-        "plugins=[FILE] on the command line, or `plugins: [FILE]` in the config)"
-    )
+    return f"\n  (if {' or '.join(names)} is defined in a file of your own, name the file so it is imported: {NAMED_IN[named_in]})"

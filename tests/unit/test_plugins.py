@@ -110,6 +110,9 @@ def test_nothing_is_imported_unless_named_and_the_error_says_how(tmp_path):
     assert "model.attention='ut_cosine' is not one of" in str(err.value)
     assert "plugins=[FILE] on the command line, or `plugins: [FILE]` in the config" in str(err.value)
     assert imports(tmp_path) == 0
+    assert plugins.hint({"attention": "ut_cosine"}, "sweep").endswith(
+        "name the file so it is imported: `overrides: {plugins: [FILE]}` in the sweep file, or `plugins: [FILE]` in its base config)"
+    )
 
 
 def test_a_saved_config_only_records_its_plugins(tmp_path, monkeypatch):

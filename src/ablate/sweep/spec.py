@@ -93,7 +93,7 @@ class Sweep:
             merged["seed"] = seed
         if trial_dir is not None:
             merged["out_dir"] = str(trial_dir)
-        return load_config(self.base, **nest(merged))
+        return load_config(self.base, named_in="sweep", **nest(merged))
 
     def row_config(self, overrides: dict[str, Any]) -> ExperimentConfig:
         """config_for(overrides) as loading, checking and describing the sweep read it: each set of overrides composed

@@ -135,6 +135,18 @@ def test_shipped_sweep_files_pass_validation(monkeypatch):
         load_sweep(path)
 
 
+def test_a_row_naming_an_unregistered_variant_is_told_how_a_sweep_names_its_plugins(tmp_path):
+    """A sweep file takes no `plugins=[FILE]` on its command line: the hint said a run's way of naming one."""
+    path = write(tmp_path, "name: p\nbase: base.yaml\nvariants:\n  base: {}\n  odd: {model.positional: nosuch}\n")
+    with pytest.raises(ConfigError) as err:
+        load_sweep(path)
+    assert "variant 'odd'" in str(err.value) and "plugins=[FILE] on the command line" not in str(err.value)
+    assert (
+        "name the file so it is imported: `overrides: {plugins: [FILE]}` in the sweep file, or `plugins: [FILE]` in its base config)"
+        in str(err.value)
+    )
+
+
 def test_plugin_files_in_the_sweep_overrides_are_relative_to_the_sweep_file(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "mine.py").write_text("MARK = 1\n")
