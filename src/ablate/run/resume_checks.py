@@ -10,10 +10,11 @@ from pathlib import Path
 
 from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.tokenizer import SETTINGS_KEYS
+from ablate.files import signals
 from ablate.files.atomic import write_file
 from ablate.run.exits import FAILED_FILE
 from ablate.run.fingerprint import checkpoint_tokenizer, data_changes, run_tokenizer
-from ablate.run.rundir import FINGERPRINT, changes_from_saved_config, shape_changes
+from ablate.run.rundir import FINGERPRINT, changes_from_saved_config, saved_config
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,35 @@ def checked_config_changes(out: Path, cfg: ExperimentConfig, force: bool) -> dic
     return changes
 
 
+def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -> list[str]:
+    """The changed keys that change the shapes of the model's parameters, so no checkpoint of the run can load:
+    each changed model key is applied alone to the saved model config and both are built on the meta device."""
+    import torch
+
+    from ablate.config import ModelConfig
+    from ablate.model import build_transformer
+
+    saved = saved_config(out)
+    vocab = cfg.data.vocab_size
+
+    def shapes(model: dict) -> dict[str, tuple]:
+        with torch.device("meta"):
+            return {k: tuple(v.shape) for k, v in build_transformer(ModelConfig(**model), vocab).state_dict().items()}
+
+    try:
+        before = shapes(saved["model"])
+    except (TypeError, ValueError, KeyError):
+        return [k for k in changes if k.startswith("model.")]  # an unreadable saved model: every model change counts
+    found = ["data.vocab_size"] if "data.vocab_size" in changes else []
+    for key in (k for k in changes if k.startswith("model.")):
+        try:
+            if shapes({**saved["model"], key.split(".", 1)[1]: changes[key][1]}) != before:
+                found.append(key)
+        except (TypeError, ValueError):
+            found.append(key)
+    return found
+
+
 def checked_data(out: Path, data_cfg, tokenizer: bytes | None, ckpt_path: Path, accept: bool) -> list[str] | None:
     """How the corpus files differ from the run's fingerprint (None: it has none), once the run may go on over them."""
     changed = data_changes(out, data_cfg, tokenizer, ckpt_path)
@@ -54,8 +84,9 @@ def keep_forced_config(out: Path, cfg: ExperimentConfig, changes: dict[str, tupl
     """A forced change: the new config is the run's from now on, the old one kept beside it."""
     if not changes:
         return
-    write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
-    write_file(out / "config.yaml", to_yaml(cfg))
+    with signals.held():  # both or neither: the config the run trained with is never lost
+        write_file(out / f"config.before-resume-{attempt}.yaml", (out / "config.yaml").read_text())
+        write_file(out / "config.yaml", to_yaml(cfg))
     if kept := [k for k in changes if k in SETTINGS_KEYS]:
         log.warning("the resumed run keeps its tokenizer: %s apply to a new run only", ", ".join(kept))
 
@@ -65,9 +96,10 @@ def set_aside_results(out: Path, attempt: int) -> None:
     is kept as NAME.before-resume-N.json, so until the resume writes its own the run reads as unfinished (`ablate
     table` leaves it out, naming it) rather than done at its old step count, should the resume be stopped. Called as
     training starts, after every check that may still refuse the resume (disk space, data, the trainer)."""
-    for path in [out / "summary.json", out / FAILED_FILE, *sorted((out / "eval").glob("*.json"))]:
-        if path.is_file() and ".before-resume-" not in path.name:
-            path.rename(path.with_name(f"{path.stem}.before-resume-{attempt}{path.suffix}"))
+    with signals.held():  # all or none: a summary set aside beside its record still read as done
+        for path in [out / "summary.json", out / FAILED_FILE, *sorted((out / "eval").glob("*.json"))]:
+            if path.is_file() and ".before-resume-" not in path.name:
+                path.rename(path.with_name(f"{path.stem}.before-resume-{attempt}{path.suffix}"))
 
 
 def remove_interrupted_saves(out: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
-from ablate.files import held_locks
+from ablate.files import held_locks, signals
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,10 @@ def move_aside(out: Path) -> Path:
     for fd in (1, 2):  # a closed stdout has no file to keep
         with contextlib.suppress(OSError):
             own.append(os.fstat(fd))
-    for path in sorted(out.iterdir()):
-        if path.name != RUN_LOCK and not any(os.path.samestat(path.lstat(), st) for st in own):
-            path.rename(aside / path.name)
+    with signals.held():  # a Ctrl-C here split the run between the two folders (and the advice then misread it)
+        for path in sorted(out.iterdir()):
+            if path.name != RUN_LOCK and not any(os.path.samestat(path.lstat(), st) for st in own):
+                path.rename(aside / path.name)
     return aside
 
 
@@ -269,32 +270,3 @@ def _seconds(max_time) -> float | None:
 def saved_config(out: Path) -> dict:
     """The run's config.yaml completed with today's defaults; a ValueError naming the file when it is not a mapping."""
     return with_defaults(read_run_config(out / "config.yaml"))
-
-
-def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -> list[str]:
-    """The changed keys that change the shapes of the model's parameters, so no checkpoint of the run can load:
-    each changed model key is applied alone to the saved model config and both are built on the meta device."""
-    import torch
-
-    from ablate.config import ModelConfig
-    from ablate.model import build_transformer
-
-    saved = saved_config(out)
-    vocab = cfg.data.vocab_size
-
-    def shapes(model: dict) -> dict[str, tuple]:
-        with torch.device("meta"):
-            return {k: tuple(v.shape) for k, v in build_transformer(ModelConfig(**model), vocab).state_dict().items()}
-
-    try:
-        before = shapes(saved["model"])
-    except (TypeError, ValueError, KeyError):
-        return [k for k in changes if k.startswith("model.")]  # an unreadable saved model: every model change counts
-    found = ["data.vocab_size"] if "data.vocab_size" in changes else []
-    for key in (k for k in changes if k.startswith("model.")):
-        try:
-            if shapes({**saved["model"], key.split(".", 1)[1]: changes[key][1]}) != before:
-                found.append(key)
-        except (TypeError, ValueError):
-            found.append(key)
-    return found

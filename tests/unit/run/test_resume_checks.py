@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import yaml
 from helpers import tiny_sections
 
 from ablate.config import to_yaml
@@ -20,9 +21,20 @@ from ablate.run.resume_checks import (
     remove_interrupted_saves,
     resume_attempt,
     set_aside_results,
+    shape_changes,
 )
+from ablate.run.rundir import changes_from_saved_config
 
 MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
+
+
+def config(out, model: dict | None = None, **sections):
+    return load_config(model={**MODEL, **(model or {})}, data={"vocab_size": 64}, out_dir=str(out), **sections)
+
+
+def _saved(out, cfg) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
 
 
 def saved_run(out, **train):
@@ -105,3 +117,35 @@ def test_a_resume_sets_the_runs_earlier_results_aside_so_a_stopped_resume_reads_
         "test.before-resume-1.json",
         "valid.before-resume-1.json",
     ]
+
+
+# --- shape changes ------------------------------------------------------------------------------------------------
+
+
+def test_shape_changes_names_keys_that_reshape_parameters_only(tmp_path):
+    out = tmp_path / "run"
+    _saved(out, config(out))
+    cfg = config(out, {"d_model": 32, "dropout": 0.3, "positional": "learned"}, train={"max_steps": 5, "warmup": 3})
+    changes = changes_from_saved_config(out, cfg)
+    assert {"model.d_model", "model.dropout", "model.positional", "train.max_steps", "train.warmup"} <= set(changes)
+    assert shape_changes(out, cfg, changes) == ["model.d_model", "model.positional"]  # learned adds a position table
+
+
+def test_shape_changes_counts_a_vocabulary_change(tmp_path):
+    out = tmp_path / "run"
+    _saved(out, config(out))
+    cfg = load_config(model=MODEL, data={"vocab_size": 80}, out_dir=str(out))
+    changes = changes_from_saved_config(out, cfg)
+    assert changes == {"data.vocab_size": (64, 80)}
+    assert shape_changes(out, cfg, changes) == ["data.vocab_size"]
+
+
+def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_path):
+    out = tmp_path / "run"
+    saved = yaml.safe_load(to_yaml(config(out)))
+    saved["model"]["retired_key"] = 1  # a key since removed from the schema
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump(saved))
+    cfg = config(out, {"dropout": 0.3}, train={"max_steps": 5})
+    changes = changes_from_saved_config(out, cfg)
+    assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +31,6 @@ from ablate.run.rundir import (
     move_aside,
     prepare_out_dir,
     run_dir_in_use,
-    shape_changes,
 )
 
 MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
@@ -89,6 +89,27 @@ def test_move_aside_moves_the_earlier_run_whole_into_numbered_siblings(tmp_path)
         assert aside == tmp_path / f"run.earlier-{k}"
         assert (aside / "config.yaml").read_text() == f"run {k}" and (aside / "checkpoints" / "last.ckpt").is_file()
         assert list(out.iterdir()) == [] and (aside / "trial.yaml").is_file()  # the earlier trial's description too
+
+
+def test_a_ctrl_c_during_move_aside_acts_once_the_whole_run_is_moved(tmp_path, monkeypatch):
+    """The renames went one by one: a Ctrl-C between them left checkpoints in NAME.earlier-1 and the summary behind,
+    and the advice that followed ("saved no checkpoint, start again with --move-aside") scattered it further."""
+    out = tmp_path / "run"
+    checkpoint(out, "last.ckpt", 1)
+    for name in ("config.yaml", "metrics.csv", "summary.json"):
+        (out / name).write_text(name)
+    rename = Path.rename
+
+    def interrupted(self, target):
+        os.kill(os.getpid(), signal.SIGINT)  # arrives while the first entry moves
+        monkeypatch.setattr(Path, "rename", rename)
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        move_aside(out)
+    assert list(out.iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "run.earlier-1").iterdir()) == ["checkpoints", "config.yaml", "metrics.csv", "summary.json"]
 
 
 def test_move_aside_takes_the_number_after_the_largest_not_after_the_count(tmp_path):
@@ -401,38 +422,6 @@ def test_a_members_schedule_recorded_since_a_group_was_saved_is_no_change(tmp_pa
     (out / "config.yaml").write_text(to_yaml(cfg))
     cfg.members.schedule = 7
     assert changes_from_saved_config(out, cfg) == {}
-
-
-# --- shape changes ------------------------------------------------------------------------------------------------
-
-
-def test_shape_changes_names_keys_that_reshape_parameters_only(tmp_path):
-    out = tmp_path / "run"
-    save_config(out, config(out))
-    cfg = config(out, {"d_model": 32, "dropout": 0.3, "positional": "learned"}, train={"max_steps": 5, "warmup": 3})
-    changes = changes_from_saved_config(out, cfg)
-    assert {"model.d_model", "model.dropout", "model.positional", "train.max_steps", "train.warmup"} <= set(changes)
-    assert shape_changes(out, cfg, changes) == ["model.d_model", "model.positional"]  # learned adds a position table
-
-
-def test_shape_changes_counts_a_vocabulary_change(tmp_path):
-    out = tmp_path / "run"
-    save_config(out, config(out))
-    cfg = load_config(model=MODEL, data={"vocab_size": 80}, out_dir=str(out))
-    changes = changes_from_saved_config(out, cfg)
-    assert changes == {"data.vocab_size": (64, 80)}
-    assert shape_changes(out, cfg, changes) == ["data.vocab_size"]
-
-
-def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_path):
-    out = tmp_path / "run"
-    saved = yaml.safe_load(to_yaml(config(out)))
-    saved["model"]["retired_key"] = 1  # a key since removed from the schema
-    out.mkdir()
-    (out / "config.yaml").write_text(yaml.safe_dump(saved))
-    cfg = config(out, {"dropout": 0.3}, train={"max_steps": 5})
-    changes = changes_from_saved_config(out, cfg)
-    assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]
 
 
 # --- the corpus files and tokenizer a resume is checked against ---------------------------------------------------
