@@ -124,10 +124,14 @@ def remove_stale(target: str | os.PathLike) -> list[Path]:
 
 def private_dir(target: str | os.PathLike) -> Path:
     """A new folder beside `target` (`.NAME.HOST-PID.XXXX.tmp`) to fill and rename into place as `target`, a folder
-    written whole; a killed writer's (its PID gone) are removed first, so a kill -9 leaves no folder for good."""
+    written whole; a killed writer's (its PID gone) are removed first, so a kill -9 leaves no folder for good. Its
+    mode is the umask's, as mkdir's would be, not mkdtemp's private 0700: a shared cache's tokenizers and downloads
+    were unreadable to the other users of it."""
     target = Path(target)
     remove_stale(target)
-    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp"))
+    made = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{HOST_TAG}-{os.getpid()}.", suffix=".tmp"))
+    os.chmod(made, 0o777 & ~_UMASK)
+    return made
 
 
 def process_alive(pid: int) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ablate.files import atomic
 from ablate.files.atomic import Appeared, private_dir, replacing, write_file
 
 
@@ -97,6 +98,17 @@ def test_a_private_folder_removes_a_killed_writers_and_keeps_a_live_ones(tmp_pat
     again = private_dir(target)
     assert not stale.exists() and mine.is_dir() and again.is_dir() and again != mine
     assert again.name.startswith(".abc123.") and again.name.endswith(".tmp")
+
+
+def test_a_folder_written_whole_gets_the_mode_mkdir_would_give_it(tmp_path):
+    """mkdtemp's private 0700 went into place with the folder: a shared cache's tokenizers were unreadable to the
+    other users of it (ABLATE_CACHE on a group's disk)."""
+    old = os.umask(0o022)
+    try:
+        made = private_dir(tmp_path / "shared")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o777 & ~atomic._UMASK
 
 
 def test_new_only_never_writes_over_a_file_another_process_made_meanwhile(tmp_path):
