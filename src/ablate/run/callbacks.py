@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lightning as L
 
+from ablate.files.atomic import DiskFull
 from ablate.registry import Registry
 from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.training.lightning_internals import stop_as_on_sigterm
@@ -156,3 +157,13 @@ def resume_command() -> str:
     if not args or args[0] != "train":
         return "ablate train CONFIG [overrides] --resume"
     return shlex.join(["ablate", *[a for a in args if a not in ("--resume", "--auto-resume", "--force")], "--resume"])
+
+
+def disk_full_advice(e: BaseException, out: Path) -> DiskFull | None:
+    """A full disk mid-run, said with how to go on where a checkpoint holds the training so far (as a signal's stop
+    says): the error alone named the file, and the run looked lost."""
+    if not isinstance(e, DiskFull) or not any((out / "checkpoints").glob("*.ckpt")):
+        return None
+    advised = DiskFull(f"{e}; training is saved up to its last checkpoint: free space, then continue with: {resume_command()}")
+    advised.errno = e.errno
+    return advised

@@ -25,7 +25,7 @@ from ablate.evaluation.records import FINAL
 from ablate.files import signals
 from ablate.files.atomic import write_file
 from ablate.model.build import member_problem
-from ablate.run.callbacks import Preemption, run_end
+from ablate.run.callbacks import Preemption, disk_full_advice, run_end
 from ablate.run.evaluation import select_weights
 from ablate.run.exits import FAILED_FILE, stopped_by_signal
 from ablate.run.fingerprint import record_fingerprint
@@ -95,6 +95,8 @@ def train_members(
             for out, existed in fresh.items():
                 if out in held or not (out / ".run.lock").exists():
                     remove_if_untouched(out, stopped=stopped, keep_folder=existed)
+        if advised := disk_full_advice(e, Path(cfg.out_dir)):  # the group's checkpoint resumes every member
+            raise advised from e
         raise
     finally:
         for fd in locks:

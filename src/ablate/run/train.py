@@ -18,7 +18,7 @@ from ablate.data.module import TranslationDataModule, available_splits
 from ablate.evaluation.records import FINAL
 from ablate.files import signals
 from ablate.files.atomic import write_file
-from ablate.run.callbacks import run_end
+from ablate.run.callbacks import disk_full_advice, run_end
 from ablate.run.evaluation import select_weights
 from ablate.run.exits import stopped_by_signal
 from ablate.run.fingerprint import record_fingerprint
@@ -58,6 +58,8 @@ def train(
         if fresh:  # refused before its first write, or stopped before its first checkpoint: nothing left behind
             with signals.held():  # a second signal (Ctrl-C, then SIGTERM) acts once the cleanup is done, not halfway
                 remove_if_untouched(out, stopped=stopped_by_signal(e), keep_folder=existed)
+        if advised := disk_full_advice(e, out):
+            raise advised from e
         raise
     finally:
         unlock_run_dir(lock)

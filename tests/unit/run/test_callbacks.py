@@ -1,0 +1,21 @@
+"""How a run says it stopped and how to go on (ablate.run.callbacks; its signal handling is tested by running:
+tests/faults/test_interrupt.py)."""
+
+from __future__ import annotations
+
+
+def test_a_full_disk_mid_run_says_how_to_go_on_where_a_checkpoint_holds_the_training(tmp_path, monkeypatch):
+    """The error named the file alone (exit 2), and a run a resume continues once space is freed looked lost."""
+    from ablate.files.atomic import DiskFull
+    from ablate.run.callbacks import disk_full_advice
+
+    monkeypatch.setattr("sys.argv", ["ablate", "train", "c.yaml", "train.max_steps=9"])
+    full = DiskFull(f"disk full: could not write {tmp_path / 'checkpoints' / 'best.ckpt'} (No space left on device)")
+    full.errno = 28
+    assert disk_full_advice(full, tmp_path) is None  # nothing saved yet: nothing to resume
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    advised = disk_full_advice(full, tmp_path)
+    assert isinstance(advised, DiskFull) and advised.errno == 28 and str(advised).startswith(str(full))
+    assert str(advised).endswith("free space, then continue with: ablate train c.yaml train.max_steps=9 --resume")
+    assert disk_full_advice(ValueError("no"), tmp_path) is None
