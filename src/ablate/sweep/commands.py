@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,6 @@ from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans
-from ablate.sweep.journal import journal_path
 from ablate.sweep.live import LiveView
 from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
@@ -39,7 +37,7 @@ from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
-from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, storage_url
+from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, dashboard_hint, storage_url
 from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -189,7 +187,9 @@ def _open_study(sweep: Sweep, url: str) -> optuna.Study:
     return study
 
 
-def _report(sweep: Sweep, study: optuna.Study, url: str, args: argparse.Namespace, codes: list, workers: int, console: Console) -> int:
+def _report(
+    sweep: Sweep, study: optuna.Study, url: str, args: argparse.Namespace, codes: list, workers: int, since: int, console: Console
+) -> int:
     """The study's results (terminal, results files, W&B), its failures and interruptions named, and the exit code
     (sweep_cli's docstring)."""
     if any(codes):
@@ -210,7 +210,9 @@ def _report(sweep: Sweep, study: optuna.Study, url: str, args: argparse.Namespac
             *(["--trials-per-gpu", args.trials_per_gpu] if args.trials_per_gpu else []),
         ]
         again = shlex.join(["ablate", "sweep", str(args.file), *flags])
-        console.print(f"[yellow]stopped by a signal:[/] running trials saved a checkpoint and continue from it; continue with: {again}")
+        started = any(t.number >= since and "out_dir" in t.user_attrs for t in study.get_trials(deepcopy=False))
+        said = "running trials saved a checkpoint and continue from it" if started else "no trial had started"
+        console.print(f"[yellow]stopped by a signal:[/] {said}; continue with: {again}")
         return Stop.exit_code()
     return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished else 0
 
@@ -271,16 +273,7 @@ def sweep_cli(args: argparse.Namespace) -> int:
             run_worker(sweep, url, 0, since=since)
         else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
             codes = launch_workers(sweep, url, devices, view.post if live else None, since)
-    return _report(sweep, study, url, args, codes, workers, console)
-
-
-def dashboard_hint(url: str) -> str:
-    """How to see the study in Optuna's dashboard, with how to install it where it is not (`pip install -e .` brings
-    no dashboard; the dev extra does)."""
-    command = f"optuna-dashboard {journal_path(url) or redact(url)}"
-    if shutil.which("optuna-dashboard") is None:
-        return f"dashboard: pip install optuna-dashboard, then {command}"
-    return f"dashboard: {command}"
+    return _report(sweep, study, url, args, codes, workers, since, console)
 
 
 def status_cli(args: argparse.Namespace) -> int:

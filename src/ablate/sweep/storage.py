@@ -10,6 +10,7 @@ import functools
 import os
 import random
 import re
+import shutil
 import time
 import warnings
 from collections.abc import Callable
@@ -200,3 +201,12 @@ def claim_lock(url: str):
     db = sqlite_study.sqlite_file(url)
     with sqlite_study.study_lock(db) if db is not None else contextlib.nullcontext():
         yield
+
+
+def dashboard_hint(url: str) -> str:
+    """How to see the study in Optuna's dashboard, with how to install it where it is not (`pip install -e .` brings
+    no dashboard; the dev extra does)."""
+    command = f"optuna-dashboard {journal_path(url) or redact(url)}"
+    if shutil.which("optuna-dashboard") is None:
+        return f"dashboard: pip install optuna-dashboard, then {command}"
+    return f"dashboard: {command}"

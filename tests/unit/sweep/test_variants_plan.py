@@ -92,3 +92,29 @@ def test_a_failed_download_of_the_trials_corpus_leaves_no_study_behind(tmp_path,
     rc, out = run_cli(capsys, "sweep", str(path))
     assert rc == 2 and f"{path}: the trials' corpus: " in out and "failed: offline" in out and len(tried) == 1, out
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_stopped_before_any_trial_started_does_not_say_trials_saved(tmp_path, monkeypatch):
+    """It said "running trials saved a checkpoint and continue from it" when no trial had started."""
+    import argparse
+    import signal
+
+    from rich.console import Console
+
+    from ablate.sweep import commands
+    from ablate.sweep.trial import Stop
+
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\noverrides: {{logging.wandb: false}}\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    Variants(sweep).queue(handle.study)
+    monkeypatch.setattr(Stop, "requested", True)
+    monkeypatch.setattr(Stop, "signum", signal.SIGINT)
+    args = argparse.Namespace(file=str(tmp_path / "sweep.yaml"), workers=None, trials_per_gpu=None)
+    for started in (False, True):
+        if started:
+            trial = handle.study.ask()  # the queued row, taken by a worker that made its run folder
+            trial.set_user_attr("out_dir", str(tmp_path / "out" / "trials" / "0000-base"))
+        console = Console(record=True, width=300)
+        assert commands._report(sweep, handle.study, handle.url, args, [], 1, 0, console) == 130
+        said = console.export_text()
+        assert ("running trials saved a checkpoint" in said) is started and ("no trial had started" in said) is not started
