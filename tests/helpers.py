@@ -238,3 +238,18 @@ def multi30k_names(folder: Path) -> Path:
         for side in ("en", "de"):
             (named / f"{name}.{side}.gz").write_bytes(b"")
     return folder
+
+
+def offline(monkeypatch) -> list[str]:
+    """A machine with no network and no ABLATE_DATA_DIR: every download fails, as there; the URLs tried."""
+    from ablate.data import datasets
+
+    tried: list[str] = []
+
+    def download(url, dest, sha256):
+        tried.append(url)
+        raise datasets.DownloadError(f"download of {url} failed: offline")
+
+    monkeypatch.setattr(datasets, "download", download)
+    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    return tried

@@ -4,24 +4,16 @@ loads, in the words `ablate train` uses, downloading nothing unless asked."""
 from __future__ import annotations
 
 import pytest
+from helpers import offline as no_network
 
 from ablate.config.schema import DataConfig
-from ablate.data import datasets
 from ablate.data.location import available_splits, corpus_problem
 
 
 @pytest.fixture
 def offline(monkeypatch, tmp_path):
     """multi30k with an empty cache; a download fails as on a machine with no network, and is counted."""
-    tried = []
-
-    def download(url, dest, sha256):
-        tried.append(url)
-        raise datasets.DownloadError(f"download of {url} failed: offline")
-
-    monkeypatch.setattr(datasets, "download", download)
-    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
-    return DataConfig(dataset="multi30k", cache_dir=str(tmp_path / "cache")), tried
+    return DataConfig(dataset="multi30k", cache_dir=str(tmp_path / "cache")), no_network(monkeypatch)
 
 
 def test_an_env_dir_that_is_no_folder_is_the_problem_named_as_train_names_it(offline, monkeypatch, tmp_path):

@@ -4,7 +4,7 @@ run, counted from the run's first trial: interruptions in earlier runs (preempti
 from __future__ import annotations
 
 import pytest
-from helpers import run_cli
+from helpers import offline, run_cli
 from optuna.trial import TrialState
 from sweep_files import write
 
@@ -76,16 +76,7 @@ def test_a_wrong_data_dir_stops_the_sweep_before_any_trial_as_train_would(tmp_pa
 def test_a_failed_download_of_the_trials_corpus_leaves_no_study_behind(tmp_path, capsys, monkeypatch):
     """The download came after the study's folder and storage were made: a failed one left an out_dir holding an
     empty study.db. It comes first now; a dry run downloads nothing."""
-    from ablate.data import datasets
-
-    tried = []
-
-    def download(url, dest, sha256):
-        tried.append(url)
-        raise datasets.DownloadError(f"download of {url} failed: offline")
-
-    monkeypatch.setattr(datasets, "download", download)
-    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    tried = offline(monkeypatch)
     path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\noverrides: {{data.cache_dir: {tmp_path}/cache}}\n")
     rc, out = run_cli(capsys, "sweep", str(path), "--dry-run")
     assert rc == 0 and not tried and not (tmp_path / "out").exists(), out
