@@ -73,6 +73,11 @@ def import_plugin(spec: str) -> ModuleType:
     return module
 
 
+def installed() -> bool:
+    """Whether an installed package registers through the entry-point group (read, not imported)."""
+    return any(True for _ in entry_points(group=ENTRY_POINT_GROUP))
+
+
 def load_entry_points() -> None:
     """Import every `ablate.plugins` entry point of the installed packages, once per process."""
     global _entry_points_loaded

@@ -244,3 +244,12 @@ def test_other_plugins_are_a_config_change_for_resume(tmp_path, monkeypatch):
     other = load_config(overrides=[f"plugins=[{moved}]", *[u.replace("ut_", "ut2_") for u in USE]])
     assert diff(saved, to_dict(other))["plugins"] == ([str(first)], [str(moved)])
     assert diff(with_defaults({"model": {"heads": 8}}), to_dict(load_config())) == {}  # an old run (no plugins key): none
+
+
+def test_installed_says_whether_a_package_registers_through_the_entry_points(monkeypatch):
+    from ablate import plugins
+
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [] if group == plugins.ENTRY_POINT_GROUP else ["other"])
+    assert plugins.installed() is False
+    monkeypatch.setattr(plugins, "entry_points", lambda group: ["an entry point"] if group == plugins.ENTRY_POINT_GROUP else [])
+    assert plugins.installed() is True

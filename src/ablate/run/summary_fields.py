@@ -99,7 +99,7 @@ def metric_unlogged(name: str) -> str | None:
         return None
     return (
         f"no run reports a metric '{name}'{did_you_mean(name, REPORTED, cutoff=0.75)}: only a plugin's callback could "
-        f"log it, and no plugin is named (plugins: [FILE] in the base config or the sweep's overrides); {_reported()}"
+        f"log it, and no plugin is named (plugins: [FILE] in the base config or the sweep's overrides) or installed; {_reported()}"
     )
 
 

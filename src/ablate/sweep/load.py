@@ -262,11 +262,11 @@ def _validate_trials(sweep: Sweep) -> None:
 
 
 def _check_objective_is_logged(sweep: Sweep, base) -> None:
-    """A val/* metric ablate does not report can only come from a plugin's callback: with no plugin named, every trial
-    trained to its end and then failed on it (refused); with one, a near miss of ablate's own is said, not refused."""
-    plugins = bool(base.plugins) or any(sweep.row_config(o).plugins for o in sweep.variants.values())
+    """A val/* metric ablate does not report can only come from a plugin's callback: with no plugin named or installed,
+    every trial trained to its end and then failed on it (refused); with one, a near miss of ablate's own is said."""
+    named = bool(base.plugins) or any(sweep.row_config(o).plugins for o in sweep.variants.values())
     for metric in sweep.objective.terms:
-        if not plugins and (problem := metric_unlogged(metric)):
+        if not (named or plugins.installed()) and (problem := metric_unlogged(metric)):
             raise fields.fail(sweep.path, f"objective: {problem}")
         if doubt := metric_doubt(metric):
             log.warning("warning: %s: objective: %s", sweep.path, doubt)

@@ -243,3 +243,16 @@ def test_an_objective_no_run_can_log_is_refused_and_a_plugins_near_miss_doubted(
         sweep = load_sweep(write(tmp_path, text + "overrides: {plugins: [p.py]}\n"))
         assert sweep.objective.terms == {metric: 1.0}
         assert ("did you mean 'val/bleu'" in caplog.text and "plugin's callback" in caplog.text) is doubted, caplog.text
+
+
+def test_an_objective_a_plugin_installed_as_a_package_may_log_is_not_refused(tmp_path, monkeypatch):
+    """A package registering through the ablate.plugins entry points loads in every run unnamed: its callback's
+    val/my_metric was refused as unloggable."""
+    from ablate import plugins
+
+    text = "name: d\nbase: base.yaml\nvariants: {base: {}}\nobjective: {metric: val/my_metric}\n"
+    monkeypatch.setattr(plugins, "installed", lambda: True)
+    assert load_sweep(write(tmp_path, text)).objective.terms == {"val/my_metric": 1.0}
+    monkeypatch.setattr(plugins, "installed", lambda: False)
+    with pytest.raises(ConfigError, match="no plugin is named .* or installed"):
+        load_sweep(write(tmp_path, text))
