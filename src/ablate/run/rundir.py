@@ -245,8 +245,9 @@ def check_disk_space(out: Path, params: int, keep_last: int) -> None:
 
 # What a resume does not compare: a sweep's bookkeeping; members.schedule, recorded since some groups were saved (their
 # schedule was their group config's seed); out_dir, the folder being resumed however it is written (`./runs/x`, an
-# absolute path, from another folder: a requeued job needed --force, which lets real changes through too).
-NOT_COMPARED = ("sweep.", "members.schedule", "out_dir")
+# absolute path, from another folder: a requeued job needed --force, which lets real changes through too), and so a
+# member's members.group, its group's out_dir as written.
+NOT_COMPARED = ("sweep.", "members.schedule", "out_dir", "members.group")
 
 
 def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tuple]:

@@ -389,12 +389,17 @@ def test_without_a_saved_config_the_run_differs(tmp_path):
 
 def test_the_run_dir_written_another_way_is_no_change(tmp_path, monkeypatch):
     """`out_dir=runs/x` trained, `out_dir=./runs/x/ --resume` (or absolute, or from another folder) was refused as a
-    config change, and --force, which lets real changes through, was the only way on."""
+    config change, and --force, which lets real changes through, was the only way on; a member group's too, by its
+    members' members.group."""
     monkeypatch.chdir(tmp_path)
     save_config(Path("runs/x"), config("runs/x"))
     for spelled in ("./runs/x/", str(tmp_path / "runs" / "x")):
         assert changes_from_saved_config(Path(spelled), config(spelled)) == {}
     assert changes_from_saved_config(Path("runs/x"), config("runs/x", {"heads": 4})) == {"model.heads": (2, 4)}
+    member = {"members": {"size": 2, "index": 0, "group": "runs/g"}}  # a member names its group's out_dir as written
+    save_config(Path("runs/g/seed=1"), config("runs/g/seed=1", **member))
+    member["members"]["group"] = str(tmp_path / "runs" / "g")
+    assert changes_from_saved_config(Path("runs/g/seed=1"), config(str(tmp_path / "runs/g/seed=1"), **member)) == {}
 
 
 @pytest.mark.parametrize("text, kind", [("just text\n", "str"), ("- 1\n- 2\n", "list")])
@@ -411,7 +416,9 @@ def test_without_a_saved_config_every_key_differs(tmp_path):
     out.mkdir()
     cfg = config(out)
     changes = changes_from_saved_config(out, cfg)
-    assert set(changes) == {k for k in flatten(to_dict(cfg)) if not k.startswith("sweep.") and k not in ("members.schedule", "out_dir")}
+    assert set(changes) == {
+        k for k in flatten(to_dict(cfg)) if not k.startswith("sweep.") and k not in ("members.schedule", "out_dir", "members.group")
+    }
 
 
 def test_a_members_schedule_recorded_since_a_group_was_saved_is_no_change(tmp_path):
