@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
 
 import lightning.fabric.utilities.seed as lightning_seed
 from torch.utils.data import DataLoader
@@ -38,8 +39,6 @@ def test_a_worker_outlives_a_groups_ctrl_c_and_first_sigterm_but_not_a_second(tm
 
 def test_every_loader_ablate_builds_gives_its_workers_this_init():
     """A loader added without it would bring the crash back for its runs (a run's and a member group's today)."""
-    from pathlib import Path
-
     import ablate
 
     def call(text: str, start: int) -> str:  # from "DataLoader(" to its closing parenthesis
@@ -56,3 +55,40 @@ def test_every_loader_ablate_builds_gives_its_workers_this_init():
         for start in (i for i in range(len(text)) if text.startswith("DataLoader(", i)):
             calls.append((path.name, "worker_init_fn=worker_init" in call(text, start)))
     assert sorted(calls) == [("batching.py", True), ("member_data.py", True)], calls
+
+
+STUCK = """
+import ctypes, multiprocessing, sys
+from ablate.data import loader_workers
+
+def stuck():
+    loader_workers.worker_init(0)
+    mutex = ctypes.create_string_buffer(64)  # a pthread mutex, zeroed: unlocked
+    libc = ctypes.CDLL(None)
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)  # never returns, whatever signal comes: its Python handler never runs
+
+if __name__ == "__main__":
+    loader_workers.GRACE_S = 0.5
+    worker = multiprocessing.get_context("fork").Process(target=stuck, daemon=True)
+    worker.start()
+    print(worker.pid, flush=True)
+    worker.terminate()  # as the loader's shutdown ends a worker that did not stop: ignored
+    sys.exit(3)
+"""
+
+
+def test_a_worker_stuck_in_c_code_is_killed_as_the_process_exits(tmp_path):
+    """Ignoring its first SIGTERM, a worker blocked in C never ran the handler that lets a second end it, and
+    multiprocessing's exit waited for it for ever: the run never exited."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    pid = int(proc.stdout.split()[0])
+    time.sleep(0.2)
+    status = Path(f"/proc/{pid}/status")
+    assert not status.exists() or "zombie" in status.read_text().lower()  # killed (reaped by init, or about to be)
