@@ -81,6 +81,7 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
             trials.pop(Path(run.run_dir).name, None)
     out = LeftOut()
     by_row: dict[str, list[tuple[str, dict]]] = {}
+    attempts: dict[str, str] = {}  # queued_name(row, seed) -> the left-out folder of that row and seed
     folders = [p.parent for p in sorted(root.rglob("config.yaml")) if "wandb" not in p.parts]  # tabulated ones: `taken`
     folders = [f for f in folders if not _is_group(_config(f))]  # a member group's own files; its members are the runs
     for folder in folders:
@@ -93,11 +94,14 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
             why = f"an earlier attempt of row {row} seed {seed}, which {tabulated[row, seed]} tabulates ({why})"
         else:
             by_row.setdefault(row, []).append((why, config))
+            attempts[queued_name(row, seed)] = str(folder)
         out.runs[str(folder)] = why
         out.rows.add(row)
     for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived), or none yet
         out.rows.add(row or "")
-        if state == "WAITING":
+        if state == "WAITING" and name in attempts:  # an interrupted attempt queued again: one seed, named once
+            out.runs[attempts[name]] += "; queued in study.db to continue from it"
+        elif state == "WAITING":
             out.runs[name] = (
                 "not run yet: queued in study.db (a sweep stopped before it, or still running); `ablate sweep` trains it when run again"
             )
@@ -201,11 +205,16 @@ def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], st
     for state, out_dir, reason, row, queued_row, queued_seed in rows:
         with contextlib.suppress(ValueError, TypeError):
             if state == "WAITING" and out_dir is None and queued_row is not None:
-                queued, seed = str(json.loads(queued_row)), json.loads(queued_seed or "null")
-                out[f"row {queued}" + ("" if seed is None else f" seed {seed}")] = ("WAITING", None, queued)
+                queued = str(json.loads(queued_row))
+                out[queued_name(queued, json.loads(queued_seed or "null"))] = ("WAITING", None, queued)
                 continue
             out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row))
     return out, None
+
+
+def queued_name(row: str, seed) -> str:
+    """How a queued trial of `row` and `seed` (None: the base's seed) is named: it has no run folder yet."""
+    return f"row {row}" + ("" if seed is None else f" seed {seed}")
 
 
 def _row(param: str | None) -> str | None:

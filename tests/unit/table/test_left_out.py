@@ -218,6 +218,19 @@ def test_rows_not_run_yet_are_named_whether_queued_or_never_started(tmp_path, ca
     db.commit()
     db.close()
     assert left_out(root, runs_from_dirs(root)).runs["row A-h1 seed 4"].startswith("not run yet: queued in study.db")
+    attempt = write_run(tmp_path / "first", "A-h1", 5, {"model.heads": 1})  # interrupted, then queued again to continue
+    (attempt / "summary.json").unlink()
+    attempt.rename(root / "trials" / "A-h1-s5")
+    db = sqlite3.connect(root / "study.db")
+    db.execute("INSERT INTO trials VALUES (91, 91, 'FAIL')")
+    db.execute("INSERT INTO trial_user_attributes VALUES (91, 'out_dir', ?)", (json.dumps(str(root / "trials" / "A-h1-s5")),))
+    db.execute("INSERT INTO trials VALUES (92, 92, 'WAITING')")
+    db.executemany("INSERT INTO trial_user_attributes VALUES (92, ?, ?)", [("row", json.dumps("A-h1")), ("seed", "5")])
+    db.commit()
+    db.close()
+    said = left_out(root, runs_from_dirs(root)).runs
+    assert "row A-h1 seed 5" not in said  # one seed, named once: by its folder
+    assert said[str(root / "trials" / "A-h1-s5")].endswith("the sweep trains it again; queued in study.db to continue from it")
     (tmp_path / "base.yaml").write_text("model: {d_model: 32}\n")
     sweep = tmp_path / "sweep.yaml"
     rows = "".join(f"  {row}: {{}}\n" for row in [*SCORES, "E-learned"])
@@ -226,7 +239,7 @@ def test_rows_not_run_yet_are_named_whether_queued_or_never_started(tmp_path, ca
     said = {r["run"]: r["reason"] for r in json.loads((tmp_path / "out" / "table3.json").read_text())["skipped_runs"]}
     assert said["row E-learned"].startswith(f"not run: {sweep} names it, but the study holds no run or trial of it")
     assert said["row A-h1 seed 4"].startswith("not run yet") and not {f"row {row}" for row in SCORES} & set(said)
-    assert "Left out 9 runs:" in capsys.readouterr().out
+    assert "Left out 10 runs:" in capsys.readouterr().out
 
 
 def test_a_diverged_member_of_a_hand_trained_group_is_of_its_groups_row(tmp_path):
