@@ -32,7 +32,8 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
         if not (path / "study.db").is_file():
             raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
         url = sqlite_url((path / "study.db").resolve())
-    elif not path.exists():  # worded as ablate table and ablate archive word it
+    elif not path.exists() and ":" not in target:  # worded as ablate table and ablate archive word it; a URL mistyped
+        # (postgres://..., sqlite:/x.db) is told the forms a storage URL takes, below
         raise FileNotFoundError(f"no such study directory: {target}")
     else:
         raise ValueError(

@@ -100,8 +100,10 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
         assert main([command, str(tmp_path / "nothing"), *([str(tmp_path / "dest")] if command == "archive" else [])]) == 2
         assert f"ablate {command}: error: no such study directory: {tmp_path / 'nothing'}\n" == capsys.readouterr().err
     (tmp_path / "study.txt").write_text("")
-    assert main(["status", str(tmp_path / "study.txt")]) == 2
-    assert "neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL" in capsys.readouterr().err
+    for target in (str(tmp_path / "study.txt"), "postgres://u@h/db", "sqlite:/tmp/x.db"):  # a mistyped URL keeps its hint
+        assert main(["status", target]) == 2
+        said = capsys.readouterr().err
+        assert "neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL (sqlite:///..." in said, said
     (tmp_path / "empty").mkdir()
     assert main(["status", str(tmp_path / "empty")]) == 2
     assert "holds no study.db" in capsys.readouterr().err
