@@ -264,10 +264,11 @@ def _validate_trials(sweep: Sweep) -> None:
 def _check_objective_is_logged(sweep: Sweep, base) -> None:
     """A val/* metric ablate does not report can only come from a plugin's callback: with no plugin named or installed,
     every trial trained to its end and then failed on it (refused); with one, a near miss of ablate's own is said."""
-    named = bool(base.plugins) or any(sweep.row_config(o).plugins for o in sweep.variants.values())
+    unlogged = [problem for metric in sweep.objective.terms if (problem := metric_unlogged(metric))]
+    rows = (sweep.row_config(o) for o in sweep.variants.values())  # asked only of an objective ablate does not report
+    if unlogged and not (base.plugins or any(row.plugins for row in rows) or plugins.installed()):
+        raise fields.fail(sweep.path, f"objective: {unlogged[0]}")
     for metric in sweep.objective.terms:
-        if not (named or plugins.installed()) and (problem := metric_unlogged(metric)):
-            raise fields.fail(sweep.path, f"objective: {problem}")
         if doubt := metric_doubt(metric):
             log.warning("warning: %s: objective: %s", sweep.path, doubt)
 

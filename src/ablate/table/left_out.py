@@ -98,7 +98,8 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
         out.runs[str(folder)] = why
         out.rows.add(row)
     for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived), or none yet
-        out.rows.add(row or "")
+        if row is not None:
+            out.rows.add(row)
         if state == "WAITING" and name in attempts:  # an interrupted attempt queued again: one seed, named once
             out.runs[attempts[name]] += "; queued in study.db to continue from it"
         elif state == "WAITING":
