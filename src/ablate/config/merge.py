@@ -9,12 +9,13 @@ import functools
 import os
 import re
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import Any, get_args
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 from omegaconf.nodes import Node
 
+from ablate.config.field_types import hints
 from ablate.config.retired import without_retired
 from ablate.config.schema import ExperimentConfig
 from ablate.files.yaml_file import key_line, key_text, parse_yaml
@@ -84,7 +85,7 @@ _NOT_CONVERTED = re.compile(r"Value '(?P<value>.*)' of type '(?P<type>\w+)' coul
 _NOT_BOOL = re.compile(r"Value '(?P<value>.*)' is not a valid bool")
 _NOT_TEXT = re.compile(r"Cannot convert '(?P<type>\w+)' to string: .*")
 _NOT_LIST = "is not a ListConfig, TupleConfig, list, or tuple"
-_NONE = ("Incompatible value 'None' for field", "is not Optional")
+_NONE = ("Incompatible value 'None' for field", "is not Optional", "NoneType is not a subclass")
 
 
 def _plain(err: ValidationError, typed: str | None = None) -> str:
@@ -104,20 +105,28 @@ def _plain(err: ValidationError, typed: str | None = None) -> str:
         return f"{value} is {_GIVEN_WORDS.get(m['type'], m['type'])}, where one value goes (a word or text)"
     if _NOT_LIST in message:
         return f"'{text}' is not a list (write [{text}])"
-    if value is None and any(part in message for part in _NONE):
+    if value is None and any(part in message for part in _NONE):  # also one item of a list ([0.9, null])
         return f"an empty value, where {_takes(err.full_key or '')} goes (give one)"
     return message
 
 
 def _takes(key: str) -> str:
-    """What the schema key `key` takes, in words ("a whole number", "a list", "a section of keys")."""
-    node: Any = ExperimentConfig()
-    for part in _INDEX.sub("", key).split("."):
-        node = getattr(node, part, None)
+    """What the schema key `key` takes, in words ("a whole number", "a list", "a section of keys"); an item of a list
+    (`train.betas[1]`), what the list holds ("a number")."""
+    *path, leaf = _INDEX.sub("", key).split(".")
+    parent: Any = ExperimentConfig()
+    for part in path:
+        parent = getattr(parent, part, None)
+    node = getattr(parent, leaf, None)
     if is_dataclass(node):
         return "a section of keys"
+    if isinstance(node, (list, tuple)):
+        if not key.endswith("]"):
+            return "a list"
+        node = (get_args(hints(type(parent))[leaf]) or (None,))[0]
+    kind = node if isinstance(node, type) else type(node)
     names = {bool: "Boolean", int: "Integer", float: "Float", str: "String"}
-    return "a list" if isinstance(node, (list, tuple)) else _TYPE_WORDS.get(names.get(type(node), ""), "a value")
+    return _TYPE_WORDS.get(names.get(kind, ""), "a value")
 
 
 def merge(base: Any, update: dict | list[str], source: str) -> Any:
@@ -167,17 +176,35 @@ def _wrong_shape(update: dict, source: str, schema: Any = None, prefix: str = ""
     return None
 
 
+def _list_in_list(update: dict, source: str, schema: Any = None, prefix: str = "") -> None:
+    """Refuse a list or section as an item of a list of values (`train.betas=[[1, 2], 3]`): OmegaConf takes it, and
+    the run failed later on a bare TypeError."""
+    schema = ExperimentConfig() if schema is None else schema
+    for key, value in update.items():
+        section, named = getattr(schema, str(key), None), f"{prefix}{key}"
+        if is_dataclass(section) and isinstance(value, dict):
+            _list_in_list(value, source, section, f"{named}.")
+        elif isinstance(section, list) and isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value):
+            item = next(v for v in value if isinstance(v, (list, dict)))
+            raise ConfigError(
+                f"{source}: bad value for '{named}'{_at_line(source, named)}: {value} has {item} as an item, "
+                f"where each item is {_takes(named + '[0]')}"
+            )
+
+
 def _as_config(update: dict | list[str], source: str) -> Any:
     if isinstance(update, dict):
-        return OmegaConf.create(without_retired(update, source))
-    config = OmegaConf.create()
-    for item in update:  # each value read as a file's values are (not by OmegaConf's reader: YAML 1.1 numbers)
+        config = OmegaConf.create(without_retired(update, source))
+    else:
+        config = OmegaConf.create()
+    for item in update if isinstance(update, list) else ():  # each value read as a file's are (not by OmegaConf's reader)
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
         key, _, value = item.partition("=")
         if not all(part.strip() for part in key.split(".")):  # OmegaConf names no key ('?') or takes the dots apart
             raise ConfigError(f"{source}: override '{item}' has an empty key or key part: write key=value (e.g. model.heads=4)")
         OmegaConf.update(config, key, parse_yaml(value, f"{source}: override '{item}'", lines=False), merge=True)
+    _list_in_list(OmegaConf.to_container(config), source)
     return config
 
 

@@ -101,6 +101,14 @@ def test_wrong_type_names_key_and_value():
         ("model.attention={a: 1}", "bad value for 'model.attention': {'a': 1} is a section of keys, where one value goes (a word or text)"),
         ("logging.tags={a: 1}", "bad value for 'logging.tags': {'a': 1} is a section of keys, where a list goes"),  # was a TypeError
         ("train.max_steps=1e3", "bad value for 'train.max_steps': '1e3' is not a whole number"),  # as typed, not 1000.0
+        ("train.betas=[0.9, null]", "bad value for 'train.betas[1]': an empty value, where a number goes (give one)"),
+        ("logging.tags=[a, null]", "bad value for 'logging.tags[1]': an empty value, where a word or text goes (give one)"),
+        # OmegaConf took these, and the run failed later on a bare TypeError
+        ("train.betas=[[1, 2], 3]", "bad value for 'train.betas': [[1, 2], 3] has [1, 2] as an item, where each item is a number"),
+        (
+            "logging.tags=[a, {b: 1}]",
+            "bad value for 'logging.tags': ['a', {'b': 1}] has {'b': 1} as an item, where each item is a word or text",
+        ),
     ],
 )
 def test_a_wrong_type_is_said_in_words_not_omegaconfs(override, said):
