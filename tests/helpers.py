@@ -178,13 +178,13 @@ def write_experiment(tmp_path, name: str = "run", *, out_dir=None, data: dict | 
 
 
 def ablate(*args: str, env: dict | None = None, popen: bool = False, timeout: float = 300, **kw):
-    """`python -m ablate.cli ARGS` in a subprocess, text output captured: its CompletedProcess, or with `popen` the
+    """`python -m ablate ARGS` (what the console script runs) in a subprocess, text output captured: its CompletedProcess, or with `popen` the
     running Popen (to signal it)."""
     import os
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "ablate.cli", *args]
+    cmd = [sys.executable, "-m", "ablate", *args]
     env = {**os.environ, **(env or {})}
     if popen:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw)

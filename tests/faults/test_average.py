@@ -90,3 +90,18 @@ def test_resume_from_only_a_weights_only_checkpoint_is_a_clear_error(run, tmp_pa
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ablate train: error:")]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert errors and "last.ckpt" in errors[-1], proc.stderr[-2000:]
+
+
+def test_checkpoints_across_a_resume_average_and_another_run_of_the_same_seed_and_model_does_not(run, tmp_path, capsys):
+    """A row differing only in train.* trains the same seed and model: its checkpoints passed every check, and its
+    mean with this run's was no run's weights. Each run's checkpoints now carry its id, which a resume keeps."""
+    config, run_dir = run
+    before = run_dir / "checkpoints" / "step=10.ckpt"
+    assert ablate("train", str(config), "--resume").returncode == 0
+    after = run_dir / "checkpoints" / "step=30.ckpt"
+    assert main(["average", str(before), str(after), "-o", str(tmp_path / "across.ckpt")]) == 0
+    other = tmp_path / "other"  # the same corpus and tokenizer, seed and model: a row of another learning rate
+    assert ablate("train", str(config), "train.max_steps=5", "train.lr_scale=0.5", f"out_dir={other}").returncode == 0
+    apart = other / "checkpoints" / "step=5.ckpt"
+    rc, out = run_cli(capsys, "average", str(apart), str(before), "-o", str(tmp_path / "mixed.ckpt"))
+    assert rc == 2 and "the same seed and model, trained apart" in out and not (tmp_path / "mixed.ckpt").exists()

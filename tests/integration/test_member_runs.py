@@ -87,6 +87,10 @@ def test_a_member_trains_as_its_own_run_would_and_leaves_an_ordinary_run(tmp_pat
     # Member 1 trains at its own learning rate: a run of its own, not a copy of member 0.
     assert summaries[1]["last"]["val/loss"] != s["last"]["val/loss"]
     assert (Path(cfg.out_dir) / "checkpoints" / "last.ckpt").is_file()  # the group's own, which resumes it
+    # Each member's checkpoints carry the group's run id (with its index, which run it is), not that of a run apart.
+    group_id = load_checkpoint(Path(cfg.out_dir) / "checkpoints" / "last.ckpt")["run_id"]
+    assert load_checkpoint(member / "checkpoints" / "step=15.ckpt")["run_id"] == group_id
+    assert load_checkpoint(tmp_path / "alone" / "checkpoints" / "last.ckpt")["run_id"] not in (group_id, None)
 
 
 def test_a_diverged_member_fails_alone_and_changes_nothing_in_the_others(tmp_path):

@@ -117,6 +117,7 @@ class MemberRuns(L.Callback):
             "state_dict": {f"model.{name}": t.cpu() for name, t in weights.items()},
             "hyper_parameters": {"config": to_dict(self.configs[k]), "vocab_size": self.vocab},
             "tokenizer_model": self.proto,
+            "run_id": pl_module.run_id,  # the group's: with the member's index, which run this is
             "params": dict(pl_module.params),
             "global_step": int(pl_module.optimizer.steps()[k]),
             "epoch": trainer.current_epoch,

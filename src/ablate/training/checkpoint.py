@@ -224,21 +224,29 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict:
 
 
 def run_identity(config: dict) -> tuple:
-    """What tells one run's checkpoints from another's of the same model and data: its seed, and its place in a
-    member group. Two runs of one seed and model (rows differing only in train.*) look alike to it."""
+    """What tells one run's checkpoints from another's of the same model and data where a checkpoint holds no run id
+    (saved before ablate wrote one): its seed, and its place in a member group."""
     return config.get("seed"), (config.get("members") or {}).get("index")
 
 
 def _refuse_other_runs_and_repeats(paths: list, ckpts: list[dict], configs: list[dict]) -> None:
-    """Two runs of one model and data (seeds, a group's members) pass the shape and tokenizer checks, and their mean
-    is no run's weights; a checkpoint named twice, or its step saved twice (last.ckpt and step=N.ckpt), weighs double."""
+    """Two runs of one model and data (seeds, a group's members, rows differing only in train.*) pass the shape and
+    tokenizer checks, and their mean is no run's weights; a checkpoint named twice, or its step saved twice (last.ckpt
+    and step=N.ckpt), weighs double. Run ids are compared where both checkpoints hold one (a run resumed across the
+    version that began writing them has both kinds)."""
     run = [run_identity(c) for c in configs]
+    ids = [c.get("run_id") for c in ckpts]
     seen: dict = {}
-    for p, c, who in zip(paths, ckpts, run):
+    for p, c, who, run_id in zip(paths, ckpts, run, ids):
         if who != run[-1]:
             raise CheckpointError(
                 f"{p}: another run than {paths[-1]}'s (seed {who[0]}, member {who[1]}; not seed {run[-1][0]}, member "
                 f"{run[-1][1]}); only checkpoints of one run can be averaged"
+            )
+        if run_id and ids[-1] and run_id != ids[-1]:
+            raise CheckpointError(
+                f"{p}: another run than {paths[-1]}'s (the same seed and model, trained apart: run id {run_id[:8]}, not "
+                f"{ids[-1][:8]}); only checkpoints of one run can be averaged"
             )
         for key in (("path", os.path.realpath(p)), ("step", c.get("global_step"))):
             if key[1] is not None and key in seen:

@@ -10,6 +10,7 @@ callbacks that write each member's run directory (ablate.run.member_runs).
 from __future__ import annotations
 
 import math
+import uuid
 
 import lightning as L
 import torch
@@ -48,6 +49,7 @@ class MemberModule(L.LightningModule):
         self.member_metrics: list[dict[str, float]] = []  # each member's metrics of the last validation
         self.bleu_signature = ""
         self.tokenizer_proto: bytes | None = None  # set by the group's trainer: its checkpoint is self-contained
+        self.run_id = uuid.uuid4().hex  # the group's; its members' checkpoints carry it (as TranslationModule's)
         self._val_sums = torch.zeros(self.members, 3)
         self._hyps: list[dict[int, list[int]]] = []
         self._decoders: tuple = ()  # ordinary models member weights are copied into for beam search (not parameters)
@@ -127,7 +129,9 @@ class MemberModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
+        checkpoint["run_id"] = self.run_id
         pin_logging_counter(checkpoint)  # a resumed group logs at the steps it would have (as TranslationModule)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
+        self.run_id = checkpoint.get("run_id", self.run_id)

@@ -6,6 +6,8 @@ and validation reporting loss, perplexity and sacreBLEU of beam-search output.
 
 from __future__ import annotations
 
+import uuid
+
 import lightning as L
 import torch
 
@@ -34,6 +36,8 @@ class TranslationModule(L.LightningModule):
         self.model = build_transformer(self.cfg.model, vocab_size)
         self.params = count_parameters(self.model)
         self.tokenizer_proto: bytes | None = None  # set by train(); makes checkpoints self-contained
+        # Tells this run's checkpoints from another run's of the same seed and model (`ablate average`); a resume keeps it.
+        self.run_id = uuid.uuid4().hex
         self.bleu_signature = ""
         self._val_sums = torch.zeros(3)  # smoothed loss, nll, target tokens
         self._hyps: dict[int, list[int]] = {}
@@ -113,8 +117,10 @@ class TranslationModule(L.LightningModule):
             )
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
+        checkpoint["run_id"] = self.run_id
         checkpoint["params"] = dict(self.params)
         pin_logging_counter(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokenizer_proto = checkpoint.get("tokenizer_model")
+        self.run_id = checkpoint.get("run_id", self.run_id)  # a checkpoint saved before run ids: this one from now on

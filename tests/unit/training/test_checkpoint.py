@@ -284,6 +284,24 @@ def test_average_checkpoints_refuses_another_runs_and_a_step_counted_twice(tmp_p
         average_checkpoints([a, b, last])
 
 
+def test_average_checkpoints_tells_two_runs_of_one_seed_and_model_apart_by_their_run_ids(tmp_path):
+    """Rows differing only in train.* have one seed and model; only the run id a checkpoint carries tells them apart.
+    A checkpoint saved before run ids (a run resumed across that version) is judged by its seed alone."""
+
+    def saved(name, step, run_id):
+        return write(tmp_path / name, {**ckpt(torch.full((2,), float(step)), step=step), **({"run_id": run_id} if run_id else {})})
+
+    a, b, c = saved("a.ckpt", 1, "a" * 32), saved("b.ckpt", 2, "a" * 32), saved("c.ckpt", 3, "c" * 32)
+    assert average_checkpoints([a, b])["global_step"] == 2
+    with pytest.raises(
+        CheckpointError,
+        match=re.escape(f"{c}: another run than {b}'s (the same seed and model, trained apart: run id cccccccc, not aaaaaaaa)"),
+    ):
+        average_checkpoints([a, c, b])
+    old = saved("old.ckpt", 4, None)
+    assert average_checkpoints([old, a, b])["global_step"] == 2
+
+
 # --- step checkpoints and `ablate average` -------------------------------------------------------------------------
 
 

@@ -223,3 +223,15 @@ def test_on_save_checkpoint_adds_tokenizer_and_params_and_pins_the_logging_step(
     assert "rng" not in checkpoint  # the generators are the RngState callback's (ablate.training.rng)
     module.on_load_checkpoint({"tokenizer_model": b"proto"})
     assert module.tokenizer_proto == b"proto"
+
+
+def test_a_runs_id_is_in_its_checkpoints_and_a_resume_keeps_it(tmp_path):
+    module, other = make_module(tmp_path), make_module(tmp_path)
+    module.trainer = StubTrainer(global_step=5)
+    checkpoint = {"global_step": 5}
+    module.on_save_checkpoint(checkpoint)
+    assert checkpoint["run_id"] == module.run_id != other.run_id  # two runs of one config are two ids
+    other.on_load_checkpoint(checkpoint)
+    assert other.run_id == module.run_id
+    other.on_load_checkpoint({"tokenizer_model": None})  # saved before run ids: keeps its own
+    assert other.run_id == module.run_id
