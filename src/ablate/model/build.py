@@ -65,8 +65,42 @@ def _accepting(cls: type, members: int | None, key: str, value: str, **kwargs) -
     """`cls(**kwargs)`, given `members` when its constructor takes it. A member model refuses a variant that has
     parameters but no member axis for them (a plugin written for one model), naming it."""
     if "members" in inspect.signature(cls.__init__).parameters:
-        return cls(**kwargs, members=members)
-    return _without_members(cls(**kwargs), members, f"{key}={value}", "argument")
+        return built(cls, f"{key}={value}", **kwargs, members=members)
+    return _without_members(built(cls, f"{key}={value}", **kwargs), members, f"{key}={value}", "argument")
+
+
+def built(cls: type, named: str, **kwargs) -> nn.Module:
+    """`cls(**kwargs)`; a constructor that does not take what the builder gives (a plugin's, say) is a ValueError
+    naming the key, the class and its file, not a TypeError from inside the builder."""
+    try:
+        inspect.signature(cls).bind(**kwargs)
+    except TypeError as e:
+        raise ValueError(
+            f"{named}: {cls.__qualname__} ({_file(cls)}) cannot be built with {', '.join(kwargs) or 'no arguments'} "
+            f"({e}); docs/variants.md gives what each registry's classes take"
+        ) from None
+    return cls(**kwargs)
+
+
+def _file(cls: type) -> str:
+    """Where `cls` is written, to name in an error: its file, else its module."""
+    try:
+        return inspect.getsourcefile(cls) or cls.__module__
+    except TypeError:  # a class with no Python source
+        return cls.__module__
+
+
+def _calls_as_a_kernel(kernel: nn.Module, named: str) -> None:
+    """Every kernel is called `kernel(q, k, v, mask, scale)`: one whose forward takes other arguments is named here,
+    when the model is built, not after the data has loaded."""
+    try:
+        inspect.signature(kernel.forward).bind("q", "k", "v", "mask", "scale")
+    except TypeError as e:
+        cls = type(kernel)
+        raise ValueError(
+            f"{named}: {cls.__qualname__}.forward ({_file(cls)}) cannot be called as forward(q, k, v, mask, scale) "
+            f"({e}); docs/variants.md gives a kernel's signature"
+        ) from None
 
 
 class NotMemberable(ValueError):
@@ -74,9 +108,16 @@ class NotMemberable(ValueError):
 
 
 def _without_members(module: nn.Module, members: int | None, named: str, how: str) -> nn.Module:
-    """`module`, built without a member axis: refused in a member model if it has parameters."""
-    if members is not None and any(True for _ in module.parameters()):
-        raise NotMemberable(f"{named} has parameters but takes no `members` {how}, so it cannot train as members (docs/variants.md)")
+    """`module`, built without a member axis: refused in a member model if it has parameters or saves buffers with
+    the model (a seed-dependent table, say), which every member would share or be stacked wrongly."""
+    if members is not None and (saved := list(module.state_dict())):
+        buffers = [name for name in saved if name not in dict(module.named_parameters())]
+        what = (
+            f"buffers saved with the model ({', '.join(buffers[:3])}: register_buffer(..., persistent=False) keeps one out)"
+            if buffers and len(buffers) == len(saved)
+            else "parameters"
+        )
+        raise NotMemberable(f"{named} has {what} but takes no `members` {how}, so it cannot train as members (docs/variants.md)")
     return module
 
 
@@ -111,7 +152,8 @@ def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Tran
             position = _accepting(positional_cls, members, "model.positional", cfg.positional, **kwargs)
         offered = {"causal": causal, "self_attention": self_attention, "window": cfg.attention_window, "members": members}
         options = {name: offered[name] for name in kernel_cls.options}
-        kernel = kernel_cls(heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options)
+        kernel = built(kernel_cls, f"model.attention={cfg.attention}", heads=heads, d_k=d_k, dropout=cfg.attention_dropout, **options)
+        _calls_as_a_kernel(kernel, f"model.attention={cfg.attention}")
         if "members" not in options:
             _without_members(kernel, members, f"model.attention={cfg.attention}", "option")
         return MultiHeadAttention(
@@ -127,7 +169,8 @@ def _wire(cfg: ModelConfig, vocab_size: int, members: int | None = None) -> Tran
         )
 
     def ff() -> FeedForward:
-        activation = _without_members(activation_cls(), members, f"model.activation={cfg.activation}", "argument")
+        named = f"model.activation={cfg.activation}"
+        activation = _without_members(built(activation_cls, named), members, named, "argument")
         return FeedForward(d_model=cfg.d_model, d_ff=cfg.d_ff, activation=activation, members=members)
 
     def token_table() -> nn.Module:
