@@ -200,11 +200,16 @@ def exit_reason(rc: int, trial_dir: Path) -> str:
 
 
 def fail_reason(trial_dir: Path, errors_only: bool = False) -> str:
+    """The log's last error line; one that ends with a colon (torch's "Error(s) in loading state_dict for X:") with
+    the line that says what the error was."""
     log = (trial_dir / "train.log").read_text(errors="replace").strip().splitlines() if (trial_dir / "train.log").exists() else []
-    errors = [line for line in log if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error", line)]
-    if errors_only:
-        return errors[-1][:500] if errors else ""
-    return (errors[-1] if errors else (log[-1] if log else "the trial process died without output"))[:500]
+    errors = [i for i, line in enumerate(log) if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error", line)]
+    if not errors:
+        return "" if errors_only else (log[-1] if log else "the trial process died without output")[:500]
+    line = log[errors[-1]]
+    if line.endswith(":") and errors[-1] + 1 < len(log):
+        line = f"{line} {log[errors[-1] + 1].strip()}"
+    return line[:500]
 
 
 # -- child side --------------------------------------------------------------------------------------------------

@@ -86,6 +86,21 @@ def test_a_trial_killed_by_sigkill_is_named_so_not_by_its_logs_last_line(tmp_pat
     )
 
 
+def test_an_error_line_ending_in_a_colon_keeps_the_line_that_says_what_the_error_was(tmp_path):
+    """torch's load_state_dict error is a heading and its reasons below: the heading alone named no cause."""
+    (tmp_path / "train.log").write_text(
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "RuntimeError: Error(s) in loading state_dict for Transformer:\n"
+        "\tsize mismatch for src_embed.positional.pe: copying a param with shape torch.Size([2, 8])\n"
+    )
+    study = optuna.create_study()
+    assert record_result(study, study.ask(), {"val/bleu": 1.0}, tmp_path, 1) == TrialState.FAIL
+    assert study.trials[0].user_attrs["fail_reason"] == (
+        "exit code 1: RuntimeError: Error(s) in loading state_dict for Transformer: size mismatch for "
+        "src_embed.positional.pe: copying a param with shape torch.Size([2, 8])"
+    )
+
+
 def test_a_study_lost_while_a_trial_runs_stops_the_trial_and_says_so(tmp_path, monkeypatch):
     """A heartbeat that fails (a database locked past its timeout, an unreachable server) used to escape the watch
     and leave the trial's process training unwatched while the worker started its next row."""
