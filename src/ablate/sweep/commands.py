@@ -25,7 +25,7 @@ from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
 from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans
-from ablate.sweep.live import LiveView
+from ablate.sweep.live import LiveView, plain_every_s
 from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
 from ablate.sweep.member_checks import few_groups_note, members_problem
@@ -242,6 +242,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
     if args.dry_run:
         dry_run(sweep, console)
         return 0
+    if not console.is_terminal:  # plain progress lines: a bad ABLATE_PROGRESS_EVERY stops it before its study exists
+        plain_every_s()
     placed = gpu_layout(sweep, per_gpu_from, console)
     if sweep.members_auto and (problem := members_problem(sweep)):  # the K the probe chose
         raise ValueError(f"members auto: {problem}")

@@ -5,6 +5,7 @@ validations, when it ends and every ABLATE_PROGRESS_EVERY seconds; never an esca
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
@@ -20,15 +21,26 @@ from ablate.sweep.picture import plain_summary, plain_trial, render
 from ablate.sweep.snapshot import RUNNING, Snapshot, snapshot
 from ablate.sweep.storage import make_storage
 
-PLAIN_EVERY_S = float(os.environ.get("ABLATE_PROGRESS_EVERY", 60))  # plain output: a line per running trial this often
+
+def plain_every_s() -> float:
+    """ABLATE_PROGRESS_EVERY: plain output's line per running trial this often (seconds, default 60). Read when a
+    sweep starts printing, so a bad value stops that sweep with its name, not every command that imports this."""
+    raw = os.environ.get("ABLATE_PROGRESS_EVERY", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"ABLATE_PROGRESS_EVERY={raw!r} is not a number of seconds above 0 (e.g. ABLATE_PROGRESS_EVERY=30)")
+    return value
 
 
 class PlainPrinter:
     """Line-by-line progress for logs: a trial's line when it starts, reaches a new validation or changes phase, and at
     least every `every_s` seconds while it runs; the counts and best row whenever they change and with those lines."""
 
-    def __init__(self, out: IO[str], every_s: float = PLAIN_EVERY_S):
-        self.out, self.every_s = out, every_s
+    def __init__(self, out: IO[str], every_s: float | None = None):
+        self.out, self.every_s = out, plain_every_s() if every_s is None else every_s
         self._last: dict[int, tuple[float, tuple]] = {}
         self._ended: set[int] | None = None  # trials already over when the printer first looked are not announced
         self._summary: tuple | None = None
@@ -66,6 +78,7 @@ class LiveView:
 
     def __init__(self, url: str, study_name: str, console: Console, live: bool, every_s: float = 1.0):
         self.url, self.study_name, self.console, self.live, self.every_s = url, study_name, console, live, every_s
+        self._printer = None if live else PlainPrinter(console.file)  # here, not in the thread: a bad setting stops the sweep
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ablate-live-view", daemon=True)
         self._posted: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -100,8 +113,7 @@ class LiveView:
             except Exception:  # a locked or unreachable storage: keep the last picture, try again next time
                 return snap
 
-        if not self.live:
-            printer = PlainPrinter(self.console.file)
+        if (printer := self._printer) is not None:
             while True:
                 stopping = self._stop.wait(self.every_s)
                 snap = take()

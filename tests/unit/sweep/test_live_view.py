@@ -6,10 +6,14 @@ import io
 import re
 
 import optuna
+import pytest
+from helpers import multi30k_names
 from live_study import NOW, add, crafted, progress
 from optuna.trial import TrialState
 from rich.console import Console
+from sweep_files import VARIANTS, write
 
+from ablate.cli import main
 from ablate.sweep.live import PlainPrinter
 from ablate.sweep.picture import plain_lines, render
 from ablate.sweep.snapshot import snapshot
@@ -155,3 +159,22 @@ def test_a_running_trial_whose_training_ended_is_not_taken_for_a_hung_one(tmp_pa
     lines = plain_lines(snapshot(study, now=NOW))
     assert lines[0].startswith("trial 0 member: training, step 120/300") and lines[0].endswith("(training done, its end to come)")
     assert lines[1].endswith("(training stopped, its end to come)")
+
+
+@pytest.mark.parametrize("raw", ["30s", "0", "-5", "nan", ""])
+def test_a_bad_progress_interval_is_refused_naming_the_variable_and_only_where_it_is_used(tmp_path, monkeypatch, capsys, raw):
+    """It was read at import, so every command that loads the sweep package (status, a dry run) failed with
+    "could not convert string to float: '30s'", naming nothing."""
+    monkeypatch.setenv("ABLATE_PROGRESS_EVERY", raw)
+    with pytest.raises(ValueError, match=re.escape(f"ABLATE_PROGRESS_EVERY={raw!r} is not a number of seconds above 0")):
+        PlainPrinter(io.StringIO())
+    path = write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n")
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(path)]) == 2  # plain progress lines (not a terminal): refused before its study exists
+    assert f"ABLATE_PROGRESS_EVERY={raw!r}" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    monkeypatch.setenv("ABLATE_PROGRESS_EVERY", "2.5")
+    assert PlainPrinter(io.StringIO()).every_s == 2.5
+    monkeypatch.delenv("ABLATE_PROGRESS_EVERY")
+    assert PlainPrinter(io.StringIO()).every_s == 60
