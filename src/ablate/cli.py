@@ -77,6 +77,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     flag it has or, for a command that reads a config, the override the flag may have meant (`--out_dir x` ->
     `out_dir=x`)."""
     parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    if command is not None and command not in sub.choices:  # argparse lists the choices, but guesses none
+        parser.error(f"unknown command '{command}'{did_you_mean(command, list(sub.choices))}; the commands: {', '.join(sub.choices)}")
     args, extra = parser.parse_known_args(argv)
     if isinstance(getattr(args, "config", None), list):
         # Overrides and files after a flag (`--members 2 train.max_steps=30`, `--resume out_dir=x`) are the config's,
@@ -85,7 +89,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         extra = [a for a in extra if a.startswith("-") and a != "--"]  # `--` ends the flags: nothing to refuse
     if not extra:
         return args
-    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     command = sub.choices[args.command]
     flags = [o for a in command._actions for o in a.option_strings]
     named = []  # each argument once, with its hint beside it

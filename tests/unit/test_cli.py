@@ -228,6 +228,15 @@ def test_a_mistyped_flag_is_refused_by_its_command_with_the_flag_or_override_it_
     assert "unrecognized arguments: --out_dir (config keys are overrides, written KEY=VALUE: out_dir=...)\n" in err
 
 
+def test_a_mistyped_command_is_refused_with_the_command_it_meant(capsys):
+    """argparse listed the choices but guessed none, as ablate does for a flag or a config key."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["trian", "a.yaml", "model.heads=2"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: ablate" in err
+    assert "ablate: error: unknown command 'trian' (did you mean 'train'?); the commands: params, train, sweep," in err
+
+
 def test_each_unknown_flag_is_named_once_with_its_hint_beside_it(capsys):
     """`--resme` was "unrecognized arguments: --resme; --resme (did you mean '--resume'?)"."""
     with pytest.raises(SystemExit):
