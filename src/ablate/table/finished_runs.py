@@ -100,7 +100,8 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
 
 
 def runs_from_dirs(root: Path) -> list[Run]:
-    """Every finished run under `root` (a sweep's out_dir or any folder of run dirs): config.yaml + summary.json."""
+    """Every finished run under `root` (a sweep's out_dir or any folder of run dirs): config.yaml + summary.json, less
+    runs a sweep's pruner stopped (which left_out names)."""
     runs = []
     for summary_path in sorted(root.rglob("summary.json")):
         config_path = summary_path.parent / "config.yaml"
@@ -112,8 +113,18 @@ def runs_from_dirs(root: Path) -> list[Run]:
         config = flatten(read_run_config(config_path, whole=True))
         row = config.get("sweep.row") or row_of_folder(summary_path.parent, config)
         summary = read_json(summary_path, "run summary")
-        runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
+        run = _run(row, config, summary, str(summary_path.parent), summary_path.parent)
+        if run.stop_reason != PRUNED:  # stopped early by a sweep's pruner: left_out names it
+            runs.append(run)
     return runs
+
+
+PRUNED = "pruned"  # the stop_reason of a run a sweep's pruner stopped: a summary.json, but no finished seed
+
+
+def pruned_note(steps) -> str:
+    """Why a pruned run is not tabulated (its steps from its summary)."""
+    return f"pruned at step {steps}: the sweep's pruner stopped it early, so it is no finished seed"
 
 
 def row_of_folder(run: Path, config: dict) -> str:
@@ -170,6 +181,8 @@ def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
     for run in found:
         if run.exit_code is None:
             skipped[str(run.path)] = UNFINISHED
+        elif run.summary.get("stop_reason") == PRUNED:
+            skipped[str(run.path)] = pruned_note(run.summary.get("steps"))
         elif "val/bleu" not in run.summary and "last" not in run.summary:
             skipped[str(run.path)] = "finished without final scores (no val/bleu or last in its summary): failed or stopped before them"
         else:

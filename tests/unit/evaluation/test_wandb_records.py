@@ -145,14 +145,18 @@ def test_finished_runs_without_scores_and_sweep_summary_runs_are_named_too(tmp_p
     """A sweep's summary run is told by its job type: a trial a user tagged "summary" is still a trial."""
     import wandb
 
-    for name, job_type in (("failed", None), ("t-summary", "sweep-summary")):
-        wandb.init(project="t", dir=str(tmp_path / name), mode="offline", name=name, job_type=job_type).finish()
+    for name, job_type in (("failed", None), ("t-summary", "sweep-summary"), ("pruned", None)):
+        run = wandb.init(project="t", dir=str(tmp_path / name), mode="offline", name=name, job_type=job_type)
+        if name == "pruned":  # a run a sweep's pruner stopped: final scores, but no finished seed
+            run.summary.update({"last": {"val/bleu": 1.0, "val/ppl": 900.0}, "steps": 10, "stop_reason": "pruned"})
+        run.finish()
     wandb.teardown()
     found, skipped = runs_from_wandb(tmp_path)
     by_dir = {Path(path).relative_to(tmp_path).parts[0]: why for path, why in skipped.items()}
     assert found == [] and by_dir == {
         "failed": "finished without final scores (no val/bleu or last in its summary): failed or stopped before them",
         "t-summary": "a sweep's summary table, not a trial",
+        "pruned": "pruned at step 10: the sweep's pruner stopped it early, so it is no finished seed",
     }
     assert main(["table", str(tmp_path), "--wandb"]) == 2
     err = capsys.readouterr().err

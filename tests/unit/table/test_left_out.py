@@ -74,6 +74,32 @@ def test_every_run_not_tabulated_is_named_with_why(tmp_path):
     assert found.diverged["B-dk16"][1]["train.lr_scale"] == 1000.0
 
 
+def test_a_run_the_pruner_stopped_is_no_seed_and_is_named_with_its_step(tmp_path, capsys):
+    """A pruned run writes its summary.json (stop_reason "pruned"): the table took it for a finished seed and tested
+    a 10-step run against a 40-step base under "equal steps"."""
+    root = tmp_path / "study"
+    for seed in (1, 2):
+        write_run(root, "base", seed, {}, {"last": {"val/bleu": 20.0 + seed, "val/ppl": 9.0}, "steps": 40, "stop_reason": "max_steps"})
+        write_run(
+            root,
+            "slow",
+            seed,
+            {"train.lr_scale": 0.001},
+            {"last": {"val/bleu": 1.0, "val/ppl": 800.0}, "steps": 40, "stop_reason": "max_steps"},
+        )
+    write_run(
+        root, "slow", 3, {"train.lr_scale": 0.001}, {"last": {"val/bleu": 0.2, "val/ppl": 900.0}, "steps": 10, "stop_reason": "pruned"}
+    )
+    runs = runs_from_dirs(root)
+    assert sorted((r.row, r.config["seed"]) for r in runs) == [("base", 1), ("base", 2), ("slow", 1), ("slow", 2)]
+    found = left_out(root, runs)
+    assert found.runs == {
+        str(root / "trials" / "slow-s3"): "pruned at step 10: the sweep's pruner stopped it early, so it is no finished seed"
+    }
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    assert "slow-s3 (pruned at step 10" in capsys.readouterr().out
+
+
 def test_a_member_groups_own_folder_is_no_run_and_its_diverged_member_is_named(tmp_path):
     """`ablate train --members 2`: the group's folder (its config, checkpoint, log) holds the members' folders. Member 1
     finished; member 2 diverged (FAILED.txt, no summary). Only member 2 is left out; the group's folder is no run."""
