@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config.paper import row_group
 from ablate.files.yaml_file import key_line
+from ablate.sweep.changed_rows import changed_rows
 from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
 from ablate.sweep.row_param import row_param
@@ -42,13 +43,16 @@ class Variants(Plan):
         return optuna.samplers.RandomSampler(seed=self.sweep.sampler.get("seed"))
 
     def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:
-        """Queue every (row, seed) with no finished, running or queued trial.
+        """Queue every (row, seed) with no finished, running or queued trial; a finished row the file now gives another
+        config is named (ablate.sweep.changed_rows), not trained again.
 
         With `only_dead`, only rows whose last trial was interrupted (failed without a reason of its own) are queued
         again, at most MAX_RETRY times a run: a row that fails by itself (NaN, bad override) is not retried within a
         run, only when the user re-runs the sweep.
         """
         trials = study.get_trials(deepcopy=False)
+        for line in [] if only_dead else changed_rows(self.sweep, trials):
+            log.warning(line)
         busy = {row_of(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
         failed: dict[tuple, list[FrozenTrial]] = {}
         for t in trials:

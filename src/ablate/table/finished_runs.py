@@ -7,21 +7,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.config import ExperimentConfig, ModelConfig, flatten, to_dict
+from ablate.config import ModelConfig, flatten
 from ablate.config.saved import read_run_config
+from ablate.config.trained import trained_differences
 from ablate.files.json_file import read_json
 from ablate.run.summary_fields import check_summary
-
-# A row's seeds must agree on what they trained: the config sections (a W&B run's config also holds its own
-# bookkeeping, which may differ), less the keys that say where and how a run ran or what it kept, and with a key
-# added to the schema since a seed was trained counted at its default (a study continued on a newer checkout).
-TRAINED = ("model.", "data.", "train.")
-RUN_SPECIFIC = tuple(f"data.{k}" for k in ("dir", "cache_dir", "num_workers", "train_prefix", "valid_prefix", "test_prefix"))
-RUN_SPECIFIC += tuple(
-    f"train.{k}"
-    for k in ("accelerator", "devices", "strategy", "num_threads", "log_every_steps", "peak_tflops", "compile", "keep_last", "eval_record")
-)
-_DEFAULTS = flatten(to_dict(ExperimentConfig()))
 
 
 @dataclass
@@ -151,12 +141,10 @@ def check_rows(runs: list[Run]) -> None:
                 f"row '{run.row}' has two runs of seed {run.config.get('seed')}: {twin.source} and {run.source}; move one out of the study"
             )
         ref = first.setdefault(run.row, run)
-        keys = sorted(k for k in ref.config.keys() | run.config.keys() if k.startswith(TRAINED) and not k.startswith(RUN_SPECIFIC))
-        ours, theirs = ({k: r.config.get(k, _DEFAULTS.get(k)) for k in keys} for r in (ref, run))
-        if diff := [k for k in keys if ours[k] != theirs[k]]:
+        if diff := trained_differences(ref.config, run.config):
             raise ValueError(
                 f"row '{run.row}' mixes configurations: {ref.source} and {run.source} differ in "
-                + ", ".join(f"{k} ({ours[k]!r} vs {theirs[k]!r})" for k in diff)
+                + ", ".join(f"{k} ({ours!r} vs {theirs!r})" for k, (ours, theirs) in diff.items())
                 + "; a row's runs may differ only in their seed"
             )
 

@@ -1,0 +1,14 @@
+"""What a run trained, as two runs are compared by it: the model, data and train sections, less where and how a run
+ran, with a key added to the schema since counted at its default."""
+
+from __future__ import annotations
+
+from ablate.config.trained import trained_differences
+
+
+def test_only_what_was_trained_differs_and_a_key_added_since_counts_at_its_default():
+    a = {"model.heads": 8, "train.lr_scale": 1.0, "data.dir": "/a", "train.num_threads": 2, "out_dir": "x", "seed": 1}
+    b = {"model.heads": 4, "train.lr_scale": 1.0, "data.dir": "/b", "train.num_threads": 1, "out_dir": "y", "seed": 2}
+    assert trained_differences(a, b) == {"model.heads": (8, 4)}  # where it ran, its threads, its folder and seed: not
+    assert trained_differences({"model.dropout": 0.1}, {}) == {}  # a run saved before the key: the default (0.1)
+    assert trained_differences({"model.dropout": 0.3}, {}) == {"model.dropout": (0.3, 0.1)}
