@@ -5,7 +5,9 @@ config file naming it, or on the command line to the current directory) or impor
 `load_config` imports them before validating, so every command, sweep worker, trial and DDP rank (each
 loads its config through it) knows their names; `ablate evaluate|translate` take them as `--plugins`.
 Installed packages may register through the `ablate.plugins` entry-point group, loaded with any plugins.
-A checkpoint or a saved config only records its plugins: nothing here is called from `from_dict`.
+A checkpoint or a saved config only records its plugins: nothing here is called from `from_dict`. A checkpoint also
+records the sha256 of each plugin's file as the training process imported it (PLUGIN_HASHES), since the same path
+may hold other code by the time its weights are resumed or scored.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from ablate.registry import NameTaken, Registry, restoring
 ENTRY_POINT_GROUP = "ablate.plugins"
 MODULE_PREFIX = "ablate_plugin_"  # a plugin file's module is ablate_plugin_<stem>_<hash of its path>
 
+PLUGIN_HASHES = "plugin_sha256"  # a checkpoint's field: resolved spec -> sha256 of the plugin's file as trained with
+
 _imported: dict[str, ModuleType] = {}  # resolved spec (absolute path or module name) -> module; once per process
+_hashes: dict[str, str] = {}  # resolved spec -> sha256 of its file's contents when it was imported
 _entry_points_loaded = False
 
 
@@ -64,13 +69,23 @@ def import_plugin(spec: str) -> ModuleType:
         raise ConfigError(f"plugin {path}: no such file")
     if path is not None and path.suffix != ".py":
         raise ConfigError(f"plugin {path}: not a .py file (name a Python file, or a module by its dotted name)")
+    digest = _sha256(path)  # a file's bytes read just before they run: what the weights are trained with
     try:
         with restoring(*_registries(), on_error_only=True):
             module = _import_file(path) if path is not None else importlib.import_module(spec)
     except Exception as e:  # anything a user's module raises while importing, SyntaxError included
         raise ConfigError(_failure(spec, spec if path is not None else _module_file(spec), e)) from None
     _imported[spec] = module
+    if digest := digest or _sha256(getattr(module, "__file__", None)):  # a module: its __file__, where it has one
+        _hashes[spec] = digest
     return module
+
+
+def _sha256(file) -> str | None:
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest() if file else None
+    except OSError:
+        return None
 
 
 def installed() -> bool:
@@ -136,11 +151,16 @@ def _registries() -> tuple[Registry, ...]:
 # -- what a saved config needs -------------------------------------------------------------------------------------
 
 
-def unregistered(model: dict) -> list[str]:
-    """The variant keys of a (saved) model section whose names no registry holds now: ["model.attention='x'"]."""
+def _variant_tables() -> dict[str, Registry]:
+    """A model section's variant keys and the registries their names are looked up in."""
     from ablate.model import ACTIVATIONS, ATTENTION, POSITIONAL, SCALING
 
-    tables = {"attention": ATTENTION, "attention_scaling": SCALING, "positional": POSITIONAL, "activation": ACTIVATIONS}
+    return {"attention": ATTENTION, "attention_scaling": SCALING, "positional": POSITIONAL, "activation": ACTIVATIONS}
+
+
+def unregistered(model: dict) -> list[str]:
+    """The variant keys of a (saved) model section whose names no registry holds now: ["model.attention='x'"]."""
+    tables = _variant_tables()
     return [f"model.{key}='{model[key]}'" for key, table in tables.items() if key in model and model[key] not in table]
 
 
@@ -158,6 +178,55 @@ def needed(source: str, saved: dict) -> str | None:
     recorded = saved.get("plugins") or []
     by = f"by its plugins ({', '.join(map(str, recorded))})" if recorded else "and the run records no plugin"
     return f"{source}: {what} {by}; pass the file or module that registers it: --plugins FILE_OR_MODULE"
+
+
+def contents(specs: Iterable[str]) -> dict[str, str]:
+    """The sha256 of each of `specs` (resolved) imported in this process, of its file as imported; one whose file is
+    unknown (a module without one) is left out. What a checkpoint records as PLUGIN_HASHES."""
+    return {s: _hashes[s] for s in specs if s in _imported and s in _hashes}
+
+
+def _recorded(record) -> dict[str, str]:
+    """A checkpoint's PLUGIN_HASHES; absent (saved before ablate recorded them) or damaged: {}, nothing known."""
+    return {k: v for k, v in record.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(record, dict) else {}
+
+
+def edited(record, specs: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(spec, sha256 recorded, sha256 now) of each of `specs` imported now whose file's contents are not those
+    `record` (a checkpoint's PLUGIN_HASHES) holds for the same spec: the file was edited since."""
+    recorded, now = _recorded(record), contents(specs)
+    return [(s, recorded[s], h) for s, h in now.items() if s in recorded and recorded[s] != h]
+
+
+def changed_since_training(source: str, record, model: dict) -> list[str]:
+    """A warning line for each way the plugins imported now differ from those `source` (a checkpoint, whose
+    PLUGIN_HASHES is `record` and model section `model`) was trained with: a recorded file edited since, or variants
+    now registered by another file whose contents none of the recorded had (`--plugins` names any file registering the
+    names). A plugin recorded but not imported, and with nothing in its place, is said by `needed` where it is needed."""
+    recorded, now = _recorded(record), contents(_imported)
+    lines = [
+        f"{source}: plugin {s} changed since training (sha256 {a[:12]} then, {b[:12]} now); going on with it as it is now"
+        for s, a, b in edited(recorded, now)
+    ]
+    missing = [f"{s} (sha256 {h[:12]})" for s, h in recorded.items() if s not in now and h not in now.values()]
+    instead = [s for s, h in now.items() if s not in recorded and h not in recorded.values()]
+    outside, providers = _providers(model)
+    instead = [s for s in instead if s in providers] or instead  # a class in a module the plugin imports: any of them
+    if missing and instead and outside:  # a model of ablate's own variants only runs no plugin's code
+        lines.append(
+            f"{source}: the plugin's contents changed since training: it was trained with {', '.join(missing)}, and its "
+            f"variants now come from {', '.join(f'{s} (sha256 {now[s][:12]})' for s in instead)}; going on with them as they are"
+        )
+    return lines
+
+
+def _providers(model: dict) -> tuple[bool, set[str]]:
+    """Whether a variant key of the model section `model` names a class from outside ablate, and the imported plugins
+    whose module defines one."""
+    specs = {m.__name__: s for s, m in _imported.items()}
+    named = [table.get(model.get(key)) for key, table in _variant_tables().items() if isinstance(model.get(key), str)]
+    modules = [str(getattr(c, "__module__", "")) for c in named if c is not None]
+    return any(m.partition(".")[0] != "ablate" for m in modules), {specs[m] for m in modules if m in specs}
 
 
 # Where a file of plugins is named: in a run's config or on its command line, or in a sweep file, which takes no

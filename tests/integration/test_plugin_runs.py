@@ -7,6 +7,7 @@ not assumed. (Named apart from tests/unit/test_plugins.py: pytest's default impo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -108,6 +109,35 @@ def test_resume_takes_the_plugins_given_and_refuses_other_ones(work):
     err = refused(ablate(work, "train", "exp.yaml", "plugins=[moved/variants.py]", *USE, "out_dir=run", "--resume"))
     assert f"--resume: the config differs from the run's saved one in plugins: ['{work / 'variants.py'}'] -> " in err
     ok(ablate(work, "train", "exp.yaml", "plugins=[variants.py]", *USE, "out_dir=run", "train.max_steps=10", "--resume"))
+
+
+def test_a_plugin_edited_since_training_is_refused_on_resume_and_named_by_evaluate(work):
+    plugin = work / "variants.py"
+    ok(ablate(work, "train", "exp.yaml", "plugins=[variants.py]", *USE, "out_dir=run", "train.max_steps=10"))
+    then = hashlib.sha256(plugin.read_bytes()).hexdigest()
+    plugin.write_text(VARIANTS.replace("* scale", "* scale * 0"))  # its kernel edited: every logit 0
+    now = hashlib.sha256(plugin.read_bytes()).hexdigest()
+    err = refused(ablate(work, "train", "exp.yaml", "plugins=[variants.py]", *USE, "out_dir=run", "train.max_steps=10", "--resume"))
+    assert f"--resume: plugin {plugin} (sha256 {then[:12]} -> {now[:12]}) changed since " in err
+    assert err.rstrip().endswith("use --force to resume anyway with it as it is now")
+
+    ckpt = "run/checkpoints/last.ckpt"
+    proc = ok(ablate(work, "evaluate", ckpt, "--split", "test", "--plugins", "variants.py"))
+    edited = f"checkpoint {ckpt}: plugin {plugin} changed since training (sha256 {then[:12]} then, {now[:12]} now)"
+    assert edited in proc.stderr and json.loads(proc.stdout)["sentences"] == 40
+    (work / "other").mkdir()
+    shutil.copy(plugin, work / "other" / "variants.py")  # another file registering its variants' names
+    proc = ok(ablate(work, "evaluate", ckpt, "--split", "test", "--plugins", "other/variants.py"))
+    assert (
+        f"it was trained with {plugin} (sha256 {then[:12]}), and its variants now come from {work / 'other' / 'variants.py'}" in proc.stderr
+    )
+
+    forced = ok(
+        ablate(work, "train", "exp.yaml", "plugins=[variants.py]", *USE, "out_dir=run", "train.max_steps=20", "--resume", "--force")
+    )
+    assert f"resuming with plugin {plugin} (sha256 {then[:12]} -> {now[:12]}) as it is now" in forced.stderr
+    proc = ok(ablate(work, "evaluate", ckpt, "--split", "test", "--plugins", "variants.py"))
+    assert "changed since training" not in proc.stderr  # the resumed checkpoint records the plugin it trained on with
 
 
 def test_a_broken_or_clashing_plugin_is_named_by_the_command_line(work):

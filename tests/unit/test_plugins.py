@@ -3,6 +3,7 @@ way it can fail names the plugin. The command line, sweeps and DDP ranks are in 
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import sys
 import textwrap
@@ -29,6 +30,7 @@ USE = [f"{key}={name}" for key, name in NAMES.items()]
 def fresh(monkeypatch):
     """Each test starts with no plugin imported; what it registers or imports is taken back after it."""
     monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
     monkeypatch.setattr(plugins, "_entry_points_loaded", True)  # the entry-point test turns this back on
     modules = set(sys.modules)
     with restoring(*plugins._registries()):
@@ -101,6 +103,57 @@ def test_a_plugin_may_be_a_module_name(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_config(overrides=["plugins=[ut_pkg.variants]", *USE])
     assert cfg.plugins == ["ut_pkg.variants"] and "ut_half" in SCALING
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+MODEL = {key.removeprefix("model."): name for key, name in NAMES.items()}
+ZEROED = VARIANTS.replace("* scale", "* scale * 0")  # the kernel edited: every logit 0
+
+
+def test_a_plugin_records_the_sha256_of_its_file_as_it_was_imported(tmp_path, monkeypatch):
+    plugin = write(tmp_path / "variants.py")
+    write(tmp_path / "ut_pkg" / "__init__.py", "")
+    module = write(tmp_path / "ut_pkg" / "kernels.py", "SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    recorded = {str(plugin): sha(plugin), "ut_pkg.kernels": sha(module)}  # a module: its __file__'s contents
+    plugins.load_plugins([str(plugin), "ut_pkg.kernels"])
+    assert plugins.contents([str(plugin), "ut_pkg.kernels", str(tmp_path / "never.py")]) == recorded
+    write(plugin, ZEROED)  # edited while a run trains: the record is of the code that ran
+    assert plugins.contents([str(plugin)]) == {str(plugin): recorded[str(plugin)]}
+
+
+def test_a_plugin_file_edited_since_a_checkpoint_was_trained_is_named_with_both_hashes(tmp_path):
+    plugin = write(tmp_path / "variants.py")
+    then = sha(plugin)
+    write(plugin, ZEROED)
+    plugins.load_plugins([str(plugin)])
+    now = sha(plugin)
+    assert plugins.edited({str(plugin): then}, [str(plugin)]) == [(str(plugin), then, now)]
+    assert plugins.changed_since_training("checkpoint c.ckpt", {str(plugin): then}, MODEL) == [
+        f"checkpoint c.ckpt: plugin {plugin} changed since training (sha256 {then[:12]} then, {now[:12]} now); going on with it as it is now"
+    ]
+    assert plugins.changed_since_training("checkpoint c.ckpt", {str(plugin): now}, MODEL) == []
+    for unknown in (None, {str(plugin): 3}, "damaged"):  # a checkpoint saved before the record, or a damaged one: unknown
+        assert plugins.edited(unknown, [str(plugin)]) == [] and plugins.changed_since_training("c", unknown, MODEL) == []
+
+
+def test_another_file_registering_a_checkpoints_variants_is_named_where_its_contents_differ(tmp_path):
+    trained = write(tmp_path / "variants.py")
+    record = {str(trained): sha(trained)}
+    with restoring(*plugins._registries()):
+        plugins.load_plugins([str(write(tmp_path / "copy" / "variants.py"))])
+        assert plugins.changed_since_training("checkpoint c.ckpt", record, MODEL) == []  # a copy: the same code
+    plugins._imported.clear()
+    other, extra = write(tmp_path / "other" / "variants.py", ZEROED), write(tmp_path / "extra.py", "UNRELATED = 1\n")
+    plugins.load_plugins([str(extra), str(other)])
+    assert plugins.changed_since_training("checkpoint c.ckpt", record, MODEL) == [
+        f"checkpoint c.ckpt: the plugin's contents changed since training: it was trained with {trained} (sha256 "
+        f"{record[str(trained)][:12]}), and its variants now come from {other} (sha256 {sha(other)[:12]}); going on with them as they are"
+    ]
+    assert plugins.changed_since_training("checkpoint c.ckpt", record, {}) == []  # ablate's own variants run no plugin
 
 
 def test_nothing_is_imported_unless_named_and_the_error_says_how(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import lightning as L
 
+from ablate import plugins
 from ablate.config import ExperimentConfig, to_dict
 from ablate.run.callbacks import fit_validation
 from ablate.run.loggers import finish_wandb, make_csv_logger, make_wandb_logger
@@ -118,6 +119,7 @@ class MemberRuns(L.Callback):
             "hyper_parameters": {"config": to_dict(self.configs[k]), "vocab_size": self.vocab},
             "tokenizer_model": self.proto,
             "run_id": pl_module.run_id,  # the group's: with the member's index, which run this is
+            plugins.PLUGIN_HASHES: plugins.contents(self.configs[k].plugins),
             "params": dict(pl_module.params),
             "global_step": int(pl_module.optimizer.steps()[k]),
             "epoch": trainer.current_epoch,

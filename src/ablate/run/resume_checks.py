@@ -1,13 +1,16 @@
 """What `--resume` checks before any file changes, for one run (ablate.run.train) and for a member group and each of its
 members (ablate.run.members) alike: the config against the run's saved config.yaml, and the corpus files against its
-fingerprint.json. A config change is refused unless forced, and always where it changes the model's shapes; a corpus
-edited in place is refused unless accepted (a config change shows in the command, an edited file does not)."""
+fingerprint.json, and the plugins' files against the sha256 the checkpoint records. A config change is refused unless
+forced, and always where it changes the model's shapes; a plugin file edited since the checkpoint was saved is refused
+unless forced (the config names the same path); a corpus edited in place is refused unless accepted (a config change
+shows in the command, an edited file does not)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
+from ablate import plugins
 from ablate.config import ExperimentConfig, to_yaml
 from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.files import signals
@@ -35,6 +38,25 @@ def checked_config_changes(out: Path, cfg: ExperimentConfig, force: bool) -> dic
             "(another out_dir) for that config"
         )
     return changes
+
+
+def checked_plugins(ckpt_path: Path, cfgs: list[ExperimentConfig], force: bool) -> None:
+    """Refuse, unless forced, a plugin file the configs name whose contents are not those `ckpt_path` was trained with
+    (its record; a checkpoint from before records passes): the config names the same path, so its check sees nothing."""
+    from ablate.training.checkpoint import load_checkpoint
+
+    record = load_checkpoint(ckpt_path, mmap=True).get(plugins.PLUGIN_HASHES)
+    changed = plugins.edited(record, dict.fromkeys(s for cfg in cfgs for s in cfg.plugins))
+    listed = "; ".join(f"{s} (sha256 {a[:12]} -> {b[:12]})" for s, a, b in changed)
+    how = (  # a sweep's trial resumes without --force, and a rerun sweep starts a failed trial's row over
+        "a sweep takes no --force: rerunning it starts the row over in a new folder"
+        if any(cfg.sweep.study for cfg in cfgs)
+        else "use --force to resume anyway with it as it is now"
+    )
+    if changed and not force:
+        raise ValueError(f"--resume: plugin {listed} changed since {ckpt_path} was saved, whose weights trained with it as it was; {how}")
+    if changed:
+        log.warning("resuming with plugin %s as it is now, changed since %s was saved", listed, ckpt_path)
 
 
 def shape_changes(out: Path, cfg: ExperimentConfig, changes: dict[str, tuple]) -> list[str]:
@@ -122,10 +144,12 @@ def prepare_resume(
     ckpt_path: Path, runs: list[tuple[Path, ExperimentConfig]], fingerprinted: Path, home: Path, force: bool, accept_data_change: bool
 ) -> tuple[int, object, str | None]:
     """A resume from `ckpt_path`, checked before any file changes: each run directory's config in `runs` against its
-    saved one, the corpus against `fingerprinted`'s fingerprint. Then stale saves go, forced configs are kept and the
-    checkpoint's tokenizer is restored in `home` (the directory that resumes: a run's, a group's). Returns (attempt
-    number, that tokenizer or None, the fingerprint record to write or None)."""
+    saved one, the plugins' files against the checkpoint's record, the corpus against `fingerprinted`'s fingerprint.
+    Then stale saves go, forced configs are kept and the checkpoint's tokenizer is restored in `home` (the directory
+    that resumes: a run's, a group's). Returns (attempt number, that tokenizer or None, the fingerprint record to write
+    or None)."""
     changes = [(out, cfg, checked_config_changes(out, cfg, force)) for out, cfg in runs]
+    checked_plugins(ckpt_path, [cfg for _, cfg in runs], force)
     proto = checkpoint_tokenizer(ckpt_path)
     data_changed = checked_data(fingerprinted, runs[0][1].data, proto, ckpt_path, accept_data_change)
     attempt = resume_attempt(home)

@@ -167,11 +167,14 @@ def tokenizer_from_checkpoint(ckpt: dict, source: str = "checkpoint") -> Tokeniz
 
 
 def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, ExperimentConfig, Tokenizer]:
-    """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`."""
+    """Rebuild the Transformer, its config and tokenizer from a checkpoint written by `ablate train`; a plugin whose
+    contents differ from those the checkpoint records is a warning, naming it."""
     ckpt = load_checkpoint(path)
     config, vocab_size = checkpoint_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
     if problem := plugins.needed(f"checkpoint {path}", config):  # not damage: a variant from a plugin not imported
         raise ConfigError(problem)
+    for line in plugins.changed_since_training(f"checkpoint {path}", ckpt.get(plugins.PLUGIN_HASHES), config["model"]):
+        log.warning(line)  # evaluate, translate, table --split test: scored with the code imported now, said once
     try:
         cfg = from_dict(config)
     except (ConfigError, ValueError, TypeError) as e:

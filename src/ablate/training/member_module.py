@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from ablate import plugins
 from ablate.config import to_dict
 from ablate.config.members import member_values
 from ablate.data.member_batches import tile_batch
@@ -130,6 +131,7 @@ class MemberModule(L.LightningModule):
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["run_id"] = self.run_id
+        checkpoint[plugins.PLUGIN_HASHES] = plugins.contents(self.cfg.plugins)  # as TranslationModule's
         pin_logging_counter(checkpoint)  # a resumed group logs at the steps it would have (as TranslationModule)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:

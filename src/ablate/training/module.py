@@ -11,6 +11,7 @@ import uuid
 import lightning as L
 import torch
 
+from ablate import plugins
 from ablate.config import ExperimentConfig, to_dict
 from ablate.data.subset import bleu_rows, host_rows
 from ablate.evaluation.scores import validation_scores
@@ -118,6 +119,7 @@ class TranslationModule(L.LightningModule):
         if self.tokenizer_proto is not None:
             checkpoint["tokenizer_model"] = self.tokenizer_proto
         checkpoint["run_id"] = self.run_id
+        checkpoint[plugins.PLUGIN_HASHES] = plugins.contents(self.cfg.plugins)  # the code its variants ran, as imported
         checkpoint["params"] = dict(self.params)
         pin_logging_counter(checkpoint)
 

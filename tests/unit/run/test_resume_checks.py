@@ -4,18 +4,22 @@ new; an edited corpus is refused unless accepted."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import pytest
+import torch
 import yaml
 from helpers import tiny_sections
 
+from ablate import plugins
 from ablate.config import to_yaml
 from ablate.experiment import load_config
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.resume_checks import (
     checked_config_changes,
     checked_data,
+    checked_plugins,
     fingerprint_to_record,
     keep_forced_config,
     remove_interrupted_saves,
@@ -149,3 +153,31 @@ def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_p
     cfg = config(out, {"dropout": 0.3}, train={"max_steps": 5})
     changes = changes_from_saved_config(out, cfg)
     assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]
+
+
+def test_a_plugin_file_edited_since_the_checkpoint_is_refused_naming_it_unless_forced(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
+    plugin, ckpt = tmp_path / "mine.py", tmp_path / "last.ckpt"
+    plugin.write_text("SCALE = 1\n")
+    cfg = config(tmp_path, plugins=[str(plugin)])  # the same path as the run's saved config: no config change
+    then, now = hashlib.sha256(b"SCALE = 0\n").hexdigest(), hashlib.sha256(b"SCALE = 1\n").hexdigest()
+
+    def saved(**record) -> None:
+        torch.save({"state_dict": {}, "hyper_parameters": {}, **record}, ckpt)
+
+    saved(**{plugins.PLUGIN_HASHES: {str(plugin): then}})
+    listed = rf"plugin {plugin} \(sha256 {then[:12]} -> {now[:12]}\) changed since {ckpt} was saved"
+    with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; use --force to resume anyway with it as it is now$"):
+        checked_plugins(ckpt, [cfg], force=False)
+    with caplog.at_level(logging.WARNING, logger="ablate"):
+        checked_plugins(ckpt, [cfg], force=True)
+    assert f"resuming with plugin {plugin} (sha256 {then[:12]} -> {now[:12]}) as it is now" in caplog.text
+    saved(**{plugins.PLUGIN_HASHES: {str(plugin): now}})
+    checked_plugins(ckpt, [cfg], force=False)
+    saved()  # a checkpoint from before the record: unknown, so it resumes as before
+    checked_plugins(ckpt, [cfg], force=False)
+    saved(**{plugins.PLUGIN_HASHES: {str(plugin): then}})
+    trial = config(tmp_path, plugins=[str(plugin)], sweep={"study": "s"})  # a sweep's trial: no --force to offer
+    with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; a sweep takes no --force: rerunning it starts the row over"):
+        checked_plugins(ckpt, [trial], force=False)

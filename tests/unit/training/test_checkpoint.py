@@ -4,6 +4,8 @@ a run's step checkpoints."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import logging
 import os
 import re
 import struct
@@ -189,6 +191,28 @@ def test_a_damaged_cached_copy_of_a_checkpoints_tokenizer_is_written_again(tmp_p
     cached.write_bytes(spm_bytes[: len(spm_bytes) // 2] if damage == "half" else damage)
     again = tokenizer_from_checkpoint(saved)  # not "field tokenizer_model is damaged": the checkpoint is sound
     assert again.path == cached and cached.read_bytes() == spm_bytes and again.decode(again.encode(["the dog"])) == ["the dog"]
+
+
+def test_model_from_checkpoint_warns_of_a_plugin_file_edited_since_training_and_goes_on(tmp_path, spm_bytes, monkeypatch, caplog):
+    from ablate import plugins
+
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("SCALE = 0\n")
+    plugins.load_plugins([str(plugin)])  # what --plugins does
+    then, now = hashlib.sha256(b"SCALE = 1\n").hexdigest(), hashlib.sha256(b"SCALE = 0\n").hexdigest()
+    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
+    path = write(tmp_path / "m.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): then}})
+    with caplog.at_level(logging.WARNING, logger="ablate"):
+        assert model_from_checkpoint(path)[2].vocab_size == 64
+    assert [r.getMessage() for r in caplog.records] == [
+        f"checkpoint {path}: plugin {plugin} changed since training (sha256 {then[:12]} then, {now[:12]} now); going on with it as it is now"
+    ]
+    caplog.clear()
+    model_from_checkpoint(write(tmp_path / "same.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): now}}))
+    model_from_checkpoint(write(tmp_path / "old.ckpt", saved))  # saved before checkpoints recorded plugins: unknown
+    assert caplog.records == []
 
 
 def test_model_from_checkpoint_refuses_weights_that_do_not_fit_the_config(tmp_path, spm_bytes):

@@ -3,6 +3,7 @@ the generator states they carry. Hooks that read the trainer get a two-attribute
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from helpers import tiny_experiment
 
+from ablate import plugins
 from ablate.config import to_dict
 from ablate.data.batching import collate
 from ablate.model.tokens import PAD_ID
@@ -235,3 +237,16 @@ def test_a_runs_id_is_in_its_checkpoints_and_a_resume_keeps_it(tmp_path):
     assert other.run_id == module.run_id
     other.on_load_checkpoint({"tokenizer_model": None})  # saved before run ids: keeps its own
     assert other.run_id == module.run_id
+
+
+def test_a_checkpoint_records_the_sha256_of_each_plugin_file_as_the_run_imported_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("SCALE = 1\n")
+    module = TranslationModule.from_config(tiny_experiment(tmp_path, plugins=[str(plugin)]), VOCAB)
+    module.trainer = StubTrainer(global_step=5)
+    plugin.write_text("SCALE = 0\n")  # edited while the run trains: its weights learned with the code it imported
+    checkpoint = {"global_step": 5}
+    module.on_save_checkpoint(checkpoint)
+    assert checkpoint[plugins.PLUGIN_HASHES] == {str(plugin): hashlib.sha256(b"SCALE = 1\n").hexdigest()}
