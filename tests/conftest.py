@@ -42,6 +42,17 @@ def postgres_url():
     shutil.rmtree(datadir, ignore_errors=True)
 
 
+@pytest.fixture
+def shm_dir():
+    """A new folder under /dev/shm (a tmpfs in /dev: its files are files, not streams), removed after the test;
+    skipped where there is no writable /dev/shm."""
+    if not os.access("/dev/shm", os.W_OK | os.X_OK):
+        pytest.skip("no writable /dev/shm here")
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="ablate-test-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 # All slow, and importing test_bad_inputs builds its cases.
 GENERATED = ("test_bad_inputs.py", "test_output_paths.py", "test_signal_cases.py")
 # A module-level `pytestmark` that is `pytest.mark.slow` or a list holding it: every test in the file is slow.

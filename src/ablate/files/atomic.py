@@ -14,10 +14,12 @@ import os
 import shutil
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from ablate.files.destination import is_stream, refuse_link, same_file
 
@@ -148,11 +150,12 @@ def process_alive(pid: int) -> bool:
 def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | bytes], new_only: bool = False) -> None:
     """Replace `target` with `data` (text as UTF-8; or the parts an iterable yields, each written as it comes, so
     output of any size needs no memory) whole or not at all: the one writer of whole files. A symlink is refused,
-    naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written. `new_only` as `replacing`."""
+    naming it; a pipe or device (`-o /dev/stdout`) has nothing to replace and is written into (`stream`). `new_only`
+    as `replacing`."""
     parts = [data] if isinstance(data, (str, bytes)) else data
     target = Path(target)
     if is_stream(target):
-        with open(target, "wb") as f:
+        with stream(target) as f:
             for part in parts:
                 f.write(_bytes(part))
         return
@@ -163,6 +166,28 @@ def write_file(target: str | os.PathLike, data: str | bytes | Iterable[str | byt
                 _write_all(fd, _bytes(part))
         finally:
             os.close(fd)
+
+
+@contextmanager
+def stream(target: str | os.PathLike) -> Iterator[BinaryIO]:
+    """`target`, a stream (ablate.files.destination.is_stream), open to be written into, never truncated: this process's
+    own stdout or stderr (-o /dev/stdout, stdout a file: `>> log` or `> log`) through its descriptor, where the shell's
+    redirect writes (its offset, shared), after what Python has buffered for it; any other appended to. Opened "wb",
+    /dev/stdout emptied `>> log` of its earlier lines, and text printed after it wrote over the output."""
+    own = next((fd for fd in (1, 2) if _same_as_fd(target, fd)), None)
+    if own is not None:
+        for f in (sys.stdout, sys.stderr):  # what Python buffered for them comes first
+            with contextlib.suppress(Exception):  # a replaced one that cannot flush holds nothing of ours
+                f.flush()
+    with os.fdopen(os.dup(own), "wb") if own is not None else open(target, "ab") as f:
+        yield f
+
+
+def _same_as_fd(target: str | os.PathLike, fd: int) -> bool:
+    try:
+        return os.path.samestat(os.stat(target), os.fstat(fd))
+    except OSError:  # the descriptor is closed
+        return False
 
 
 def _bytes(part: str | bytes) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -25,15 +26,41 @@ _RUN_RECORDS = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "f
 _TRAINING_CHECKPOINTS = ("best.ckpt", "last.ckpt", "avg.ckpt", "step=*.ckpt")
 _STUDY_RECORDS = (*_STUDY_FILES, "results.json", "trials", "groups")
 ARCHIVE_INCOMPLETE = ".archive-incomplete"  # in an archive while `ablate archive` writes it; `ablate table` refuses it
-_STREAMS = ("/dev/", "/proc/")  # -o /dev/stdout, /dev/fd/N: a stream to write into, not a file to replace
+_OPEN_FILE = re.compile(r"/proc/[^/]+/fd/\d+")  # /proc/PID/fd/N: a name for a file the process has open
 
 
 def is_stream(path: str | os.PathLike) -> bool:
-    """Whether `path` names a stream or device (written into, never replaced): a link in /dev or /proc, a pipe."""
-    path = Path(path)
-    if os.path.abspath(path).startswith(_STREAMS):
-        return True
-    return path.exists() and not path.is_file() and not path.is_dir()
+    """Whether `path` is a stream, written into and never replaced: a pipe, socket or device (/dev/null, a terminal),
+    or a name for a file this process has open (/dev/stdout, /dev/fd/N: its shell's `> log`). Known by what it is,
+    not where: a file under /dev/shm (a tmpfs) is a file, checked and replaced whole as any other; a path that does
+    not exist is a new file, in /dev too."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) or (stat.S_ISREG(mode) and _names_open_file(path))
+
+
+def _names_open_file(path: str | os.PathLike) -> bool:
+    """Whether `path` reaches a file through /proc/PID/fd/N (/dev/stdout -> /proc/self/fd/1; /dev/fd -> /proc/self/fd)."""
+    path = os.path.abspath(path)
+    for _ in range(8):  # /dev/stdout is two links from the file; a user's link chain ends sooner
+        here = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if _OPEN_FILE.fullmatch(here):
+            return True
+        if not os.path.islink(here):
+            return False
+        path = os.path.join(os.path.dirname(here), os.readlink(here))
+    return False
+
+
+def stdout_is(path: str | os.PathLike) -> bool:
+    """Whether writing `path` writes this process's standard output (-o /dev/stdout, or a pipe or file stdout is):
+    the command's own report then goes to stderr, not into the output."""
+    try:
+        return is_stream(path) and os.path.samestat(os.stat(path), os.fstat(1))
+    except OSError:  # stdout closed
+        return False
 
 
 def refuse_link(path: str | os.PathLike) -> None:
@@ -109,15 +136,12 @@ def check_output(
     a checkpoint training saved and the user passed `override`, the flag that says so (`ablate average --force`:
     `forced`), which the refusal names; a run's other records (its config.yaml, summary.json, ...) no flag replaces.
     And a path that could not be written (a folder stands there, or its folder is read-only: `unwritable`)."""
-    if is_stream(path):
+    if is_stream(path):  # written into, never replaced; but a file stdout is (`>> mine.en`) is never an input
+        if os.path.isfile(path):
+            _refuse_inputs(path, flag, inputs)
         return
     refuse_link(path)
-    for name, source in inputs:
-        if source is not None and same_file(path, source):
-            raise ValueError(
-                f"{flag} {path} is the input {name} {source}: writing it would replace the input; choose another {flag}; "
-                "nothing was written"
-            )
+    _refuse_inputs(path, flag, inputs)
     if why := unwritable(path):  # a folder in the way, or a read-only one: found now, not after the work it is to hold
         raise ValueError(f"{flag} {path}: {why}; nothing was written")
     if (found := owner_of(path)) is None:
@@ -140,6 +164,15 @@ def check_output(
         f"{flag} {path} is inside the {kind} folder {folder}, which this command does not write in (it holds another "
         f"{kind}'s evidence); choose an output outside it; nothing was written"
     )
+
+
+def _refuse_inputs(path: str | os.PathLike, flag: str, inputs: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
+    for name, source in inputs:
+        if source is not None and same_file(path, source):
+            raise ValueError(
+                f"{flag} {path} is the input {name} {source}: writing it would replace the input; choose another {flag}; "
+                "nothing was written"
+            )
 
 
 def _record_of(path: str | os.PathLike, folder: Path, kind: str) -> str | None:

@@ -14,7 +14,7 @@ from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.evaluation.records import eval_path
 from ablate.evaluation.scores import score
 from ablate.files.atomic import write_file
-from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, unwritable
+from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, stdout_is, unwritable
 from ablate.files.json_file import object_or_empty
 from ablate.inference.pipe_input import stdin_pipe
 from ablate.inference.stream import MAX_LINE_BYTES, to_stdout, translated_chunks
@@ -106,5 +106,5 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
     if args.save_eval:
         result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))
-    print(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2), file=sys.stderr if args.hyp_out and stdout_is(args.hyp_out) else sys.stdout)
     return 0

@@ -23,7 +23,7 @@ from ablate.config import ConfigError, ExperimentConfig
 from ablate.data.datasets import cache_dir
 from ablate.data.tokenizer import Tokenizer
 from ablate.experiment import from_dict
-from ablate.files.atomic import replacing
+from ablate.files.atomic import replacing, stream
 from ablate.files.destination import is_stream
 from ablate.model import Transformer, build_transformer
 
@@ -107,8 +107,8 @@ def check_intact(path: str | os.PathLike) -> None:
 
 
 def save_atomic(obj: dict, path: str | os.PathLike, new_only: bool = False) -> None:
-    if is_stream(path):  # `ablate average -o /dev/stdout`, a pipe: written into, nothing replaced
-        with open(path, "wb") as f:
+    if is_stream(path):  # `ablate average -o /dev/stdout`, a pipe: written into, nothing replaced (nor truncated)
+        with stream(path) as f:
             torch.save(obj, f)
         return
     with replacing(path, new_only) as tmp, open(tmp, "wb") as f:  # replacing syncs it, and names the file on a full disk

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
-from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint
+from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, stdout_is
 from ablate.training.checkpoint import CheckpointError, average_checkpoints, save_atomic, step_checkpoints
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ def average_cli(args: argparse.Namespace) -> int:
     # an existing file only with --force; over a run's last.ckpt too, which a resume then passes over (weights only)
     refuse_existing(out, "--output", args.force)
     save_atomic(average_checkpoints(paths), out, new_only=not args.force)
-    print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}")
+    report = sys.stderr if stdout_is(out) else sys.stdout  # `-o /dev/stdout > avg.ckpt`: never into the checkpoint
+    print(f"averaged {len(paths)} checkpoint{'' if len(paths) == 1 else 's'} -> {out}", file=report)
     for p in paths:
-        print(f"  {p}")
+        print(f"  {p}", file=report)
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,57 @@ def test_write_file_refuses_a_symlink_naming_it_and_writes_through_a_pipe(tmp_pa
     write_file(linked / "out.txt", "ok")
     assert (tmp_path / "dir" / "out.txt").read_text() == "ok"
     write_file("/dev/null", "to nowhere")  # a device: written, not replaced (nothing is made in /dev)
+
+
+def test_a_file_under_dev_shm_is_replaced_whole_never_written_in_place(shm_dir):
+    """/dev/shm (a tmpfs) was taken for a stream by its /dev/ prefix and opened "wb" in place: a Ctrl-C mid-write
+    left half a file, and a link was followed."""
+    target = shm_dir / "out.de"
+    target.write_text("old\n")
+    (shm_dir / "kept").hardlink_to(target)  # the old file itself: a replace leaves it whole, a write in place does not
+
+    def parts():
+        yield "half"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_file(target, parts())
+    assert target.read_text() == "old\n"
+    write_file(target, "new\n")
+    assert target.read_text() == "new\n" and (shm_dir / "kept").read_text() == "old\n"
+    assert sorted(p.name for p in shm_dir.iterdir()) == ["kept", "out.de"]
+    (shm_dir / "link").symlink_to(target)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        write_file(shm_dir / "link", "through")
+    assert target.read_text() == "new\n"
+
+
+WRITES_STDOUT = (
+    "import sys; from ablate.files.atomic import write_file\n"
+    "print('printed before', flush=True); write_file(sys.argv[1], 'written\\n'); print('printed after')\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["ab", "wb"])
+def test_a_stream_is_written_into_where_stdout_writes_never_truncated(tmp_path, mode):
+    """`translate -o /dev/stdout >> log.txt` erased log.txt's earlier lines (/dev/stdout opened "wb": O_TRUNC, its
+    own offset), and with `> f` what the command printed after its output landed on top of it."""
+    log = tmp_path / "log.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for name in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        log.write_text("earlier line\n")
+        with open(log, mode) as out:  # `>> log.txt` or `> log.txt`
+            subprocess.run([sys.executable, "-c", WRITES_STDOUT, name], stdout=out, env=env, check=True)
+        before = "earlier line\n" if mode == "ab" else ""
+        assert log.read_text() == before + "printed before\nwritten\nprinted after\n", name
+    other = tmp_path / "other.txt"  # a stream that is not this process's stdout: appended to, not truncated
+    other.write_text("kept\n")
+    with open(other, "ab") as held:
+        fd = held.fileno()
+        subprocess.run(
+            [sys.executable, "-c", WRITES_STDOUT, f"/dev/fd/{fd}"], env=env, check=True, pass_fds=[fd], stdout=subprocess.DEVNULL
+        )
+    assert other.read_text() == "kept\nwritten\n"
 
 
 def test_a_private_folder_removes_a_killed_writers_and_keeps_a_live_ones(tmp_path):

@@ -4,6 +4,8 @@ last component, never inside a study or run folder the command does not own; a s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from ablate.files.destination import (
     owner_of,
     refuse_existing,
     run_of_checkpoint,
+    stdout_is,
     unwritable,
 )
 
@@ -145,6 +148,41 @@ def test_streams_and_linked_parent_folders_are_written(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "scratch").symlink_to(tmp_path / "real", target_is_directory=True)
     check_output(tmp_path / "scratch" / "out.txt", "--output")
+
+
+def test_a_file_under_dev_shm_is_a_file_checked_as_any_other(shm_dir):
+    """/dev/shm is an ordinary tmpfs: an output there skipped every check (by its /dev/ prefix), so `translate -i
+    /dev/shm/x -o /dev/shm/x` emptied its input, a file was written over without --force, a link followed."""
+    mine = shm_dir / "in.en"
+    mine.write_text("a\n")
+    (shm_dir / "link").symlink_to(mine)
+    assert not is_stream(mine) and not is_stream(shm_dir / "new") and not is_stream("/dev/no-such-device-here")
+    with pytest.raises(ValueError, match=f"--output {mine} is the input --input {mine}: writing it would replace the input"):
+        check_output(mine, "--output", [("--input", mine)])
+    with pytest.raises(ValueError, match="already exists; pass --force"):
+        refuse_existing(mine, "--output", forced=False)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        check_output(shm_dir / "link", "--output", [("--input", shm_dir / "other")])
+    check_output(shm_dir / "new.de", "--output", [("--input", mine)])
+    assert mine.read_text() == "a\n"
+
+
+def test_stdout_is_a_stream_when_it_is_a_file_and_is_never_an_input(tmp_path):
+    """-o /dev/stdout with stdout a file (`>> log`) is a stream, written into; the file stdout is may not be an input."""
+    log, mine = tmp_path / "log.txt", tmp_path / "mine.en"
+    mine.write_text("a\n")
+    code = (
+        "import sys; from ablate.files.destination import check_output, is_stream, stdout_is\n"
+        "assert is_stream('/dev/stdout') and is_stream('/dev/fd/1') and stdout_is('/dev/stdout') and not stdout_is(sys.argv[1])\n"
+        "assert not is_stream(sys.argv[1])  # the file itself, by its own name, is a file\n"
+        "check_output('/dev/stdout', '-o', [('-i', sys.argv[1])])\n"
+    )
+    with open(log, "ab") as out:
+        subprocess.run([sys.executable, "-c", code, str(mine)], stdout=out, check=True)
+    with open(mine, "ab") as out:  # `ablate translate -i mine.en -o /dev/stdout >> mine.en`
+        run = subprocess.run([sys.executable, "-c", code, str(mine)], stdout=out, stderr=subprocess.PIPE, text=True)
+    assert run.returncode == 1 and "-o /dev/stdout is the input -i " in run.stderr
+    assert not stdout_is(tmp_path / "x") and is_stream("/dev/null")
 
 
 def test_run_of_checkpoint(tmp_path):

@@ -126,6 +126,18 @@ def test_an_output_that_exists_is_written_over_only_with_force(checkpoint, tmp_p
     assert main([verb, str(checkpoint), "--device", "cpu", *inputs, flag, "/dev/stdout"]) == 0  # a stream is written into
 
 
+def test_evaluate_hypotheses_to_stdout_keep_the_score_out_of_them(checkpoint, tmp_path, monkeypatch, capfd):
+    """`evaluate --hyp-out /dev/stdout > f`: the score JSON was written over the first hypotheses; it goes to stderr."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    source, reference = tmp_path / "in.en", tmp_path / "ref.de"
+    source.write_text("the dog runs\na cat sleeps\n")
+    reference.write_text("der Hund rennt\neine Katze schläft\n")
+    command = ["evaluate", str(checkpoint), "--device", "cpu", "--src", str(source), "--ref", str(reference)]
+    assert main([*command, "--hyp-out", "/dev/stdout"]) == 0
+    out, err = capfd.readouterr()
+    assert len(out.splitlines()) == 2 and '"test_set"' not in out and '"test_set"' in err
+
+
 def test_translate_of_a_folder_names_it_a_folder(checkpoint, tmp_path, monkeypatch, capsys):
     """`ablate translate CKPT -i FOLDER` said "corpus file not found: FOLDER"."""
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))

@@ -9,6 +9,8 @@ import logging
 import os
 import re
 import struct
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -149,6 +151,16 @@ def test_save_atomic_failing_midway_keeps_the_old_file_and_removes_its_temp(tmp_
     with pytest.raises(RuntimeError, match="disk full"):
         save_atomic({"state_dict": {"w": torch.ones(1000)}, "bad": FailsMidway()}, path)
     assert path.read_bytes() == before and leftovers(tmp_path) == []
+
+
+def test_save_atomic_under_dev_shm_replaces_the_file_whole(shm_dir):
+    """A save to /dev/shm (a tmpfs, taken for a stream by its /dev/ prefix) was written in place: a kill -9 left a
+    0-byte checkpoint, and one failing midway half of one."""
+    path = write(shm_dir / "last.ckpt", ckpt(torch.ones(3), step=1))
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_atomic({"state_dict": {"w": torch.ones(1000)}, "bad": FailsMidway()}, path)
+    assert path.read_bytes() == before and leftovers(shm_dir) == []
 
 
 # --- model and tokenizer from a checkpoint ------------------------------------------------------------------------
@@ -369,6 +381,25 @@ def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_p
     (tmp_path / "hard.ckpt").hardlink_to(one)  # the same file by another name counts too
     with pytest.raises(ValueError, match="is the input checkpoint"):
         average_cli(average_args(checkpoints=[str(one)], output=str(tmp_path / "hard.ckpt"), force=True))
+
+
+def test_average_to_stdout_writes_the_checkpoint_alone_and_its_report_to_stderr(tmp_path):
+    """`ablate average ... -o /dev/stdout > avg.ckpt` wrote its "averaged ..." line over the zip header: a corrupt
+    checkpoint, exit 0."""
+    one = write(tmp_path / "step=1.ckpt", ckpt(torch.full((2,), 1.0), step=1))
+    two = write(tmp_path / "step=2.ckpt", ckpt(torch.full((2,), 3.0), step=2))
+    code = "import sys; from ablate.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with open(tmp_path / "avg.ckpt", "wb") as out:
+        run = subprocess.run(
+            [sys.executable, "-c", code, "average", str(one), str(two), "-o", "/dev/stdout"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    assert run.returncode == 0 and "averaged 2 checkpoints -> /dev/stdout" in run.stderr
+    torch.testing.assert_close(load_checkpoint(tmp_path / "avg.ckpt")["state_dict"]["model.w"], torch.full((2,), 2.0))
 
 
 def test_average_of_a_run_that_kept_fewer_checkpoints_than_asked_warns_and_counts_right(tmp_path, capsys, caplog):
