@@ -91,7 +91,11 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         from ablate.data.datasets import resolve_split
 
         split = "valid" if args.split == "valid" else "test"
-        pairs, _ = read_parallel(*resolve_split(cfg.data, split))
+        files = resolve_split(cfg.data, split)
+        if args.hyp_out:  # the split's own files (in ABLATE_DATA_DIR, maybe decompressed to plain text) are inputs too
+            inputs = [(f"--split {split}'s {what}", f) for what, f in zip(("source", "reference"), files)]
+            check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
+        pairs, _ = read_parallel(*files)
         srcs, refs = [s for s, _ in pairs], [r for _, r in pairs]
         name = f"{cfg.data.dataset}:{split}"
     if args.longer_than:

@@ -138,6 +138,28 @@ def test_evaluate_hypotheses_to_stdout_keep_the_score_out_of_them(checkpoint, tm
     assert len(out.splitlines()) == 2 and '"test_set"' not in out and '"test_set"' in err
 
 
+def test_evaluate_never_writes_its_hypotheses_over_the_splits_own_files(tmp_path, monkeypatch, capsys):
+    """`evaluate CKPT --split test --hyp-out DATA/test.de --force` replaced the reference it scored against: only
+    --src, --ref and the checkpoint were inputs, not the split's files found through the run's data section."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    prefix = tmp_path / "corpus" / "test"  # where tiny_checkpoint writes its corpus
+    torch.save(
+        tiny_checkpoint(
+            tmp_path, data={"dataset": "files", "train_prefix": str(prefix.with_name("train")), "test_prefix": str(prefix), "max_len": 16}
+        ),
+        tmp_path / "m.ckpt",
+    )
+    for name in ("test.en", "test.de"):
+        before = (tmp_path / "corpus" / name).read_bytes()
+        command = ["evaluate", str(tmp_path / "m.ckpt"), "--device", "cpu", "--split", "test", "--hyp-out", str(tmp_path / "corpus" / name)]
+        assert main([*command, "--force"]) == 2
+        what = "source" if name.endswith(".en") else "reference"
+        assert f"is the input --split test's {what} {tmp_path / 'corpus' / name}" in capsys.readouterr().err
+        assert (tmp_path / "corpus" / name).read_bytes() == before
+    assert main(["evaluate", str(tmp_path / "m.ckpt"), "--device", "cpu", "--split", "test", "--hyp-out", str(tmp_path / "h.de")]) == 0
+    assert (tmp_path / "h.de").read_text().count("\n") == 1
+
+
 def test_translate_of_a_folder_names_it_a_folder(checkpoint, tmp_path, monkeypatch, capsys):
     """`ablate translate CKPT -i FOLDER` said "corpus file not found: FOLDER"."""
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
