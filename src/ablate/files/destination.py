@@ -21,11 +21,13 @@ _STUDY_FILES = ("study.db", "study.log", "results.csv")
 # in a folder the command may write in (`translate -o RUN/summary.json` is a typo, not a wish). Files ablate reads by
 # name are refused even before they exist (a summary.json there would read as a finished run); the checkpoints
 # training saved only where they exist (an `ablate average -o RUN/checkpoints/avg.ckpt` the run lacks is welcome).
+# Its locks too: a `.run.lock` replaced is a lock no longer held, and a second --resume then trains beside the first.
 _RUN_RECORDS = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "fingerprint.json", "tokenizer.model",
-                "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "wandb")  # fmt: skip
+                "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "wandb", ".run.lock")  # fmt: skip
 _TRAINING_CHECKPOINTS = ("best.ckpt", "last.ckpt", "avg.ckpt", "step=*.ckpt")
-_STUDY_RECORDS = (*_STUDY_FILES, "results.json", "trials", "groups")
 ARCHIVE_INCOMPLETE = ".archive-incomplete"  # in an archive while `ablate archive` writes it; `ablate table` refuses it
+# A study's database and journal by every name they take (study.db.lock, study.log.heartbeats/, SQLite's study.db-wal).
+_STUDY_RECORDS = (*_STUDY_FILES, "results.json", "trials", "groups", ARCHIVE_INCOMPLETE, "study.db*", "study.log*")
 _OPEN_FILE = re.compile(r"/proc/[^/]+/fd/\d+")  # /proc/PID/fd/N: a name for a file the process has open
 
 
@@ -182,7 +184,7 @@ def _record_of(path: str | os.PathLike, folder: Path, kind: str) -> str | None:
         return None
     top, exists = parts[0], os.path.lexists(path)
     if kind == "study":
-        return top if top in _STUDY_RECORDS else None
+        return top if any(fnmatch(top, name) for name in _STUDY_RECORDS) else None
     if top in _RUN_RECORDS or re.fullmatch(r"resume-\d+", top) or ".before-resume-" in top:
         return top
     if top == "eval" and len(parts) == 2 and (parts[1].endswith(".json") or exists):  # eval/SPLIT.json: read by name

@@ -98,6 +98,7 @@ def test_a_runs_folder_is_never_a_study_nor_inside_one_or_another_run_unless_at_
     ("resume-1/metrics.csv", "resume-1"), ("config.before-resume-1.yaml", "config.before-resume-1.yaml"),
     ("checkpoints/last.ckpt", "checkpoints/last.ckpt"), ("checkpoints/step=400.ckpt", "checkpoints/step=400.ckpt"),
     ("checkpoints/best.ckpt", "checkpoints/best.ckpt"),
+    (".run.lock", ".run.lock"),  # `translate -o RUN/.run.lock --force` broke the lock: a second --resume trained beside it
 ])  # fmt: skip
 def test_what_ablate_wrote_in_a_run_is_never_written_over_even_by_a_command_that_owns_the_run(tmp_path, written, named):
     """`translate -o RUN/checkpoints/last.ckpt` (a typo) replaced the run's resume point with one line of text."""
@@ -136,7 +137,7 @@ def test_a_study_s_own_files_are_never_replaced_by_the_table_that_owns_it(tmp_pa
     study = tmp_path / "study"
     (study / "trials").mkdir(parents=True)
     (study / "study.db").write_bytes(b"")
-    for name in ("results.csv", "results.json", "study.db"):
+    for name in ("results.csv", "results.json", "study.db", "study.db.lock", "study.log.heartbeats", ARCHIVE_INCOMPLETE):
         with pytest.raises(ValueError, match=f"--out {study / name} is {name} of the study {study}"):
             check_output(study / name, "--out", owns=[study])
     check_output(study / "table3.csv", "--out", owns=[study])
