@@ -15,7 +15,7 @@ from pathlib import Path
 
 # A run folder: its config beside what training leaves (ablate.run.rundir.RUN_FILES; files/ sits below run/).
 _RUN_FILES = ("summary.json", "metrics.csv", "checkpoints", "fingerprint.json")
-# A study folder: a sweep's database or journal, its results, or an archive (complete or being written).
+# A study's own files: its database or journal, its results (a folder is a study by _marked_study).
 _STUDY_FILES = ("study.db", "study.log", "results.csv")
 # What ablate itself writes in a run or study folder, its record of training: never written by a command's output, even
 # in a folder the command may write in (`translate -o RUN/summary.json` is a typo, not a wish). Files ablate reads by
@@ -84,8 +84,10 @@ def refuse_existing(path: str | os.PathLike, flag: str, forced: bool, instead: s
 
 
 def folder_kind(folder: Path) -> str | None:
-    """'study' or 'run' when `folder` is one (by what ablate leaves in it), else None."""
-    if any((folder / name).exists() for name in _STUDY_FILES) or (folder / ARCHIVE_INCOMPLETE).exists():
+    """'study' or 'run' when `folder` is one (by what ablate leaves in it), else None. A study by its database, journal or
+    archive marker, or results beside its trials: a results.csv of the user's own in a project folder made every output
+    below it one "inside the study"."""
+    if _marked_study(folder):
         return "study"
     if (folder / "config.yaml").is_file() and any((folder / name).exists() for name in _RUN_FILES):
         return "run"

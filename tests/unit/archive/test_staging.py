@@ -99,7 +99,7 @@ def test_a_second_archive_command_into_the_same_dest_is_refused_before_it_writes
     from ablate.cli import main
 
     study, dest = tmp_path / "study", tmp_path / "arch"
-    study.mkdir()
+    (study / "trials").mkdir(parents=True)  # a study: results beside its trials (a lone results.csv is a user's own)
     (study / "results.csv").write_text("row\n")
     with exclusive(dest):
         assert main(["archive", str(study), str(dest)]) == 2

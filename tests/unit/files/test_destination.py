@@ -66,6 +66,20 @@ def test_outputs_inside_a_study_or_run_are_refused_unless_the_command_owns_it(tm
     assert folder_kind(tmp_path / "arch") == "study"
 
 
+def test_a_results_csv_of_the_users_own_makes_no_study_of_its_folder(tmp_path):
+    """`echo a,b > proj/results.csv; translate -o proj/sub/out.txt` was refused as "inside the study folder proj":
+    a study is known by its database, journal, archive marker, or results beside trials/ or groups/, as for train."""
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    (project / "results.csv").write_text("a,b\n")
+    assert folder_kind(project) is None and owner_of(project / "sub" / "out.txt") is None
+    check_output(project / "sub" / "out.txt", "-o")
+    (project / "trials").mkdir()
+    assert folder_kind(project) == "study"
+    with pytest.raises(ValueError, match=f"is inside the study folder {project}"):
+        check_output(project / "sub" / "out.txt", "-o")
+
+
 def test_a_runs_folder_is_never_a_study_nor_inside_one_or_another_run_unless_at_home_there(tmp_path):
     study = tmp_path / "study"
     trial = run_folder(study / "trials" / "t1")
