@@ -12,12 +12,15 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
 from ablate.files import held_locks, signals
+from ablate.run.exits import FAILED_FILE
+from ablate.run.progress_file import PROGRESS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +36,18 @@ def git_sha() -> str | None:
 FINGERPRINT = "fingerprint.json"  # the corpus files and tokenizer the run trains on (see record_fingerprint)
 RUN_TOKENIZER = "tokenizer.model"  # the run's own tokenizer, from its checkpoint, which a resume encodes with
 RUN_LOCK = ".run.lock"  # held by the process training in the folder (lock_run_dir)
-RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "checkpoints", "eval", "wandb", FINGERPRINT, RUN_TOKENIZER)
+# The files training writes in out_dir by name, replaced whole: one already there is an earlier run's (or a user's, moved
+# aside with it, never written over), and a link at one is refused before anything is written (ablate.files.atomic
+# refused it only at the write, mid-run, after the config and the lock were written).
+WRITTEN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", FINGERPRINT, RUN_TOKENIZER, PROGRESS_FILE, FAILED_FILE)
+RUN_FILES = (*WRITTEN_FILES, "checkpoints", "eval", "wandb")
 # + resume-N/ and the NAME.before-resume-N.EXT a resume keeps of what it replaced
 
 
 def earlier_run(out: Path) -> list[Path]:
     """What an earlier run left in `out`, checkpoints or not (a run that died before its first save leaves its
     config and metrics); files a sweep writes before its trial starts (trial.yaml, train.log) are not a run."""
-    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    found = [out / name for name in RUN_FILES if os.path.lexists(out / name)]  # a link to nothing too
     # An empty folder holds nothing to lose; a *file* named checkpoints is no run either (prepare_out_dir refuses it).
     found = [p for p in found if (any(p.iterdir()) if p.is_dir() else p.name != "checkpoints")]
     return found + sorted(out.glob("resume-*")) + sorted(out.glob("*.before-resume-*")) + _members_in(out)
@@ -103,9 +110,9 @@ def _probe_writable(folder: Path, key: str) -> None:
         raise ValueError(f"{key}={folder} is a file, not a folder; move it away or choose another out_dir")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")  # a name of its own: never a file already there
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise ValueError(f"{key}={folder} is not a writable folder: {e.strerror or e}") from None
 
@@ -114,6 +121,7 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     """Create out_dir and prove it and its checkpoints/ writable before any work starts; never train over an
     earlier run's files (with `aside`, move them to a sibling folder first)."""
     out = Path(cfg.out_dir)
+    refuse_links(out)
     # DDP ranks other than 0 re-run the command after rank 0 has started the run: its files are not an earlier run.
     earlier = earlier_run(out) if out.is_dir() and not other_rank() else []
     if earlier and not resume:
@@ -165,11 +173,23 @@ def remove_if_untouched(out: Path, stopped: bool = False, keep_folder: bool = Fa
             folder.rmdir()
 
 
+def refuse_links(out: Path) -> None:
+    """Refuse an out_dir holding a symbolic link where training writes a file (WRITTEN_FILES, its lock): each is
+    replaced whole, and a link is never written through, nor its target changed; asked before anything is written."""
+    for name in (*WRITTEN_FILES, RUN_LOCK):
+        if (out / name).is_symlink():
+            raise ValueError(
+                f"out_dir={out} holds {name} as a symbolic link (to {os.readlink(out / name)}), where training writes a file "
+                "of its own; remove the link or choose another out_dir; nothing was written"
+            )
+
+
 def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = False) -> tuple[Path, int | None]:
     """prepare_out_dir under the run directory's lock, taken before anything moves: a `--move-aside` while another
     process trains in out_dir is refused with the earlier run where it was. Returns out_dir and the lock's descriptor."""
     out = Path(cfg.out_dir)
     lock = None
+    refuse_links(out)  # as prepare_out_dir does, before the lock opens a linked .run.lock
     if out.is_dir():
         try:
             lock = lock_run_dir(out)

@@ -270,7 +270,7 @@ def test_prepare_out_dir_resume_needs_a_checkpoint_and_keeps_the_run(tmp_path):
     checkpoint(out, "last.ckpt", 3)
     assert prepare_out_dir(config(out), resume=True) == out
     assert (out / "config.yaml").read_text() == "x" and (out / "checkpoints" / "last.ckpt").is_file()
-    assert not list(out.glob(".write-test"))  # the probe cleans up after itself
+    assert not list(out.glob(".write-test*"))  # the probe cleans up after itself
 
 
 def test_prepare_out_dir_refuses_a_file_or_an_unwritable_place_naming_the_key(tmp_path):
@@ -327,6 +327,39 @@ def test_claim_out_dir_locks_a_new_folder_and_releases_the_lock_when_refused(tmp
     with pytest.raises(ValueError, match="already holds a run"):
         claim_out_dir(config(out))
     assert run_dir_in_use(out) is False  # the refused claim let go of the lock
+
+
+@pytest.mark.parametrize("name", ["progress.json", "FAILED.txt"])
+def test_a_file_training_writes_already_in_out_dir_is_an_earlier_run_never_written_over(tmp_path, name):
+    """`ablate train` into a folder holding a user's progress.json (and no run) replaced it without a word."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).write_text("the user's own\n")
+    (out / ".write-test").write_text("the user's too\n")  # the writability probe has a name of its own
+    with pytest.raises(ValueError, match=f"out_dir={out} already holds a run \\({name}\\)"):
+        claim_out_dir(config(out))
+    assert (out / name).read_text() == "the user's own\n" and sorted(set(os.listdir(out)) - {".run.lock"}) == [".write-test", name]
+    os.unlink(out / name)
+    claimed, lock = claim_out_dir(config(out))
+    os.close(lock)
+    assert (out / ".write-test").read_text() == "the user's too\n"
+
+
+@pytest.mark.parametrize("name", ["progress.json", "summary.json", "metrics.csv", ".run.lock"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_link_where_training_writes_a_file_is_refused_before_anything_is_written(tmp_path, name, resume):
+    """A linked progress.json was refused only mid-run, when first written, after config.yaml, hparams.yaml,
+    fingerprint.json and .run.lock were, with a message saying nothing was written (a linked .run.lock was opened)."""
+    out, victim = tmp_path / "run", tmp_path / "elsewhere.txt"
+    if resume:
+        checkpoint(out, "last.ckpt", 3)
+        (out / "config.yaml").write_text("x")
+    out.mkdir(exist_ok=True)
+    (out / name).symlink_to(victim)  # to nothing yet: a write through it would make the file
+    before = sorted(os.listdir(out))
+    with pytest.raises(ValueError, match=f"out_dir={out} holds {name} as a symbolic link \\(to {victim}\\).*nothing was written"):
+        claim_out_dir(config(out), resume=resume)
+    assert sorted(os.listdir(out)) == before and not victim.exists() and (out / name).is_symlink()
 
 
 @pytest.mark.parametrize("var", ["LOCAL_RANK", "NODE_RANK"])
