@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
             path.parent.mkdir(parents=True, exist_ok=True)
         check_journal(path)
         super().__init__(_CheckedBackend(str(path)))
-        self._beats = path.with_name(path.name + ".heartbeats")
+        self._beats, self._read_only = path.with_name(path.name + ".heartbeats"), read_only
         if not read_only:
             self._beats.mkdir(exist_ok=True)
         self._interval, self._grace = heartbeat_interval, grace_period
@@ -146,22 +147,34 @@ class JournalStudyStorage(JournalStorage, BaseHeartbeat):
 
     def _now(self) -> float:
         probe = self._beats / ".now"  # shared by every worker: a touch in between only moves "now" later
+        if self._read_only:  # `ablate status` makes no file: the probe a worker made, else this machine's clock
+            try:
+                os.utime(probe)
+                return probe.stat().st_mtime
+            except OSError:
+                return time.time()
         _touch(probe)
         return probe.stat().st_mtime
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        now, stale, unbeaten = self._now(), [], []
+    def _beat_ages(self, study_id: int) -> tuple[dict[int, float], list[int]]:
+        """(running trial id -> seconds since its heartbeat file was touched; the running trials that have none)."""
+        now, ages, unbeaten = self._now(), {}, []
         for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             trial_id = self.get_trial_id_from_study_id_trial_number(study_id, trial.number)
-            beat = self._beats / str(trial_id)
             try:
-                age = now - beat.stat().st_mtime
+                ages[trial_id] = now - (self._beats / str(trial_id)).stat().st_mtime
             except FileNotFoundError:
                 unbeaten.append(trial_id)  # claimed this moment, or its claimer or heartbeat file is gone
-                continue
-            if age > self._grace:
-                stale.append(trial_id)
-        return stale + self._unbeaten.stale(unbeaten)
+        return ages, unbeaten
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        ages, unbeaten = self._beat_ages(study_id)
+        return [trial_id for trial_id, age in ages.items() if age > self._grace] + self._unbeaten.stale(unbeaten)
+
+    def silent_for(self, study_id: int) -> dict[int, float]:
+        """Running trials last beaten longer ago than the grace period -> seconds since (read only, as
+        ablate.sweep.unbeaten.RDBStudyStorage.silent_for): their worker is gone."""
+        return {trial_id: age for trial_id, age in self._beat_ages(study_id)[0].items() if age > self._grace}
 
     def get_heartbeat_interval(self) -> int | None:
         return self._interval

@@ -73,8 +73,9 @@ def _num(v) -> float | None:
         return None
 
 
-def view_trial(t: FrozenTrial, now: float) -> TrialView:
-    """A trial's line from the study (state, name, results) and its progress file, where this machine can read it."""
+def view_trial(t: FrozenTrial, now: float, silent_s: float | None = None) -> TrialView:
+    """A trial's line from the study (state, name, results) and its progress file, where this machine can read it.
+    `silent_s`: a running trial's seconds without a heartbeat, past the grace period (`gone_workers`)."""
     name = t.user_attrs.get("name") or t.user_attrs.get("row") or f"trial{t.number}"
     state = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.RUNNING: "starting"}.get(
         t.state, "failed" if failed_by_itself(t) else "interrupted"
@@ -106,7 +107,27 @@ def view_trial(t: FrozenTrial, now: float) -> TrialView:
     if t.state == TrialState.FAIL:
         reason = t.user_attrs.get("fail_reason")
         v.note = str(reason)[:160] if reason else interruption(t)[1]
+    if t.state == TrialState.RUNNING and silent_s is not None:  # still RUNNING in the study until a sweep fails it
+        v.state, v.eta_s = "interrupted", None
+        v.note = f"worker gone (no heartbeat for {format_duration(silent_s)}): continues from its last checkpoint when the sweep runs again"
     return v
+
+
+def gone_workers(study: optuna.Study) -> dict[int, float]:
+    """Trial id -> seconds since its last heartbeat, for the running trials whose worker stopped beating longer ago
+    than the grace period (killed, its machine lost). Read only: only a sweep fails them (optuna.storages
+    .fail_stale_trials), and a study no sweep runs would otherwise show them running for ever. A storage without
+    heartbeats (in memory) or one that cannot say now: none."""
+    import sqlalchemy.exc
+
+    storage = study._storage  # Optuna wraps an RDB storage in a cache, whose _backend it is (a journal's is its file)
+    silent = getattr(storage, "silent_for", None) or getattr(getattr(storage, "_backend", None), "silent_for", None)
+    if silent is None:  # not one of ablate.sweep.storage's
+        return {}
+    try:
+        return silent(study._study_id)
+    except (OSError, sqlalchemy.exc.SQLAlchemyError):
+        return {}
 
 
 def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) -> tuple[str, str]:
@@ -123,7 +144,7 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     """The picture of a study now: its trials (bookkeeping ones, which never ran a row, left out), counts, best.
 
     An interrupted trial whose row has started again is "continued" and no longer counted: `interrupted` counts
-    only the work still waiting to continue."""
+    only the work still waiting to continue, a running trial whose worker is gone (no heartbeat) among it."""
     now = time.time() if now is None else now
     snap = Snapshot(study.study_name, study.direction.name.lower(), taken=now)
     snap.counts = dict.fromkeys(COUNTED, 0)
@@ -131,8 +152,9 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     started = [t for t in trials if t.state != TrialState.WAITING and not is_bookkeeping(t)]
     later = later_attempts(started)
     snap.counts["waiting"] = sum(t.state == TrialState.WAITING for t in trials)
+    gone = gone_workers(study) if any(t.state == TrialState.RUNNING for t in started) else {}
     for t in started:
-        v = view_trial(t, now)
+        v = view_trial(t, now, gone.get(t._trial_id))
         if v.state == "interrupted" and t.number in later:  # the run dir's progress is the later one's
             state, note = interruption(t, later)
             v = TrialView(t.number, v.name, state, note=note)

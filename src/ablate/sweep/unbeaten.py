@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 
 import optuna
+import sqlalchemy
 from optuna.storages._rdb import models  # not re-exported: the heartbeat table Optuna's own stale check reads
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
@@ -53,3 +54,18 @@ class RDBStudyStorage(optuna.storages.RDBStorage):
                 .all()
             )
         return stale + self._unbeaten.stale(trial_id for (trial_id,) in rows)
+
+    def silent_for(self, study_id: int) -> dict[int, float]:
+        """Running trials last beaten longer ago than the grace period -> seconds since, by the database's clock
+        (Optuna's stale check, with the ages, read only): `ablate status` and a live view show such a trial's worker
+        gone; failing it is left to a sweep."""
+        with _create_scoped_session(self.scoped_session) as session:
+            now = session.execute(sqlalchemy.func.now()).scalar_one().replace(tzinfo=None)
+            rows = (
+                session.query(models.TrialModel.trial_id, models.TrialHeartbeatModel.heartbeat)
+                .join(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
+                .filter(models.TrialModel.study_id == study_id, models.TrialModel.state == TrialState.RUNNING)
+                .all()
+            )
+        ages = {trial_id: (now - beat.replace(tzinfo=None)).total_seconds() for trial_id, beat in rows}
+        return {trial_id: age for trial_id, age in ages.items() if age > (self.grace_period or 2 * self.heartbeat_interval)}

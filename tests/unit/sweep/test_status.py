@@ -138,3 +138,44 @@ def test_status_of_an_out_dir_whose_name_holds_url_characters_reads_its_own_stud
     optuna.create_study(study_name="other", storage=sqlite_url(tmp_path / "a#1" / "study.db"))
     assert main(["status", str(out)]) == 0
     assert "study 'mine'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_running_trial_whose_worker_stopped_beating_shows_its_worker_gone_not_running(tmp_path, capsys, kind, monkeypatch):
+    """`ablate sweep` killed (-9) leaves its trial RUNNING in the study, its progress file saying training stopped:
+    status showed it running ("its end to come") for ever. Past the grace period without a heartbeat it is the work
+    a rerun continues; the study is not written (a sweep fails the trial, not status)."""
+    import os
+    import sqlite3
+
+    from ablate.sweep.storage import GRACE_S, make_storage
+
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    url = f"sqlite:///{tmp_path / 'study.db'}" if kind == "sqlite" else f"journal://{tmp_path / 'study.log'}"
+    storage = make_storage(url)
+    study = optuna.create_study(study_name="demo", storage=storage, direction="maximize")
+    for n, name in enumerate(("base", "two")):
+        add(study, TrialState.RUNNING, name, tmp_path / f"trials/{n}")
+        progress(tmp_path / f"trials/{n}", phase="stopped" if n == 0 else "training")
+    dead, alive = (t._trial_id for t in study.get_trials())
+    storage.record_heartbeat(dead)
+    storage.record_heartbeat(alive)
+    ago = GRACE_S + 100
+    if kind == "sqlite":
+        con = sqlite3.connect(tmp_path / "study.db")
+        con.execute(f"UPDATE trial_heartbeats SET heartbeat = datetime(heartbeat, '-{ago} seconds') WHERE trial_id = ?", (dead,))
+        con.commit()
+        con.close()
+    else:
+        beat = tmp_path / "study.log.heartbeats" / str(dead)
+        os.utime(beat, (beat.stat().st_mtime - ago,) * 2)
+    before = sorted((p.name, p.stat().st_mtime) for p in tmp_path.iterdir() if p.is_file())
+    assert main(["status", url]) == 0
+    text = capsys.readouterr().out
+    assert "trial 0 base: interrupted, step 120/300" in text
+    assert "(worker gone (no heartbeat for 2m" in text and "continues from its last checkpoint when the sweep runs again" in text
+    assert "its end to come" not in text
+    assert "trial 1 two: training, step 120/300" in text  # still beating
+    assert "demo: running 1, finished 0, pruned 0, failed 0, interrupted 1" in text
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING, TrialState.RUNNING]
+    assert sorted((p.name, p.stat().st_mtime) for p in tmp_path.iterdir() if p.is_file()) == before  # only read
