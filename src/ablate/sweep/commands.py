@@ -18,13 +18,13 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from ablate.data.location import corpus_problem
-from ablate.files.atomic import missing_folders, remove_empty
+from ablate.files.atomic import DiskFull, missing_folders, remove_empty
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact
 from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
-from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans
+from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans, rerun
 from ablate.sweep.live import LiveView, plain_every_s
 from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
@@ -37,7 +37,7 @@ from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
-from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, dashboard_hint, storage_url
+from ablate.sweep.storage import FREE_SPACE, MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, dashboard_hint, storage_url
 from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -205,16 +205,15 @@ def _report(
     if not (none_finished or Stop.requested) and "base" in sweep.variants:  # ablate table compares rows with the base
         console.print(f"next, the study in Table 3's layout: ablate table {shlex.quote(str(sweep.out_dir))}", soft_wrap=True)
     if Stop.requested:
-        flags = [
-            *(["--workers", str(workers)] if args.workers else []),
-            *(["--trials-per-gpu", args.trials_per_gpu] if args.trials_per_gpu else []),
-        ]
-        again = shlex.join(["ablate", "sweep", str(args.file), *flags])
         started = any(t.number >= since and "out_dir" in t.user_attrs for t in study.get_trials(deepcopy=False))
         said = "running trials saved a checkpoint and continue from it" if started else "no trial had started"
-        console.print(f"[yellow]stopped by a signal:[/] {said}; continue with: {again}")
+        console.print(f"[yellow]stopped by a signal:[/] {said}; continue with: {rerun(args, workers)}")
         return Stop.exit_code()
-    return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished else 0
+    if full := [str(i) for i, code in enumerate(codes) if code == PREEMPTED_EXIT]:  # a worker met a full disk (its line above)
+        print(
+            f"ablate sweep: warning: worker {', '.join(full)} stopped on a full disk; {FREE_SPACE}: {rerun(args, workers)}", file=sys.stderr
+        )
+    return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished or full else 0
 
 
 def sweep_cli(args: argparse.Namespace) -> int:
@@ -270,12 +269,16 @@ def sweep_cli(args: argparse.Namespace) -> int:
     )
     live = console.is_terminal  # a live display; else plain progress lines (logs, CI), never an escape code
     codes = []
-    with LiveView(url, sweep.name, console, live=live) as view:
-        if workers == 1 and not live and not placed.gpus:
-            run_worker(sweep, url, 0, since=since)
-        else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
-            codes = launch_workers(sweep, url, devices, view.post if live else None, since)
-    return _report(sweep, study, url, args, codes, workers, since, console)
+    try:
+        with LiveView(url, sweep.name, console, live=live) as view:
+            if workers == 1 and not live and not placed.gpus:
+                run_worker(sweep, url, 0, since=since)
+            else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
+                codes = launch_workers(sweep, url, devices, view.post if live else None, since)
+        return _report(sweep, study, url, args, codes, workers, since, console)
+    except DiskFull as e:  # trials started: each write is whole or not made, and a rerun continues them (as 75 says)
+        print(f"ablate sweep: error: {e}; {FREE_SPACE}: {rerun(args, workers)}", file=sys.stderr)
+        return PREEMPTED_EXIT
 
 
 def status_cli(args: argparse.Namespace) -> int:

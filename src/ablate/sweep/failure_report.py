@@ -1,10 +1,13 @@
 """The failure report of a sweep: each row left failed by its own fault (a crash, a NaN, a bad override), why and where
 its log is, on stderr; an error (exit 1) when no row finished, else a warning. And each run left interrupted at the end
-(its workers died more often than a run retries), which the next run continues: never dropped without a word.
+(its workers died more often than a run retries), which the next run continues: never dropped without a word; and the
+command that continues it.
 """
 
 from __future__ import annotations
 
+import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -103,3 +106,12 @@ def report_orphans(study: optuna.Study, codes: list[int]) -> bool:
         flush=True,
     )
     return True
+
+
+def rerun(args: argparse.Namespace, workers: int) -> str:
+    """The command that continues a sweep (said when it stops with 75): its file and the flags that placed its workers."""
+    flags = [
+        *(["--workers", str(workers)] if args.workers else []),
+        *(["--trials-per-gpu", args.trials_per_gpu] if args.trials_per_gpu else []),
+    ]
+    return shlex.join(["ablate", "sweep", str(args.file), *flags])

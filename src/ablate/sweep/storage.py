@@ -38,6 +38,7 @@ GRACE_S = 4 * HEARTBEAT_S
 STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) reaches workers and trials: never argv
 RUN_FROM_ENV = "ABLATE_SWEEP_RUN_FROM"  # the number of this run's first trial: retries are counted from it (plan_base)
 MEMBERS_ENV = "ABLATE_SWEEP_MEMBERS"  # members.size, for workers that load the sweep file themselves; "K!": --members K
+FREE_SPACE = "free space, then run the same command to continue"  # a full disk mid-study: its trials continue on a rerun
 CREATE_TRIES = 5  # opens of a new server database whose tables another process is creating at the same moment
 
 

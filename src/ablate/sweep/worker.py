@@ -18,17 +18,17 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
-from ablate.files.atomic import write_file
+from ablate.files.atomic import DiskFull, write_file
 from ablate.messages.logs import worker_says as say
 from ablate.messages.redact import redact
-from ablate.run import resume_checkpoint, run_dir_in_use
+from ablate.run import PREEMPTED_EXIT, resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
 from ablate.sweep.ledger import continued_attempt, fail
 from ablate.sweep.member_group import claim_group, other_grouping, run_group, take_group
 from ablate.sweep.plan import TrialSpec, plan_for
 from ablate.sweep.spec import Sweep
-from ablate.sweep.storage import HEARTBEAT_S, StudyHandle, claim_lock, open_study
+from ablate.sweep.storage import FREE_SPACE, HEARTBEAT_S, StudyHandle, claim_lock, open_study
 from ablate.sweep.trial_config import config_changed, trial_config
 
 
@@ -116,6 +116,11 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, s
             for t in taken:
                 with contextlib.suppress(Exception):  # the study may still be out of reach: then they go stale
                     fail(study, t)
+        except DiskFull:  # no trial's fault, and the next write fails too: they continue on the next run (`ablate sweep` says so)
+            for t in taken:
+                with contextlib.suppress(Exception):
+                    fail(study, t)
+            raise
         except Exception as e:  # anything else fails these trials, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
             for t in taken:
@@ -203,6 +208,9 @@ if __name__ == "__main__":
     try:
         since = int(os.environ.get(RUN_FROM_ENV, 0))
         run_worker(worker_sweep, os.environ[STORAGE_ENV], int(worker_index), pinned[0] if pinned else None, since)
-    except (ValueError, OSError) as worker_error:  # a damaged study, a full disk: worded where raised, said as `ablate` says them
+    except DiskFull as worker_error:  # what it wrote is whole: its trials continue on the next run, as a preempted one's
+        say(int(worker_index), f"error: {redact(str(worker_error))}; {FREE_SPACE}")
+        sys.exit(PREEMPTED_EXIT)
+    except (ValueError, OSError) as worker_error:  # a damaged study: worded where raised, said as `ablate` says them
         say(int(worker_index), f"error: {redact(str(worker_error))}")
         sys.exit(2)

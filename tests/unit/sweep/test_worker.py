@@ -143,3 +143,44 @@ def test_each_worker_of_a_seeded_search_draws_from_its_own_stream(tmp_path, monk
         worker.run_worker(sweep, "unused", index=index)
         draws.append(handle.study.ask(space).params["x"])  # the third worker starts with two trials in the study
     assert len(set(draws)) == 3
+
+
+def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do(tmp_path, monkeypatch, capsys, stop_state):
+    """A study database that could not be written mid-study (its disk full) ended `ablate sweep` with 2, 'a usage or
+    sweep file error; nothing started', saying nothing of what to do; the worker had failed the trial as its own
+    fault first. Now the trial is left interrupted (the rerun continues it) and the sweep exits 75, saying so."""
+    from ablate.cli import main
+    from ablate.files.atomic import DiskFull
+    from ablate.sweep.ledger import failed_by_itself
+
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
+    db = tmp_path / "out" / "study.db"
+
+    def full(*args, **kwargs):
+        raise DiskFull(
+            f"disk full: could not write the study database {db} (database or disk is full); the study is as it was before this write"
+        )
+
+    monkeypatch.setattr(worker.trial_process, "launch", full)
+    assert main(["sweep", str(path)]) == 75
+    err = capsys.readouterr().err
+    assert f"ablate sweep: error: disk full: could not write the study database {db} (database or disk is full)" in err
+    assert err.rstrip().endswith(f"; free space, then run the same command to continue: ablate sweep {path}")
+    (trial,) = optuna.load_study(study_name="demo", storage=f"sqlite:///{db}").get_trials()
+    assert trial.state == optuna.trial.TrialState.FAIL and not failed_by_itself(trial)  # interrupted: the rerun continues it
+
+
+def test_a_worker_process_stopped_by_a_full_disk_makes_the_sweep_exit_75(tmp_path, monkeypatch, capsys, stop_state):
+    """A worker process that met a full disk exits 75 (its own line says why); the sweep it ran in ended 0 with its rows
+    left undone. Now it exits 75 and says how to continue."""
+    from ablate.cli import main
+    from ablate.run import PREEMPTED_EXIT
+    from ablate.sweep import commands
+
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
+    monkeypatch.setattr(commands, "launch_workers", lambda *args: [0, PREEMPTED_EXIT])
+    assert main(["sweep", str(path), "--workers", "2"]) == 75
+    said = f"ablate sweep: warning: worker 1 stopped on a full disk; free space, then run the same command to continue: ablate sweep {path} --workers 2"
+    assert said in capsys.readouterr().err
