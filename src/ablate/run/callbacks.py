@@ -18,7 +18,7 @@ import lightning as L
 
 from ablate.files.atomic import DiskFull
 from ablate.registry import Registry
-from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, SWEEP_FILE_ENV
 from ablate.training.lightning_internals import stop_as_on_sigterm
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,10 @@ def run_end(out: Path) -> Iterator[None]:
 
 
 def resume_command() -> str:
-    """The command that continues this run: the user's own `ablate train ...` with --resume (or a generic form)."""
+    """The command that continues this run: the user's own `ablate train ...` with --resume (or a generic form); in a
+    sweep's trial, its sweep run again, which continues the trial from its checkpoint in the same run directory."""
+    if sweep_file := os.environ.get(SWEEP_FILE_ENV):
+        return f"{shlex.join(['ablate', 'sweep', sweep_file])} (the sweep this trial is in, with the flags it ran with)"
     args = sys.argv[1:]
     if not args or args[0] != "train":
         return "ablate train CONFIG [overrides] --resume"

@@ -5,6 +5,7 @@ restarts or judges it; their own module so the worker reads them without importi
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving (`--resume` continues), or before its first
 # checkpoint (its new folder removed: the same command starts it again)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
+SWEEP_FILE_ENV = "ABLATE_SWEEP_FILE"  # set for a sweep's trial: its sweep file, whose rerun continues it (not `ablate train`)
 FAILED_FILE = "FAILED.txt"  # a run or member that diverged: the reason, in its run directory (set aside by a resume)
 
 

@@ -106,6 +106,7 @@ class StudyHandle:
     study: optuna.Study
     storage: optuna.storages.BaseStorage
     url: str
+    sweep_file: Path | None = None  # the sweep it runs for: its trials say to run it again to continue (trial._supervise)
 
     @functools.cached_property
     def study_id(self) -> int:

@@ -27,6 +27,7 @@ from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
 from ablate.messages.redact import redact
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.run.exits import SWEEP_FILE_ENV
 from ablate.run.summary_fields import check_summary
 from ablate.sweep.ledger import fail, tell
 from ablate.sweep.parent_watch import watch_parent, watched_env
@@ -97,6 +98,7 @@ def _supervise(
         TRIAL_ENV: ",".join(str(t.number) for t in trials),
         _PRUNER_ENV: json.dumps(pruner),
         _METRIC_ENV: metric,
+        **({SWEEP_FILE_ENV: str(handle.sweep_file)} if handle.sweep_file else {}),
     }
     cmd = [sys.executable, "-m", *target, *(["--resume"] if resume else [])]
     with open(log_dir / "train.log", "ab") as log:

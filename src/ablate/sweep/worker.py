@@ -34,14 +34,9 @@ from ablate.sweep.trial_config import config_changed, trial_config
 
 def open_sweep_study(sweep: Sweep, url: str) -> StudyHandle:
     plan = plan_for(sweep)
-    return open_study(
-        sweep.name,
-        url,
-        sweep.objective.direction,
-        plan.sampler(),
-        make_pruner(sweep.pruner),
-        sqlite_dir=sweep.out_dir,
-    )
+    handle = open_study(sweep.name, url, sweep.objective.direction, plan.sampler(), make_pruner(sweep.pruner), sqlite_dir=sweep.out_dir)
+    handle.sweep_file = sweep.path
+    return handle
 
 
 def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, since: int = 0) -> None:
@@ -166,8 +161,11 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
     began = time.time()
     rc = trial_process.launch(handle, trial, trial_dir, resume=previous is not None, pruner=sweep.pruner, metric=sweep.objective.metric)
     state = trial_process.record_result(study, trial, sweep.objective.terms, trial_dir, rc)
-    reason = handle.frozen(trial).user_attrs.get("fail_reason", "") if state == TrialState.FAIL else ""
-    say(index, f"trial {trial.number} ({spec.name}) {state.name} after {time.time() - began:.0f} s {reason}".rstrip())
+    attrs = handle.frozen(trial).user_attrs if state == TrialState.FAIL else {}
+    ended, reason = state.name, attrs.get("fail_reason", "")
+    if state == TrialState.FAIL and "fail_reason" not in attrs:  # stopped by a signal after saving: no failure of its own
+        ended, reason = "interrupted" if attrs.get("interrupted") else "preempted", "(continues on the next run)"
+    say(index, f"trial {trial.number} ({spec.name}) {ended} after {time.time() - began:.0f} s {reason}".rstrip())
     return state
 
 

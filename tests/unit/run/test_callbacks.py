@@ -19,3 +19,16 @@ def test_a_full_disk_mid_run_says_how_to_go_on_where_a_checkpoint_holds_the_trai
     assert isinstance(advised, DiskFull) and advised.errno == 28 and str(advised).startswith(str(full))
     assert str(advised).endswith("free space, then continue with: ablate train c.yaml train.max_steps=9 --resume")
     assert disk_full_advice(ValueError("no"), tmp_path) is None
+
+
+def test_a_sweep_trial_says_to_run_its_sweep_again_not_ablate_train(monkeypatch):
+    """A sweep's trial (python -m ablate.sweep.trial TRIAL.yaml) ended its train.log with 'continue with: ablate train
+    CONFIG [overrides] --resume', which would train the run outside its study; the sweep run again continues it."""
+    from ablate.run.callbacks import resume_command
+    from ablate.run.exits import SWEEP_FILE_ENV
+
+    monkeypatch.setattr("sys.argv", ["/x/ablate/sweep/trial.py", "runs/sweeps/s/trials/0000-base/trial.yaml", "--resume"])
+    monkeypatch.delenv(SWEEP_FILE_ENV, raising=False)
+    assert resume_command() == "ablate train CONFIG [overrides] --resume"
+    monkeypatch.setenv(SWEEP_FILE_ENV, "sweeps/my sweep.yaml")
+    assert resume_command() == "ablate sweep 'sweeps/my sweep.yaml' (the sweep this trial is in, with the flags it ran with)"

@@ -110,7 +110,7 @@ def test_a_study_lost_while_a_trial_runs_stops_the_trial_and_says_so(tmp_path, m
     from ablate.sweep import trial as trial_module
 
     class Lost:
-        url, study = "sqlite:///x", optuna.create_study(study_name="s")
+        url, study, sweep_file = "sqlite:///x", optuna.create_study(study_name="s"), None
 
         def frozen(self, t):
             raise optuna.exceptions.StorageInternalError("database is locked")
@@ -124,3 +124,17 @@ def test_a_study_lost_while_a_trial_runs_stops_the_trial_and_says_so(tmp_path, m
     with pytest.raises(trial_module.StudyLost, match=r"trial 0 stopped: its study could not be read or beaten \(StorageInternalError"):
         trial_module._supervise(Lost(), [Lost.study.ask()], target, tmp_path, False, {}, "val/loss")
     assert started[0].poll() == -signal.SIGTERM and time.monotonic() - t0 < 30
+
+
+def test_a_trial_process_is_told_its_sweep_file_to_say_how_to_continue(tmp_path):
+    """The run in a trial says 'continue with: ablate sweep FILE' (ablate.run.callbacks.resume_command) where it stops."""
+    from ablate.run.exits import SWEEP_FILE_ENV
+    from ablate.sweep import trial as trial_module
+    from ablate.sweep.storage import StudyHandle, make_storage
+
+    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    study = optuna.create_study(study_name="s", storage=storage)
+    handle = StudyHandle(study, storage, f"sqlite:///{tmp_path / 'study.db'}", sweep_file=tmp_path / "sweep.yaml")
+    target = ["timeit", "-n", "1", "-r", "1", f"import os; print('file:', os.environ.get('{SWEEP_FILE_ENV}'))"]
+    assert trial_module._supervise(handle, [study.ask()], target, tmp_path, False, {}, "val/loss") == 0
+    assert f"file: {tmp_path / 'sweep.yaml'}" in (tmp_path / "train.log").read_text()

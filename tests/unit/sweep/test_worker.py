@@ -184,3 +184,15 @@ def test_a_worker_process_stopped_by_a_full_disk_makes_the_sweep_exit_75(tmp_pat
     assert main(["sweep", str(path), "--workers", "2"]) == 75
     said = f"ablate sweep: warning: worker 1 stopped on a full disk; free space, then run the same command to continue: ablate sweep {path} --workers 2"
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rc, said", [(75, "preempted"), (130, "interrupted")])
+def test_a_trial_stopped_by_a_signal_is_said_to_continue_not_to_fail(tmp_path, monkeypatch, capsys, rc, said):
+    """The worker said 'trial 0 (base) FAIL after 19 s' of a trial that saved on a signal and continues on the next run."""
+    sweep = load_sweep(write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n"))
+    handle = worker.open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan_for(sweep).queue(handle.study)
+    monkeypatch.setattr(worker.trial_process, "launch", lambda *args, **kwargs: rc)
+    assert worker.run_trial(handle, plan_for(sweep).take(handle), sweep, 0) == optuna.trial.TrialState.FAIL
+    out = capsys.readouterr()
+    assert f"trial 0 (base) {said} after 0 s (continues on the next run)" in out.out + out.err
