@@ -158,7 +158,7 @@ def _diverged_line(name: str, why: str, config: dict, base: Row) -> dict:
     line |= dict.fromkeys(("params", "tokens_per_s", "step_ms", "epochs", "flops", "wall_seconds", "updates"))
     line |= {"stopped": "diverged", "long_bleu": row.interval("long_bleu"), "control": False}
     for m in METRICS:
-        line[m] = _metric(row, base, m, no_test(f"diverged: {why}")) | {"verdict": "diverged"}
+        line[m] = _metric(row, base, m, no_test(why)) | {"verdict": "diverged"}  # why: "diverged: ..."
     return line | {"paper_params": row.paper.params_m if row.paper else None, "diverged": why}
 
 

@@ -138,6 +138,7 @@ def test_the_table_shows_the_diverged_row_and_names_the_rest_in_every_output(tmp
     assert {r["run"].rsplit("/", 1)[-1] for r in report["skipped_runs"]} >= {"base-s3", "B-dk16-s1", "C-N2-s3", "trial base-s4"}
     diverged = next(r for r in report["rows"] if r["row"] == "B-dk16")
     assert diverged["diverged"].startswith("diverged: ") and diverged["bleu"]["p_holm"] is None and diverged["bleu"]["mean"] is None
+    assert diverged["bleu"]["untested"] == diverged["diverged"]  # said once: it read "diverged: diverged: ..."
     tested = [r["row"] for r in report["rows"] if r["row"] not in ("base", "B-dk16")]
     assert sum(report["verdicts"]["bleu"]["overall"].values()) == len(tested) == 2  # the diverged row is not counted
     assert report["spearman"]["bleu"]["rows"] == len(tested) + 1  # nor ranked (base, A-h1, C-N2 are)
