@@ -7,6 +7,7 @@ import signal
 
 import optuna
 import pytest
+from helpers import multi30k_names
 from sweep_files import write
 
 from ablate.sweep import worker
@@ -154,6 +155,7 @@ def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do
     from ablate.sweep.ledger import failed_by_itself
 
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))  # the sweep looks for its corpus first
     path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
     db = tmp_path / "out" / "study.db"
 
@@ -179,6 +181,7 @@ def test_a_worker_process_stopped_by_a_full_disk_makes_the_sweep_exit_75(tmp_pat
     from ablate.sweep import commands
 
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(multi30k_names(tmp_path / "data")))  # the sweep looks for its corpus first
     path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
     monkeypatch.setattr(commands, "launch_workers", lambda *args: [0, PREEMPTED_EXIT])
     assert main(["sweep", str(path), "--workers", "2"]) == 75
