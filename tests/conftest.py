@@ -21,6 +21,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# A researcher's own variants through the model's invariants (docs/variants.md, "Checking a variant of your own"):
+# ABLATE_TEST_PLUGINS names their files or modules (os.pathsep between), registered before any test module is
+# collected, so the covering sets of tests/unit/model take them in as they take in ablate's own.
+if os.environ.get("ABLATE_TEST_PLUGINS"):
+    from ablate.plugins import load_plugins
+
+    load_plugins(os.environ["ABLATE_TEST_PLUGINS"].split(os.pathsep))
+
+
 @pytest.fixture(scope="session")
 def postgres_url():
     """A real PostgreSQL server: $ABLATE_TEST_POSTGRES_URL (started by .ci/run), else one started here by
