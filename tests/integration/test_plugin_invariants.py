@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a pytest of its own, twice (about 10 s each)
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL = """
 import torch
 from ablate.model.attention import ATTENTION, AttentionKernel, repeat_kv, softmax_attend
