@@ -191,10 +191,12 @@ def _recorded(record) -> dict[str, str]:
     return {k: v for k, v in record.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(record, dict) else {}
 
 
-def edited(record, specs: Iterable[str]) -> list[tuple[str, str, str]]:
-    """(spec, sha256 recorded, sha256 now) of each of `specs` imported now whose file's contents are not those
-    `record` (a checkpoint's PLUGIN_HASHES) holds for the same spec: the file was edited since."""
-    recorded, now = _recorded(record), contents(specs)
+def edited(record, model: dict) -> list[tuple[str, str, str]]:
+    """(spec, sha256 recorded, sha256 now) of each plugin imported now that defines a variant the model section
+    `model` names, whose file's contents are not those `record` (a checkpoint's PLUGIN_HASHES) holds for the same
+    spec: edited since. A plugin none of whose variants the model uses (another row's, added to a sweep's plugin file)
+    changes nothing the model computes."""
+    recorded, now = _recorded(record), contents(_providers(model)[1])
     return [(s, recorded[s], h) for s, h in now.items() if s in recorded and recorded[s] != h]
 
 
@@ -206,7 +208,7 @@ def changed_since_training(source: str, record, model: dict) -> list[str]:
     recorded, now = _recorded(record), contents(_imported)
     lines = [
         f"{source}: plugin {s} changed since training (sha256 {a[:12]} then, {b[:12]} now); going on with it as it is now"
-        for s, a, b in edited(recorded, now)
+        for s, a, b in edited(recorded, model)
     ]
     missing = [f"{s} (sha256 {h[:12]})" for s, h in recorded.items() if s not in now and h not in now.values()]
     instead = [s for s, h in now.items() if s not in recorded and h not in recorded.values()]

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from ablate import plugins
-from ablate.config import ExperimentConfig, to_yaml
+from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data.tokenizer import SETTINGS_KEYS
 from ablate.files import signals
 from ablate.files.atomic import write_file
@@ -41,12 +41,14 @@ def checked_config_changes(out: Path, cfg: ExperimentConfig, force: bool) -> dic
 
 
 def checked_plugins(ckpt_path: Path, cfgs: list[ExperimentConfig], force: bool) -> None:
-    """Refuse, unless forced, a plugin file the configs name whose contents are not those `ckpt_path` was trained with
-    (its record; a checkpoint from before records passes): the config names the same path, so its check sees nothing."""
+    """Refuse, unless forced, a plugin file defining a variant the configs' models use whose contents are not those
+    `ckpt_path` was trained with (its record; a checkpoint from before records passes): the config names the same
+    path, so its check sees nothing. A plugin none of whose variants the model uses may change (a sweep's plugin file
+    given a new row's variant)."""
     from ablate.training.checkpoint import load_checkpoint
 
     record = load_checkpoint(ckpt_path, mmap=True).get(plugins.PLUGIN_HASHES)
-    changed = plugins.edited(record, dict.fromkeys(s for cfg in cfgs for s in cfg.plugins))
+    changed = list(dict.fromkeys(change for cfg in cfgs for change in plugins.edited(record, to_dict(cfg)["model"])))
     listed = "; ".join(f"{s} (sha256 {a[:12]} -> {b[:12]})" for s, a, b in changed)
     how = (  # a sweep's trial resumes without --force, and a rerun sweep starts a failed trial's row over
         "a sweep takes no --force: rerunning it starts the row over in a new folder"

@@ -15,6 +15,8 @@ from helpers import tiny_sections
 from ablate import plugins
 from ablate.config import to_yaml
 from ablate.experiment import load_config
+from ablate.model.scaling import SCALING
+from ablate.registry import restoring
 from ablate.run.fingerprint import record_fingerprint
 from ablate.run.resume_checks import (
     checked_config_changes,
@@ -155,29 +157,47 @@ def test_shape_changes_of_an_unreadable_saved_model_counts_every_model_key(tmp_p
     assert shape_changes(out, cfg, changes) == ["model.dropout", "model.retired_key"]
 
 
+HALF = """
+from ablate.model.scaling import SCALING, Scaling
+from ablate.registry import register
+
+
+@register(SCALING, "rc_half")
+class Half(Scaling):
+    def __init__(self, *, heads, d_k):
+        super().__init__()
+
+    def forward(self):
+        return 0.5
+"""
+
+
 def test_a_plugin_file_edited_since_the_checkpoint_is_refused_naming_it_unless_forced(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(plugins, "_imported", {})
     monkeypatch.setattr(plugins, "_hashes", {})
     plugin, ckpt = tmp_path / "mine.py", tmp_path / "last.ckpt"
-    plugin.write_text("SCALE = 1\n")
-    cfg = config(tmp_path, plugins=[str(plugin)])  # the same path as the run's saved config: no config change
-    then, now = hashlib.sha256(b"SCALE = 0\n").hexdigest(), hashlib.sha256(b"SCALE = 1\n").hexdigest()
+    source = HALF.replace("0.5", "0.25")  # the scaling edited since the checkpoint
+    plugin.write_text(source)
+    then, now = hashlib.sha256(HALF.encode()).hexdigest(), hashlib.sha256(source.encode()).hexdigest()
 
     def saved(**record) -> None:
         torch.save({"state_dict": {}, "hyper_parameters": {}, **record}, ckpt)
 
-    saved(**{plugins.PLUGIN_HASHES: {str(plugin): then}})
-    listed = rf"plugin {plugin} \(sha256 {then[:12]} -> {now[:12]}\) changed since {ckpt} was saved"
-    with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; use --force to resume anyway with it as it is now$"):
+    with restoring(SCALING):
+        cfg = config(tmp_path, {"attention_scaling": "rc_half"}, plugins=[str(plugin)])  # the same path: no config change
+        unused = config(tmp_path, plugins=[str(plugin)])  # a model of ablate's own variants: it runs none of the plugin
+        trial = config(tmp_path, {"attention_scaling": "rc_half"}, plugins=[str(plugin)], sweep={"study": "s"})
+        saved(**{plugins.PLUGIN_HASHES: {str(plugin): then}})
+        listed = rf"plugin {plugin} \(sha256 {then[:12]} -> {now[:12]}\) changed since {ckpt} was saved"
+        with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; use --force to resume anyway with it as it is now$"):
+            checked_plugins(ckpt, [cfg], force=False)
+        with caplog.at_level(logging.WARNING, logger="ablate"):
+            checked_plugins(ckpt, [cfg], force=True)
+        assert f"resuming with plugin {plugin} (sha256 {then[:12]} -> {now[:12]}) as it is now" in caplog.text
+        checked_plugins(ckpt, [unused], force=False)  # a sweep's plugin file given another row's variant: this one resumes
+        with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; a sweep takes no --force: rerunning it starts the row over"):
+            checked_plugins(ckpt, [trial], force=False)  # a sweep's trial: no --force to offer
+        saved(**{plugins.PLUGIN_HASHES: {str(plugin): now}})
         checked_plugins(ckpt, [cfg], force=False)
-    with caplog.at_level(logging.WARNING, logger="ablate"):
-        checked_plugins(ckpt, [cfg], force=True)
-    assert f"resuming with plugin {plugin} (sha256 {then[:12]} -> {now[:12]}) as it is now" in caplog.text
-    saved(**{plugins.PLUGIN_HASHES: {str(plugin): now}})
-    checked_plugins(ckpt, [cfg], force=False)
-    saved()  # a checkpoint from before the record: unknown, so it resumes as before
-    checked_plugins(ckpt, [cfg], force=False)
-    saved(**{plugins.PLUGIN_HASHES: {str(plugin): then}})
-    trial = config(tmp_path, plugins=[str(plugin)], sweep={"study": "s"})  # a sweep's trial: no --force to offer
-    with pytest.raises(ValueError, match=rf"^--resume: {listed}, .*; a sweep takes no --force: rerunning it starts the row over"):
-        checked_plugins(ckpt, [trial], force=False)
+        saved()  # a checkpoint from before the record: unknown, so it resumes as before
+        checked_plugins(ckpt, [cfg], force=False)

@@ -210,20 +210,28 @@ def test_model_from_checkpoint_warns_of_a_plugin_file_edited_since_training_and_
 
     monkeypatch.setattr(plugins, "_imported", {})
     monkeypatch.setattr(plugins, "_hashes", {})
+    from ablate.model.activations import ACTIVATIONS
+    from ablate.registry import restoring
+
     plugin = tmp_path / "mine.py"
-    plugin.write_text("SCALE = 0\n")
-    plugins.load_plugins([str(plugin)])  # what --plugins does
-    then, now = hashlib.sha256(b"SCALE = 1\n").hexdigest(), hashlib.sha256(b"SCALE = 0\n").hexdigest()
-    saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
-    path = write(tmp_path / "m.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): then}})
-    with caplog.at_level(logging.WARNING, logger="ablate"):
-        assert model_from_checkpoint(path)[2].vocab_size == 64
-    assert [r.getMessage() for r in caplog.records] == [
-        f"checkpoint {path}: plugin {plugin} changed since training (sha256 {then[:12]} then, {now[:12]} now); going on with it as it is now"
-    ]
-    caplog.clear()
-    model_from_checkpoint(write(tmp_path / "same.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): now}}))
-    model_from_checkpoint(write(tmp_path / "old.ckpt", saved))  # saved before checkpoints recorded plugins: unknown
+    source = "import torch\nfrom ablate.model.activations import ACTIVATIONS\nfrom ablate.registry import register\n\n\n"
+    source += '@register(ACTIVATIONS, "ck_square")\nclass Square(torch.nn.Module):\n    def forward(self, x):\n        return x * x\n'
+    plugin.write_text(source)
+    then, now = hashlib.sha256(source.replace("x * x", "x.relu()").encode()).hexdigest(), hashlib.sha256(source.encode()).hexdigest()
+    with restoring(ACTIVATIONS):
+        plugins.load_plugins([str(plugin)])  # what --plugins does
+        saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1, activation="ck_square"), 64, spm_bytes)
+        path = write(tmp_path / "m.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): then}})
+        with caplog.at_level(logging.WARNING, logger="ablate"):
+            assert model_from_checkpoint(path)[2].vocab_size == 64
+        assert [r.getMessage() for r in caplog.records] == [
+            f"checkpoint {path}: plugin {plugin} changed since training (sha256 {then[:12]} then, {now[:12]} now); going on with it as it is now"
+        ]
+        caplog.clear()
+        model_from_checkpoint(write(tmp_path / "same.ckpt", {**saved, plugins.PLUGIN_HASHES: {str(plugin): now}}))
+        model_from_checkpoint(write(tmp_path / "old.ckpt", saved))  # saved before checkpoints recorded plugins: unknown
+        own, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)  # none of the plugin's variants
+        model_from_checkpoint(write(tmp_path / "own.ckpt", {**own, plugins.PLUGIN_HASHES: {str(plugin): then}}))
     assert caplog.records == []
 
 
