@@ -7,6 +7,7 @@ PREEMPTED_EXIT = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGUSR1 after saving (`--
 INTERRUPTED_EXIT = 130  # 128 + SIGINT: a user's Ctrl-C, after saving; not a preemption for a scheduler to requeue
 SWEEP_FILE_ENV = "ABLATE_SWEEP_FILE"  # set for a sweep's trial: its sweep file, whose rerun continues it (not `ablate train`)
 FAILED_FILE = "FAILED.txt"  # a run or member that diverged: the reason, in its run directory (set aside by a resume)
+PRUNED = "pruned"  # the stop_reason in the summary of a run a sweep's pruner stopped early: no finished seed
 
 
 def stopped_by_signal(e: BaseException) -> bool:

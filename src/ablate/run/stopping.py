@@ -18,8 +18,9 @@ import torch
 
 from ablate.config import TrainConfig
 from ablate.run.callbacks import fit_validation, mid_accumulation
+from ablate.run.exits import PRUNED
 
-STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged", "pruned")
+STOP_REASONS = ("max_steps", "max_epochs", "max_time", "max_flops", "early_stopping", "converged", PRUNED)
 MODES = {"val/loss": "min", "val/ppl": "min", "val/bleu": "max"}
 REPORT_WINDOW = 0.2  # summary.json reports the convergence rule over the last fifth when train.converge_window is off
 

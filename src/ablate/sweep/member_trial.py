@@ -22,6 +22,7 @@ from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
 from ablate.messages.redact import redact
 from ablate.run import FAILED_FILE, INTERRUPTED_EXIT, PREEMPTED_EXIT
+from ablate.run.exits import PRUNED
 from ablate.sweep.ledger import fail
 from ablate.sweep.trial import PRUNED_EXIT, exit_reason, record_result
 
@@ -43,7 +44,7 @@ def record_group(
         if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc < 0 and not summary.exists()):
             states.append(record_result(study, trial, terms, trial_dir, rc))
         elif summary.exists():
-            pruned = object_or_empty(summary).get("stop_reason") == "pruned"
+            pruned = object_or_empty(summary).get("stop_reason") == PRUNED
             states.append(record_result(study, trial, terms, trial_dir, PRUNED_EXIT if pruned else 0))
         elif (trial_dir / FAILED_FILE).exists():
             states.append(fail(study, trial, redact((trial_dir / FAILED_FILE).read_text().strip())))

@@ -8,6 +8,7 @@ import lightning as L
 import optuna
 
 from ablate.run.callbacks import fit_validation
+from ablate.run.exits import PRUNED
 from ablate.run.member_runs import MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.stopping import stop_run
@@ -26,7 +27,7 @@ class PruningCallback(L.Callback):
             prune = fit_validation(trainer) and self.trial.should_prune()
         if trainer.strategy.broadcast(prune):
             self.pruned = True
-            stop_run(trainer, "pruned")  # the run's summary says why it stopped
+            stop_run(trainer, PRUNED)  # the run's summary says why it stopped
 
 
 class MemberPruning(L.Callback):
@@ -48,4 +49,4 @@ class MemberPruning(L.Callback):
                 continue
             trial.report(float(metrics[self.metric]), step=step)
             if reason is None and fit_validation(trainer) and trial.should_prune():
-                self.runs.stop(k, "pruned", trainer, pl_module)
+                self.runs.stop(k, PRUNED, trainer, pl_module)

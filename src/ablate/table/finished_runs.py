@@ -11,6 +11,7 @@ from ablate.config import ModelConfig, flatten
 from ablate.config.saved import read_run_config
 from ablate.config.trained import trained_differences
 from ablate.files.json_file import read_json
+from ablate.run.exits import PRUNED
 from ablate.run.summary_fields import check_summary
 
 
@@ -90,8 +91,8 @@ def _run(row, config: dict, summary, source: str, run_dir: Path | None = None) -
 
 
 def runs_from_dirs(root: Path) -> list[Run]:
-    """Every finished run under `root` (a sweep's out_dir or any folder of run dirs): config.yaml + summary.json, less
-    runs a sweep's pruner stopped (which left_out names)."""
+    """Every run under `root` (a sweep's out_dir or any folder of run dirs) with its config.yaml + summary.json, those
+    a sweep's pruner stopped early included (`unpruned`)."""
     runs = []
     for summary_path in sorted(root.rglob("summary.json")):
         config_path = summary_path.parent / "config.yaml"
@@ -103,18 +104,20 @@ def runs_from_dirs(root: Path) -> list[Run]:
         config = flatten(read_run_config(config_path, whole=True))
         row = config.get("sweep.row") or row_of_folder(summary_path.parent, config)
         summary = read_json(summary_path, "run summary")
-        run = _run(row, config, summary, str(summary_path.parent), summary_path.parent)
-        if run.stop_reason != PRUNED:  # stopped early by a sweep's pruner: left_out names it
-            runs.append(run)
+        runs.append(_run(row, config, summary, str(summary_path.parent), summary_path.parent))
     return runs
 
 
-PRUNED = "pruned"  # the stop_reason of a run a sweep's pruner stopped: a summary.json, but no finished seed
-
-
-def pruned_note(steps) -> str:
-    """Why a pruned run is not tabulated (its steps from its summary)."""
-    return f"pruned at step {steps}: the sweep's pruner stopped it early, so it is no finished seed"
+def unpruned(runs: list[Run]) -> tuple[list[Run], dict[str, str]]:
+    """The runs less those a sweep's pruner stopped early, and those -> why they are left out. A pruned run wrote its
+    summary.json, but it is no finished seed: a table of its final scores would test a 10-step run against a 40-step
+    base. (`--at-update N` keeps it where it got to N: its curve there is as any other run's.)"""
+    kept = [r for r in runs if r.stop_reason != PRUNED]
+    return kept, {
+        r.source: f"pruned at step {r.steps}: the sweep's pruner stopped it early, so it is no finished seed"
+        for r in runs
+        if r.stop_reason == PRUNED
+    }
 
 
 def row_of_folder(run: Path, config: dict) -> str:
@@ -169,8 +172,6 @@ def runs_from_wandb(root: Path) -> tuple[list[Run], dict[str, str]]:
     for run in found:
         if run.exit_code is None:
             skipped[str(run.path)] = UNFINISHED
-        elif run.summary.get("stop_reason") == PRUNED:
-            skipped[str(run.path)] = pruned_note(run.summary.get("steps"))
         elif "val/bleu" not in run.summary and "last" not in run.summary:
             skipped[str(run.path)] = "finished without final scores (no val/bleu or last in its summary): failed or stopped before them"
         else:

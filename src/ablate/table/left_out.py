@@ -1,13 +1,13 @@
 """The runs of a study `ablate table` does not tabulate, each with why, so no seed or row goes missing in silence.
 
-A run a sweep's pruner stopped early (its summary.json says "pruned"). A run folder (config.yaml) without
-summary.json: diverged (its trial's fail reason, or its train.log, says non-finite weights or loss), failed (that
-reason), pruned, stopped or still running, or finished with its summary since lost; an earlier attempt of a row and
-seed another run tabulates is named as that. A member group's own folder (its checkpoint and log) is no run: its
-members' folders are. A trial the study database (SQLite, `study.db` in the folder) marks finished or failed whose run
-folder is gone is named too, and a trial folder with a summary.json that the database marks failed or running
-(`in_study`) is an attempt, not a seed. Rows none of whose runs finished, all diverged, are `diverged` rows: the table
-shows them as such (ablate.table.compare).
+A run folder (config.yaml) without summary.json: diverged (its trial's fail reason, or its train.log, says non-finite
+weights or loss), failed (that reason), pruned, stopped or still running, or finished with its summary since lost; an
+earlier attempt of a row and seed another run tabulates is named as that. A member group's own folder (its checkpoint
+and log) is no run: its members' folders are. A trial the study database (SQLite, `study.db` in the folder) marks
+finished or failed whose run folder is gone is named too, and a trial folder with a summary.json that the database
+marks failed or running (`in_study`) is an attempt, not a seed. Rows none of whose runs finished, all diverged, are
+`diverged` rows: the table shows them as such (ablate.table.compare). A run a sweep's pruner stopped, with its
+summary.json, is left out of the final table by ablate.table.finished_runs.unpruned.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.config import flatten
-from ablate.files.json_file import read_json
 from ablate.files.yaml_file import read_yaml
 from ablate.run.exits import FAILED_FILE
 from ablate.sweep.study_file import read
-from ablate.table.finished_runs import PRUNED, Run, pruned_note, row_of_folder
+from ablate.table.finished_runs import Run, row_of_folder
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
 _ERROR = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b|^ablate\b.*error")
@@ -140,8 +139,6 @@ def _config(folder: Path) -> dict:
 
 def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
     state, reason, _ = trial or (None, None, None)
-    if (summary := _summary(folder)).get("stop_reason") == PRUNED:
-        return pruned_note(summary.get("steps"))
     if state in UNFINISHED and (folder / "summary.json").exists():  # in_study left it out
         if state == "RUNNING" and not reason:  # its worker may be recording it this moment (a group's members end so)
             return (
@@ -169,15 +166,6 @@ def _state(state: str, reason: str) -> str:
     if state == "PRUNED":
         return "pruned"
     return f"{'diverged' if DIVERGED.search(reason) else 'failed'}: {reason[:300]}"
-
-
-def _summary(folder: Path) -> dict:
-    """The run's summary.json, {} where there is none or it does not read (runs_from_dirs has named that)."""
-    try:
-        summary = read_json(folder / "summary.json", "run summary") if (folder / "summary.json").is_file() else {}
-    except ValueError:
-        return {}
-    return summary if isinstance(summary, dict) else {}
 
 
 def _last_error(folder: Path) -> str | None:

@@ -14,7 +14,7 @@ from ablate.cli import main
 from ablate.evaluation.records import EvalFileError, eval_record, parse_eval
 from ablate.evaluation.wandb_records import log_record, read_records, table_key
 from ablate.files.wandb_offline import find_runs, read_run
-from ablate.table.finished_runs import runs_from_wandb
+from ablate.table.finished_runs import runs_from_wandb, unpruned
 from ablate.table.sentence_records import collect
 
 pytestmark = pytest.mark.slow  # W&B offline runs written and read back: seconds; the default set stays under a minute
@@ -153,11 +153,12 @@ def test_finished_runs_without_scores_and_sweep_summary_runs_are_named_too(tmp_p
     wandb.teardown()
     found, skipped = runs_from_wandb(tmp_path)
     by_dir = {Path(path).relative_to(tmp_path).parts[0]: why for path, why in skipped.items()}
-    assert found == [] and by_dir == {
+    assert by_dir == {
         "failed": "finished without final scores (no val/bleu or last in its summary): failed or stopped before them",
         "t-summary": "a sweep's summary table, not a trial",
-        "pruned": "pruned at step 10: the sweep's pruner stopped it early, so it is no finished seed",
     }
+    assert [r.stop_reason for r in found] == ["pruned"] and unpruned(found)[0] == []  # the table leaves it out
+    shutil.rmtree(tmp_path / "pruned")
     assert main(["table", str(tmp_path), "--wandb"]) == 2
     err = capsys.readouterr().err
     assert (

@@ -5,6 +5,7 @@ out of Holm, the verdict counts and Spearman, which the note says."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -12,7 +13,7 @@ from table_study import markdown_rows, write_run
 
 from ablate.cli import main
 from ablate.table import left_out as left_out_module
-from ablate.table.finished_runs import runs_from_dirs
+from ablate.table.finished_runs import runs_from_dirs, unpruned
 from ablate.table.left_out import left_out
 
 SCORES = {"base": (25.0, 5.0), "A-h1": (24.0, 5.3), "B-dk16": (24.5, 5.1), "C-N2": (23.0, 5.6)}
@@ -90,14 +91,19 @@ def test_a_run_the_pruner_stopped_is_no_seed_and_is_named_with_its_step(tmp_path
     write_run(
         root, "slow", 3, {"train.lr_scale": 0.001}, {"last": {"val/bleu": 0.2, "val/ppl": 900.0}, "steps": 10, "stop_reason": "pruned"}
     )
-    runs = runs_from_dirs(root)
+    runs, pruned = unpruned(runs_from_dirs(root))
     assert sorted((r.row, r.config["seed"]) for r in runs) == [("base", 1), ("base", 2), ("slow", 1), ("slow", 2)]
-    found = left_out(root, runs)
-    assert found.runs == {
-        str(root / "trials" / "slow-s3"): "pruned at step 10: the sweep's pruner stopped it early, so it is no finished seed"
-    }
+    assert pruned == {str(root / "trials" / "slow-s3"): "pruned at step 10: the sweep's pruner stopped it early, so it is no finished seed"}
     assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
     assert "slow-s3 (pruned at step 10" in capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "table3.json").read_text())
+    assert next(r for r in report["rows"] if r["row"] == "slow")["seeds"] == 2
+    # At an update it reached, a pruned run's curve is as any other's: leaving it out there would keep the survivors.
+    for run in (root / "trials").iterdir():
+        (run / "metrics.csv").write_text("epoch,step,val/ppl\n0,9,900.0\n")
+    assert main(["table", str(root), "--out", str(tmp_path / "at"), "--at-update", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "slow-s3" not in out and re.search(r"\| slow \| 3 \|", (tmp_path / "at" / "table3-at-10.md").read_text())
 
 
 def test_a_member_groups_own_folder_is_no_run_and_its_diverged_member_is_named(tmp_path):
