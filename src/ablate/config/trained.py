@@ -19,6 +19,7 @@ _DEFAULTS = flatten(to_dict(ExperimentConfig()))
 
 def trained_differences(a: dict, b: dict) -> dict[str, tuple]:
     """The keys in which two runs' configs (flattened) trained differently -> (a's value, b's value), sorted."""
-    keys = sorted(k for k in a.keys() | b.keys() if k.startswith(TRAINED) and not k.startswith(RUN_SPECIFIC))
+    # A key the schema no longer has (retired: ablate.config.retired) trains nothing now, whatever a run recorded.
+    keys = sorted(k for k in a.keys() | b.keys() if k in _DEFAULTS and k.startswith(TRAINED) and not k.startswith(RUN_SPECIFIC))
     ours, theirs = ({k: config.get(k, _DEFAULTS.get(k)) for k in keys} for config in (a, b))
     return {k: (ours[k], theirs[k]) for k in keys if ours[k] != theirs[k]}

@@ -12,3 +12,4 @@ def test_only_what_was_trained_differs_and_a_key_added_since_counts_at_its_defau
     assert trained_differences(a, b) == {"model.heads": (8, 4)}  # where it ran, its threads, its folder and seed: not
     assert trained_differences({"model.dropout": 0.1}, {}) == {}  # a run saved before the key: the default (0.1)
     assert trained_differences({"model.dropout": 0.3}, {}) == {"model.dropout": (0.3, 0.1)}
+    assert trained_differences({"train.debug_nan_step": 0}, {}) == {}  # retired since: a key that trains nothing now
