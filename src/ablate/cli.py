@@ -118,7 +118,11 @@ def _rich_raises_on_a_broken_pipe() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+    try:
+        args = _parse(argv)
+    except KeyboardInterrupt:  # before any command ran (ablate.__main__ says the same of the imports before this)
+        print("ablate: stopped by Ctrl-C (SIGINT) while starting; nothing was written", file=sys.stderr)
+        return signals.SIGINT_EXIT
     logs.to_stderr()
     _rich_raises_on_a_broken_pipe()
     if args.command not in OWN_SIGNAL_HANDLING:

@@ -64,3 +64,14 @@ def test_without_a_signal_it_runs_the_command_line(capsys, monkeypatch):
 def test_python_dash_m_ablate_is_the_same_command():
     proc = subprocess.run([sys.executable, "-m", "ablate", "--version"], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout.strip()) == (0, f"ablate {ablate.__version__}")
+
+
+def test_a_ctrl_c_while_the_command_line_is_parsed_is_said_the_same(monkeypatch, capsys):
+    from ablate import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_parse", interrupted)
+    assert cli.main(["params", "x.yaml"]) == 130
+    assert capsys.readouterr().err == SAID

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from ablate.files.destination import is_stream, refuse_link, same_file
+from ablate.files.destination import is_stream, refuse_link, same_as_fd, same_file
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once, at import (single-threaded): a new file gets the mode open() would give it
@@ -174,20 +174,13 @@ def stream(target: str | os.PathLike) -> Iterator[BinaryIO]:
     own stdout or stderr (-o /dev/stdout, stdout a file: `>> log` or `> log`) through its descriptor, where the shell's
     redirect writes (its offset, shared), after what Python has buffered for it; any other appended to. Opened "wb",
     /dev/stdout emptied `>> log` of its earlier lines, and text printed after it wrote over the output."""
-    own = next((fd for fd in (1, 2) if _same_as_fd(target, fd)), None)
+    own = next((fd for fd in (1, 2) if same_as_fd(target, fd)), None)
     if own is not None:
         for f in (sys.stdout, sys.stderr):  # what Python buffered for them comes first
             with contextlib.suppress(Exception):  # a replaced one that cannot flush holds nothing of ours
                 f.flush()
     with os.fdopen(os.dup(own), "wb") if own is not None else open(target, "ab") as f:
         yield f
-
-
-def _same_as_fd(target: str | os.PathLike, fd: int) -> bool:
-    try:
-        return os.path.samestat(os.stat(target), os.fstat(fd))
-    except OSError:  # the descriptor is closed
-        return False
 
 
 def _bytes(part: str | bytes) -> bytes:

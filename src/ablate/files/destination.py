@@ -59,9 +59,14 @@ def _names_open_file(path: str | os.PathLike) -> bool:
 def stdout_is(path: str | os.PathLike) -> bool:
     """Whether writing `path` writes this process's standard output (-o /dev/stdout, or a pipe or file stdout is):
     the command's own report then goes to stderr, not into the output."""
+    return is_stream(path) and same_as_fd(path, 1)
+
+
+def same_as_fd(path: str | os.PathLike, fd: int) -> bool:
+    """Whether `path` is the file (pipe, terminal) open as descriptor `fd` of this process; False where it is closed."""
     try:
-        return is_stream(path) and os.path.samestat(os.stat(path), os.fstat(1))
-    except OSError:  # stdout closed
+        return os.path.samestat(os.stat(path), os.fstat(fd))
+    except OSError:
         return False
 
 

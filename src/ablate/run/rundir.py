@@ -189,7 +189,7 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
     process trains in out_dir is refused with the earlier run where it was. Returns out_dir and the lock's descriptor."""
     out = Path(cfg.out_dir)
     lock = None
-    refuse_links(out)  # as prepare_out_dir does, before the lock opens a linked .run.lock
+    refuse_links(out)  # before the lock opens a linked .run.lock (prepare_out_dir asks again, for a caller of its own)
     if out.is_dir():
         try:
             lock = lock_run_dir(out)

@@ -238,7 +238,7 @@ def _refuse_other_runs_and_repeats(paths: list, ckpts: list[dict], configs: list
     and step=N.ckpt), weighs double. Run ids are compared where both checkpoints hold one (a run resumed across the
     version that began writing them has both kinds)."""
     run = [run_identity(c) for c in configs]
-    ids = [c.get("run_id") for c in ckpts]
+    ids = [c.get("run_id") if isinstance(c.get("run_id"), str) else None for c in ckpts]  # damaged: unknown
     seen: dict = {}
     for p, c, who, run_id in zip(paths, ckpts, run, ids):
         if who != run[-1]:

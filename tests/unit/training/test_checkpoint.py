@@ -344,6 +344,8 @@ def test_average_checkpoints_tells_two_runs_of_one_seed_and_model_apart_by_their
         average_checkpoints([a, c, b])
     old = saved("old.ckpt", 4, None)
     assert average_checkpoints([old, a, b])["global_step"] == 2
+    damaged = write(tmp_path / "d.ckpt", {**ckpt(torch.full((2,), 5.0), step=5), "run_id": 7})  # unknown, not a TypeError
+    assert average_checkpoints([damaged, a, b])["global_step"] == 2
 
 
 # --- step checkpoints and `ablate average` -------------------------------------------------------------------------
