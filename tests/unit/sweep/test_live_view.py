@@ -176,5 +176,7 @@ def test_a_bad_progress_interval_is_refused_naming_the_variable_and_only_where_i
     assert f"ABLATE_PROGRESS_EVERY={raw!r}" in capsys.readouterr().err and not (tmp_path / "out").exists()
     monkeypatch.setenv("ABLATE_PROGRESS_EVERY", "2.5")
     assert PlainPrinter(io.StringIO()).every_s == 2.5
+    monkeypatch.setenv("ABLATE_PROGRESS_EVERY", "inf")  # lines at validations and phases only, as before
+    assert PlainPrinter(io.StringIO()).every_s == float("inf")
     monkeypatch.delenv("ABLATE_PROGRESS_EVERY")
     assert PlainPrinter(io.StringIO()).every_s == 60
