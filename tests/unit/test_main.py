@@ -9,6 +9,8 @@ import sys
 import time
 from importlib.metadata import entry_points
 
+import pytest
+
 import ablate
 from ablate import __main__ as entry
 
@@ -61,6 +63,7 @@ def test_without_a_signal_it_runs_the_command_line(capsys, monkeypatch):
     assert "usage: ablate params" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a whole `ablate` command (seconds): the default set stays under a minute
 def test_python_dash_m_ablate_is_the_same_command():
     proc = subprocess.run([sys.executable, "-m", "ablate", "--version"], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout.strip()) == (0, f"ablate {ablate.__version__}")

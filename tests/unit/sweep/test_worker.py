@@ -173,6 +173,7 @@ def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do
     assert trial.state == optuna.trial.TrialState.FAIL and not failed_by_itself(trial)  # interrupted: the rerun continues it
 
 
+@pytest.mark.slow  # a whole `ablate` command (seconds): the default set stays under a minute
 def test_a_worker_process_stopped_by_a_full_disk_makes_the_sweep_exit_75(tmp_path, monkeypatch, capsys, stop_state):
     """A worker process that met a full disk exits 75 (its own line says why); the sweep it ran in ended 0 with its rows
     left undone. Now it exits 75 and says how to continue."""

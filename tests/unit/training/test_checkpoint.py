@@ -393,6 +393,7 @@ def test_average_cli_averages_the_last_k_of_a_run_and_refuses_to_overwrite(tmp_p
         average_cli(average_args(checkpoints=[str(one)], output=str(tmp_path / "hard.ckpt"), force=True))
 
 
+@pytest.mark.slow  # a whole `ablate` command (seconds): the default set stays under a minute
 def test_average_to_stdout_writes_the_checkpoint_alone_and_its_report_to_stderr(tmp_path):
     """`ablate average ... -o /dev/stdout > avg.ckpt` wrote its "averaged ..." line over the zip header: a corrupt
     checkpoint, exit 0."""
