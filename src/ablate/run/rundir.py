@@ -121,7 +121,6 @@ def prepare_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = F
     """Create out_dir and prove it and its checkpoints/ writable before any work starts; never train over an
     earlier run's files (with `aside`, move them to a sibling folder first)."""
     out = Path(cfg.out_dir)
-    refuse_links(out)
     # DDP ranks other than 0 re-run the command after rank 0 has started the run: its files are not an earlier run.
     earlier = earlier_run(out) if out.is_dir() and not other_rank() else []
     if earlier and not resume:
@@ -189,7 +188,7 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
     process trains in out_dir is refused with the earlier run where it was. Returns out_dir and the lock's descriptor."""
     out = Path(cfg.out_dir)
     lock = None
-    refuse_links(out)  # before the lock opens a linked .run.lock (prepare_out_dir asks again, for a caller of its own)
+    refuse_links(out)  # before the lock opens a linked .run.lock, and before prepare_out_dir writes anything
     if out.is_dir():
         try:
             lock = lock_run_dir(out)

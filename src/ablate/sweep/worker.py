@@ -108,19 +108,23 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, s
                         fail(study, t)
         except trial_process.StudyLost as e:  # the trial saved and stopped: its row continues, as a preempted one
             say(index, redact(str(e))[:400])
-            for t in taken:
-                with contextlib.suppress(Exception):  # the study may still be out of reach: then they go stale
-                    fail(study, t)
+            _leave_interrupted(study, taken)
         except DiskFull:  # no trial's fault, and the next write fails too: they continue on the next run (`ablate sweep` says so)
-            for t in taken:
-                with contextlib.suppress(Exception):
-                    fail(study, t)
+            _leave_interrupted(study, taken)
             raise
         except Exception as e:  # anything else fails these trials, not the worker
             say(index, f"trial {trial.number} failed in the worker: {type(e).__name__}: {redact(str(e))[:300]}")
             for t in taken:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed meanwhile as stale, or told
                     fail(study, t, f"{type(e).__name__}: {redact(str(e))}")
+
+
+def _leave_interrupted(study: optuna.Study, taken: list[optuna.Trial]) -> None:
+    """Fail `taken` without a reason of their own, so their rows continue on the next run; the study may be out of
+    reach, and then they go stale."""
+    for t in taken:
+        with contextlib.suppress(Exception):
+            fail(study, t)
 
 
 def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int, spec: TrialSpec | str | None = None) -> TrialState:
