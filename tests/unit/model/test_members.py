@@ -1,7 +1,7 @@
 """The member model: K Transformers of one architecture as one module (ablate.model.members).
 
 Each member, loaded from an ordinary model's weights, must compute what that model computes on its own rows, for
-every variant with parameters; rows of padding only must stay out of every loss and gradient; and a step must
+every registered variant (a researcher's own too, given by ABLATE_TEST_PLUGINS); rows of padding only must stay out of every loss and gradient; and a step must
 dispatch the same operations for K = 8 as for K = 1.
 """
 
@@ -13,7 +13,8 @@ from helpers import VOCAB, random_batch, tiny_model
 from member_models import batched_everywhere, collated, members_of, own_batches
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ablate.model import build_transformer
+from ablate.config.schema import ModelConfig
+from ablate.model import POSITIONAL, SCALING, build_transformer, compatible
 from ablate.model.attention import ATTENTION, AttentionKernel
 from ablate.model.loss import translation_loss
 from ablate.model.member_loss import member_translation_loss
@@ -30,10 +31,29 @@ VARIANTS = [
     {"positional": "alibi", "tie_embeddings": "none", "d_k": 3, "d_v": 5},
     {"attention": "additive", "positional": "t5_bias", "tie_embeddings": "decoder", "norm": "pre", "activation": "gelu"},
 ]
+FACTORS = {"attention": ATTENTION, "positional": POSITIONAL, "attention_scaling": SCALING}
+
+
+def uncovered() -> list[dict]:
+    """A case for each registered variant no case above names (a researcher's own, given by ABLATE_TEST_PLUGINS:
+    docs/variants.md), with the first partner config validation allows where the default is not: a member model's
+    batched branch runs only on an accelerator in training, so this is where a CPU sees it."""
+    default = {factor: getattr(ModelConfig(), factor) for factor in FACTORS}
+    pair_default = {"attention": default["attention"], "positional": default["positional"]}
+    named = {(f, case.get(f, default[f])) for case in VARIANTS for f in FACTORS}
+    cases = []
+    for factor, registry in FACTORS.items():
+        for name in sorted(n for n in registry if (factor, n) not in named):
+            case = {factor: name}
+            if factor != "attention_scaling" and not compatible(**{**pair_default, **case}):
+                partner = "positional" if factor == "attention" else "attention"
+                case[partner] = next(n for n in sorted(FACTORS[partner]) if compatible(**{partner: n, factor: name}))
+            cases.append(case)
+    return cases
 
 
 @pytest.mark.parametrize("path", ["cpu", "batched"])
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())) or "base")
+@pytest.mark.parametrize("variant", VARIANTS + uncovered(), ids=lambda v: "-".join(map(str, v.values())) or "base")
 def test_each_member_computes_what_its_own_model_computes(variant, path, monkeypatch):
     if path == "batched":
         batched_everywhere(monkeypatch)
