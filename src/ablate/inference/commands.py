@@ -107,7 +107,10 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=lines_of)
     if args.hyp_out:
         write_file(args.hyp_out, "".join(h + "\n" for h in hyps), new_only=not args.force)
-    result = {"checkpoint": str(args.checkpoint), "test_set": name, "beam": args.beam or cfg.train.beam_size, **score(hyps, refs)}
+    t = cfg.train  # every setting the hypotheses depend on, so a score is traced back to how it was decoded
+    decoding = {"beam": args.beam or t.beam_size, "length_penalty": t.length_penalty if args.alpha is None else args.alpha,
+                "max_len_a": t.max_len_a, "max_len_b": t.max_len_b}  # fmt: skip
+    result = {"checkpoint": str(args.checkpoint), "test_set": name, **decoding, **score(hyps, refs)}
     if args.save_eval:
         result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))
     print(json.dumps(result, indent=2), file=sys.stderr if args.hyp_out and stdout_is(args.hyp_out) else sys.stdout)

@@ -5,6 +5,7 @@ warning names its line in the whole input."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import sys
@@ -198,3 +199,19 @@ def test_a_line_typed_into_a_pipe_is_translated_before_the_next_comes(checkpoint
         assert main(["translate", str(checkpoint), "--device", "cpu", "--beam", "1"]) == 0
         typist.join()
     assert seen == [True] and len(stdout.getvalue().splitlines()) == 2
+
+
+def test_evaluate_says_how_it_decoded_so_a_score_is_traced_back_to_its_settings(checkpoint, tmp_path, monkeypatch, capsys):
+    """The result named the beam but not `--alpha` or the length limit, so two scores made with other settings looked
+    alike."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    source, reference = tmp_path / "in.en", tmp_path / "ref.de"
+    source.write_text("the dog runs\n")
+    reference.write_text("der Hund rennt\n")
+    command = ["evaluate", str(checkpoint), "--device", "cpu", "--src", str(source), "--ref", str(reference)]
+    assert main([*command, "--alpha", "1.5", "--beam", "2"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {k: result[k] for k in ("beam", "length_penalty", "max_len_a", "max_len_b")} == {
+        "beam": 2, "length_penalty": 1.5, "max_len_a": 1.0, "max_len_b": 50}  # fmt: skip
+    assert main(command) == 0
+    assert json.loads(capsys.readouterr().out)["length_penalty"] == 0.6  # the run's own
