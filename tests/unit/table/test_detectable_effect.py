@@ -99,6 +99,19 @@ def test_seeds_for_mde_matches_the_formula(noise, m):
         assert mde(math.sqrt(var), m=m, df=df) > 1.0  # one seed fewer would not do
 
 
+def test_seeds_beyond_the_bases_never_widen_the_mde_which_the_plans_bisection_rests_on():
+    rng = np.random.default_rng(0)
+    for parts in (1, 2, 2, 1, 2, 2):
+        sentences, row, base = rng.uniform(0, 0.3), *rng.uniform(0.01, 5.0, 2)
+        noise = Noise(sentences, row, base, 2, int(rng.integers(2, 12)), parts=parts)
+        every = [mde(math.sqrt(var), m=12, df=df) for var, df in (noise.at(n, max(n, noise.n_base)) for n in range(2, 31))]
+        beyond = every[noise.n_base - 2 :]
+        assert all(b <= a * (1 + 1e-12) for a, b in zip(beyond, beyond[1:])), noise
+        for target in (beyond[0] * 1.01, beyond[len(beyond) // 3], beyond[-1] * 1.01, beyond[-1] * 0.99, min(every[:3]) * 1.001):
+            counted_up = next((n for n, x in enumerate(every, 2) if x <= target), None)
+            assert seeds_for_mde(noise, target, m=12, most=30).seeds == counted_up, (noise, target)
+
+
 def test_a_larger_base_and_fewer_rows_need_fewer_seeds():
     few_base, many_base = Noise(0.02, 0.5, 0.5, 3, 3), Noise(0.02, 0.5, 0.5, 3, 40)
     assert seeds_for_mde(many_base, 1.0).seeds < seeds_for_mde(few_base, 1.0).seeds
