@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.config import to_yaml
-from ablate.files.atomic import write_file
+from ablate.files.atomic import DiskFull, write_file
 from ablate.messages.logs import worker_says as say
 from ablate.run import resume_checkpoint, run_dir_in_use
 from ablate.sweep import member_trial
@@ -130,6 +130,8 @@ def run_group(
             t.set_user_attr("members_group", str(group_dir))
             trial_dirs.append(trial_dir)
         member_trial.start_group(group_dir, trial_dirs, [t.number for t, _ in claimed])  # a continued group: its new numbers
+    except DiskFull:  # no row's fault: run_worker leaves them to continue on the next run
+        raise
     except Exception as e:  # a bad sampled override: fail these trials, keep sweeping
         return [fail(study, t, f"{type(e).__name__}: {e}") for t, _ in claimed]
     names = ", ".join(f"{t.number} ({spec.name})" for t, spec in claimed)

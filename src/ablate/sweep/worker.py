@@ -148,6 +148,8 @@ def run_trial(handle: StudyHandle, trial: optuna.Trial, sweep: Sweep, index: int
             cfg = trial_config(sweep, trial, spec, trial_dir)
         trial_dir.mkdir(parents=True, exist_ok=True)
         write_file(trial_dir / "trial.yaml", to_yaml(cfg))
+    except DiskFull:  # no row's fault: run_worker leaves it to continue on the next run
+        raise
     except Exception as e:  # a bad sampled override: fail this trial, keep sweeping
         return fail(study, trial, f"{type(e).__name__}: {e}")
     trial.set_user_attr("out_dir", str(trial_dir))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import torch
 from sweep_files import write
 
@@ -111,3 +112,23 @@ def test_an_interrupted_attempt_in_the_other_grouping_is_named_not_passed_over(t
     assert note.startswith(f"trial {alone.number} was interrupted training alone and this trains as a member, so from the start")
     assert note.endswith("--members changed since (1, now 2): rerun the sweep with --members 1 to continue it")
     assert "--members changed" not in other_grouping(earlier, root, True, 1)  # a seed left alone before, grouped now
+
+
+def test_a_full_disk_while_a_group_is_prepared_is_no_rows_fault(tmp_path, monkeypatch):
+    """A full disk writing a member's trial.yaml was taken for a bad sampled override: every row of the group failed
+    for good. It goes up to the worker, which leaves them to continue on the next run (test_worker says how)."""
+    from ablate.files.atomic import DiskFull
+    from ablate.sweep import member_group
+    from ablate.sweep.ledger import failed_by_itself
+
+    sweep, handle, plan, root = _study(tmp_path)
+    taken = [plan.take(handle, lambda key, seed=seed: key == ("base", seed)) for seed in (1, 2)]
+    claimed = claim_group(handle, taken, sweep)
+
+    def full(path, *args, **kwargs):
+        raise DiskFull(f"disk full: could not write {path}")
+
+    monkeypatch.setattr(member_group, "write_file", full)
+    with pytest.raises(DiskFull):
+        member_group.run_group(handle, claimed, sweep, 0)
+    assert not any(failed_by_itself(handle.frozen(t)) for t in taken)

@@ -146,10 +146,12 @@ def test_each_worker_of_a_seeded_search_draws_from_its_own_stream(tmp_path, monk
     assert len(set(draws)) == 3
 
 
-def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do(tmp_path, monkeypatch, capsys, stop_state):
+@pytest.mark.parametrize("where", ["launch", "write_file"])
+def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do(tmp_path, monkeypatch, capsys, stop_state, where):
     """A study database that could not be written mid-study (its disk full) ended `ablate sweep` with 2, 'a usage or
     sweep file error; nothing started', saying nothing of what to do; the worker had failed the trial as its own
-    fault first. Now the trial is left interrupted (the rerun continues it) and the sweep exits 75, saying so."""
+    fault first. Now the trial is left interrupted (the rerun continues it) and the sweep exits 75, saying so. A full
+    disk as the trial's folder is prepared (its trial.yaml) was taken for a bad override: the row failed for good."""
     from ablate.cli import main
     from ablate.files.atomic import DiskFull
     from ablate.sweep.ledger import failed_by_itself
@@ -164,7 +166,7 @@ def test_a_full_disk_after_trials_started_stops_the_sweep_with_75_and_what_to_do
             f"disk full: could not write the study database {db} (database or disk is full); the study is as it was before this write"
         )
 
-    monkeypatch.setattr(worker.trial_process, "launch", full)
+    monkeypatch.setattr(*((worker.trial_process, "launch") if where == "launch" else (worker, "write_file")), full)
     assert main(["sweep", str(path)]) == 75
     err = capsys.readouterr().err
     assert f"ablate sweep: error: disk full: could not write the study database {db} (database or disk is full)" in err
