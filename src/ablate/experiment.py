@@ -15,7 +15,7 @@ from ablate.data.datasets import dataset_problems
 
 def validate(cfg: ExperimentConfig) -> None:
     """Every rule `cfg` breaks, of the schema and of the registered variants and datasets, in one ConfigError."""
-    from ablate.model.checks import model_problems  # torch: here, so a sweep's processes start without it
+    from ablate.model.checks import model_problems  # torch (the registries' classes): here, so a bad flag costs none
 
     found = problems(cfg) + model_problems(cfg.model, cfg.data) + dataset_problems(cfg.data)
     if found:
