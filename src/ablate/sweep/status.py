@@ -35,9 +35,9 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     elif not path.exists() and ":" not in target:  # worded as ablate table and ablate archive word it; a URL mistyped
         # (postgres://..., sqlite:/x.db) is told the forms a storage URL takes, below
         raise FileNotFoundError(f"no such study directory: {target}")
-    else:
+    else:  # a URL of another scheme (postgres://, mariadb://) may hold a password: masked (and remembered) too
         raise ValueError(
-            f"{target} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
+            f"{redact(target)} is neither a sweep's out_dir, a sweep file (.yaml) nor a storage URL "
             "(sqlite:///..., postgresql://..., journal:///...)"
         )
     local = journal_path(url) or sqlite_file(url)

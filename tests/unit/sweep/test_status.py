@@ -179,3 +179,13 @@ def test_a_running_trial_whose_worker_stopped_beating_shows_its_worker_gone_not_
     assert "demo: running 1, finished 0, pruned 0, failed 0, interrupted 1" in text
     assert [t.state for t in study.get_trials()] == [TrialState.RUNNING, TrialState.RUNNING]
     assert sorted((p.name, p.stat().st_mtime) for p in tmp_path.iterdir() if p.is_file()) == before  # only read
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "PostgreSQL", "mariadb", "cockroachdb"])
+@pytest.mark.parametrize("password", ["Sup3rSecretPw", "Open Sesame42"])
+def test_a_storage_url_of_a_scheme_status_does_not_take_keeps_its_password_out_of_the_error(scheme, password, capsys):
+    """The else branch quoted TARGET whole: `ablate status postgres://alice:PW@...` printed the password."""
+    assert main(["status", f"{scheme}://alice:{password}@127.0.0.1:1/db"]) == 2
+    said = capsys.readouterr().err
+    assert f"{scheme}://alice:***@127.0.0.1:1/db is neither a sweep's out_dir" in said, said
+    assert "Sup3r" not in said and "Sesame" not in said
