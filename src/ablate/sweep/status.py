@@ -59,6 +59,10 @@ def existing_study(url: str, name: str | None, hint: str = "") -> optuna.Study:
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:  # a server down or refusing us
         cause = e.__cause__ if isinstance(e.__cause__, sqlalchemy.exc.SQLAlchemyError) else e  # Optuna's wrapper says less
         raise ValueError(f"cannot open the storage {redact(url)}: {driver_reason(cause)}") from None
+    except (OSError, ValueError):  # ablate's own words (a damaged file, a journal line): masked where printed
+        raise
+    except Exception as e:  # anything else a driver or Optuna raises may quote the URL, or a piece of its password
+        raise ValueError(f"cannot open the storage {redact(url)}: {type(e).__name__}: {driver_reason(e)}") from None
     if name is None:
         if len(names) == 1:
             name = names[0]

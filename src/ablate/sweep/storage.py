@@ -39,6 +39,7 @@ STORAGE_ENV = "ABLATE_SWEEP_STORAGE"  # how the URL (it may hold a password) rea
 RUN_FROM_ENV = "ABLATE_SWEEP_RUN_FROM"  # the number of this run's first trial: retries are counted from it (plan_base)
 MEMBERS_ENV = "ABLATE_SWEEP_MEMBERS"  # members.size, for workers that load the sweep file themselves; "K!": --members K
 FREE_SPACE = "free space, then run the same command to continue"  # a full disk mid-study: its trials continue on a rerun
+_DATABASE = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://")
 CREATE_TRIES = 5  # opens of a new server database whose tables another process is creating at the same moment
 
 
@@ -51,15 +52,37 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
         raise ValueError(  # the driver would end the password at that '@' and take the rest for the host
             f"storage {redact(url)}: its user or password holds a raw '@'; write it as %40 (percent-encoded)"
         )
+    if url and _DATABASE.match(url) and ("{" in url or "}" in url):
+        raise ValueError(  # Optuna fills the URL in as a template: its KeyError would quote what the braces enclose
+            f"storage {redact(url)}: it holds a raw '{{' or '}}', which Optuna reads as a placeholder; write them as %7B "
+            "and %7D (percent-encoded)"
+        )
     if url and journal_path(url) is not None:
         return f"journal://{journal_path(url).resolve()}"  # absolute: workers and trials may start elsewhere
-    if url and not re.match(r"^(sqlite|postgresql|mysql)(\+\w+)?://", url):
+    if url and not _DATABASE.match(url):
         raise ValueError(
             f"storage {redact(url)!r} is neither a database URL nor a journal file; use sqlite:///path/study.db "
             "(one machine), postgresql://user@host/db (several), or journal:///shared/path/study.log (several "
             "machines on a shared file system such as NFS)"
         )
+    if url:
+        _check_parses(url)
     return url or sqlite_study.sqlite_url((default_dir / "study.db").resolve())
+
+
+def _check_parses(url: str) -> None:
+    """Refuse a database URL SQLAlchemy cannot parse, without quoting it: with no '@' (a YAML value cut short at an
+    unquoted ' #'), `user:password` reads as host and port, and SQLAlchemy's error quoted the password as the port."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(url)
+    except Exception:
+        raise ValueError(
+            f"the storage URL ({url.split('://', 1)[0]}://..., not shown: it may hold a password) cannot be parsed: is its "
+            "host missing, or its port not a number? In a sweep file, quote a storage value that holds ' #' (YAML ends "
+            "the value there)"
+        ) from None
 
 
 def make_storage(url: str, read_only: bool = False) -> optuna.storages.BaseStorage:
@@ -161,6 +184,10 @@ def open_study(
             f"cannot open the study '{name}' at {redact(url)}: {reason}; the storage was left as it is "
             "(restore it from a backup, or give the sweep another out_dir or storage)"
         ) from None
+    except (OSError, ValueError):  # ablate's own words (a full disk, a damaged journal line): masked where printed
+        raise
+    except Exception as e:  # anything else a driver or Optuna raises may quote the URL, or a piece of its password
+        raise ValueError(f"cannot open the study '{name}' at {redact(url)}: {type(e).__name__}: {driver_reason(e)}") from None
     return StudyHandle(study, storage, url)
 
 

@@ -189,3 +189,25 @@ def test_a_storage_url_of_a_scheme_status_does_not_take_keeps_its_password_out_o
     said = capsys.readouterr().err
     assert f"{scheme}://alice:***@127.0.0.1:1/db is neither a sweep's out_dir" in said, said
     assert "Sup3r" not in said and "Sesame" not in said
+
+
+def test_status_of_a_url_with_a_brace_or_a_driver_error_says_one_line_password_masked(capsys, monkeypatch):
+    """A raw '{' in the password escaped as Optuna's KeyError traceback quoting what the braces enclose; an error
+    neither SQLAlchemy's nor Optuna's escaped as a traceback too."""
+    from ablate.sweep import storage
+
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    assert main(["status", "postgresql://alice:Ab{Cd}Ef@127.0.0.1:1/db"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("ablate status: error: storage postgresql://alice:***@127.0.0.1:1/db: it holds a raw '{'")
+    assert "Cd" not in said
+
+    def refuse(url, **kwargs):
+        raise TypeError(f"bad argument from {url}")
+
+    monkeypatch.setattr(storage, "RDBStudyStorage", refuse)
+    assert main(["status", "postgresql://alice:Sup3rSecretPw@127.0.0.1:1/db"]) == 2
+    assert capsys.readouterr().err == (
+        "ablate status: error: cannot open the storage postgresql://alice:***@127.0.0.1:1/db: TypeError: bad argument from "
+        "postgresql://alice:***@127.0.0.1:1/db\n"
+    )

@@ -125,3 +125,60 @@ def test_a_sweeps_own_study_db_is_in_its_out_dir_whatever_the_folders_name(tmp_p
     study.study.enqueue_trial({})
     assert sorted(p.name for p in tmp_path.iterdir()) == [folder] and (out / "study.db").is_file()
     assert (url == f"sqlite:///{out / 'study.db'}") is plain  # a path that read back was written as ablate always wrote it
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://alice:Ab{Cd}Ef@127.0.0.1:1/db",
+        "postgresql+psycopg2://alice:Ab}Cd{Ef@127.0.0.1:1/db",
+        "postgresql://alice@127.0.0.1:1/db?password=Ab{Cd}Ef",
+        "mysql://alice:Ab{Cd}Ef@127.0.0.1:1/db",
+    ],
+)
+def test_a_raw_brace_in_a_database_url_is_refused_before_optuna_reads_it_as_a_placeholder(url, tmp_path, monkeypatch):
+    """Optuna fills the URL in with str.format: its KeyError('Cd') escaped as a traceback quoting the password's part in
+    braces, from --storage, $ABLATE_SWEEP_STORAGE and the sweep file alike."""
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    for given in ({"override": url}, {"configured": url}, {}):
+        if not given:
+            monkeypatch.setenv("ABLATE_SWEEP_STORAGE", url)
+        with pytest.raises(ValueError, match=r"raw '\{' or '\}', which Optuna reads as a placeholder; write them as %7B") as e:
+            storage_url(tmp_path, **given)
+        assert "Cd" not in str(e.value) and "***" in str(e.value)
+    encoded = url.replace("{", "%7B").replace("}", "%7D")
+    assert storage_url(tmp_path, override=encoded) == encoded
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://alice:Sup3rSecretPw/db", "postgresql+psycopg2://alice:Sup3rSecretPw", "mysql://a:Sup3rSecretPw"]
+)
+def test_a_database_url_sqlalchemy_cannot_parse_is_refused_without_quoting_it(url, tmp_path):
+    """With no '@', SQLAlchemy reads `alice:PW` as host and port: "invalid literal for int() with base 10: 'PW'"."""
+    with pytest.raises(ValueError, match=r"cannot be parsed: is its host missing, or its port not a number\?") as e:
+        storage_url(tmp_path, override=url)
+    assert "Sup3r" not in str(e.value) and str(e.value).startswith(f"the storage URL ({url.split('://')[0]}://..., not shown")
+
+
+def test_a_yaml_storage_value_cut_short_at_an_unquoted_hash_is_refused_without_the_password(tmp_path, capsys, monkeypatch):
+    from ablate.cli import main
+
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    path = write(tmp_path, "name: s\nbase: base.yaml\nstorage: postgresql://alice:Sup3rSecret #Pw@127.0.0.1:1/db\nvariants: {base: {}}\n")
+    assert main(["status", str(path)]) == 2
+    said = capsys.readouterr().err
+    assert "cannot be parsed" in said and "quote a storage value that holds ' #'" in said and "Sup3r" not in said, said
+
+
+def test_anything_else_a_driver_raises_on_opening_is_an_error_naming_the_storage_password_masked(monkeypatch):
+    from ablate.sweep import storage
+
+    def refuse(url, **kwargs):
+        raise RuntimeError(f"cannot read {url}: Sup3rSecretPw is no good")
+
+    monkeypatch.setattr(storage, "RDBStudyStorage", refuse)
+    url = "postgresql://alice:Sup3rSecretPw@127.0.0.1:1/db"
+    with pytest.raises(ValueError) as e:
+        open_study("x", url, "maximize", optuna.samplers.RandomSampler())
+    assert str(e.value).startswith("cannot open the study 'x' at postgresql://alice:***@127.0.0.1:1/db: RuntimeError: cannot read")
+    assert "Sup3r" not in str(e.value)
