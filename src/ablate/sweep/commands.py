@@ -20,7 +20,7 @@ from rich.console import Console
 from ablate.data.location import corpus_problem
 from ablate.files.atomic import DiskFull, missing_folders, remove_empty
 from ablate.files.destination import check_output
-from ablate.messages.redact import redact
+from ablate.messages.redact import redact, remember
 from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
@@ -225,7 +225,9 @@ def sweep_cli(args: argparse.Namespace) -> int:
     error is ablate's 2."""
     console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
     if args.storage:
-        # W&B records the command line of the summary run; keep a password given by --storage out of it.
+        # W&B records the command line of the summary run; keep a password given by --storage out of it. Remembered
+        # first: in `--storage=URL`, a password holding a space or a '/' is masked only as one already seen.
+        remember(args.storage)
         sys.argv = [redact(a) for a in sys.argv]
     for flag, value in (("--n-trials", args.n_trials), ("--workers", args.workers)):
         if value is not None and value < 1:  # 0 would run an empty study (or be ignored), as a negative number would

@@ -182,3 +182,18 @@ def test_anything_else_a_driver_raises_on_opening_is_an_error_naming_the_storage
         open_study("x", url, "maximize", optuna.samplers.RandomSampler())
     assert str(e.value).startswith("cannot open the study 'x' at postgresql://alice:***@127.0.0.1:1/db: RuntimeError: cannot read")
     assert "Sup3r" not in str(e.value)
+
+
+@pytest.mark.parametrize("given", [["--storage=URL"], ["--storage", "URL"]])
+def test_the_command_line_a_sweep_leaves_for_wb_holds_no_storage_password_however_it_was_given(given, tmp_path, monkeypatch):
+    """`--storage=postgresql://bob:Open Sesame42@...` was masked before the URL was remembered, and the pattern for a
+    URL in text stops at the space: the summary run's W&B files recorded the password."""
+    from ablate.cli import main
+    from ablate.messages import redact
+
+    monkeypatch.setattr(redact, "_seen", set())  # a fresh process: no password seen yet
+    url = "postgresql://bob:Open Sesame42@127.0.0.1:1/db"
+    argv = ["sweep", str(tmp_path / "missing.yaml"), *[a.replace("URL", url) for a in given]]  # refused right after
+    monkeypatch.setattr(sys, "argv", ["ablate", *argv])
+    assert main(argv) == 2
+    assert "Sesame" not in " ".join(sys.argv) and any("postgresql://bob:***@127.0.0.1:1/db" in a for a in sys.argv), sys.argv
