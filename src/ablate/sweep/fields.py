@@ -64,9 +64,12 @@ def seconds(path: Path, key: str, value: Any) -> Any:
     return value
 
 
-def text(path: Path, key: str, value: Any) -> Any:
+def text(path: Path, key: str, value: Any, secret: bool = False) -> Any:
+    """A string; a `secret` one (storage: a URL with its password, given as a mapping or list by mistake) is never
+    echoed, only its type named."""
     if value is not None and not isinstance(value, str):
-        raise fail(path, f"{key} must be a string, got {value!r}")
+        got = f"a {type(value).__name__} (not shown: it may hold a password)" if secret else repr(value)
+        raise fail(path, f"{key} must be a string, got {got}")
     return value
 
 

@@ -168,7 +168,7 @@ def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
         timeout=fields.seconds(path, "timeout", raw.get("timeout")),
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
-        storage=fields.text(path, "storage", raw.get("storage")),
+        storage=fields.text(path, "storage", raw.get("storage"), secret=True),
         out_dir=Path(fields.text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
         workers=fields.count(path, "workers", fields.given(raw, "workers", 1), MAX_PARALLEL),
         gpus_per_trial=fields.count(path, "gpus_per_trial", fields.given(raw, "gpus_per_trial", 1)),

@@ -24,6 +24,10 @@ def test_a_key_that_is_absent_or_empty_takes_its_default():
     (lambda: fields.count(SWEEP, "workers", 65, most=64), "sweeps/x.yaml: workers=65 must be at most 64"),
     (lambda: fields.seconds(SWEEP, "timeout", float("nan")), "sweeps/x.yaml: timeout=nan must be a number of seconds > 0"),
     (lambda: fields.text(SWEEP, "name", 3), "sweeps/x.yaml: name must be a string, got 3"),
+    (
+        lambda: fields.text(SWEEP, "storage", {"url": "postgresql://alice:Sup3rSecretPw@db/x"}, secret=True),
+        "sweeps/x.yaml: storage must be a string, got a dict (not shown: it may hold a password)",
+    ),
     (lambda: fields.seeds(SWEEP, "seeds", []), "sweeps/x.yaml: seeds: [] lists no seed"),
     (lambda: fields.seeds(SWEEP, "seeds", [1, 1]), "sweeps/x.yaml: seeds lists a seed twice: [1, 1]"),
     (lambda: fields.seeds(SWEEP, "seeds", [1, -2]), "sweeps/x.yaml: seeds lists -2: a seed must be from 0 to"),

@@ -79,3 +79,14 @@ def test_a_row_seed_that_the_seeds_would_replace_is_refused_pointing_to_row_seed
     # No seeds apply: the row's own seed is the one it trains with, and the sweep-wide one a default for the rest.
     own = load_sweep(write(tmp_path, head + "row_seeds: {base: [1, 2]}\noverrides: {seed: 7}\nvariants:\n  base: {}\n  own: {seed: 5}\n"))
     assert own.rows() == [("base", 1), ("base", 2), ("own", None)] and own.row_config(own.variants["own"]).seed == 5
+
+
+@pytest.mark.parametrize(
+    "storage, kind", [("{url: 'postgresql://alice:Sup3rSecretPw@db/x'}", "dict"), ("[postgresql://alice, Sup3rSecretPw@db/x]", "list")]
+)
+def test_a_storage_that_is_no_string_is_refused_naming_its_type_never_its_value(tmp_path, storage, kind):
+    """`storage: {url: ...}` was echoed whole, password and all: "storage must be a string, got {'url': ...}"."""
+    path = write(tmp_path, f"name: demo\nbase: base.yaml\nstorage: {storage}\nvariants: {{base: {{}}}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path)
+    assert str(e.value) == f"{path}: storage must be a string, got a {kind} (not shown: it may hold a password)"
