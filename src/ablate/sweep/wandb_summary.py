@@ -18,9 +18,20 @@ SUMMARY_JOB_TYPE = "sweep-summary"  # how `ablate table --wandb` tells the study
 def summary_run_id(sweep: Sweep, url: str) -> str:
     """The W&B run id of the study's summary run: the same for the same study name in the same storage (a password
     left out), so a sweep run again updates that run (resume="allow") rather than adding another."""
-    where = re.sub(r"(://[^/@:]*):[^/@]*@", r"\1@", url)
-    digest = hashlib.sha256(f"{sweep.name}\n{where}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{sweep.name}\n{_without_password(url)}".encode()).hexdigest()[:12]
     return f"{safe_name(sweep.name)[:40]}-summary-{digest}"
+
+
+def _without_password(url: str) -> str:
+    """`url` with its password dropped, the userinfo's and a `password=` query value's: hashed, a password is open to
+    guessing offline from the run id, and a new one would start another summary run. The userinfo's runs to its last
+    '@' (as ablate.messages.redact reads it: a '/' or ':' in it does not end it early); a user name holds none of
+    ':/@', so a path's '@' is left alone. A URL that held a plain password hashes as it always did (`user@host/db`)."""
+    scheme, sep, rest = url.partition("://")
+    rest = re.sub(r"^([^:/@]*):[\s\S]*@", r"\1@", rest)
+    base, query_sep, query = rest.partition("?")
+    kept = [p for p in query.split("&") if not p.lower().startswith("password=")] if query_sep else []
+    return f"{scheme}{sep}{base}{'?' * bool(kept)}{'&'.join(kept)}"
 
 
 def log_wandb_table(sweep: Sweep, rows: list[dict], url: str | None = None) -> None:

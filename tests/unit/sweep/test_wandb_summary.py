@@ -3,6 +3,7 @@ updated, not added to."""
 
 from __future__ import annotations
 
+import hashlib
 from types import SimpleNamespace
 
 import pytest
@@ -48,3 +49,19 @@ def test_the_summary_run_id_is_the_study_in_its_storage():
     assert same.startswith("table3_small_v2-summary-") and len(same) <= 64
     assert same != summary_run_id(sweep, "postgresql://me@other/studies")
     assert same != summary_run_id(SimpleNamespace(name="table3"), "postgresql://me@db/studies")
+
+
+def test_no_password_goes_into_the_summary_run_id_whatever_it_holds():
+    """A '/' in the password, or a `?password=` value, was hashed into the id: open to guessing offline from it, and a
+    new summary run after the password changed."""
+    sweep = SimpleNamespace(name="t3")
+    plain = summary_run_id(sweep, "postgresql://me@db/studies")
+    # as ever for a plain password: an existing study's summary run keeps its id
+    hashed = hashlib.sha256(b"t3\npostgresql://me@db/studies").hexdigest()[:12]
+    assert plain == f"t3-summary-{hashed}" == summary_run_id(sweep, "postgresql://me:secret@db/studies")
+    for url in ("postgresql://me:a/b@db/studies", "postgresql://me:c:d/e?f#g h@db/studies", "postgresql://me@db/studies?password=x"):
+        assert summary_run_id(sweep, url) == plain, url
+    with_option = summary_run_id(sweep, "postgresql://me@db/studies?sslmode=require")
+    assert summary_run_id(sweep, "postgresql://me@db/studies?PASSWORD=x&sslmode=require") == with_option != plain
+    assert summary_run_id(sweep, "postgresql://me:p/w@db/studies?sslmode=require&password=y") == with_option
+    assert summary_run_id(sweep, "sqlite:////data/a:b@c/study.db") != summary_run_id(sweep, "sqlite:////data/a:z@c/study.db")
