@@ -18,6 +18,7 @@ from ablate.files import signals
 from ablate.inference import flags as inference_flags
 from ablate.messages import logs
 from ablate.messages.hints import did_you_mean
+from ablate.messages.redact import redact, redact_tracebacks
 from ablate.run import flags as run_flags
 from ablate.sweep import flags as sweep_flags
 from ablate.table import flags as table_flags
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ablate: stopped by Ctrl-C (SIGINT) while starting; nothing was written", file=sys.stderr)
         return signals.SIGINT_EXIT
     logs.to_stderr()
+    redact_tracebacks()  # an error no command worded itself, raised on below, may quote a storage URL's password
     _rich_raises_on_a_broken_pipe()
     if args.command not in OWN_SIGNAL_HANDLING:
         signals.raise_on_sigterm()
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ablate {args.command}: stopped by {name}; no file was left half-written or temporary", file=sys.stderr)
             return code
         if isinstance(e, (ConfigError, ValueError, OSError, DownloadError)):  # OSError's message names the path
-            print(f"ablate {args.command}: error: {e}", file=sys.stderr)
+            print(f"ablate {args.command}: error: {redact(str(e))}", file=sys.stderr)
             return 2
         raise
 

@@ -27,3 +27,12 @@ def _signal_state():
         signal.signal(signum, handler)
     if (trial := sys.modules.get("ablate.sweep.trial")) is not None:
         trial.Stop.requested, trial.Stop.signum, trial.Stop.child = False, None, None
+
+
+@pytest.fixture(autouse=True)
+def _excepthook():
+    """cli.main masks secrets in uncaught tracebacks by setting sys.excepthook (ablate.messages.redact): each test
+    ends with the process's own hook back."""
+    saved = sys.excepthook
+    yield
+    sys.excepthook = saved

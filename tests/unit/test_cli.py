@@ -354,3 +354,27 @@ def test_a_broken_pipe_that_is_not_stdouts_is_an_error(monkeypatch, capsys):
     monkeypatch.setattr(run_flags, "run_params", fail)
     assert cli.main(["params"]) == 2
     assert "ablate params: error: [Errno 32] Broken pipe" in capsys.readouterr().err
+
+
+def test_an_error_printed_or_left_uncaught_by_main_has_its_secrets_masked(monkeypatch, capsys):
+    """`error: {e}` printed the message as it is, and an exception main does not word went to Python's traceback as it
+    is: a storage URL in either kept its password."""
+    url = "postgresql://alice:Sup3rSecretPw@db.example/x"
+
+    def fail(args):
+        raise ValueError(f"cannot use {url}")
+
+    monkeypatch.setattr(run_flags, "run_params", fail)
+    assert cli.main(["params"]) == 2
+    assert capsys.readouterr().err == "ablate params: error: cannot use postgresql://alice:***@db.example/x\n"
+
+    def crash(args):
+        raise RuntimeError(f"driver failed on {url}")
+
+    monkeypatch.setattr(run_flags, "run_params", crash)
+    with pytest.raises(RuntimeError) as e:
+        cli.main(["params"])
+    sys.excepthook(e.type, e.value, e.tb)  # what Python calls with it, once main raised it to the top
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("RuntimeError: driver failed on postgresql://alice:***@db.example/x\n")
+    assert "Sup3r" not in err

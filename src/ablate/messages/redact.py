@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import traceback
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 MASK = "***"
@@ -53,6 +55,19 @@ def redact(text: str) -> str:
             text = text.replace(key, MASK)
     text = _IN_TEXT.sub(lambda m: f"{m.group('head')}{MASK}@", text)
     return _QUERY.sub(rf"\1{MASK}", text)
+
+
+def redact_tracebacks(*urls: str) -> None:
+    """Print an uncaught exception's traceback with secrets masked (sys.excepthook, for the rest of this process): an
+    error ablate did not word itself, a driver's or a library's, may quote a URL it was given, password and all.
+    `urls`: ones this process was given (by environment) and may not have opened yet, remembered now."""
+    for url in urls:
+        remember(url)
+    sys.excepthook = _masked_traceback
+
+
+def _masked_traceback(kind: type[BaseException], value: BaseException, tb) -> None:
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
 
 
 def _mask_seen(text: str) -> str:

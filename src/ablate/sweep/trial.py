@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
-from ablate.messages.redact import redact
+from ablate.messages.redact import redact, redact_tracebacks
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.run.exits import SWEEP_FILE_ENV
 from ablate.run.summary_fields import check_summary
@@ -252,4 +252,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    redact_tracebacks(os.environ.get(STORAGE_ENV, ""))  # a crash's traceback goes to train.log: the study's URL masked
     sys.exit(main(sys.argv[1:]))

@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ablate.config import to_yaml
 from ablate.files.atomic import DiskFull, write_file
 from ablate.messages.logs import worker_says as say
-from ablate.messages.redact import redact
+from ablate.messages.redact import redact, redact_tracebacks
 from ablate.run import PREEMPTED_EXIT, resume_checkpoint, run_dir_in_use
 from ablate.sweep import trial as trial_process
 from ablate.sweep.components import make_pruner
@@ -202,6 +202,7 @@ if __name__ == "__main__":
     from ablate.sweep.parent_watch import watch_parent
     from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV
 
+    redact_tracebacks(os.environ.get(STORAGE_ENV, ""))  # the study's URL: an error nobody worded may quote it
     _, path, worker_index, n_trials, *pinned = sys.argv
     watch_parent(f"[worker {worker_index}]")  # the ablate sweep process that started it
     worker_sweep = load_sweep(path)

@@ -1,5 +1,9 @@
 """Storage URLs lose their password, and a W&B key its value, before anything prints or saves them."""
 
+import os
+import subprocess
+import sys
+
 from ablate.messages import redact as redact_module
 from ablate.messages.redact import redact, remember
 
@@ -38,3 +42,18 @@ def test_the_words_of_a_password_no_parser_can_split_are_left_in_text_and_the_wh
     )
     remember("postgresql://ablate:Zq9S@Wx8v-2026@db.example/study")
     assert redact("failed to resolve host 'Wx8v-2026@db.example'") == "failed to resolve host '***@db.example'"
+
+
+def test_an_uncaught_exception_prints_its_traceback_with_a_given_password_masked(tmp_path):
+    """An error no command worded (a driver's, a library's) may quote the storage URL: Python printed it as it is. A
+    password with a space is found by no pattern in text, only as one seen (here given, as a worker is, by environment)."""
+    url = "postgresql://bob:Open Sesame42@127.0.0.1:1/db"
+    code = (
+        "from ablate.messages.redact import redact_tracebacks\n"
+        f"redact_tracebacks({url!r})\n"
+        "raise RuntimeError('driver says: password Open Sesame42 rejected')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("Traceback (most recent call last):"), proc.stderr
+    assert proc.stderr.endswith("RuntimeError: driver says: password *** rejected\n") and "Sesame" not in proc.stderr, proc.stderr
