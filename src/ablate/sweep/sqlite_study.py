@@ -35,10 +35,11 @@ def sqlite_file(url: str) -> Path | None:
 
 def sqlite_url(path: Path) -> str:
     """The sqlite:/// URL of `path`, which `sqlite_file` reads back as `path`: a '?' in a folder's name would start
-    the URL's query (the study in a file named for what precedes it) and a '%' be decoded ('a%231' read 'a#1'), so
-    such a path is percent-encoded; any other is written as it is, as ablate always wrote it."""
+    the URL's query (the study in a file named for what precedes it), a '%' be decoded ('a%231' read 'a#1') and a
+    '{' or '}' be taken by Optuna for a placeholder of its own (a KeyError), so such a path is percent-encoded; any
+    other is written as it is, as ablate always wrote it."""
     plain = f"sqlite:///{path}"
-    if sqlite_file(plain) == path:
+    if sqlite_file(plain) == path and not {"{", "}"} & set(plain):
         return plain
     return sqlalchemy.engine.URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 

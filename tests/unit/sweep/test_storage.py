@@ -115,10 +115,10 @@ def test_only_errors_before_any_connection_count_as_unreachable():
     assert not unreachable(sqlalchemy.exc.DatabaseError("SELECT 1", {}, Exception("could not connect")))
 
 
-@pytest.mark.parametrize("folder, plain", [("a?b=1", False), ("a%231", False), ("a#1", True), ("runs 10%", True)])
+@pytest.mark.parametrize("folder, plain", [("a?b=1", False), ("a%231", False), ("a{b}", False), ("a#1", True), ("runs 10%", True)])
 def test_a_sweeps_own_study_db_is_in_its_out_dir_whatever_the_folders_name(tmp_path, folder, plain):
     """The default sqlite:/// URL wrote the path as it is: a '?' started the URL's query (the study went into a file
-    `a` beside the folder) and '%23' was decoded (into `a#1`'s study)."""
+    `a` beside the folder), '%23' was decoded (into `a#1`'s study) and Optuna took '{b}' for a placeholder (KeyError)."""
     out = tmp_path / folder
     url = storage_url(out)
     study = open_study("s", url, "maximize", optuna.samplers.RandomSampler(seed=0), sqlite_dir=out)
