@@ -124,7 +124,7 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
     expect_picture(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("folder", ["a?b=1", "a%231"])
+@pytest.mark.parametrize("folder", ["a?b=1", "a%231", "a{b}"])
 def test_status_of_an_out_dir_whose_name_holds_url_characters_reads_its_own_study(tmp_path, capsys, folder, monkeypatch):
     """`ablate status DIR` built the URL from the path as it is: '?' cut the path short ('no study'), '%23' read a#1."""
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
@@ -183,8 +183,11 @@ def test_a_running_trial_whose_worker_stopped_beating_shows_its_worker_gone_not_
 
 @pytest.mark.parametrize("scheme", ["postgres", "PostgreSQL", "mariadb", "cockroachdb"])
 @pytest.mark.parametrize("password", ["Sup3rSecretPw", "Open Sesame42"])
-def test_a_storage_url_of_a_scheme_status_does_not_take_keeps_its_password_out_of_the_error(scheme, password, capsys):
+def test_a_storage_url_of_a_scheme_status_does_not_take_keeps_its_password_out_of_the_error(scheme, password, capsys, monkeypatch):
     """The else branch quoted TARGET whole: `ablate status postgres://alice:PW@...` printed the password."""
+    from ablate.messages import redact
+
+    monkeypatch.setattr(redact, "_seen", set())  # a fresh process: no password seen yet (nor left to later tests)
     assert main(["status", f"{scheme}://alice:{password}@127.0.0.1:1/db"]) == 2
     said = capsys.readouterr().err
     assert f"{scheme}://alice:***@127.0.0.1:1/db is neither a sweep's out_dir" in said, said
@@ -194,8 +197,10 @@ def test_a_storage_url_of_a_scheme_status_does_not_take_keeps_its_password_out_o
 def test_status_of_a_url_with_a_brace_or_a_driver_error_says_one_line_password_masked(capsys, monkeypatch):
     """A raw '{' in the password escaped as Optuna's KeyError traceback quoting what the braces enclose; an error
     neither SQLAlchemy's nor Optuna's escaped as a traceback too."""
+    from ablate.messages import redact
     from ablate.sweep import storage
 
+    monkeypatch.setattr(redact, "_seen", set())  # a fresh process: no password seen yet (nor left to later tests)
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
     assert main(["status", "postgresql://alice:Ab{Cd}Ef@127.0.0.1:1/db"]) == 2
     said = capsys.readouterr().err
