@@ -152,8 +152,9 @@ def _train_command(args: argparse.Namespace) -> int:
     resume = args.resume
     if args.auto_resume:
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
+    aside = args.move_aside or (args.auto_resume and not resume)  # an attempt killed before its first save: kept aside
     try:
-        summary = train(cfg, resume=resume, force=args.force, aside=args.move_aside, accept_data_change=args.accept_data_change)
+        summary = train(cfg, resume=resume, force=args.force, aside=aside, accept_data_change=args.accept_data_change)
     except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
         why = f"training diverged (FloatingPointError: {e})"
         _record_divergence(Path(cfg.out_dir), why)
@@ -223,9 +224,8 @@ def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
     from ablate.run.members import train_members
 
     resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
-    summaries = train_members(
-        cfg, configs, resume=resume, aside=args.move_aside, force=args.force, accept_data_change=args.accept_data_change
-    )
+    aside = args.move_aside or (args.auto_resume and not resume)
+    summaries = train_members(cfg, configs, resume=resume, aside=aside, force=args.force, accept_data_change=args.accept_data_change)
     for member, summary in zip(configs, summaries):
         if summary is None:
             print(f"{member.out_dir}: diverged (see {FAILED_FILE} there)", flush=True)

@@ -266,3 +266,41 @@ def test_a_run_that_diverged_leaves_failed_txt_with_the_reason_which_a_resume_se
     assert _last_error(tmp_path / "run").startswith("training diverged")  # what `ablate table` names it by
     set_aside_results(tmp_path / "run", 1)
     assert not failed.exists() and (tmp_path / "run" / "FAILED.before-resume-1.txt").exists()
+
+
+@pytest.mark.parametrize("members", [None, 2])
+def test_auto_resume_after_a_kill_before_the_first_save_starts_again_keeping_the_attempt_aside(tmp_path, monkeypatch, members):
+    """A requeued job (`--auto-resume`) whose first attempt was killed (kill -9, the OOM killer) before its first
+    checkpoint found that attempt's config.yaml and metrics.csv and was refused, every requeue alike, until a person
+    added --move-aside. It starts again now, the attempt kept as OUT.earlier-1; one that saved still resumes."""
+    from helpers import tiny_experiment
+
+    from ablate.config import to_yaml
+    from ablate.run.rundir import prepare_out_dir
+
+    cfg = tiny_experiment(tmp_path)
+    out = Path(cfg.out_dir)
+    path = tmp_path / "exp.yaml"
+    path.write_text(to_yaml(cfg))
+    out.mkdir(parents=True)
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    (out / "metrics.csv").write_text("step,train/loss\n0,9.1\n")
+    started = []
+
+    def start(cfg, *rest, resume=False, aside=False, **kw):  # where training would begin: the folder as it finds it
+        prepare_out_dir(cfg, resume, aside)
+        started.append(resume)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("ablate.run.train.train", start)
+    monkeypatch.setattr("ablate.run.members.train_members", start)
+    args = argparse.Namespace(config=[str(path)], members=members, member_data=None, resume=False, auto_resume=True,
+                              force=False, move_aside=False, accept_data_change=False)  # fmt: skip
+    with pytest.raises(SystemExit):
+        train_command(args)
+    assert started == [False] and sorted(p.name for p in (tmp_path / (out.name + ".earlier-1")).iterdir()) == ["config.yaml", "metrics.csv"]
+    (out / "checkpoints").mkdir(exist_ok=True)
+    (out / "checkpoints" / "last.ckpt").write_bytes(b"saved")
+    with pytest.raises(SystemExit):
+        train_command(args)
+    assert started == [False, True] and not (tmp_path / (out.name + ".earlier-2")).exists()
