@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ablate.archive.study_db import DATABASE
 from ablate.files import signals
-from ablate.files.atomic import HOST_TAG, DiskFull, process_alive
+from ablate.files.atomic import HOST_TAG, DiskFull, missing_folders, process_alive, remove_empty
 from ablate.files.destination import ARCHIVE_INCOMPLETE
 
 
@@ -36,7 +36,7 @@ def exclusive(dest: Path) -> Iterator[bool]:
     archive (a study folder is often committed): that costs `_locked` a check that it holds the file still there.
     Yields whether the lock was taken (not on a file system without locks). The folders it had to make for DEST go
     again if the archive fails."""
-    made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
+    made = missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     lock = dest.parent / f".{dest.name}.archive.lock"
     try:
@@ -48,9 +48,7 @@ def exclusive(dest: Path) -> Iterator[bool]:
                 lock.unlink()
             os.close(fd)
     except BaseException:
-        for folder in made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        remove_empty(made)
         raise
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ablate.files.atomic import replacing
+from ablate.files.atomic import missing_folders, remove_empty, replacing
 from ablate.sweep import study_file
 from ablate.sweep.study_file import BUSY, busy_error, connect, is_busy, read, study_names
 
@@ -89,7 +89,7 @@ def database_copy(source: Path, target: Path) -> Iterator[Path]:
         if status in BUSY and time.monotonic() > deadline:
             raise _Deadline
 
-    made = [d for d in (target.parent, *target.parent.parents) if not d.exists()]  # deepest first
+    made = missing_folders(target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with replacing(target) as tmp:
@@ -102,7 +102,5 @@ def database_copy(source: Path, target: Path) -> Iterator[Path]:
                 raise (busy_error(source) if is_busy(e) else ValueError(f"{source}: cannot copy the study database ({e})")) from None
             yield Path(tmp)  # the copy, which the archived runs must agree with
     except BaseException:  # a refused archive leaves no new folder behind either
-        for folder in made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        remove_empty(made)
         raise
