@@ -22,6 +22,7 @@ _STUDY_FILES = ("study.db", "study.log", "results.csv")
 # name are refused even before they exist (a summary.json there would read as a finished run); the checkpoints
 # training saved only where they exist (an `ablate average -o RUN/checkpoints/avg.ckpt` the run lacks is welcome).
 # Its locks too: a `.run.lock` replaced is a lock no longer held, and a second --resume then trains beside the first.
+# A copy of the names run/rundir.py writes (files sits below run): tests/unit/run/test_rundir.py checks it holds them all.
 _RUN_RECORDS = ("config.yaml", "hparams.yaml", "metrics.csv", "summary.json", "fingerprint.json", "tokenizer.model",
                 "progress.json", "FAILED.txt", "group.json", "train.log", "trial.yaml", "wandb", ".run.lock")  # fmt: skip
 _TRAINING_CHECKPOINTS = ("best.ckpt", "last.ckpt", "avg.ckpt", "step=*.ckpt")

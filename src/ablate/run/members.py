@@ -37,7 +37,16 @@ from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
-from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, git_sha, lock_run_dir, remove_if_untouched, unlock_run_dir
+from ablate.run.rundir import (
+    RUN_LOCK,
+    check_disk_space,
+    claim_out_dir,
+    empty_or_absent,
+    git_sha,
+    lock_run_dir,
+    remove_if_untouched,
+    unlock_run_dir,
+)
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
 from ablate.run.trainer import fit_or_exit, judge_trainer, make_group_trainer, prepare_process
@@ -93,7 +102,7 @@ def train_members(
         stopped = stopped_by_signal(e) and not any((Path(cfg.out_dir) / "checkpoints").glob("*.ckpt"))
         with signals.held():  # a second signal acts once the cleanup is done, not halfway (as a run's, run/train.py)
             for out, existed in fresh.items():
-                if out in held or not (out / ".run.lock").exists():
+                if out in held or not (out / RUN_LOCK).exists():
                     remove_if_untouched(out, stopped=stopped, keep_folder=existed)
         if advised := disk_full_advice(e, Path(cfg.out_dir)):  # the group's checkpoint resumes every member
             raise advised from e

@@ -19,6 +19,7 @@ from helpers import tiny_sections
 
 from ablate.config import flatten, to_dict, to_yaml
 from ablate.experiment import load_config
+from ablate.files.destination import check_output
 from ablate.run import rundir
 from ablate.run.fingerprint import checkpoint_tokenizer, corpus_fingerprint, data_changes, record_fingerprint, run_tokenizer
 from ablate.run.rundir import (
@@ -32,6 +33,7 @@ from ablate.run.rundir import (
     prepare_out_dir,
     run_dir_in_use,
 )
+from ablate.sweep.member_trial import GROUP_FILE
 
 MODEL = {"enc_layers": 1, "dec_layers": 1, "d_model": 16, "d_ff": 32, "heads": 2, "dropout": 0.0}
 
@@ -360,6 +362,19 @@ def test_a_link_where_training_writes_a_file_is_refused_before_anything_is_writt
     with pytest.raises(ValueError, match=f"out_dir={out} holds {name} as a symbolic link \\(to {victim}\\).*nothing was written"):
         claim_out_dir(config(out), resume=resume)
     assert sorted(os.listdir(out)) == before and not victim.exists() and (out / name).is_symlink()
+
+
+@pytest.mark.parametrize("name", sorted({*rundir.WRITTEN_FILES, rundir.RUN_LOCK, *rundir.RUN_FILES, GROUP_FILE} - {"checkpoints", "eval"}))
+def test_every_file_a_run_writes_is_a_record_no_output_may_replace(tmp_path, name):
+    """files/destination.py sits below run, so its list of a run's records is a copy of these names: a name added to
+    WRITTEN_FILES (or the lock, or a member group's group.json) must be added there too, or `-o RUN/NAME` replaces it.
+    (checkpoints/ and eval/ have rules of their own, tested in tests/unit/files/test_destination.py.)"""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("seed: 1\n")
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match=f"-o {run / name} is {name} of the run {run}, which ablate writes as its record"):
+        check_output(run / name, "-o", owns=[run])
 
 
 @pytest.mark.parametrize("var", ["LOCAL_RANK", "NODE_RANK"])
