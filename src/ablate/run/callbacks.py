@@ -18,7 +18,7 @@ import lightning as L
 
 from ablate.files.atomic import DiskFull
 from ablate.registry import Registry
-from ablate.run.exits import INTERRUPTED_EXIT, PREEMPTED_EXIT, SWEEP_FILE_ENV
+from ablate.run.exits import STOP_SIGNALS, SWEEP_FILE_ENV, stop_exit
 from ablate.training.lightning_internals import stop_as_on_sigterm
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,12 @@ class Preemption(L.Callback):
 
     @property
     def exit_code(self) -> int:
-        return INTERRUPTED_EXIT if self.signal == signal.SIGINT else PREEMPTED_EXIT
+        return stop_exit(self.signal)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Not on_fit_start: Lightning installs its own SIGTERM handler after that hook, and it would stop the run
         # at once, between step boundaries. (A signal before training starts is Lightning's: nothing to save yet.)
-        for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             self._previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self.note)
 
@@ -133,7 +133,7 @@ def run_end(out: Path) -> Iterator[None]:
     def stop(signum, frame) -> None:
         raise _Stopped(signum)
 
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
         yield
     except (_Stopped, SIGTERMException) as e:
@@ -145,7 +145,7 @@ def run_end(out: Path) -> Iterator[None]:
             out,
             resume_command(),
         )
-        raise SystemExit(INTERRUPTED_EXIT if signum == signal.SIGINT else PREEMPTED_EXIT) from None
+        raise SystemExit(stop_exit(signum)) from None
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)

@@ -27,7 +27,7 @@ from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
 from ablate.messages.redact import redact, redact_tracebacks
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
-from ablate.run.exits import SWEEP_FILE_ENV
+from ablate.run.exits import STOP_SIGNALS, SWEEP_FILE_ENV, stop_exit
 from ablate.run.summary_fields import check_summary
 from ablate.sweep.ledger import fail, tell
 from ablate.sweep.parent_watch import watch_parent, watched_env
@@ -47,7 +47,7 @@ class Stop:
     which saves a checkpoint and exits (PREEMPTED_EXIT, or INTERRUPTED_EXIT when the trial saw the Ctrl-C itself);
     the trial is then failed without a reason, so its row continues on the next run, and the worker stops."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+    SIGNALS = STOP_SIGNALS
 
     requested = False
     signum: int | None = None  # the first signal; a Ctrl-C wins, as in a training run
@@ -61,7 +61,7 @@ class Stop:
 
     @classmethod
     def exit_code(cls) -> int:
-        return INTERRUPTED_EXIT if cls.signum == signal.SIGINT else PREEMPTED_EXIT
+        return stop_exit(cls.signum)
 
     @classmethod
     def handler(cls, signum, frame) -> None:
