@@ -150,8 +150,13 @@ def eval_record(
 
 def write_eval_file(run_dir: str | os.PathLike, split: str, **fields) -> Path:
     """Write `RUN_DIR/eval/{split}.json` atomically from `eval_record`'s keyword arguments; returns its path."""
-    record = eval_record(split=split, **fields)
-    path = eval_path(run_dir, split)
+    return save_eval_record(run_dir, eval_record(split=split, **fields))
+
+
+def save_eval_record(run_dir: str | os.PathLike, record: dict) -> Path:
+    """Write `record` (an `eval_record`) atomically as `RUN_DIR/eval/{its split}.json`; returns its path. For a caller
+    that keeps the record it built, rather than reading back the file it just wrote."""
+    path = eval_path(run_dir, record["split"])
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(record, f, ensure_ascii=False)

@@ -6,7 +6,6 @@ sentence on the same sentences.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 from ablate.config import ExperimentConfig
 from ablate.data.module import TranslationDataModule
 from ablate.data.subset import row_mask, validation_subset
-from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, write_eval_file
+from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, eval_record, save_eval_record
 from ablate.evaluation.sentence_scores import decode_rows, sentence_nll
 from ablate.training.checkpoint import (
     CheckpointError,
@@ -120,9 +119,8 @@ def write_record(
             nll, tokens = sentence_nll(model, part)
             found.update(zip(idx, zip(hyps, nll.tolist(), tokens.tolist())))
     order = sorted(found)
-    path = write_eval_file(
-        out,
-        "valid",
+    record = eval_record(
+        split="valid",
         dataset=cfg.data.dataset,
         checkpoint=FINAL if selected == FINAL else AVERAGED,
         subset=subset,
@@ -132,7 +130,8 @@ def write_record(
         nll=[found[i][1] for i in order],
         tokens=[int(found[i][2]) for i in order],
     )
-    return json.loads(path.read_text(encoding="utf-8"))
+    save_eval_record(out, record)
+    return record
 
 
 def eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationDataModule) -> dict:

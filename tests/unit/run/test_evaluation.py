@@ -5,6 +5,7 @@ checkpoints into avg.ckpt without touching last.ckpt or what a resume picks."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -128,6 +129,7 @@ def test_record_covers_the_split_and_its_nll_sums_to_the_validation_nll(setup, t
     module.decoded = (30, {i: [5 + i % 3] for i in range(40)})  # the last validation decoded these weights at step 30
     record = write_record(cfg, stub_trainer(30), module, dm, tmp_path, "final weights")
     saved = read_eval_file(tmp_path / "eval" / "valid.json", "valid")
+    assert record == json.loads((tmp_path / "eval" / "valid.json").read_text(encoding="utf-8"))  # what it wrote, not re-read
     assert record["sentences"] == saved.sentences == 40 and saved.indices == list(range(40)) and saved.subset == "all"
     assert saved.checkpoint == "final weights" and saved.references == dm.raw("valid")[1]
     assert saved.hypotheses == dm.tokenizer.decode([[5 + i % 3] for i in range(40)])  # reused, not decoded again
