@@ -13,7 +13,7 @@ from ablate.files.destination import ARCHIVE_INCOMPLETE, check_output
 from ablate.table import file_writes, page, terminal
 from ablate.table.caveats import skipped_runs
 from ablate.table.compare import make_table
-from ablate.table.finished_runs import runs_from_dirs, runs_from_wandb, select, unpruned
+from ablate.table.finished_runs import require_base, runs_from_dirs, runs_from_wandb, select, unpruned
 from ablate.table.latex import to_latex
 from ablate.table.left_out import LeftOut, in_study, left_out, study_trials
 from ablate.table.plot import plot
@@ -49,15 +49,14 @@ def table_cli(args: argparse.Namespace) -> int:
         kind = "W&B offline runs with a summary" if args.wandb else "finished runs (config.yaml + summary.json)"
         raise ValueError(f"found no {kind} under {source}{left}")
     runs = select(runs, args.rows, args.seeds)
-    if not any(r.row == "base" for r in runs):  # every row is compared with it: say why it is missing, before any work
-        raise ValueError(f"no 'base' row among the runs ({sorted({r.row for r in runs})}): every row is compared with it{left}")
+    require_base((r.row for r in runs), left=left)  # why it is missing, said before any work
     stem = Path(args.out or DEFAULT_OUT / source.resolve().name) / args.name
     if args.at_update is not None:
         return _at_update_cli(runs, stem, source, args.at_update, args.metric or "val/ppl", args.title, args.force, found)
     runs, pruned = unpruned(runs)  # its curve counts at an update it reached (above); its final scores are no seed's
     skipped |= pruned
-    if pruned and not any(r.row == "base" for r in runs):
-        raise ValueError(f"no 'base' row among the finished runs: every row is compared with it; left out: {'; '.join(pruned)}")
+    if pruned:
+        require_base((r.row for r in runs), "finished runs", f"; left out: {'; '.join(pruned)}")
     targets = {suffix: stem.with_name(stem.name + suffix) for suffix in SUFFIXES}
     _check_writable(targets, source)  # before a long test-split evaluation, as is the page's check
     evaluate = None

@@ -11,7 +11,7 @@ from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
 from ablate.table import rank_correlation, replicates, seed_intervals, verdicts
 from ablate.table.caveats import limit_notes, member_groups, member_groups_note, skipped_runs, testing_notes
 from ablate.table.controls import find_controls, seeds_of
-from ablate.table.finished_runs import Run, check_rows, effective_config
+from ablate.table.finished_runs import Run, check_rows, effective_config, require_base
 from ablate.table.paired_bootstrap import SENTENCES_ONLY
 from ablate.table.row_tests import no_test, paired_tests
 from ablate.table.score_kinds import METRICS, SCORES
@@ -113,9 +113,8 @@ def make_table(
     runs: list[Run], evidence: Evidence | None = None, n_boot: int = 1000, seed: int = 0, target_mde: float | None = 1.0
 ) -> Table:
     rows = build_rows(runs)
-    base = next((r for r in rows if r.name == "base"), None)
-    if base is None:
-        raise ValueError(f"no 'base' row among the runs ({sorted(r.name for r in rows)}); Table 3 deltas are against base")
+    require_base(r.name for r in rows)
+    base = next(r for r in rows if r.name == "base")
     evidence = evidence or Evidence("valid", runs=len(runs))
     controls = find_controls(rows, base)
     tests = paired_tests(rows, base, evidence, n_boot, seed, target_mde, controls)

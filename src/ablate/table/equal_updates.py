@@ -21,7 +21,7 @@ import numpy as np
 from ablate.config.paper import BASE_VARIANTS, TABLE3
 from ablate.table import paired_bootstrap, seed_intervals, verdicts
 from ablate.table.compare import build_rows
-from ablate.table.finished_runs import Run
+from ablate.table.finished_runs import Run, require_base
 from ablate.table.holm import holm
 from ablate.table.replicates import group_of, replicate_index, replicate_means
 from ablate.table.score_kinds import METRICS
@@ -122,9 +122,8 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
             **_spread(xs),
         }
         lines.append(line | {"values": xs})
-    base = next((ln for ln in lines if ln["row"] == "base"), None)
-    if base is None:
-        raise ValueError(f"no base row among the runs (rows: {[ln['row'] for ln in lines]}): every row is compared with it")
+    require_base(ln["row"] for ln in lines)
+    base = next(ln for ln in lines if ln["row"] == "base")
     for ln in lines:
         if ln is not base and not ln["control"] and ln["replicates"] >= 2 and base["replicates"] >= 2:
             d = seed_intervals.welch_interval(ln["values"], base["values"])

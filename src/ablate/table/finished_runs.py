@@ -4,6 +4,7 @@ offline run files, so runs synced from elsewhere tabulate too."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +193,14 @@ def _row_of_wandb_run(run) -> str:
 
 
 UNFINISHED = "not finished: no exit record (still running, or W&B stopped before closing its file)"
+
+
+def require_base(rows: Iterable[str], among: str = "runs", left: str = "") -> None:
+    """Refuse a table without a 'base' row, which every row is compared with, naming the rows there are (`among` what)
+    and `left`, what was left out (a base trial killed or pruned is why, more often than not)."""
+    names = sorted(set(rows))
+    if "base" not in names:
+        raise ValueError(f"no 'base' row among the {among} ({names}): every row is compared with it{left}")
 
 
 def select(runs: list[Run], rows: list[str] | None = None, seeds: list[int] | None = None) -> list[Run]:

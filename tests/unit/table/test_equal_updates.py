@@ -175,7 +175,7 @@ def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
         at_update(runs, 1000, "val/bleu")
     with pytest.raises(ValueError, match="expected a validation metric"):
         at_update(runs, 1000, "speed/step_ms")
-    with pytest.raises(ValueError, match="no base row among the runs"):
+    with pytest.raises(ValueError, match="no 'base' row among the runs"):
         at_update([r for r in runs if r.row != "base"], 1000)
     runs[0].run_dir = None
     with pytest.raises(ValueError, match="W&B run files hold no metrics.csv"):

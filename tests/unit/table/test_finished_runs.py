@@ -13,7 +13,7 @@ from test_compare import ROWS, write_runs
 
 from ablate.cli import main
 from ablate.table.compare import build_rows
-from ablate.table.finished_runs import runs_from_dirs, select
+from ablate.table.finished_runs import require_base, runs_from_dirs, select
 
 
 def run_dir(root, row="A-h1", seed=1):
@@ -258,3 +258,15 @@ def test_a_members_wandb_run_is_its_groups_row_as_its_folder_is(tmp_path):
         name="my-run", config={"members.size": 1}, path=tmp_path / "folder" / "wandb" / "offline-run-3-e" / "run-e.wandb"
     )
     assert [_row_of_wandb_run(r) for r in (member, listed, alone)] == ["base", "base,lr_scale=2", "my-run"]
+
+
+def test_a_table_without_a_base_row_is_refused_in_one_wording_naming_the_rows_and_what_was_left_out():
+    """`ablate table`, its --at-update table and make_table each said it their own way (one without the rows)."""
+    require_base(["A-h1", "base", "A-h1"])
+    with pytest.raises(ValueError, match=r"^no 'base' row among the runs \(\['A-h1', 'C-N2'\]\): every row is compared with it$"):
+        require_base(["C-N2", "A-h1", "A-h1"])
+    with pytest.raises(ValueError) as refused:
+        require_base(["A-h1"], "finished runs", "; left out: trials/3 (pruned)")
+    assert (
+        str(refused.value) == "no 'base' row among the finished runs (['A-h1']): every row is compared with it; left out: trials/3 (pruned)"
+    )
