@@ -16,6 +16,9 @@ from ablate.table.replicates import replicate_index, replicate_name, schedule_pa
 from ablate.table.score_kinds import METRICS
 from ablate.table.sentence_records import Evidence
 
+# A row's test fields, tested or not (one CSV column each): `_tested` fills them, `no_test` leaves them None.
+TEST_FIELDS = ("test_delta", "p", "p_holm", "mde", "test_low", "test_high", "se", "df", "seed_variance", "n_boot", "untested")
+
 
 def paired_tests(
     rows: list,
@@ -80,7 +83,7 @@ def paired_tests(
 
 def _tested(t: paired_bootstrap.PairedTest, p_holm: float, m: int) -> dict:
     """A paired test's fields; the MDE at Holm's strictest level over its family of m rows."""
-    return {
+    fields = {
         # the test's own Δ: the Welch Δ's, except paired by schedule, where it is over the base groups on the row's
         # schedules only; the verdict, the terminal's Δ and the plot read it with the test's interval
         "test_delta": t.delta,
@@ -95,6 +98,8 @@ def _tested(t: paired_bootstrap.PairedTest, p_holm: float, m: int) -> dict:
         "n_boot": t.n_boot,
         "untested": None,
     }
+    assert tuple(fields) == TEST_FIELDS  # a row without a test has the same columns (no_test)
+    return fields
 
 
 def _no_variance(row, against, metric: str, delta: float) -> str:
@@ -116,20 +121,7 @@ def _row_stats(row, evidence: Evidence) -> dict[str, list[np.ndarray]] | None:
 
 def no_test(reason: str | None = None) -> dict:
     """The test fields of a row without a test (`reason` says why; None for the base row)."""
-    return {
-        "test_delta": None,
-        "p": None,
-        "p_holm": None,
-        "mde": None,
-        "test_low": None,
-        "test_high": None,
-        "se": None,
-        "df": None,
-        "seed_variance": None,
-        "n_boot": None,
-        "untested": reason,
-        **_plan_fields(None),
-    }
+    return {**dict.fromkeys(TEST_FIELDS), "untested": reason, **_plan_fields(None)}
 
 
 def _plan_fields(plan: detectable_effect.SeedPlan | None, skipped: str | None = None, unit: str = "seeds") -> dict:
