@@ -22,13 +22,16 @@ PROC = Path("/proc")
 
 
 def gpu_count() -> int:
-    """CUDA devices torch can use here; 0 without CUDA (or a CPU-only torch)."""
+    """CUDA devices torch can use here; 0 without CUDA (or a CPU-only torch, or none installed). A torch that fails to
+    import is a broken installation, said as one (an OSError: one line, naming torch): taken for "no GPU", the sweep
+    planned every trial on the CPU and each then failed importing it."""
     try:
         import torch
-
-        return torch.cuda.device_count()
-    except Exception:
-        return 0
+    except (ImportError, OSError) as e:  # a CUDA library missing, a dependency missing or of the wrong version
+        if isinstance(e, ModuleNotFoundError) and e.name == "torch":  # not installed: nothing here can use a GPU
+            return 0
+        raise OSError(f"torch fails to import, so the GPUs here cannot be counted ({type(e).__name__}: {e}); reinstall torch") from e
+    return torch.cuda.device_count()
 
 
 def visible_gpus() -> list[str]:

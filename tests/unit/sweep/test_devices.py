@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -100,6 +101,23 @@ def flat(text: str) -> str:
 
 
 # -- which worker sees which GPU ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("init", ["raise ImportError('libc10_cuda.so: cannot open shared object file')", "import no_such_dependency"])
+def test_a_torch_that_fails_to_import_is_said_to_be_broken_not_taken_for_no_gpu(tmp_path, monkeypatch, init):
+    """`except Exception: return 0` made a broken torch look like a machine without GPUs: the sweep planned every trial
+    on the CPU, and each failed importing torch. Only a torch not installed at all counts as no GPU."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(init + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with pytest.raises(
+        OSError,
+        match=r"^torch fails to import, so the GPUs here cannot be counted \((ImportError: libc10_cuda|ModuleNotFoundError: No module named 'no_such_dependency')",
+    ):
+        devices.gpu_count()
+    monkeypatch.setitem(sys.modules, "torch", None)  # not installed: `import torch` finds none
+    assert devices.gpu_count() == 0
 
 
 def test_visible_gpus_are_the_inherited_list_of_indices_or_uuids_cut_to_the_devices_cuda_found(monkeypatch):
