@@ -29,7 +29,8 @@ def _selection(run_dir: Path) -> tuple[str, int | None]:
 def selected_checkpoint(run_dir: Path) -> Path | None:
     """The checkpoint holding the weights the run reported on validation (its summary's `selected`), so a test score
     is of the same weights: avg.ckpt for "avg of last K", last.ckpt for "final weights" when it was saved at the
-    run's last step (else no file holds them). None when the file is missing."""
+    run's last step (else no file holds them). None when the file is missing; a CheckpointError naming last.ckpt
+    when it cannot be read, not taken for one saved at another step."""
     ckpts = run_dir / "checkpoints"
     selected, steps = _selection(run_dir)
     if selected.startswith("avg"):
@@ -41,12 +42,9 @@ def selected_checkpoint(run_dir: Path) -> Path | None:
 
 
 def _step(path: Path) -> int | None:
-    import torch
+    from ablate.training.checkpoint import load_checkpoint
 
-    try:  # memory-mapped: only the few bytes of global_step are read
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
-    except Exception:
-        return None
+    return load_checkpoint(path, mmap=True).get("global_step")  # memory-mapped: only the few bytes of global_step are read
 
 
 def wanted_checkpoint(run_dir: Path) -> str:
@@ -72,7 +70,12 @@ def refuse_unscorable(run_dirs: Iterable[Path], split: str, rows: dict[Path, str
     problems, lacking = [], False
     for run in run_dirs:
         who = f"run '{rows[run]}' at {run}" if rows and run in rows else str(run)
-        if selected_checkpoint(run) is None:
+        try:
+            selected = selected_checkpoint(run)
+        except ValueError as e:  # its last.ckpt unreadable (a CheckpointError naming it)
+            problems.append(f"{who}: {e}")
+            continue
+        if selected is None:
             problems.append(f"{who}: no eval/{split}.json and no {wanted_checkpoint(run)} to make one from")
             lacking = True
         elif why := plugins.needed(who, read_run_config(run / "config.yaml")):

@@ -13,6 +13,7 @@ from table_study import bare_run, record_fields, write_run
 from ablate.cli import main
 from ablate.evaluation.records import write_eval_file
 from ablate.table import checkpoint_scoring
+from ablate.training.checkpoint import CheckpointError
 
 
 def test_split_test_evaluates_a_run_without_a_record_from_its_selected_checkpoint(tmp_path, monkeypatch):
@@ -44,7 +45,7 @@ def test_the_checkpoint_scored_on_test_holds_the_weights_the_run_reported(tmp_pa
         d = write_run(tmp_path, name, 1, summary={"last": {"val/bleu": 20.0}, "selected": selected, "steps": steps})
         (d / "checkpoints").mkdir()
         for f, step in files.items():
-            torch.save({"global_step": step, "state_dict": {}}, d / "checkpoints" / f)
+            torch.save({"global_step": step, "state_dict": {}, "hyper_parameters": {}}, d / "checkpoints" / f)
         return d
 
     avg = run("avg", "avg of last 5", 900, {"avg.ckpt": 900, "best.ckpt": 500, "last.ckpt": 900})
@@ -59,6 +60,25 @@ def test_the_checkpoint_scored_on_test_holds_the_weights_the_run_reported(tmp_pa
         checkpoint_scoring.evaluator("test")(bare_run("stale", str(stale), run_dir=stale))
     older = run("older", "", 900, {"best.ckpt": 500})  # recorded no selection: the best, as before
     assert checkpoint_scoring.selected_checkpoint(older).name == "best.ckpt"
+
+
+def test_an_unreadable_last_ckpt_is_said_to_be_unreadable_naming_it_not_saved_at_another_step(tmp_path, capsys):
+    """A last.ckpt that torch could not read was taken for one saved at another step: `--split test` said the run had
+    "no checkpoints/last.ckpt saved at the run's last step" of a file that is there, cut short by a copy."""
+    study = tmp_path / "study"
+    write_run(study, "base", 1, records={"test": record_fields(25)})
+    run = write_run(
+        study, "C-N2", 1, {"model.enc_layers": 2}, summary={"last": {"val/bleu": 20.0}, "selected": "final weights", "steps": 900}
+    )
+    (run / "checkpoints").mkdir()
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(b"PK\x03\x04 and no more")
+    with pytest.raises(CheckpointError, match=f"^{last}: not a readable checkpoint \\(cut short"):
+        checkpoint_scoring.selected_checkpoint(run)
+    assert main(["table", str(study), "--split", "test", "--out", str(tmp_path / "out")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"a run cannot be scored on the test split, so none was: run 'C-N2' at {run}: {last}: not a readable checkpoint" in err
+    assert "last step" not in err
 
 
 @pytest.mark.parametrize("command", ["table", "archive"])
