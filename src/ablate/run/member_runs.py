@@ -17,7 +17,6 @@ from ablate.run.callbacks import fit_validation
 from ablate.run.loggers import finish_wandb, make_csv_logger, make_wandb_logger
 from ablate.run.member_stops import DIVERGED, MemberStops
 from ablate.training.checkpoint import save_atomic
-from ablate.training.member_adam import member_optimizer_state
 
 
 class MemberRuns(L.Callback):
@@ -124,7 +123,7 @@ class MemberRuns(L.Callback):
             "global_step": int(pl_module.optimizer.steps()[k]),
             "epoch": trainer.current_epoch,
             "pytorch-lightning_version": L.__version__,
-            "optimizer_states": [member_optimizer_state(pl_module.optimizer, k)],
+            "optimizer_states": [pl_module.member_optimizer(k)],
             "member_of": {"group": str(self.group), "member": k, "members": len(self.configs)},
         }
 

@@ -59,22 +59,6 @@ class MemberAdam(torch.optim.Optimizer):
                 if p.dim() == 0 or p.size(0) != members:
                     raise ValueError(f"a parameter of shape {tuple(p.shape)} has no leading member axis of size {members}")
 
-    def load_member_states(self, states: list[dict]) -> None:
-        """Take each member's state from its own run's torch.optim.Adam state dict (same parameter order)."""
-        if len(states) != self.members:
-            raise ValueError(f"{len(states)} optimizer states for {self.members} members")
-        stacked = {}
-        for i in states[0]["state"]:
-            per = [s["state"][i] for s in states]
-            stacked[i] = {
-                "step": torch.tensor([float(p["step"]) for p in per], dtype=torch.float64),
-                "exp_avg": torch.stack([p["exp_avg"] for p in per]),
-                "exp_avg_sq": torch.stack([p["exp_avg_sq"] for p in per]),
-            }
-        own = self.state_dict()
-        own["state"] = stacked
-        self.load_state_dict(own)
-
     def freeze(self, member: int) -> None:
         self.active[member] = False
         self._on_device.pop("active", None)

@@ -28,7 +28,7 @@ from ablate.model import build_transformer, count_parameters
 from ablate.model.member_loss import member_translation_loss
 from ablate.model.members import member_state_dict
 from ablate.training.lightning_internals import logs_this_step, pin_logging_counter
-from ablate.training.member_adam import MemberAdam
+from ablate.training.member_adam import MemberAdam, member_optimizer_state
 from ablate.training.member_training import build_member_model, member_adam, member_objective
 from ablate.training.precision import Precision
 
@@ -126,6 +126,10 @@ class MemberModule(L.LightningModule):
     def member_weights(self, k: int) -> dict[str, Tensor]:
         """Member k's weights as its own run's model holds them."""
         return member_state_dict(self.model.state_dict(), k)
+
+    def member_optimizer(self, k: int) -> dict:
+        """Member k's Adam state as its own run's torch.optim.Adam saves it."""
+        return member_optimizer_state(self.optimizer, k)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.tokenizer_proto is not None:

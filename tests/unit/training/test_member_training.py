@@ -18,6 +18,7 @@ from ablate.data.member_batches import collate_members
 from ablate.messages.errors import ConfigError
 from ablate.model.loss import translation_loss
 from ablate.model.members import stack_state_dicts
+from ablate.training.member_adam import MemberAdam
 from ablate.training.member_training import MemberTraining, initial_weights
 from ablate.training.module import noam_factor
 
@@ -74,6 +75,21 @@ def step_batches(step: int, k: int) -> list[list]:
     return out
 
 
+def load_member_states(optimizer: MemberAdam, states: list[dict]) -> None:
+    """Give each member of `optimizer` its state from its own run's torch.optim.Adam state dict (same parameter order):
+    a group started from runs some steps in."""
+    assert len(states) == optimizer.members
+    stacked = {}
+    for i in states[0]["state"]:
+        per = [s["state"][i] for s in states]
+        stacked[i] = {
+            "step": torch.tensor([float(p["step"]) for p in per], dtype=torch.float64),
+            "exp_avg": torch.stack([p["exp_avg"] for p in per]),
+            "exp_avg_sq": torch.stack([p["exp_avg_sq"] for p in per]),
+        }
+    optimizer.load_state_dict({**optimizer.state_dict(), "state": stacked})
+
+
 def run_both(steps: int, dtype: torch.dtype, lr: float = 1.0, **model):
     cfgs = configs(lr, **model)
     group = MemberTraining(cfgs, VOCAB, dtype=dtype)
@@ -110,7 +126,7 @@ def test_one_float32_step_from_identical_state_updates_every_member_as_its_own_r
             ref.step(collate(samples))
     group = MemberTraining(cfgs, VOCAB)
     group.model.load_state_dict(stack_state_dicts([ref.model.state_dict() for ref in refs]))
-    group.optimizer.load_member_states([ref.opt.state_dict() for ref in refs])
+    load_member_states(group.optimizer, [ref.opt.state_dict() for ref in refs])
     samples = step_batches(3, len(cfgs))
     mine = group.step(collate_members(samples))
     theirs = torch.stack([ref.step(collate(s)) for ref, s in zip(refs, samples)])
