@@ -15,9 +15,11 @@ from ablate.data.datasets import dataset_problems
 
 def validate(cfg: ExperimentConfig) -> None:
     """Every rule `cfg` breaks, of the schema and of the registered variants and datasets, in one ConfigError."""
+    from ablate.evaluation.scores import bleu_problem  # sacreBLEU: here, as torch
     from ablate.model.checks import model_problems  # torch (the registries' classes): here, so a bad flag costs none
 
     found = problems(cfg) + model_problems(cfg.model, cfg.data) + dataset_problems(cfg.data)
+    found += [bleu] if (bleu := bleu_problem(cfg.data.tgt_lang)) else []  # before training, not at its first BLEU
     if found:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(found))
 

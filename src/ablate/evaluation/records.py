@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,18 +72,29 @@ class EvalFile:
         """Each sentence's sacreBLEU statistics: the stored ones, else extracted from the text."""
         if self.bleu_stats is not None:
             return self.bleu_stats
-        return sentence_bleu_stats(self.hypotheses, self.references)
+        return sentence_bleu_stats(self.hypotheses, self.references, self.tokenizer)
+
+    @property
+    def tokenizer(self) -> str:
+        """The sacreBLEU tokenizer its BLEU was scored with (its signature's `tok:`), which its text is scored with again."""
+        return signature_tokenizer(self.bleu_signature)
 
 
-def sentence_bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> list[list[int]]:
+def signature_tokenizer(signature: str) -> str:
+    """The `tok:` of a sacreBLEU signature (13a where it names none: records made before ablate chose by language)."""
+    found = re.search(r"(?:^|\|)tok:([^|]+)", signature or "")
+    return found.group(1) if found else "13a"
+
+
+def sentence_bleu_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a") -> list[list[int]]:
     """Per-sentence sacreBLEU statistics (n lists of [len_hyp, len_ref, correct_1..4, total_1..4]); their column sums
-    give corpus BLEU exactly as `BLEU().corpus_score(hyps, [refs])` does."""
-    from sacrebleu.metrics import BLEU
+    give corpus BLEU exactly as `BLEU(tokenize=tokenize).corpus_score(hyps, [refs])` does."""
+    from ablate.evaluation.scores import bleu_metric
 
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
     # sacreBLEU has no public per-sentence statistics; its own paired bootstrap (significance.py) reads them here.
-    return [[int(x) for x in row] for row in BLEU()._extract_corpus_statistics(list(hyps), [list(refs)])]
+    return [[int(x) for x in row] for row in bleu_metric(tokenize)._extract_corpus_statistics(list(hyps), [list(refs)])]
 
 
 def text_free(data: dict) -> dict:
@@ -115,9 +127,10 @@ def eval_record(
     nll: Sequence[float],
     tokens: Sequence[int],
     subset: str = "all",
+    tokenize: str = "13a",
 ) -> dict:
-    """The record for one run and split, with corpus BLEU (`ablate.evaluation.scores.bleu`, as validation reports it)
-    and PPL.
+    """The record for one run and split, with corpus BLEU (`ablate.evaluation.scores.bleu`, as validation reports it,
+    tokenized by `tokenize`: bleu_tokenizer of the target language) and PPL.
 
     Pairs are put in ascending index order. Also what a run logs to W&B (`ablate.evaluation.wandb_records.log_record`).
     """
@@ -127,7 +140,7 @@ def eval_record(
     lists = {name: [values[i] for i in order] for name, values in zip(LISTS, (indices, hypotheses, references, nll, tokens))}
     if len({len(v) for v in (indices, hypotheses, references, nll, tokens)}) != 1:
         raise EvalFileError(f"eval/{split}: lists differ in length: " + ", ".join(f"{k}={len(v)}" for k, v in lists.items()))
-    score = bleu(lists["hypotheses"], lists["references"])
+    score = bleu(lists["hypotheses"], lists["references"], tokenize)
     total_tokens = sum(int(t) for t in lists["tokens"])
     record = {
         "split": split,

@@ -12,7 +12,7 @@ from ablate import plugins
 from ablate.config import ConfigError
 from ablate.data.corpus import iter_lines, iter_stdin, read_lines, read_parallel
 from ablate.evaluation.records import eval_path
-from ablate.evaluation.scores import score
+from ablate.evaluation.scores import bleu_tokenizer, score
 from ablate.files.atomic import write_file
 from ablate.files.destination import check_output, refuse_existing, run_of_checkpoint, stdout_is, unwritable
 from ablate.files.json_file import object_or_empty
@@ -110,7 +110,7 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     t = cfg.train  # every setting the hypotheses depend on, so a score is traced back to how it was decoded
     decoding = {"beam": args.beam or t.beam_size, "length_penalty": t.length_penalty if args.alpha is None else args.alpha,
                 "max_len_a": t.max_len_a, "max_len_b": t.max_len_b}  # fmt: skip
-    result = {"checkpoint": str(args.checkpoint), "test_set": name, **decoding, **score(hyps, refs)}
+    result = {"checkpoint": str(args.checkpoint), "test_set": name, **decoding, **score(hyps, refs, bleu_tokenizer(cfg.data.tgt_lang))}
     if args.save_eval:
         result["record"] = str(save_record(Path(args.checkpoint), model, cfg, tokenizer, split, pairs, hyps))
     print(json.dumps(result, indent=2), file=sys.stderr if args.hyp_out and stdout_is(args.hyp_out) else sys.stdout)

@@ -144,6 +144,7 @@ def save_record(
     teacher-forced NLL, the record `ablate table` tests rows with (ablate.evaluation.records)."""
     from ablate.data.batching import encode_pairs
     from ablate.evaluation.records import write_eval_file
+    from ablate.evaluation.scores import bleu_tokenizer
     from ablate.evaluation.sentence_scores import split_nll
 
     if checkpoint.parent.name != "checkpoints":
@@ -161,4 +162,5 @@ def save_record(
         references=[r for _, r in pairs],
         nll=nll,
         tokens=tokens,
+        tokenize=bleu_tokenizer(cfg.data.tgt_lang),
     )

@@ -16,6 +16,7 @@ from ablate.config import ExperimentConfig
 from ablate.data.module import TranslationDataModule
 from ablate.data.subset import row_mask, validation_subset
 from ablate.evaluation.records import AVERAGED, FINAL, describe_subset, eval_record, save_eval_record
+from ablate.evaluation.scores import bleu_tokenizer
 from ablate.evaluation.sentence_scores import decode_rows, sentence_nll
 from ablate.training.checkpoint import (
     CheckpointError,
@@ -129,6 +130,7 @@ def write_record(
         references=[refs[i] for i in order],
         nll=[found[i][1] for i in order],
         tokens=[int(found[i][2]) for i in order],
+        tokenize=bleu_tokenizer(cfg.data.tgt_lang),
     )
     save_eval_record(out, record)
     return record
@@ -145,5 +147,5 @@ def eval_long(cfg: ExperimentConfig, module: TranslationModule, dm: TranslationD
     if not srcs:
         return {"val_long/sentences": 0}
     hyps = translate(module.model.eval(), dm.tokenizer, srcs, cfg)
-    result = score(hyps, refs)
+    result = score(hyps, refs, bleu_tokenizer(cfg.data.tgt_lang))
     return {"val_long/bleu": result["bleu"], "val_long/sentences": result["sentences"], "val_long/min_src_tokens": n + 1}

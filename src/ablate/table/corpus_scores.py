@@ -11,22 +11,24 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from ablate.evaluation.records import sentence_bleu_stats
+from ablate.evaluation.scores import bleu_metric
 
-_BLEU = BLEU()  # the metric ablate.evaluation.scores.bleu reports: 13a tokenisation, exp smoothing
+_BLEU = BLEU()  # the formula ablate.evaluation.scores.bleu reports by (exp smoothing), whatever the tokenizer
 
 
-def bleu_stats(hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
+def bleu_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a") -> np.ndarray:
     """Per-sentence sacreBLEU statistics, shape (n, 10): [len_hyp, len_ref, correct_1..4, total_1..4].
 
     Extracted once per system so a bootstrap resample costs a weighted sum, not a re-tokenisation.
     """
-    return np.asarray(sentence_bleu_stats(hyps, refs), dtype=np.int64).reshape(len(hyps), -1)
+    return np.asarray(sentence_bleu_stats(hyps, refs, tokenize), dtype=np.int64).reshape(len(hyps), -1)
 
 
-def bleu_signature() -> str:
-    """sacreBLEU's signature of the BLEU computed here from one reference per sentence (what every record holds).
-    sacreBLEU knows the number of references only once it has scored, hence the one-sentence score."""
-    metric = BLEU()
+def bleu_signature(tokenize: str = "13a") -> str:
+    """sacreBLEU's signature of the BLEU computed here from one reference per sentence (what every record holds),
+    tokenized by `tokenize`. sacreBLEU knows the number of references only once it has scored, hence the one-sentence
+    score."""
+    metric = bleu_metric(tokenize)
     metric.corpus_score(["a"], [["a"]])
     return str(metric.get_signature())
 

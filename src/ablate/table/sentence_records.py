@@ -71,7 +71,9 @@ def collect(runs: list[Run], split: str, evaluate: Callable[[Run], EvalFile] | N
         return ev
     bleu = {source: np.asarray(rec.sentence_bleu_stats(), dtype=np.int64).reshape(len(rec.indices), -1) for source, rec in records.items()}
     # Re-scored here from text with this sacreBLEU; a text-free record's statistics keep the signature they were made with.
-    signatures = {source: corpus_scores.bleu_signature() if r.hypotheses is not None else r.bleu_signature for source, r in records.items()}
+    signatures = {
+        s: corpus_scores.bleu_signature(r.tokenizer) if r.hypotheses is not None else r.bleu_signature for s, r in records.items()
+    }
     _check_same_bleu(signatures)
     ev.bleu_signature = "; ".join(sorted(set(signatures.values())))
     common = _common_indices(records, bleu, ev)

@@ -21,7 +21,7 @@ from ablate.config import to_dict
 from ablate.config.members import member_values
 from ablate.data.member_batches import tile_batch
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import validation_scores
+from ablate.evaluation.scores import bleu_tokenizer, validation_scores
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -112,8 +112,9 @@ class MemberModule(L.LightningModule):
         sums = self._val_sums.cpu().tolist()
         self.member_metrics = []
         refs = self.trainer.datamodule.raw("valid")[1] if any(self._hyps) else []
+        decode, tokenize = self.trainer.datamodule.tokenizer.decode, bleu_tokenizer(self.cfgs[0].data.tgt_lang)
         for k, member_sums in enumerate(sums):
-            m, signature = validation_scores(member_sums, self._hyps[k], self.trainer.datamodule.tokenizer.decode, refs)
+            m, signature = validation_scores(member_sums, self._hyps[k], decode, refs, tokenize)
             self.bleu_signature = signature or self.bleu_signature
             self.member_metrics.append(m)
         live = [m for k, m in enumerate(self.member_metrics) if bool(self.optimizer.active[k])] or self.member_metrics

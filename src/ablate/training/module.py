@@ -14,7 +14,7 @@ import torch
 from ablate import plugins
 from ablate.config import ExperimentConfig, to_dict
 from ablate.data.subset import bleu_rows, host_rows
-from ablate.evaluation.scores import validation_scores
+from ablate.evaluation.scores import bleu_tokenizer, validation_scores
 from ablate.evaluation.sentence_scores import decode_rows
 from ablate.experiment import from_dict
 from ablate.model import build_transformer, count_parameters
@@ -97,7 +97,8 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         dm = self.trainer.datamodule if self._hyps else None  # (loss alone needs no Trainer: tests, benchmarks)
         decode, refs = (dm.tokenizer.decode, dm.raw("valid")[1]) if dm else (None, [])
-        metrics, signature = validation_scores(self._val_sums.tolist(), self._hyps, decode, refs)
+        tokenize = bleu_tokenizer(self.cfg.data.tgt_lang)
+        metrics, signature = validation_scores(self._val_sums.tolist(), self._hyps, decode, refs, tokenize)
         if signature is not None:
             self.bleu_signature, self.decoded = signature, (self.global_step, self._hyps)
         self.log_dict(metrics)

@@ -143,3 +143,17 @@ def test_sentence_nll_sums_to_the_training_loss_nll(dtype):
         with torch.no_grad():
             huge, _ = sentence_nll(lambda src, tgt: model(src, tgt) * 1e40, batch)
         assert torch.isfinite(huge).all()
+
+
+def test_a_record_is_scored_again_with_the_tokenizer_its_signature_names():
+    """A Chinese target's record (tok:zh) re-scored from its text by the table with 13a gave another BLEU than the run
+    reported, under a 13a signature."""
+    hyps, refs = ["我喜欢猫和狗", "今天天气很好", "他在看书"], ["我喜欢狗和猫", "今天天气很好", "她在看书"]
+    fields = {"hypotheses": hyps, "references": refs, "nll": [1.0, 2.0, 3.0], "tokens": [4, 5, 6]}
+    record = eval_record(split="valid", dataset="files", checkpoint="last.ckpt", indices=range(3), tokenize="zh", **fields)
+    assert "|tok:zh|" in record["bleu_signature"]
+    stats = text_free(record)["bleu_stats"]
+    assert corpus_scores.corpus_bleu(np.array(stats)) == pytest.approx(record["bleu"], abs=1e-12)
+    assert corpus_scores.bleu_signature("zh") == record["bleu_signature"]
+    plain = eval_record(split="valid", dataset="files", checkpoint="last.ckpt", indices=range(3), **fields)
+    assert plain["bleu"] != record["bleu"] and text_free(plain)["bleu_stats"] != stats

@@ -56,3 +56,33 @@ def test_validation_scores_are_per_real_token_and_bleu_of_the_hypotheses_in_sent
     assert metrics["val/loss"] == 2.0 and metrics["val/nll"] == 1.5 and math.isclose(metrics["val/ppl"], math.exp(1.5))
     assert metrics["val/bleu"] == pytest.approx(100.0) and signature.startswith("nrefs:1")  # sentence 0 first, whatever the insertion order
     assert validation_scores([0.0, 0.0, 0.0], {}, decode, []) == ({"val/loss": 0.0, "val/nll": 0.0, "val/ppl": 1.0}, None)
+
+
+ZH_HYPS, ZH_REFS = ["我喜欢猫和狗", "今天天气很好", "他在看书"], ["我喜欢狗和猫", "今天天气很好", "她在看书"]
+
+
+def test_a_chinese_target_is_scored_with_sacrebleus_chinese_tokenizer_as_its_command_line_picks_it():
+    """13a splits at spaces and punctuation: a Chinese sentence was one word, and two of three near-matches scored 0."""
+    from ablate.evaluation.scores import bleu_tokenizer
+
+    assert [bleu_tokenizer(lang) for lang in ("de", "en", "fr", "zh", "ja", "ko")] == ["13a"] * 3 + ["zh", "ja-mecab", "ko-mecab"]
+    zh = bleu(ZH_HYPS, ZH_REFS, bleu_tokenizer("zh"))
+    expected = sacrebleu.metrics.BLEU(trg_lang="zh")
+    assert zh.score == pytest.approx(expected.corpus_score(ZH_HYPS, [ZH_REFS]).score, abs=1e-12) and zh.score > 40
+    assert zh.signature == str(expected.get_signature()) and "|tok:zh|" in zh.signature
+    assert bleu(ZH_HYPS, ZH_REFS).score < 40  # one word a sentence
+
+
+def test_a_tokenizer_whose_extra_package_is_missing_is_named_with_the_pip_command_before_training(monkeypatch):
+    from ablate.evaluation import scores
+
+    def missing(*args, tokenize=None, **kwargs):
+        raise RuntimeError("\nJapanese tokenization requires extra dependencies, but you do not have them installed.\n")
+
+    monkeypatch.setattr(scores, "BLEU", missing)
+    said = scores.bleu_problem("ja")
+    assert said.startswith(
+        "data.tgt_lang=ja: BLEU with sacreBLEU's ja-mecab tokenizer needs its extra package: pip install 'sacrebleu[ja]'"
+    )
+    with pytest.raises(ValueError, match=r"pip install 'sacrebleu\[ja\]'"):
+        scores.bleu(ZH_HYPS, ZH_REFS, "ja-mecab")

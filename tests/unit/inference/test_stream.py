@@ -215,3 +215,14 @@ def test_evaluate_says_how_it_decoded_so_a_score_is_traced_back_to_its_settings(
         "beam": 2, "length_penalty": 1.5, "max_len_a": 1.0, "max_len_b": 50}  # fmt: skip
     assert main(command) == 0
     assert json.loads(capsys.readouterr().out)["length_penalty"] == 0.6  # the run's own
+
+
+def test_evaluate_scores_a_chinese_target_with_the_chinese_tokenizer(tmp_path, monkeypatch, capsys):
+    """`evaluate` of a model whose data.tgt_lang is zh scored its BLEU with 13a, under a 13a signature."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    torch.save(tiny_checkpoint(tmp_path, data={"max_len": 16, "tgt_lang": "zh"}), tmp_path / "zh.ckpt")
+    source, reference = tmp_path / "in.en", tmp_path / "ref.zh"
+    source.write_text("the dog runs\n")
+    reference.write_text("狗在跑\n")
+    assert main(["evaluate", str(tmp_path / "zh.ckpt"), "--device", "cpu", "--src", str(source), "--ref", str(reference)]) == 0
+    assert "|tok:zh|" in json.loads(capsys.readouterr().out)["bleu_signature"]
