@@ -5,6 +5,7 @@ benchmarks/, over 300 lines."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -53,13 +54,14 @@ def test_there_are_no_import_cycles():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-def reachable(start: str) -> set[str]:
+@functools.cache
+def reachable(start: str) -> frozenset[str]:
     seen, todo = set(), [start]
     while todo:
         for n in GRAPH[todo.pop()] - seen:
             seen.add(n)
             todo.append(n)
-    return seen
+    return frozenset(seen)
 
 
 # The floors, top first: each package may import only those below it. Evaluation (decoding, sentence scores, BLEU)
@@ -103,6 +105,7 @@ def test_the_graph_sees_imports_inside_functions():
     assert "ablate.sweep.commands" in GRAPH["ablate.sweep.flags"]  # inside run_sweep()
 
 
+@pytest.mark.slow  # two Python processes that import torch (seconds)
 def test_sweep_processes_start_without_torch_and_never_load_lightning():
     """The sweep CLI and each worker only plan, claim and wait; importing Lightning (5-7 s of CPU on this machine)
     belongs to the trial processes, which train. Torch comes in when a sweep file's rows are checked against the
