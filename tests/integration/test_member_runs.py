@@ -64,7 +64,8 @@ def test_a_member_trains_as_its_own_run_would_and_leaves_an_ordinary_run(tmp_pat
     assert s["members"]["group"] == cfg.out_dir and s["members"]["index"] == 0 and s["members"]["size"] == 2
     # Every key a run's summary has, but a peak memory of its own (the group's is under members.speed).
     assert set(alone) - set(s) == {"speed/peak_mem_mb"} and s["members"]["speed"]["speed/peak_mem_mb"] > 0
-    assert (s["git_sha"], s["params/total"], s["vocab_size"]) == (alone["git_sha"], alone["params/total"], alone["vocab_size"])
+    same = ("git_sha", "git_dirty", "versions", "params/total", "vocab_size")
+    assert [s[k] for k in same] == [alone[k] for k in same] and s["versions"]["ablate"]
     assert s["speed/step_ms"] == s["members"]["speed"]["speed/step_ms"] > 0  # a group step is a step of each member
     assert s["val_long/sentences"] == alone["val_long/sentences"] > 0
     assert s["val_long/bleu"] == pytest.approx(alone["val_long/bleu"], abs=1e-6)

@@ -32,6 +32,9 @@ def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
     assert names == ["best.ckpt", "last.ckpt", "step=120.ckpt", "step=80.ckpt"]  # keep_last=2 bounds the periodic ones
     saved = json.loads((out / "summary.json").read_text())
     assert saved["steps"] == 120 and saved["params"]["total"] > 0
+    # Which code trained it: the commit, whether the tree differed from it, the libraries' versions (run/provenance.py).
+    assert {"git_sha", "git_dirty"} <= saved.keys() and saved["versions"]["torch"] == torch.__version__
+    assert set(saved["versions"]) == {"ablate", "torch", "lightning", "sentencepiece", "sacrebleu"}
     assert json.loads((out / "progress.json").read_text())["epochs"] == saved["epochs"]  # epochs counted one way
     assert saved["speed/tokens_per_s"] > 0 and saved["speed/step_ms"] > 0 and saved["speed/model_tflops"] > 0
     assert "speed/mfu" not in saved  # a CPU's peak is not in Lightning's table and the config gives none

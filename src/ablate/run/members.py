@@ -35,6 +35,7 @@ from ablate.run.member_resume import check_same_members, prepare_group_resume
 from ablate.run.member_runs import GroupCheckpoint, MemberRuns
 from ablate.run.member_stops import DIVERGED
 from ablate.run.memory import check_fits
+from ablate.run.provenance import run_provenance
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
 from ablate.run.rundir import (
@@ -42,7 +43,6 @@ from ablate.run.rundir import (
     check_disk_space,
     claim_out_dir,
     empty_or_absent,
-    git_sha,
     lock_run_dir,
     remove_if_untouched,
     unlock_run_dir,
@@ -142,7 +142,7 @@ def _train(
     if fingerprint:
         for out in outs:
             record_fingerprint(out, cfg.data, proto, fingerprint)
-    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    extra = {"params/total": module.params["total"], **run_provenance(), "vocab_size": vocab}
     runs = MemberRuns(configs, outs, group, vocab, proto, attempt, extra)
     speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops, precision)
     # The budgets every member shares stop the group; each member's own rules are MemberRuns'.
@@ -210,7 +210,7 @@ def _finish(k, cfg, out, trainer, module, dm, runs, speed, group_reason, validat
         "convergence": convergence_report(runs.stops.ppl[k], cfg.train.converge_window, cfg.train.converge_tol),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "params": module.params,
-        **runs.extra,  # params/total, git_sha, vocab_size: as a run's
+        **runs.extra,  # params/total, git_sha, git_dirty, versions, vocab_size: as a run's
         "last": last,
         # as a run's (ModelCheckpoint's best_model_path): the file, or "" before any validation made one
         "best": {

@@ -11,7 +11,6 @@ import fcntl
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,14 +22,6 @@ from ablate.run.exits import FAILED_FILE
 from ablate.run.progress_file import PROGRESS_FILE
 
 log = logging.getLogger(__name__)
-
-
-def git_sha() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 FINGERPRINT = "fingerprint.json"  # the corpus files and tokenizer the run trains on (see record_fingerprint)

@@ -22,8 +22,8 @@ from ablate.run.checkpoint_io import AtomicCheckpointIO
 from ablate.run.exits import INTERRUPTED_EXIT
 from ablate.run.loggers import make_csv_logger, make_wandb_logger
 from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
+from ablate.run.provenance import run_provenance
 from ablate.run.quiet import quiet_dependencies
-from ablate.run.rundir import git_sha
 from ablate.run.stopping import StopRules
 from ablate.training.flops import train_flops
 from ablate.training.host_memory import keep_freed_memory
@@ -184,7 +184,7 @@ def build_trainer(
 ) -> tuple[L.Trainer, TrainerParts]:
     """The Trainer `ablate train` fits with: its loggers (CSV, W&B where configured), speed, stop-rule and preemption
     callbacks, then `callbacks`. One function so benchmarks/step_overhead.py times this very Trainer."""
-    extra = {"params/total": module.params["total"], "git_sha": git_sha(), "vocab_size": vocab}
+    extra = {"params/total": module.params["total"], **run_provenance(), "vocab_size": vocab}
     precision = Precision.of(cfg.train)
     speed = SpeedCallback(cfg.train.log_every_steps, lambda batch: train_flops(cfg.model, vocab, batch), cfg.train.peak_tflops, precision)
     wandb_logger = make_wandb_logger(cfg, out, extra)
