@@ -15,7 +15,7 @@ from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER, other_rank
 
 
 def corpus_fingerprint(data_cfg) -> dict[str, dict]:
-    """Each corpus file the run reads, by split and language ("train.en"): its path, size and sha256.
+    """Each corpus file the run reads, by split and language ("train.en"): its absolute path, size and sha256.
 
     The whole file is hashed, not its size, mtime and ends: the edit to catch is one line in the middle, which keeps
     the ends and can keep the size, and a copy or checkout changes the mtime of files that did not change. The train
@@ -29,7 +29,7 @@ def corpus_fingerprint(data_cfg) -> dict[str, dict]:
     files = {}
     for split in available_splits(data_cfg):
         for lang, path in zip((data_cfg.src_lang, data_cfg.tgt_lang), resolve_split(data_cfg, split)):
-            files[f"{split}.{lang}"] = {"path": str(path), "size": path.stat().st_size, "sha256": file_hash(path)}
+            files[f"{split}.{lang}"] = {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_hash(path)}
     return files
 
 

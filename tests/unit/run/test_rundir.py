@@ -450,6 +450,21 @@ def test_the_run_dir_written_another_way_is_no_change(tmp_path, monkeypatch):
     assert changes_from_saved_config(Path("runs/g/seed=1"), config(str(tmp_path / "runs/g/seed=1"), **member)) == {}
 
 
+def test_a_data_path_saved_relative_is_no_change_where_it_names_the_same_files(tmp_path, monkeypatch):
+    """A config.yaml saved before data paths were kept absolute names them relative to the cwd it ran in: resumed
+    from there, the absolute path a config now holds is the same files; from elsewhere, or another path, a change."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(model=MODEL, data={"dataset": "files", "train_prefix": "corpus/train"}, out_dir="runs/x")
+    assert cfg.data.train_prefix == str(tmp_path.resolve() / "corpus" / "train")
+    saved = yaml.safe_load(to_yaml(cfg))
+    saved["data"]["train_prefix"] = "corpus/train"  # as an older ablate wrote it
+    Path("runs/x").mkdir(parents=True)
+    Path("runs/x/config.yaml").write_text(yaml.safe_dump(saved))
+    assert changes_from_saved_config(Path("runs/x"), cfg) == {}
+    other = load_config(model=MODEL, data={"dataset": "files", "train_prefix": "other/train"}, out_dir="runs/x")
+    assert changes_from_saved_config(Path("runs/x"), other) == {"data.train_prefix": ("corpus/train", other.data.train_prefix)}
+
+
 @pytest.mark.parametrize("text, kind", [("just text\n", "str"), ("- 1\n- 2\n", "list")])
 def test_a_saved_config_that_is_not_a_mapping_is_named(tmp_path, text, kind):
     out = tmp_path / "run"
@@ -511,6 +526,14 @@ def test_corpus_fingerprint_holds_each_file_the_run_reads_with_its_size_and_hash
         assert entry == {"path": str(tmp_path / "corpus" / name), "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
     data_cfg.test_prefix = None  # a split the run does not read is not fingerprinted
     assert list(corpus_fingerprint(data_cfg)) == ["train.en", "train.de", "valid.en", "valid.de"]
+
+
+def test_corpus_fingerprint_names_the_files_absolutely(data, tmp_path, monkeypatch):
+    """A prefix relative to the cwd (an old checkpoint's config) is recorded as the file read, from anywhere."""
+    data_cfg, _ = data
+    monkeypatch.chdir(tmp_path)
+    data_cfg.train_prefix = "corpus/train"
+    assert corpus_fingerprint(data_cfg)["train.en"]["path"] == str((tmp_path / "corpus" / "train.en").resolve())
 
 
 def test_unchanged_or_touched_files_are_no_change(data, tmp_path):
