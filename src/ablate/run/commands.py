@@ -130,10 +130,14 @@ def _train_command(args: argparse.Namespace) -> int:
     if cfg.members.index is not None and cfg.members.size > 1:
         raise ValueError(
             f"this config is member {cfg.members.index} of the group {cfg.members.group} (members.index, members.size="
-            f"{cfg.members.size}): to train it again as an ordinary run, add members.size=1; to resume its group, run the "
-            "`ablate train ... --members K` command that started it, adding --resume (the group's config.yaml keeps no "
-            "listed seeds or values)" + (f", or rerun its sweep ({cfg.sweep.study})" if cfg.sweep.study else "")
+            f"{cfg.members.size}), whose length schedule and dropout masks it trained with: reproducing it means training "
+            "its group again, with the `ablate train ... --members K` command that started it (adding --resume continues "
+            "it; the group's config.yaml keeps no listed seeds or values)"
+            + (f" or by rerunning its sweep ({cfg.sweep.study})" if cfg.sweep.study else "")
+            + "; members.size=1 trains an ordinary run of this member's seed and values, a different run"
         )
+    if cfg.members.index is not None:  # members.size=1: a run of its own, no longer claiming the group it does not train in
+        cfg.members.group = cfg.members.index = cfg.members.schedule = None
     configs = member_runs(cfg, lists) if cfg.members.size > 1 else []  # each member's values checked as any run's
     if getattr(args, "print_config", False):  # the composed config, checked (Hydra's --cfg job, Lightning's --print_config)
         from ablate.config import to_yaml

@@ -53,30 +53,32 @@ def test_a_member_command_line_that_cannot_be_is_refused_naming_why(overrides, m
 
 def test_a_members_own_config_is_not_taken_for_its_group(tmp_path):
     """A member's config.yaml names its group (members.group, members.index, members.size K): given to `ablate train`
-    it would train K new members from that member's seed. It is refused, saying how to train it alone or resume its
-    group (the command that started it: the group's config.yaml, which it once named, keeps no listed values, so it
-    was refused in turn); with members.size=1 it trains as an ordinary run."""
+    it would train K new members from that member's seed. It is refused, saying that reproducing it means its group
+    (the command that started it: the group's config.yaml, which it once named, keeps no listed values, so it was
+    refused in turn); with members.size=1 it trains as an ordinary run, whose config no longer claims the group
+    (members.group, index and schedule, which `ablate table` pairs groups by, were kept)."""
     from helpers import tiny_experiment
 
     from ablate.config import to_yaml
     from ablate.run import commands
 
     member = tiny_experiment(tmp_path)
-    member.members.size, member.members.index, member.members.group = 2, 1, str(tmp_path / "group")
+    member.members.size, member.members.index, member.members.group, member.members.schedule = 2, 1, str(tmp_path / "group"), 1
     path = tmp_path / "config.yaml"
     path.write_text(to_yaml(member))
     args = argparse.Namespace(config=[str(path)], members=None, member_data=None, resume=False, auto_resume=False,
                               force=False, move_aside=False, accept_data_change=False)  # fmt: skip
     with pytest.raises(
         ValueError,
-        match=rf"member 1 of the group {tmp_path / 'group'} .*add members.size=1.*--members K` command that started it, adding --resume",
+        match=rf"member 1 of the group {tmp_path / 'group'} .*reproducing it means training its group again, with the "
+        r"`ablate train ... --members K` command that started it \(adding --resume.*; members.size=1 trains an ordinary run",
     ):
         train_command(args)
     args.config = [str(path), "members.size=1"]
     with pytest.MonkeyPatch.context() as patch:  # trains as one run: stop where training would begin
         patch.setattr(commands, "_run_members", lambda *a: pytest.fail("trained as a group"))
-        patch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.members.size}")))
-        with pytest.raises(SystemExit, match="run 1"):
+        patch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.members}")))
+        with pytest.raises(SystemExit, match=r"run MembersConfig\(size=1, data='own', group=None, index=None, schedule=None\)"):
             train_command(args)
 
 
