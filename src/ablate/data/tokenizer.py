@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 MODEL_TYPE = "bpe"
 SEED = 1  # SentencePiece's sampling/shuffling seed; fixed so the same corpus always gives the same vocabulary
 TRAIN_THREADS = min(4, os.cpu_count() or 1)  # small: sweep workers share the machine
-FORMAT = 1  # bump when the way training sentences are read changes, to invalidate cached tokenizers
+# Bump when the way training sentences are read, or the model's bytes, change, to invalidate cached tokenizers. 2: the
+# bytes are the same wherever and however often the same tokenizer is trained (_same_bytes_anywhere).
+FORMAT = 2
 
 SETTINGS_KEYS = ("data.vocab_size", "data.character_coverage", "data.tokenizer_sample")  # the config keys tokenizer_settings reads
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
@@ -146,7 +148,22 @@ def train_tokenizer(sentences: Sequence[str], out_dir: Path, *, vocab_size: int,
                 "choose a larger data.vocab_size or a lower data.character_coverage"
             ) from None
         raise
+    _same_bytes_anywhere(out_dir / "spm.model")
     return out_dir / "spm.model"
+
+
+def _same_bytes_anywhere(model: Path) -> None:
+    """Rewrite `model` without the trainer settings that say where and how it was trained but not what it is: the temp
+    folder it was written to (its name random, with the PID), the input files (none: sentences are passed) and the
+    thread count (the pieces and scores do not depend on it). With them, the same tokenizer trained twice had other
+    bytes each time, and fingerprint.json's tokenizer sha256 could not check a reproduction. Loading never reads them."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    for field in ("model_prefix", "input", "num_threads"):
+        proto.trainer_spec.ClearField(field)
+    model.write_bytes(proto.SerializeToString(deterministic=True))
 
 
 def _cached(entry: Path) -> Tokenizer | None:
