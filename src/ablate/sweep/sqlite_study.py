@@ -33,6 +33,14 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database) if database and database != ":memory:" else None
 
 
+def in_memory(url: str) -> bool:
+    """Whether `url` is SQLite held in memory (no file, ':memory:', mode=memory): each process opening it gets its own
+    empty database, so a sweep's workers would never see the trials its parent queued."""
+    if not url.startswith("sqlite"):
+        return False
+    return sqlite_file(url) is None or sqlalchemy.engine.make_url(url).query.get("mode") == "memory"
+
+
 def sqlite_url(path: Path) -> str:
     """The sqlite:/// URL of `path`, which `sqlite_file` reads back as `path`: a '?' in a folder's name would start
     the URL's query (the study in a file named for what precedes it), a '%' be decoded ('a%231' read 'a#1') and a

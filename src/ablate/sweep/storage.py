@@ -67,6 +67,11 @@ def storage_url(default_dir: Path, configured: str | None = None, override: str 
         )
     if url:
         _check_parses(url)
+    if url and sqlite_study.in_memory(url):
+        raise ValueError(  # the parent would queue its trials where no worker looks, and train nothing
+            f"storage {redact(url)!r}: an in-memory study cannot be shared with the sweep's worker processes; give a "
+            "file: sqlite:///path/study.db"
+        )
     return url or sqlite_study.sqlite_url((default_dir / "study.db").resolve())
 
 

@@ -197,3 +197,21 @@ def test_the_command_line_a_sweep_leaves_for_wb_holds_no_storage_password_howeve
     monkeypatch.setattr(sys, "argv", ["ablate", *argv])
     assert main(argv) == 2
     assert "Sesame" not in " ".join(sys.argv) and any("postgresql://bob:***@127.0.0.1:1/db" in a for a in sys.argv), sys.argv
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///", "sqlite://", "sqlite:///:memory:", "sqlite:///?mode=memory", "sqlite:///file:x?mode=memory&uri=true"]
+)
+def test_an_in_memory_sqlite_storage_is_refused_naming_why(url, tmp_path, monkeypatch):
+    """Each worker process opened its own empty database: the parent's queued trials were never run, and the sweep
+    ended 0 with nothing trained. From --storage, $ABLATE_SWEEP_STORAGE and the sweep file alike."""
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE", raising=False)
+    for given in ({"override": url}, {"configured": url}, {}):
+        if not given:
+            monkeypatch.setenv("ABLATE_SWEEP_STORAGE", url)
+        with pytest.raises(
+            ValueError, match=r"an in-memory study cannot be shared with the sweep's worker processes; give a file: sqlite:///path/study.db"
+        ):
+            storage_url(tmp_path, **given)
+    monkeypatch.delenv("ABLATE_SWEEP_STORAGE")
+    assert storage_url(tmp_path, override=f"sqlite:///{tmp_path}/s.db") == f"sqlite:///{tmp_path}/s.db"
