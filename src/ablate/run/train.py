@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ablate.config import ExperimentConfig, to_yaml
+from ablate.config import ExperimentConfig, to_dict, to_yaml
 from ablate.data.module import TranslationDataModule, available_splits
 from ablate.evaluation.records import FINAL
 from ablate.files import signals
@@ -123,7 +123,10 @@ def _prepare_resume(cfg: ExperimentConfig, out: Path, force: bool, accept_data_c
         raise ValueError(
             f"--resume: {out} is a group of {size} members ({out / 'config.yaml'}: members.size {size}), not a run: {how}; nothing was changed"
         )
-    ckpt_path = resume_checkpoint(out)
+    # The model the checkpoint must hold: config.yaml's (a change of shapes in `cfg` is refused by prepare_resume,
+    # naming the keys), else the one `cfg` builds.
+    model = saved.get("model") if (out / "config.yaml").is_file() else to_dict(cfg)["model"]
+    ckpt_path = resume_checkpoint(out, model if isinstance(model, dict) else None)
     return ckpt_path, *prepare_resume(ckpt_path, [(out, cfg)], out, out, force, accept_data_change)
 
 

@@ -108,3 +108,40 @@ def test_resume_checkpoint_skips_one_whose_bytes_changed_since_it_was_written(tm
     finally:
         resume_point.log.removeHandler(caplog.handler)
     assert f"{last}: damaged: its part" in caplog.text and "fails its checksum" in caplog.text
+
+
+def model_checkpoint(out, name: str, step: int, model: dict):
+    """A checkpoint holding the weights of the small Transformer `model` (a model section) builds, as a run saves it."""
+    from ablate.config import ModelConfig
+    from ablate.model import build_transformer
+
+    weights = {f"model.{k}": v for k, v in build_transformer(ModelConfig(**model), 40).state_dict().items()}
+    path = checkpoint(out, name, step)
+    hp = {"vocab_size": 40, "config": {"model": model}}
+    torch.save({**torch.load(path, weights_only=True), "state_dict": weights, "hyper_parameters": hp}, path)
+    return path
+
+
+def test_a_checkpoint_of_another_model_is_skipped_naming_the_file_and_the_keys(tmp_path, caplog):
+    """One copied in from another run, or config.yaml edited since: Lightning's load_state_dict stopped the resume
+    with a size-mismatch traceback of a hundred lines. The furthest checkpoint that fits is taken; none: each named."""
+    from ablate.config import ModelConfig, to_dict
+
+    ours = {**to_dict(ModelConfig())} | {"d_model": 16, "d_ff": 32, "heads": 2, "enc_layers": 1, "dec_layers": 1}
+    good = model_checkpoint(tmp_path, "step=10.ckpt", 10, ours)
+    last = model_checkpoint(tmp_path, "last.ckpt", 20, {**ours, "d_model": 8, "d_ff": 16})
+    resume_point.log.addHandler(caplog.handler)
+    try:
+        assert resume_checkpoint(tmp_path, ours) == good
+        assert resume_checkpoint(tmp_path) == last  # no model to fit: a sweep's worker asks only whether one is there
+    finally:
+        resume_point.log.removeHandler(caplog.handler)
+    said = (
+        f"{last}: weights of another model (model.d_model: 8 in it, 16 in the run's config; model.d_ff: 16 in it, 32 in the run's config)"
+    )
+    assert said in caplog.text
+    good.unlink()
+    with pytest.raises(
+        ValueError, match=r"no checkpoint in .* can be resumed from: .*last\.ckpt: weights of another model \(model\.d_model: 8"
+    ):
+        resume_checkpoint(tmp_path, ours)
