@@ -12,7 +12,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any, get_args
 
 from omegaconf import OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigKeyError, GrammarParseError, OmegaConfBaseException, ValidationError
 from omegaconf.nodes import Node
 
 from ablate.config.field_types import hints
@@ -193,19 +193,45 @@ def _list_in_list(update: dict, source: str, schema: Any = None, prefix: str = "
 
 
 def _as_config(update: dict | list[str], source: str) -> Any:
-    if isinstance(update, dict):
-        config = OmegaConf.create(without_retired(update, source))
-    else:
-        config = OmegaConf.create()
+    try:
+        config = OmegaConf.create(without_retired(update, source) if isinstance(update, dict) else {})
+    except OmegaConfBaseException as e:  # a malformed interpolation (`${}`, `${model.d_ff`): OmegaConf parses it here
+        raise _not_taken(e, source, _written(update, source, e.full_key)) from None
     for item in update if isinstance(update, list) else ():  # each value read as a file's are (not by OmegaConf's reader)
         if "=" not in item:
             raise ConfigError(f"{source}: override '{item}' must look like key=value (e.g. model.heads=4)")
         key, _, value = item.partition("=")
         if not all(part.strip() for part in key.split(".")):  # OmegaConf names no key ('?') or takes the dots apart
             raise ConfigError(f"{source}: override '{item}' has an empty key or key part: write key=value (e.g. model.heads=4)")
-        OmegaConf.update(config, key, parse_yaml(value, f"{source}: override '{item}'", lines=False), merge=True)
+        try:
+            OmegaConf.update(config, key, parse_yaml(value, f"{source}: override '{item}'", lines=False), merge=True)
+        except OmegaConfBaseException as e:
+            raise _not_taken(e, source, value.strip()) from None
     _list_in_list(OmegaConf.to_container(config), source)
     return config
+
+
+def _not_taken(err: OmegaConfBaseException, source: str, written: Any) -> ConfigError:
+    """OmegaConf's error for a value it cannot hold, naming the key (its line, in a file) and the value as
+    written; a `${...}` it cannot parse says so."""
+    key = err.full_key or "?"
+    said = str(err).splitlines()[0]
+    if isinstance(err, GrammarParseError):
+        return ConfigError(
+            f"{source}: bad value for '{key}'{_at_line(source, key)}: {written!r} is a malformed ${{...}} interpolation "
+            f"({said}); write ${{section.key}} or ${{oc.env:NAME}}, or \\${{ for the text itself"
+        )
+    return _friendly(err, source, None if written is None else str(written))
+
+
+def _written(update: dict | list[str], source: str, key: str | None) -> Any:
+    """The value `update` gives `key` (dotted), as written in the file `source` names where it is one; None if none."""
+    if not key or (typed := _typed(update, source, key)) is not None:
+        return typed
+    node: Any = update
+    for part in _INDEX.sub("", key).split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:

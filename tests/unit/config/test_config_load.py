@@ -268,3 +268,17 @@ def test_a_bad_override_value_is_named_like_a_files_never_a_yaml_traceback(overr
 def test_best_checkpoint_is_chosen_by_bleu_or_by_loss_without_it():
     assert load_config(overrides=[]).train.best_by == ("val/bleu", "max")
     assert load_config(overrides=["train.val_bleu=false"]).train.best_by == ("val/loss", "min")
+
+
+@pytest.mark.parametrize("value", ["${}", "${model.d_ff", "${oc.env:NOPE"])
+def test_a_malformed_interpolation_names_the_source_the_key_and_its_line(tmp_path, value):
+    """OmegaConf's GrammarParseError escaped as a traceback, from the command line and from a file alike."""
+    said = f": '{value}' is a malformed ${{...}} interpolation ("
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[f"model.d_model={value}"])
+    assert str(e.value).startswith("command line: bad value for 'model.d_model'" + said), str(e.value)
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"model:\n  heads: 2\n  d_model: '{value}'\n")
+    with pytest.raises(ConfigError) as e:
+        load_config([path])
+    assert str(e.value).startswith(f"{path}: bad value for 'model.d_model' at line 3" + said), str(e.value)

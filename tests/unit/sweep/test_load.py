@@ -90,3 +90,18 @@ def test_a_storage_that_is_no_string_is_refused_naming_its_type_never_its_value(
     with pytest.raises(ConfigError) as e:
         load_sweep(path)
     assert str(e.value) == f"{path}: storage must be a string, got a {kind} (not shown: it may hold a password)"
+
+
+def test_a_malformed_interpolation_in_a_row_or_a_search_choice_names_it_never_a_traceback(tmp_path):
+    """OmegaConf's GrammarParseError escaped from the dry run, `ablate status` and `archive` as a traceback."""
+    rows = "variants:\n  base: {}\n  A: {model.heads: '${model.d_ff'}\n  B: {model.heads: '${}'}\n"
+    with pytest.raises(ConfigError) as e:
+        load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + rows))
+    lines = str(e.value).splitlines()
+    assert lines[1].startswith(
+        "  - variant 'A': overrides: bad value for 'model.heads': '${model.d_ff' is a malformed ${...} interpolation"
+    )
+    assert lines[2].startswith("  - variant 'B': overrides: bad value for 'model.heads': '${}' is a malformed")
+    search = "n_trials: 2\nsearch:\n  model.heads: {type: categorical, choices: ['${model.d_ff']}\n"
+    with pytest.raises(ConfigError, match=r"search.'model.heads': overrides: bad value for 'model.heads': '\$\{model.d_ff' is a malformed"):
+        load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + search))
