@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ablate.config.merge import merged, schema
+from ablate.config.merge import merged, resolving, schema
 from ablate.config.schema import ExperimentConfig
 from ablate.files.yaml_file import read_yaml
 from ablate.messages.errors import ConfigError
@@ -90,7 +90,8 @@ def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = 
     if overrides := [_one_plugin_as_list(o) for o in overrides]:
         updates.append((overrides, "command line"))
     cfg = merged(schema(), updates)
-    cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
-    for key in DATA_PATHS:
-        cfg.data[key] = resolve_data_path(cfg.data[key])
-    return OmegaConf.to_object(cfg)
+    with resolving(updates):  # an interpolation that cannot be resolved: named with its key and source
+        cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
+        for key in DATA_PATHS:
+            cfg.data[key] = resolve_data_path(cfg.data[key])
+        return OmegaConf.to_object(cfg)

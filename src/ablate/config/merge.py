@@ -4,15 +4,17 @@ ConfigErrors that name the source, the key, the value and what is allowed (`_fri
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
 from typing import Any, get_args
 
 from omegaconf import OmegaConf
-from omegaconf.errors import ConfigKeyError, GrammarParseError, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigKeyError, GrammarParseError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
 from omegaconf.nodes import Node
 
 from ablate.config.field_types import hints
@@ -212,8 +214,8 @@ def _as_config(update: dict | list[str], source: str) -> Any:
 
 
 def _not_taken(err: OmegaConfBaseException, source: str, written: Any) -> ConfigError:
-    """OmegaConf's error for a value it cannot hold, naming the key (its line, in a file) and the value as
-    written; a `${...}` it cannot parse says so."""
+    """OmegaConf's error for a value it cannot hold or resolve, naming the key (its line, in a file) and the value as
+    written; a `${...}` it cannot parse, or resolve (a key not there, a loop, an environment variable not set), says so."""
     key = err.full_key or "?"
     said = str(err).splitlines()[0]
     if isinstance(err, GrammarParseError):
@@ -221,6 +223,8 @@ def _not_taken(err: OmegaConfBaseException, source: str, written: Any) -> Config
             f"{source}: bad value for '{key}'{_at_line(source, key)}: {written!r} is a malformed ${{...}} interpolation "
             f"({said}); write ${{section.key}} or ${{oc.env:NAME}}, or \\${{ for the text itself"
         )
+    if isinstance(err, InterpolationResolutionError):
+        return ConfigError(f"{source}: bad value for '{key}'{_at_line(source, key)}: {written!r} cannot be resolved ({said})")
     return _friendly(err, source, None if written is None else str(written))
 
 
@@ -232,6 +236,30 @@ def _written(update: dict | list[str], source: str, key: str | None) -> Any:
     for part in _INDEX.sub("", key).split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node
+
+
+@contextlib.contextmanager
+def resolving(updates: list[tuple[dict | list[str], str]]) -> Iterator[None]:
+    """Reading a merged config (its interpolations resolved as it is read): OmegaConf's error becomes a ConfigError
+    naming the key and the last of `updates` that set it (a file and its line, the command line, a sweep's row)."""
+    try:
+        yield
+    except OmegaConfBaseException as e:
+        key = _INDEX.sub("", e.full_key or "")
+        setters = [(update, source) for update, source in updates if _sets(update, key)]
+        update, source = setters[-1] if setters else ([], "config")
+        raise _not_taken(e, source, _written(update, source, key)) from None
+
+
+def _sets(update: dict | list[str], key: str) -> bool:
+    if isinstance(update, list):
+        return any(item.partition("=")[0].strip() == key for item in update)
+    node: Any = update
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return key in update if isinstance(update, dict) else False  # a dotted key written whole
+        node = node[part]
+    return True
 
 
 def merged(base: Any, updates: list[tuple[dict | list[str], str]]) -> Any:

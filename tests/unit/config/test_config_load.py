@@ -282,3 +282,26 @@ def test_a_malformed_interpolation_names_the_source_the_key_and_its_line(tmp_pat
     with pytest.raises(ConfigError) as e:
         load_config([path])
     assert str(e.value).startswith(f"{path}: bad value for 'model.d_model' at line 3" + said), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("${model.nope}", "Interpolation key 'model.nope' not found"),
+        ("${model.d_model}", "Recursive interpolation detected"),
+        ("${oc.env:ABLATE_TEST_UNSET}", "Environment variable 'ABLATE_TEST_UNSET' not found"),
+    ],
+)
+def test_an_interpolation_that_cannot_be_resolved_names_its_source_and_key(tmp_path, monkeypatch, value, why):
+    """OmegaConf's multi-line text came out without the file or the override that set the key."""
+    monkeypatch.delenv("ABLATE_TEST_UNSET", raising=False)
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=["model.heads=2", f"model.d_model={value}"])
+    assert str(e.value).startswith(f"command line: bad value for 'model.d_model': '{value}' cannot be resolved (")
+    assert why in str(e.value) and "\n" not in str(e.value)
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"model:\n  heads: 2\n  d_model: '{value}'\n")
+    with pytest.raises(ConfigError) as e:
+        load_config([path], ["model.dropout=0.2"])
+    assert str(e.value).startswith(f"{path}: bad value for 'model.d_model' at line 3: '{value}' cannot be resolved (")
+    assert load_config([path], ["model.d_model=${model.d_ff}", "model.d_ff=64"]).model.d_model == 64  # the last setter's

@@ -105,3 +105,17 @@ def test_a_malformed_interpolation_in_a_row_or_a_search_choice_names_it_never_a_
     search = "n_trials: 2\nsearch:\n  model.heads: {type: categorical, choices: ['${model.d_ff']}\n"
     with pytest.raises(ConfigError, match=r"search.'model.heads': overrides: bad value for 'model.heads': '\$\{model.d_ff' is a malformed"):
         load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + search))
+
+
+def test_an_interpolation_a_row_cannot_resolve_is_named_with_the_row_among_every_bad_row(tmp_path):
+    """It escaped _row_problem (ConfigError only) as OmegaConf's text, naming neither the file nor the row."""
+    rows = "variants:\n  base: {}\n  A: {model.heads: '${model.nope}'}\n  B: {model.dropout: 3}\n"
+    with pytest.raises(ConfigError) as e:
+        load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + rows))
+    lines = str(e.value).splitlines()
+    assert lines[0].endswith("sweep.yaml: 2 variants cannot be run:")
+    assert (
+        lines[1]
+        == "  - variant 'A': overrides: bad value for 'model.heads': '${model.nope}' cannot be resolved (Interpolation key 'model.nope' not found)"
+    )
+    assert lines[2] == "  - variant 'B': invalid config:"
