@@ -64,6 +64,11 @@ class _UniqueKeyLoader(_SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# A date or time (`2024-12-01`, implicit or tagged) is read as the text it is, as YAML 1.2 reads it: no config or sweep
+# value holds a date, and OmegaConf refused one ("Value 'date' is not a supported primitive type") naming no key or file.
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _UniqueKeyLoader.construct_yaml_str)
+
+
 def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
     """The parsed contents of the YAML file at `path` (None when empty).
 

@@ -305,3 +305,11 @@ def test_an_interpolation_that_cannot_be_resolved_names_its_source_and_key(tmp_p
         load_config([path], ["model.dropout=0.2"])
     assert str(e.value).startswith(f"{path}: bad value for 'model.d_model' at line 3: '{value}' cannot be resolved (")
     assert load_config([path], ["model.d_model=${model.d_ff}", "model.d_ff=64"]).model.d_model == 64  # the last setter's
+
+
+def test_a_date_for_a_text_key_is_that_text_from_the_command_line_and_a_file(tmp_path):
+    """`logging.name=2024-12-01` was OmegaConf's "Value 'date' is not a supported primitive type", no file or line."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("logging:\n  tags: [2024-12-01, run]\n")
+    cfg = load_config([path], ["logging.name=2024-12-01"])
+    assert cfg.logging.name == "2024-12-01" and cfg.logging.tags == ["2024-12-01", "run"]

@@ -123,3 +123,14 @@ def test_key_text_is_a_value_as_written_and_none_for_a_list_or_a_missing_key(tmp
     f = tmp_path / "c.yaml"
     f.write_text("train:\n  max_steps: 1e3\n  betas: [0.9, 0.98]\nmodel.heads: 0x10\n")
     assert [key_text(f, k) for k in ("train.max_steps", "model.heads", "train.betas", "train.nope")] == ["1e3", "0x10", None, None]
+
+
+def test_a_date_or_time_is_read_as_text_as_yaml_1_2_reads_it(tmp_path):
+    """PyYAML's YAML 1.1 made `2024-12-01` a date, which OmegaConf refused as "Value 'date' is not a supported primitive
+    type", naming neither the file nor the line; implicit or tagged, in a value, a list or a key, it is the text."""
+    text = "name: 2024-12-01\ntags: [2024-12-01, 2001-12-14t21:59:43.10-05:00]\n2024-01-02: {x: !!timestamp 2024-01-03}\n"
+    assert read_yaml(write(tmp_path, text)) == {
+        "name": "2024-12-01",
+        "tags": ["2024-12-01", "2001-12-14t21:59:43.10-05:00"],
+        "2024-01-02": {"x": "2024-01-03"},
+    }
