@@ -19,6 +19,7 @@ from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
 from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
 from ablate.sweep.options import component_problem, is_number
 from ablate.sweep.plan import plan_for
+from ablate.sweep.search_space import STUDY_SET, check_search, probes, search_override
 from ablate.sweep.spec import Objective, Sweep, safe_name
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,6 @@ TOP_KEYS = {
     "row_seeds", "variants", "search", "sampler", "pruner", "storage", "out_dir",
     "workers", "gpus_per_trial", "trials_per_gpu", "basis", "members", "member_data",
 }  # fmt: skip
-PARAM_TYPES = {"categorical", "int", "float"}
 
 
 def _with_plugin_paths(path: Path, overrides: dict) -> dict:
@@ -68,6 +68,8 @@ def _objective(path: Path, raw: Any) -> Objective:
     fields.check_keys(path, "objective", raw, {"metric", "terms", "direction"}, at="objective")
     if "terms" in raw and "metric" in raw:
         raise fields.fail(path, "objective has both 'metric' and 'terms'; give one")
+    if not isinstance(raw.get("metric", ""), str):  # a list or mapping stopped the load on a TypeError (unhashable)
+        raise fields.fail(path, f"objective.metric must be one metric name, e.g. val/bleu; got {raw['metric']!r:.60}")
     terms = raw.get("terms") or {raw.get("metric", "val/bleu"): 1.0}
     if not isinstance(terms, dict) or not all(isinstance(w, (int, float)) for w in terms.values()):
         raise fields.fail(path, "objective.terms must map metric names to numeric weights, e.g. {val/bleu: 1.0, speed/tokens_per_s: 0.001}")
@@ -81,47 +83,6 @@ def _objective(path: Path, raw: Any) -> Objective:
     if direction not in ("maximize", "minimize"):
         raise fields.fail(path, f"objective.direction='{direction}' is not one of ['maximize', 'minimize']")
     return Objective({str(k): float(v) for k, v in terms.items()}, direction)
-
-
-# Keys each trial's config gets from the study (ablate.sweep.trial_config): searched or set by a row, they change nothing.
-STUDY_SET = ("out_dir", "logging.name", "logging.group", "logging.progress", "sweep.")
-
-
-def _search(path: Path, raw: dict) -> dict[str, dict]:
-    for key, spec in raw.items():
-        where = f"search.'{key}'"
-        if str(key).startswith((*STUDY_SET, "members.")):  # a row's members.size is its group size; a draw's, nothing
-            raise fields.fail(path, f"{where}: each trial's {key} is the study's to set, so searching it would change nothing")
-        if not isinstance(spec, dict) or spec.get("type") not in PARAM_TYPES:
-            raise fields.fail(path, f"{where} needs type: one of {sorted(PARAM_TYPES)}")
-        fields.check_keys(path, where, spec, {"type", "choices", "low", "high", "log", "step"})
-        _check_bounds(path, where, spec)
-        if spec["type"] == "categorical" and not spec.get("choices"):
-            raise fields.fail(path, f"{where} (categorical) needs a non-empty 'choices' list")
-        if spec["type"] != "categorical":
-            if "low" not in spec or "high" not in spec or not spec["low"] < spec["high"]:
-                raise fields.fail(path, f"{where} ({spec['type']}) needs low < high, got low={spec.get('low')} high={spec.get('high')}")
-            if spec.get("log") and spec["low"] <= 0:
-                raise fields.fail(path, f"{where} has log: true, so low must be > 0 (got {spec['low']})")
-            if spec.get("log") and spec.get("step") and (spec["type"] == "float" or spec["step"] != 1):
-                raise fields.fail(path, f"{where}: Optuna cannot combine log: true with step: {spec['step']}; drop one of them")
-    return raw
-
-
-def _check_bounds(path: Path, where: str, spec: dict) -> None:
-    """low, high and step finite numbers (integers for an int parameter), step > 0, log true or false."""
-    for key in ("low", "high", "step"):
-        value = spec.get(key)
-        if value is None:
-            continue
-        if not is_number(value) or not math.isfinite(value):
-            raise fields.fail(path, f"{where}.{key}={value!r} must be a finite number")
-        if spec["type"] == "int" and not isinstance(value, int):
-            raise fields.fail(path, f"{where}.{key}={value!r} must be an integer (the parameter is int)")
-    if spec.get("step") is not None and spec["step"] <= 0:
-        raise fields.fail(path, f"{where}.step={spec['step']!r} must be > 0")
-    if "log" in spec and not isinstance(spec["log"], bool):
-        raise fields.fail(path, f"{where}.log={spec['log']!r} must be true or false")
 
 
 def _component(path: Path, raw: Any, kind: str, names, default: str) -> dict:
@@ -161,7 +122,7 @@ def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
             path, {**dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}")), **_members(path, raw)}
         ),
         variants=dict(variants),
-        search=_search(path, dict(search)),
+        search=check_search(path, dict(search)),
         seeds=fields.seeds(path, "seeds", raw.get("seeds")),
         row_seeds=fields.row_seeds(path, raw),
         n_trials=fields.count(path, "n_trials", raw.get("n_trials")),
@@ -236,7 +197,7 @@ def _validate_trials(sweep: Sweep) -> None:
     for key, spec in sweep.search.items():
         probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
         try:
-            sweep.row_config(_search_override(key, spec, probe))
+            sweep.row_config(search_override(key, spec, probe))
         except ConfigError as e:
             raise fields.fail(path, f"search.'{key}': {e}") from None
     _check_objective_is_logged(sweep, base)
@@ -273,11 +234,6 @@ def _check_objective_is_logged(sweep: Sweep, base) -> None:
             log.warning("warning: %s: objective: %s", sweep.path, doubt)
 
 
-def _search_override(key: str, spec: dict, value: Any) -> dict:
-    """The override a search key gives at `value`, as a trial would get it (an int parameter as an int)."""
-    return {key: int(value) if spec["type"] == "int" else value}
-
-
 def _check_basis(sweep: Sweep) -> None:
     """The base experiment on the stated basis, and every row (or the search at its bounds) stopping and scoring as
     the base does, save the rows the basis excepts."""
@@ -291,8 +247,8 @@ def _check_basis(sweep: Sweep) -> None:
         )
     checked = {f"variant '{row}'": o for row, o in sweep.variants.items() if row not in sweep.basis.exempt}
     for key, spec in sweep.search.items():
-        for probe in spec["choices"] if spec["type"] == "categorical" else (spec["low"], spec["high"]):
-            checked[f"search.'{key}'={probe!r}"] = _search_override(key, spec, probe)
+        for probe in probes(spec):
+            checked[f"search.'{key}'={probe!r}"] = search_override(key, spec, probe)
     for where, overrides in checked.items():
         problem = sweep.basis.row_problem(sweep.row_config(overrides), base)
         if problem:

@@ -55,6 +55,8 @@ def test_row_seeds_give_a_row_seeds_of_its_own(tmp_path):
         ("variants:\n  base: {}\nobjective: {metric: val/bleu, direction: up}\n", ["direction", "up"]),
         ("variants:\n  base: {}\nobjective: {terms: {val/bleu: 1, speed/tok_s: 0.01}}\n", ["'speed/tok_s'", "speed/tokens_per_s"]),
         ("variants:\n  base: {}\nobjective: {metric: bleu}\n", ["no run reports a metric 'bleu'"]),
+        ("variants:\n  base: {}\nobjective: {metric: [a]}\n", ["objective.metric must be one metric name", "['a']"]),
+        ("variants:\n  base: {}\nobjective: {metric: {a: 1}}\n", ["objective.metric must be one metric name"]),
         ("variants:\n  base: !!python/object/apply:os.system ['echo owned']\n", ["safe", "YAML"]),
         ("variants:\n  base: {}\nmembers: 0\n", ["members=0", ">= 1"]),
         ("variants:\n  base: {}\nmember_data: mixed\n", ["member_data", "mixed", "shared"]),

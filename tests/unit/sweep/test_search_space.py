@@ -1,0 +1,36 @@
+"""A sweep file's search space (ablate.sweep.search_space): a spec Optuna cannot draw from is refused naming the file
+and the key, by every command that reads the file (`ablate status` and `archive` too, which check no trial)."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_files import write
+
+from ablate.config import ConfigError
+from ablate.sweep.load import load_sweep
+from ablate.sweep.search_space import probes, search_override
+
+
+@pytest.mark.parametrize(
+    "choices, said",
+    [
+        ("4", "needs a non-empty 'choices' list, e.g. choices: [1, 2, 4]; got 4"),  # was a TypeError
+        ("{a: 1}", "needs a non-empty 'choices' list, e.g. choices: [1, 2, 4]; got {'a': 1}"),  # was a KeyError
+        ("'24'", "needs a non-empty 'choices' list, e.g. choices: [1, 2, 4]; got '24'"),  # drawn letter by letter
+        ("[]", "needs a non-empty 'choices' list"),
+        ("[2, [4]]", "search.'model.heads'.choices: [4] is not a single value"),
+        ("[2, {a: 1}]", "search.'model.heads'.choices: {'a': 1} is not a single value"),
+    ],
+)
+def test_categorical_choices_that_are_not_a_list_of_values_are_named(tmp_path, choices, said):
+    body = f"name: d\nbase: base.yaml\nn_trials: 2\nsearch:\n  model.heads: {{type: categorical, choices: {choices}}}\n"
+    for to_run in (True, False):  # the dry run, and `ablate status` / `archive`, which read the file to find the study
+        with pytest.raises(ConfigError) as e:
+            load_sweep(write(tmp_path, body), to_run=to_run)
+        assert str(e.value).startswith(f"{tmp_path / 'sweep.yaml'}: search.'model.heads'") and said in str(e.value)
+
+
+def test_probes_are_every_choice_and_both_bounds_and_an_int_draw_is_an_int():
+    assert probes({"type": "categorical", "choices": [1, "a", None]}) == [1, "a", None]
+    assert probes({"type": "float", "low": 0.5, "high": 2}) == [0.5, 2]
+    assert search_override("model.heads", {"type": "int"}, 4.0) == {"model.heads": 4}
