@@ -19,7 +19,7 @@ from ablate.sweep.components import PRUNERS, SAMPLERS, make_pruner, make_sampler
 from ablate.sweep.devices import combination_problem, parse_trials_per_gpu
 from ablate.sweep.options import component_problem, is_number
 from ablate.sweep.plan import plan_for
-from ablate.sweep.search_space import STUDY_SET, check_search, probes, search_override
+from ablate.sweep.search_space import STUDY_SET, check_search, probes, search_override, value_problem
 from ablate.sweep.spec import Objective, Sweep, safe_name
 
 log = logging.getLogger(__name__)
@@ -194,12 +194,9 @@ def _validate_trials(sweep: Sweep) -> None:
         more = f"\n  ... and {len(problems) - SHOWN_ROWS} more" if len(problems) > SHOWN_ROWS else ""
         listed = "\n".join("  - " + p.replace("\n", "\n    ") for p in problems[:SHOWN_ROWS])
         raise fields.fail(path, f"{len(problems)} variants cannot be run:\n{listed}{more}")
-    for key, spec in sweep.search.items():
-        probe = spec["choices"][0] if spec["type"] == "categorical" else spec["low"]
-        try:
-            sweep.row_config(search_override(key, spec, probe))
-        except ConfigError as e:
-            raise fields.fail(path, f"search.'{key}': {e}") from None
+    for key, spec in sweep.search.items():  # every choice and both bounds: a trial drawing another failed as it ran
+        if problem := value_problem(sweep, key, spec):
+            raise fields.fail(path, problem)
     _check_objective_is_logged(sweep, base)
     _check_basis(sweep)
     problem = plan_for(sweep).check()

@@ -4,14 +4,17 @@ choice or bound no config can take fails the dry run, not a trial."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import Any
 
+from ablate.config import ConfigError
 from ablate.sweep import fields
 from ablate.sweep.options import is_number
 
 PARAM_TYPES = {"categorical", "int", "float"}
+MAX_CORNERS = 256  # combinations of the other keys' values a value failing alone is tried with before it is refused
 # Keys each trial's config gets from the study (ablate.sweep.trial_config): searched or set by a row, they change nothing.
 STUDY_SET = ("out_dir", "logging.name", "logging.group", "logging.progress", "sweep.")
 
@@ -71,3 +74,29 @@ def probes(spec: dict) -> list:
 def search_override(key: str, spec: dict, value: Any) -> dict:
     """The override a search key gives at `value`, as a trial would get it (an int parameter as an int)."""
     return {key: int(value) if spec["type"] == "int" else value}
+
+
+def value_problem(sweep, key: str, spec: dict) -> str | None:
+    """Why a value `key` may draw (any choice, either bound) makes no config a trial can run, or None. One that fails
+    on the base alone is tried with the other searched keys' values (each choice and bound, at most MAX_CORNERS
+    combinations): heads 3 on a base of d_model 64 runs beside a searched d_model 96; `a` for a number never does."""
+    others = [[search_override(k, s, v) for v in probes(s)] for k, s in sweep.search.items() if k != key]
+    for value in probes(spec):
+        drawn = search_override(key, spec, value)
+        try:
+            sweep.row_config(drawn)
+            continue
+        except ConfigError as e:
+            alone = e
+        corners = itertools.islice(itertools.product(*others), MAX_CORNERS)
+        if not any(_composes(sweep, {k: v for part in corner for k, v in part.items()} | drawn) for corner in corners):
+            return f"search.'{key}'={value!r}: {alone}"
+    return None
+
+
+def _composes(sweep, overrides: dict) -> bool:
+    try:
+        sweep.row_config(overrides)
+        return True
+    except ConfigError:
+        return False

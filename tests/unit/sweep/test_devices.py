@@ -238,12 +238,14 @@ def test_the_largest_config_of_a_search_space_is_found_among_its_valid_corners(t
     text = (
         "name: s\nbase: base.yaml\nobjective: {metric: val/loss, direction: minimize}\nn_trials: 4\nsampler: {name: tpe}\n"
         "search:\n  model.d_ff: {type: int, low: 64, high: 1024}\n  model.heads: {type: categorical, choices: [4, 3]}\n"
+        "  model.d_model: {type: categorical, choices: [64, 48]}\n"
     )
     what, overrides, seed, cfg, params = probe.largest(load_sweep(write(tmp_path, text)))
-    assert what == "config model.d_ff=1024, model.heads=4" and overrides == {"model.d_ff": 1024, "model.heads": 4}  # heads 3: invalid
+    assert what == "config model.d_ff=1024, model.heads=4, model.d_model=64"  # heads 3 with d_model 64: invalid
+    assert overrides == {"model.d_ff": 1024, "model.heads": 4, "model.d_model": 64}
     assert cfg.model.d_ff == 1024 and seed is None and params > 0
-    huge = text.replace("choices: [4, 3]", f"choices: {list(range(1, 200))}")
-    with pytest.raises(ValueError, match=r"trials_per_gpu auto measures the search space's largest config.* it has 398 \(at most 256\)"):
+    huge = text.replace("{type: int, low: 64, high: 1024}", f"{{type: categorical, choices: {list(range(64, 263))}}}")
+    with pytest.raises(ValueError, match=r"trials_per_gpu auto measures the search space's largest config.* it has 796 \(at most 256\)"):
         probe.largest(load_sweep(write(tmp_path, huge)))
 
 

@@ -103,7 +103,9 @@ def test_a_malformed_interpolation_in_a_row_or_a_search_choice_names_it_never_a_
     )
     assert lines[2].startswith("  - variant 'B': overrides: bad value for 'model.heads': '${}' is a malformed")
     search = "n_trials: 2\nsearch:\n  model.heads: {type: categorical, choices: ['${model.d_ff']}\n"
-    with pytest.raises(ConfigError, match=r"search.'model.heads': overrides: bad value for 'model.heads': '\$\{model.d_ff' is a malformed"):
+    with pytest.raises(
+        ConfigError, match=r"search.'model.heads'='\$\{model.d_ff': overrides: bad value for 'model.heads': '\$\{model.d_ff' is a malformed"
+    ):
         load_sweep(write(tmp_path, "name: demo\nbase: base.yaml\n" + search))
 
 

@@ -34,3 +34,28 @@ def test_probes_are_every_choice_and_both_bounds_and_an_int_draw_is_an_int():
     assert probes({"type": "categorical", "choices": [1, "a", None]}) == [1, "a", None]
     assert probes({"type": "float", "low": 0.5, "high": 2}) == [0.5, 2]
     assert search_override("model.heads", {"type": "int"}, 4.0) == {"model.heads": 4}
+
+
+@pytest.mark.parametrize(
+    "search, said",
+    [
+        (
+            "model.heads: {type: categorical, choices: [2, a]}",
+            "search.'model.heads'='a': overrides: bad value for 'model.heads': 'a' is not a whole number",
+        ),
+        ("model.heads: {type: categorical, choices: [2, 3]}", "search.'model.heads'=3: invalid config:"),
+        ("model.dropout: {type: float, low: 0.1, high: 1.5}", "search.'model.dropout'=1.5: invalid config:"),
+    ],
+)
+def test_every_choice_and_both_bounds_are_composed_before_any_trial(tmp_path, search, said):
+    """Only the first choice (and `low`) was: `choices: [2, a]` passed the dry run, and a trial drawing 'a' failed."""
+    with pytest.raises(ConfigError) as e:
+        load_sweep(write(tmp_path, f"name: d\nbase: base.yaml\nn_trials: 2\nsearch:\n  {search}\n"))
+    assert str(e.value).startswith(f"{tmp_path / 'sweep.yaml'}: {said}"), str(e.value)
+
+
+def test_a_value_that_runs_beside_another_searched_keys_value_is_not_refused(tmp_path):
+    """heads 3 does not divide the base's d_model 64, but a trial drawing d_model 48 with it runs."""
+    search = "  model.heads: {type: categorical, choices: [4, 3]}\n  model.d_model: {type: categorical, choices: [64, 48]}\n"
+    sweep = load_sweep(write(tmp_path, f"name: d\nbase: base.yaml\nn_trials: 2\nsearch:\n{search}"))
+    assert sweep.search["model.heads"]["choices"] == [4, 3]
