@@ -286,5 +286,10 @@ def _seconds(max_time) -> float | None:
 
 
 def saved_config(out: Path) -> dict:
-    """The run's config.yaml completed with today's defaults; a ValueError naming the file when it is not a mapping."""
-    return with_defaults(read_run_config(out / "config.yaml"))
+    """The run's config.yaml completed with today's defaults; a ValueError naming the file when it is not a mapping, or
+    is empty (cut short: read as the schema's defaults, a resume named twenty keys changed and --force a new shape)."""
+    saved = read_run_config(out / "config.yaml")
+    if not saved:
+        copy = " (the config: section of hparams.yaml beside it holds a copy)" if (out / "hparams.yaml").is_file() else ""
+        raise ValueError(f"{out / 'config.yaml'} is empty (cut short); restore it{copy}, then run the command again; nothing was changed")
+    return with_defaults(saved)

@@ -477,6 +477,20 @@ def test_a_saved_config_that_is_not_a_mapping_is_named(tmp_path, text, kind):
         changes_from_saved_config(out, config(out))
 
 
+@pytest.mark.parametrize("text", ["", "\n", "# cut\n", "{}\n"])
+def test_an_empty_saved_config_is_named_as_cut_short_not_read_as_the_defaults(tmp_path, text):
+    """A 0-byte config.yaml read as the schema's defaults: --resume listed twenty changed keys ('model.d_model: 512 ->
+    32') and --force said the model's shapes changed."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(text)
+    with pytest.raises(ValueError, match=r"run/config.yaml is empty \(cut short\); restore it, then run the command again"):
+        changes_from_saved_config(out, config(out))
+    (out / "hparams.yaml").write_text("config: {}\n")
+    with pytest.raises(ValueError, match=r"restore it \(the config: section of hparams.yaml beside it holds a copy\)"):
+        changes_from_saved_config(out, config(out))
+
+
 def test_without_a_saved_config_every_key_differs(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
