@@ -4,6 +4,7 @@ first and imports torch and Lightning only then, so a bad config is refused in a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def _train_command(args: argparse.Namespace) -> int:
     if cfg.members.index is not None:  # members.size=1: a run of its own, no longer claiming the group it does not train in
         cfg.members.group = cfg.members.index = cfg.members.schedule = None
     configs = member_runs(cfg, lists) if cfg.members.size > 1 else []  # each member's values checked as any run's
+    _refuse_a_group_config_without_its_lists(files, configs)
     if getattr(args, "print_config", False):  # the composed config, checked (Hydra's --cfg job, Lightning's --print_config)
         from ablate.config import to_yaml
 
@@ -196,6 +198,26 @@ def _at_home(cfg, kind: str, folder) -> bool:
         return (members.get("size") or 1) > 1 and members.get("index") is None
     except (ValueError, OSError):
         return False
+
+
+def _refuse_a_group_config_without_its_lists(files: list[str], configs: list) -> None:
+    """A group's saved config.yaml keeps no listed seeds or values: trained from it alone, a group of `seeds=[3,5]`
+    trained seeds 1 and 2 without a word. Its folder holds its members' runs, which name what each trained."""
+    from ablate.files.yaml_file import read_yaml
+
+    for given in (Path(f) for f in files if Path(f).name == "config.yaml"):
+        saved = []
+        for member in sorted(given.parent.glob("*/config.yaml")):
+            with contextlib.suppress(Exception):  # a folder of anything else: not a member
+                if (read_yaml(member) or {}).get("members", {}).get("index") is not None:
+                    saved.append(member.parent.name)
+        now = sorted(Path(c.out_dir).name for c in configs)
+        if configs and saved and saved != now:
+            raise ValueError(
+                f"{given} is the config of a member group that trained {', '.join(saved)}, and keeps no listed seeds or "
+                f"values: alone it trains {', '.join(now)}. Give the lists again (e.g. seeds=[...]; each "
+                "member's config.yaml holds its values), or members.size=1 for one run"
+            )
 
 
 def member_runs(cfg, lists: dict[str, list]) -> list:

@@ -4,6 +4,7 @@ included, refused with the key named when it cannot be."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,36 @@ def test_auto_resume_after_a_kill_before_the_first_save_starts_again_keeping_the
     with pytest.raises(SystemExit):
         train_command(args)
     assert started == [False, True] and not (tmp_path / (out.name + ".earlier-2")).exists()
+
+
+def test_a_groups_config_trained_again_without_its_lists_is_refused_naming_its_members(tmp_path, monkeypatch):
+    """A group's config.yaml keeps no listed seeds or values: `ablate train GROUP/config.yaml` of a `seeds=[3,5]` group
+    trained seeds 1 and 2 without a word. It is refused, naming the members the group trained; given again, it trains."""
+    from helpers import tiny_experiment
+
+    from ablate.config import to_yaml
+
+    group = tiny_experiment(tmp_path)
+    group.members.size = 2
+    folder = Path(group.out_dir)
+    for index, seed in enumerate((3, 5)):
+        member = tiny_experiment(tmp_path)
+        member.seed, member.members.size, member.members.index, member.members.group = seed, 2, index, str(folder)
+        (folder / f"seed={seed}").mkdir(parents=True)
+        (folder / f"seed={seed}" / "config.yaml").write_text(to_yaml(member))
+    (folder / "config.yaml").write_text(to_yaml(group))
+    trained = []
+    monkeypatch.setattr("ablate.run.members.train_members", lambda cfg, configs, **kw: trained.append(configs) or sys.exit(0))
+    args = argparse.Namespace(config=[str(folder / "config.yaml"), f"out_dir={tmp_path / 'again'}"], members=None,
+                              member_data=None, resume=False, auto_resume=False, force=False, move_aside=False,
+                              accept_data_change=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"a member group that trained seed=3, seed=5, .* alone it trains seed=1, seed=2\. Give the lists"):
+        train_command(args)
+    args.config.append("seeds=[3,5]")
+    with pytest.raises(SystemExit):
+        train_command(args)
+    assert [c.seed for c in trained[0]] == [3, 5]
+    args.config[-1] = "members.size=1"  # one run of the group's config: no members to compare
+    monkeypatch.setattr("ablate.run.train.train", lambda cfg, **kw: sys.exit(0))
+    with pytest.raises(SystemExit):
+        train_command(args)
