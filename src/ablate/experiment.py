@@ -15,11 +15,9 @@ from ablate.data.datasets import dataset_problems
 
 def validate(cfg: ExperimentConfig) -> None:
     """Every rule `cfg` breaks, of the schema and of the registered variants and datasets, in one ConfigError."""
-    from ablate.evaluation.scores import bleu_problem  # sacreBLEU: here, as torch
     from ablate.model.checks import model_problems  # torch (the registries' classes): here, so a bad flag costs none
 
     found = problems(cfg) + model_problems(cfg.model, cfg.data) + dataset_problems(cfg.data)
-    found += [bleu] if (bleu := bleu_problem(cfg.data.tgt_lang)) else []  # before training, not at its first BLEU
     if found:
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(found))
 
@@ -30,9 +28,16 @@ def load_config(
     """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugins imported; validated.
     `named_in`: where the error for an unregistered variant says to name a plugin file ("run" or "sweep": a sweep
     row's config is loaded here too, and a sweep file names its plugins in other words; ablate.plugins.NAMED_IN)."""
+    from ablate.evaluation.scores import bleu_problem  # sacreBLEU: here, as torch
+
     cfg = compose(files, overrides, **sections)
     cfg.plugins = plugins.load_plugins(cfg.plugins)
-    return _validated(cfg, lambda data: plugins.hint(data["model"], named_in))
+    cfg = _validated(cfg, lambda data: plugins.hint(data["model"], named_in))
+    # What a run will score, asked before it trains, not at its first BLEU; a saved config (from_dict) loads without
+    # it, so a checkpoint translates where its BLEU's tokenizer is not installed.
+    if bleu := bleu_problem(cfg.data.tgt_lang):
+        raise ConfigError(f"invalid config:\n  - {bleu}")
+    return cfg
 
 
 def from_dict(data: dict) -> ExperimentConfig:

@@ -81,9 +81,15 @@ class EvalFile:
 
 
 def signature_tokenizer(signature: str) -> str:
-    """The `tok:` of a sacreBLEU signature (13a where it names none: records made before ablate chose by language)."""
+    """The tokenizer a sacreBLEU signature's `tok:` names (13a where it names none: records made before ablate chose by
+    language). A tokenizer signs with its version (`ja-mecab-0.996-IPA`), so it is the longest name the value starts with."""
+    from sacrebleu.metrics.bleu import _TOKENIZERS  # sacreBLEU's names for its tokenizers
+
     found = re.search(r"(?:^|\|)tok:([^|]+)", signature or "")
-    return found.group(1) if found else "13a"
+    if not found:
+        return "13a"
+    named = [name for name in _TOKENIZERS if found.group(1) == name or found.group(1).startswith(name + "-")]
+    return max(named, key=len) if named else found.group(1)
 
 
 def sentence_bleu_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a") -> list[list[int]]:

@@ -157,3 +157,14 @@ def test_a_record_is_scored_again_with_the_tokenizer_its_signature_names():
     assert corpus_scores.bleu_signature("zh") == record["bleu_signature"]
     plain = eval_record(split="valid", dataset="files", checkpoint="last.ckpt", indices=range(3), **fields)
     assert plain["bleu"] != record["bleu"] and text_free(plain)["bleu_stats"] != stats
+
+
+def test_a_tokenizer_signed_with_its_version_is_named_by_its_name():
+    """sacreBLEU signs MeCab's tokenizers with their versions (tok:ja-mecab-0.996-IPA): taken as a name, every table of
+    a Japanese or Korean study stopped on a KeyError traceback."""
+    from ablate.evaluation.records import signature_tokenizer
+
+    signed = {"ja-mecab-0.996-IPA": "ja-mecab", "ko-mecab-0.996/ko-0.9.2-KO": "ko-mecab", "zh": "zh", "13a": "13a"}
+    for tok, name in signed.items():
+        assert signature_tokenizer(f"nrefs:1|case:mixed|eff:no|tok:{tok}|smooth:exp|version:2.6.0") == name
+    assert signature_tokenizer("") == "13a"  # a record made before ablate chose by language

@@ -86,3 +86,22 @@ def test_a_tokenizer_whose_extra_package_is_missing_is_named_with_the_pip_comman
     )
     with pytest.raises(ValueError, match=r"pip install 'sacrebleu\[ja\]'"):
         scores.bleu(ZH_HYPS, ZH_REFS, "ja-mecab")
+
+
+def test_a_run_is_refused_without_its_bleu_tokenizer_but_a_saved_config_loads_to_translate(monkeypatch, tmp_path):
+    """Asked in every config check, a Japanese checkpoint could not even translate where MeCab is not installed."""
+    from ablate.config import ExperimentConfig, to_dict
+    from ablate.config.schema import DataConfig
+    from ablate.evaluation import scores
+    from ablate.experiment import from_dict, load_config
+
+    def missing(*args, tokenize=None, **kwargs):
+        if tokenize == "ja-mecab":
+            raise RuntimeError("Japanese tokenization requires extra dependencies")
+        return sacrebleu.metrics.BLEU(tokenize=tokenize)
+
+    monkeypatch.setattr(scores, "BLEU", missing)
+    assert from_dict(to_dict(ExperimentConfig(data=DataConfig(tgt_lang="ja")))).data.tgt_lang == "ja"
+    with pytest.raises(ValueError, match=r"data.tgt_lang=ja: .*pip install 'sacrebleu\[ja\]'"):
+        load_config(data={"tgt_lang": "ja"}, out_dir=str(tmp_path / "run"))
+    assert load_config(data={"tgt_lang": "fr"}, out_dir=str(tmp_path / "run")).data.tgt_lang == "fr"
