@@ -67,8 +67,14 @@ def _check_bounds(path: Path, where: str, spec: dict) -> None:
 
 
 def probes(spec: dict) -> list:
-    """The values a check composes a search key at: every choice of a categorical, both bounds of a range."""
-    return list(spec["choices"]) if spec["type"] == "categorical" else [spec["low"], spec["high"]]
+    """The values a check composes a search key at: every choice of a categorical, both ends of a range. With a step,
+    the top end is the last value on its grid, as Optuna draws it (low 1, high 6, step 3: 1 and 4, never 6)."""
+    if spec["type"] == "categorical":
+        return list(spec["choices"])
+    low, high, step = spec["low"], spec["high"], spec.get("step")
+    if step:
+        high = low + math.floor((high - low) / step + 1e-9) * step
+    return [low, int(high) if spec["type"] == "int" else high]
 
 
 def search_override(key: str, spec: dict, value: Any) -> dict:

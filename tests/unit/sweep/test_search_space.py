@@ -34,6 +34,14 @@ def test_probes_are_every_choice_and_both_bounds_and_an_int_draw_is_an_int():
     assert probes({"type": "categorical", "choices": [1, "a", None]}) == [1, "a", None]
     assert probes({"type": "float", "low": 0.5, "high": 2}) == [0.5, 2]
     assert search_override("model.heads", {"type": "int"}, 4.0) == {"model.heads": 4}
+    # With a step the top is the grid's last value, as Optuna draws it: heads 6 (not dividing d_model 64) is never drawn.
+    assert probes({"type": "int", "low": 1, "high": 6, "step": 3}) == [1, 4]
+    assert probes({"type": "float", "low": 0.1, "high": 0.5, "step": 0.2}) == pytest.approx([0.1, 0.5])
+
+
+def test_a_top_bound_off_the_steps_grid_is_not_refused_as_it_is_never_drawn(tmp_path):
+    search = "  model.heads: {type: int, low: 1, high: 6, step: 3}\n"
+    assert load_sweep(write(tmp_path, f"name: d\nbase: base.yaml\nn_trials: 2\nsearch:\n{search}")).search
 
 
 @pytest.mark.parametrize(
