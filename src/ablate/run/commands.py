@@ -158,7 +158,7 @@ def _train_command(args: argparse.Namespace) -> int:
     resume = args.resume
     if args.auto_resume:
         resume = any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt"))  # a requeued job continues, a first one starts
-    aside = args.move_aside or (args.auto_resume and not resume)  # an attempt killed before its first save: kept aside
+    aside = args.move_aside or (args.auto_resume and not resume and _killed_before_a_save(Path(cfg.out_dir)))
     try:
         summary = train(cfg, resume=resume, force=args.force, aside=aside, accept_data_change=args.accept_data_change)
     except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
@@ -244,13 +244,22 @@ def member_runs(cfg, lists: dict[str, list]) -> list:
         raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
 
 
+def _killed_before_a_save(out: Path) -> bool:
+    """Whether out_dir holds an attempt that ended before its first checkpoint without finishing (kill -9, the OOM
+    killer), which `--auto-resume` moves aside to start again. A finished or diverged run without checkpoints (an
+    archived one, its checkpoints deleted) is no such attempt: it is refused, as without the flag."""
+    from ablate.run.exits import FAILED_FILE
+
+    return not any((out / name).exists() for name in ("summary.json", FAILED_FILE))
+
+
 def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
     from ablate.run.closing import print_closing
     from ablate.run.exits import FAILED_FILE
     from ablate.run.members import train_members
 
     resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
-    aside = args.move_aside or (args.auto_resume and not resume)
+    aside = args.move_aside or (args.auto_resume and not resume and _killed_before_a_save(Path(cfg.out_dir)))
     summaries = train_members(cfg, configs, resume=resume, aside=aside, force=args.force, accept_data_change=args.accept_data_change)
     for member, summary in zip(configs, summaries):
         if summary is None:

@@ -307,6 +307,11 @@ def test_auto_resume_after_a_kill_before_the_first_save_starts_again_keeping_the
     with pytest.raises(SystemExit):
         train_command(args)
     assert started == [False, True] and not (tmp_path / (out.name + ".earlier-2")).exists()
+    (out / "checkpoints" / "last.ckpt").unlink()  # a finished run whose checkpoints were deleted (or archived): refused
+    (out / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="already holds a run"):
+        train_command(args)
+    assert (out / "summary.json").exists() and not (tmp_path / (out.name + ".earlier-2")).exists()
 
 
 def test_a_groups_config_trained_again_without_its_lists_is_refused_naming_its_members(tmp_path, monkeypatch):
