@@ -4,9 +4,8 @@ OmegaConf (ablate.config.merge). Nothing here imports a plugin or asks a registr
 
 A plugin path is resolved relative to the YAML file naming it (from `sections` or the command line: to the cwd)
 and kept absolute, so a saved config.yaml or a sweep's trial.yaml names the same files from anywhere. The data paths
-(data.dir and the files prefixes) are kept absolute for the same reason, but resolved relative to the cwd wherever they
-are written, as ablate has always read them: an experiment file in experiments/ naming `data/train` means the
-project's data/, and a config.yaml saved before they were absolute still names what its run read (from where it ran).
+(data.dir and the files prefixes) are kept as written, relative to the cwd: a project moved or checked out elsewhere
+(a study continued on another machine) reads its own copy; a run's fingerprint.json records the files it read.
 """
 
 from __future__ import annotations
@@ -67,13 +66,6 @@ def resolve_plugin(spec: str, base: str | os.PathLike | None = None) -> str:
 DATA_PATHS = ("dir", "train_prefix", "valid_prefix", "test_prefix")  # data.* keys naming files or folders
 
 
-def resolve_data_path(value: str | None) -> str | None:
-    """A data path as an absolute one, relative to the cwd (`~` expanded); None or empty as it is."""
-    if not isinstance(value, str) or not value.strip():
-        return value
-    return str(Path(value).expanduser().resolve())
-
-
 def _one_plugin_as_list(override: str) -> str:
     """`plugins=x.py` means `plugins=[x.py]` (and needs no brackets, which some shells glob)."""
     key, _, value = override.partition("=")
@@ -82,8 +74,7 @@ def _one_plugin_as_list(override: str) -> str:
 
 def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = (), **sections: dict) -> ExperimentConfig:
     """Schema defaults, then YAML files, then `sections` dicts, then dotlist overrides; plugin files named absolutely
-    (those from `sections` or the command line relative to the cwd), and the data paths (relative to the cwd, from
-    anywhere). Neither imported nor validated here."""
+    (those from `sections` or the command line relative to the cwd). Neither imported nor validated here."""
     updates = [(_plugin_paths(_read_yaml(Path(path)), Path(path)), str(path)) for path in files]
     if sections:
         updates.append((sections, "overrides"))
@@ -92,6 +83,4 @@ def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = 
     cfg = merged(schema(), updates)
     with resolving(updates):  # an interpolation that cannot be resolved: named with its key and source
         cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
-        for key in DATA_PATHS:
-            cfg.data[key] = resolve_data_path(cfg.data[key])
         return OmegaConf.to_object(cfg)

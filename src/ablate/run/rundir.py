@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
-from ablate.config.compose import DATA_PATHS, resolve_data_path
+from ablate.config.compose import DATA_PATHS
 from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
 from ablate.files import held_locks, signals
@@ -267,12 +267,9 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     if not (out / "config.yaml").exists():
         return diff({}, to_dict(cfg), ignore=NOT_COMPARED)
     changes = diff(saved_config(out), to_dict(cfg), ignore=NOT_COMPARED)
-    for key in (f"data.{k}" for k in DATA_PATHS):
-        # Where the run fingerprinted its corpus, what the files hold is checked (ablate.run.fingerprint), not where
-        # they sit: a study continued on another machine reads its own copy. Saved relative (before data paths were
-        # kept absolute), a path is relative to the cwd the run read it from.
-        if key in changes and ((out / FINGERPRINT).exists() or resolve_data_path(changes[key][0]) == changes[key][1]):
-            del changes[key]
+    if (out / FINGERPRINT).exists():  # what the corpus files hold is checked (ablate.run.fingerprint), not where they sit
+        for key in DATA_PATHS:
+            changes.pop(f"data.{key}", None)
     if "train.max_time" in changes and _seconds(changes["train.max_time"][0]) == cfg.train.max_time_seconds:
         del changes["train.max_time"]  # `01:00:00`, saved as 3600 by an ablate that read it as base-60: the same budget
     return changes
