@@ -17,7 +17,9 @@ _SOURCE = Path(__file__).resolve()  # a file of ablate's own: the repository mus
 def _git(*args: str) -> subprocess.CompletedProcess | None:
     """A git command run beside ablate's source; None where git is missing, hangs or fails to start."""
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=_SOURCE.parent)
+        # --no-optional-locks: `git status` would refresh .git/index under its lock, and a user's own commit or rebase
+        # at that moment (many trials starting at once) would fail on "index.lock exists"
+        return subprocess.run(["git", "--no-optional-locks", *args], capture_output=True, text=True, timeout=5, cwd=_SOURCE.parent)
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -267,6 +267,8 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     if not (out / "config.yaml").exists():
         return diff({}, to_dict(cfg), ignore=NOT_COMPARED)
     changes = diff(saved_config(out), to_dict(cfg), ignore=NOT_COMPARED)
+    if cfg.members.size == 1:  # one run: a members.index an earlier ablate left saved after members.size=1 names no group
+        changes.pop("members.index", None)
     if (out / FINGERPRINT).exists():  # what the corpus files hold is checked (ablate.run.fingerprint), not where they sit
         for key in DATA_PATHS:
             changes.pop(f"data.{key}", None)

@@ -75,3 +75,15 @@ def test_run_provenance_names_the_versions(repo):
 def test_a_library_not_installed_is_none(monkeypatch):
     monkeypatch.setattr(provenance, "LIBRARIES", ("ablate", "surely-not-an-installed-distribution"))
     assert provenance.versions()["surely-not-an-installed-distribution"] is None
+
+
+def test_recording_the_state_leaves_the_repositorys_index_alone(repo):
+    """`git status` refreshed .git/index under its lock when file times were stale: a user's commit at that moment
+    (many trials starting at once) failed on "index.lock exists"."""
+    import os
+
+    index = repo / ".git" / "index"
+    before = index.stat().st_mtime_ns
+    os.utime(repo / "README", ns=(before + 10**9, before + 10**9))  # stale in the index's cache: status would refresh
+    provenance.git_state()
+    assert index.stat().st_mtime_ns == before

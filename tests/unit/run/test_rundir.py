@@ -683,3 +683,13 @@ def test_a_max_time_saved_as_seconds_by_the_base_60_reading_is_no_change(tmp_pat
         (out / "config.yaml").write_text(to_yaml(cfg))
         cfg.train.max_time = now
         assert ("train.max_time" in changes_from_saved_config(out, cfg)) is changed, (saved, now)
+
+
+def test_a_run_trained_with_members_size_1_before_its_index_was_cleared_resumes_as_no_change(tmp_path):
+    """An earlier ablate saved a member's members.index in the config of a run trained alone (members.size=1); the
+    command now clears it, and the resume took that for a config change (use --force)."""
+    out = tmp_path / "run"
+    saved = config(out)
+    saved.members.index = 1
+    save_config(out, saved)
+    assert changes_from_saved_config(out, config(out)) == {}
