@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ablate.run.rundir import git_sha
+from ablate.run.provenance import git_state
 
 
 def machine(device: torch.device) -> str:
@@ -27,7 +27,7 @@ def machine(device: torch.device) -> str:
 def environment(device: torch.device) -> dict:
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {"torch": torch.__version__, "device": str(device), "machine": machine(device),
-            "threads": torch.get_num_threads(), "date": date, "commit": git_sha()}  # fmt: skip
+            "threads": torch.get_num_threads(), "date": date, "commit": git_state()[0]}  # fmt: skip
 
 
 def to_device(batch: dict, device: torch.device, non_blocking: bool = False) -> dict:

@@ -40,7 +40,9 @@ def test_run_dir_holds_config_metrics_checkpoints_and_summary(trained_run):
     assert "speed/mfu" not in saved  # a CPU's peak is not in Lightning's table and the config gives none
     assert saved["bleu_signature"].startswith("nrefs:1|case:mixed")
     # What a sweep's objective may name (checked on a sweep file's load) is what a run reports
-    numbers = {k for k, v in saved.items() if isinstance(v, (int, float)) and k not in ("vocab_size", "val/sentences")}
+    numbers = {
+        k for k, v in saved.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("vocab_size", "val/sentences")
+    }
     assert set(VALIDATION_METRICS) <= set(saved["last"]) <= set(VALIDATION_METRICS + FIGURES), saved["last"]
     assert numbers <= set(FIGURES), numbers - set(FIGURES)
     # It learned: validation perplexity far below the uniform vocabulary's 64.
