@@ -203,13 +203,14 @@ def _at_home(cfg, kind: str, folder) -> bool:
 def _refuse_a_group_config_without_its_lists(files: list[str], configs: list) -> None:
     """A group's saved config.yaml keeps no listed seeds or values: trained from it alone, a group of `seeds=[3,5]`
     trained seeds 1 and 2 without a word. Its folder holds its members' runs, which name what each trained."""
-    from ablate.files.yaml_file import read_yaml
+    from ablate.config.saved import read_run_config
 
     for given in (Path(f) for f in files if Path(f).name == "config.yaml"):
         saved = []
         for member in sorted(given.parent.glob("*/config.yaml")):
-            with contextlib.suppress(Exception):  # a folder of anything else: not a member
-                if (read_yaml(member) or {}).get("members", {}).get("index") is not None:
+            with contextlib.suppress(ValueError, OSError):  # a folder of anything else, or a damaged config: no member
+                members = read_run_config(member).get("members")
+                if isinstance(members, dict) and members.get("index") is not None:
                     saved.append(member.parent.name)
         now = sorted(Path(c.out_dir).name for c in configs)
         if configs and saved and saved != now:
