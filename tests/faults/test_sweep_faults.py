@@ -169,6 +169,57 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
     assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr
 
 
+def trial_pids(root: Path) -> list[int]:
+    """The trial processes (ablate.sweep.trial) training in a run folder under `root` only."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"ablate.sweep.trial" in cmd and any(arg.startswith(str(root).encode()) for arg in cmd):
+                pids.append(int(proc.name))
+    return pids
+
+
+def test_a_trial_killed_by_sigkill_fails_and_the_next_run_continues_it_from_its_checkpoint(tmp_path):
+    """The OOM killer's SIGKILL ends a trial with no chance to save: it failed, named so, and the next run started the
+    row over in a new folder. Its checkpoints are whole (written atomically), so the next run continues from them."""
+    sweep = sweep_writer(tmp_path, {"max_steps": 150, "val_every_steps": 10, "num_threads": 1, "val_bleu": False})(
+        name="oom", out_dir=str(tmp_path / "out"), objective={"metric": "val/loss", "direction": "minimize"}, variants={"base": {}}
+    )
+    cmd = [sys.executable, "-m", "ablate.cli", "sweep", str(sweep)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while not list((tmp_path / "out" / "trials").glob("*/checkpoints/step=10.ckpt")) or not trial_pids(tmp_path):
+        assert time.time() < deadline and proc.poll() is None, "the trial never checkpointed"
+        time.sleep(0.02)
+    for pid in trial_pids(tmp_path):
+        os.kill(pid, signal.SIGKILL)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 1, out[-3000:]  # its only row failed
+    assert "killed by SIGKILL" in out and "the next run continues it from its last checkpoint, if it saved one" in out, out[-3000:]
+    db = f"sqlite:///{tmp_path / 'out' / 'study.db'}"
+    (first,) = optuna.load_study(study_name="oom", storage=db).get_trials()
+    import torch
+
+    from ablate.run import resume_checkpoint
+
+    saved = torch.load(resume_checkpoint(Path(first.user_attrs["out_dir"])), weights_only=True)[
+        "global_step"
+    ]  # no last.ckpt: no chance to save
+
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    assert f"continues trial {first.number} from its last checkpoint" in rerun.stderr
+    (cont,) = [t for t in optuna.load_study(study_name="oom", storage=db).get_trials() if t.state == TrialState.COMPLETE]
+    assert cont.user_attrs["continues"] == first.number and cont.user_attrs["out_dir"] == first.user_attrs["out_dir"]
+    with open(Path(first.user_attrs["out_dir"]) / "resume-1" / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert saved >= 10 and saved <= min(steps) < saved + 5 and max(steps) == 149
+
+
 def test_a_preempted_grid_point_continues_on_the_rerun_and_the_grid_trains_each_point_once(tmp_path):
     """A search trial stopped by a signal was failed and passed over: the grid counted its point as visited, and the
     rerun trained the other point twice (ablate.sweep.search_plan queues a retry of it now)."""

@@ -66,7 +66,8 @@ def report_failures(study: optuna.Study) -> bool:
     lines = [f"ablate sweep: {head}:"]
     for t in failed:
         name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]
-        lines.append(f"  {name}: trial {t.number}, {t.user_attrs.get('fail_reason', '')[:300]}; {where_logged(t)}")
+        again = "; the next run continues it from its last checkpoint, if it saved one" if t.user_attrs.get("killed") else ""
+        lines.append(f"  {name}: trial {t.number}, {t.user_attrs.get('fail_reason', '')[:300]}{again}; {where_logged(t)}")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return none_finished
 

@@ -80,10 +80,12 @@ def left_interrupted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
 def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:
     """The earlier attempt a new one may continue: the last that made a run directory, if it and every attempt after it
     stopped with no reason of its own (its worker died, or it was preempted; one stopped before it made its directory is
-    passed over) and that directory is directly inside `root` (the sweep's trials/). Whether its files can continue it
+    passed over) or was killed by a signal (the OOM killer: failed, so not retried within a run, but what it saved is
+    whole, and starting over would only reach the same step later), and that directory is directly inside `root` (the
+    sweep's trials/). Whether its files can continue it
     (a checkpoint, no live process) is for its caller to judge, a run's or a member group's."""
     for last in sorted(earlier, key=lambda t: t.number, reverse=True):
-        if "fail_reason" in last.user_attrs:
+        if "fail_reason" in last.user_attrs and not last.user_attrs.get("killed"):
             return None
         if "out_dir" in last.user_attrs:
             return last if Path(last.user_attrs["out_dir"]).parent == root else None

@@ -183,6 +183,8 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
         # row continues from its last checkpoint on the next run.
         trial.set_user_attr("interrupted" if rc in (INTERRUPTED_EXIT, -signal.SIGINT) else "preempted", True)
         return fail(study, trial)
+    if rc < 0:  # killed from outside (the OOM killer, a scheduler's kill -9): its checkpoints are whole, so a rerun continues it
+        trial.set_user_attr("killed", True)
     return fail(study, trial, redact(exit_reason(rc, trial_dir)))
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from sweep_files import write
 
-from ablate.sweep.failure_report import report_interrupted, report_orphans
+from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans
 from ablate.sweep.ledger import fail, left_interrupted, tell
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
+from ablate.sweep.trial import record_result
 from ablate.sweep.worker import open_sweep_study
 
 ROWS = "name: v\nbase: base.yaml\nvariants:\n  base: {}\n  A-h1: {model.heads: 1}\n"
@@ -63,3 +64,27 @@ def test_a_trial_left_running_by_a_killed_worker_is_named(tmp_path, capsys):
     )
     tell(handle.study, trial, 1.0)
     assert not report_orphans(handle.study, [0, -9])  # the other worker took it over and finished it
+
+
+def test_a_row_killed_by_a_signal_is_named_with_its_reason_and_that_the_next_run_continues_it(tmp_path, capsys):
+    """A row the OOM killer ended fails (no retry within the run) and the next run continues its checkpoint: said so,
+    where a row that failed by itself is only named."""
+    handle, plan = _study(tmp_path, ROWS + "seeds: [1, 2, 3]\n")
+    plan.queue(handle.study)
+    for name, rc in (("base-s1", -9), ("base-s2", 1), ("base-s3", 0)):
+        trial = plan.take(handle)
+        trial.set_user_attr("name", name)
+        run = tmp_path / "out" / "trials" / f"{trial.number:04d}-{name}"
+        run.mkdir(parents=True)
+        trial.set_user_attr("out_dir", str(run))
+        if rc == 0:
+            (run / "summary.json").write_text('{"last": {"val/bleu": 10.0}}')
+        record_result(handle.study, trial, {"val/bleu": 1.0}, run, rc)
+    assert not report_failures(handle.study)  # a run finished: a warning
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ablate sweep: warning: 2 of 3 runs failed (the others have results):"
+    assert err[1] == (
+        "  base-s1: trial 0, killed by SIGKILL (exit code -9; out of memory? the kernel's OOM killer sends it); the next run "
+        f"continues it from its last checkpoint, if it saved one; log: {tmp_path}/out/trials/0000-base-s1/train.log"
+    )
+    assert err[2].startswith("  base-s2: trial 1, exit code 1: ") and "continues" not in err[2]

@@ -3,6 +3,8 @@ its checkpoint, a grid point included; at most MAX_RETRY times within a run; one
 
 from __future__ import annotations
 
+import signal
+
 from optuna.trial import TrialState
 from sweep_files import write
 
@@ -124,6 +126,25 @@ def test_a_retry_continues_the_last_attempt_that_made_a_run_folder(tmp_path):
     broke = handle.frozen(second)
     broke.user_attrs["fail_reason"] = "FloatingPointError: train/loss is nan"  # failed by itself: nothing to continue
     assert continued_attempt([earlier[0], broke], root) is None
+
+
+def test_an_attempt_killed_by_a_signal_is_continued_by_the_next_run_and_one_that_failed_by_itself_is_not(tmp_path):
+    """The OOM killer's SIGKILL fails a trial, so it is not retried within the run, but what it saved is whole: the
+    next run continued nothing and started the row over, to be killed again at the same step, later."""
+    from ablate.sweep.ledger import continued_attempt
+    from ablate.sweep.trial import record_result
+
+    handle, plan = _grid(tmp_path)
+    root = tmp_path / "out" / "trials"
+    killed, broke = plan.take(handle), plan.take(handle)
+    for trial, name, rc in ((killed, "0000-trial0", -signal.SIGKILL), (broke, "0001-trial1", 1)):
+        plan.claim(handle, trial)
+        trial.set_user_attr("out_dir", str(root / name))
+        (root / name).mkdir(parents=True)
+        assert record_result(handle.study, trial, {"val/bleu": 1.0}, root / name, rc) == TrialState.FAIL
+    assert continued_attempt([handle.frozen(killed)], root).number == killed.number
+    assert continued_attempt([handle.frozen(broke)], root) is None
+    assert continued_attempt([handle.frozen(killed), handle.frozen(broke)], root) is None  # a later attempt failed by itself
 
 
 def test_seeds_in_a_search_sweep_are_refused_naming_the_line_where_they_were_read_and_never_used(tmp_path):
