@@ -123,11 +123,13 @@ class _Stopped(BaseException):
 
 
 @contextmanager
-def run_end(out: Path) -> Iterator[None]:
+def run_end(out: Path, summaries: list[Path] | None = None) -> Iterator[None]:
     """A run's end after training (the final weights' validation, the reported weights, the evaluation record, the
     summary) under the signals Preemption handles in training. Training is saved by then, so a signal exits 75 (130
     for Ctrl-C) saying to resume, which runs the end again; without this, Lightning's SIGTERM in a validation exits 0
-    with no summary, and anywhere else the signal kills the process with no word."""
+    with no summary, and anywhere else the signal kills the process with no word. `summaries`: the files the end writes
+    (OUT/summary.json; a group's, each member's), which a resume has set aside: once each is there, a signal came while
+    the results went to W&B, and is said so rather than as an end not written."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     def stop(signum, frame) -> None:
@@ -138,13 +140,15 @@ def run_end(out: Path) -> Iterator[None]:
         yield
     except (_Stopped, SIGTERMException) as e:
         signum = e.signum if isinstance(e, _Stopped) else signal.SIGTERM
-        log.warning(
-            "stopped by %s after training, before the end of %s (final validation, reported weights, evaluation record, "
-            "summary) was written; training is saved: continue with: %s",
-            "Ctrl-C" if signum == signal.SIGINT else "a preemption signal",
-            out,
-            resume_command(),
+        written = summaries or [out / "summary.json"]
+        what = (
+            f"after its results were written ({', '.join(map(str, written))}), while they went to its W&B run, which "
+            "may lack them; they are sent again by"
+            if all(path.is_file() for path in written)
+            else f"after training, before the end of {out} (final validation, reported weights, evaluation record, "
+            "summary) was written; training is saved: continue with:"
         )
+        log.warning("stopped by %s %s %s", "Ctrl-C" if signum == signal.SIGINT else "a preemption signal", what, resume_command())
         raise SystemExit(stop_exit(signum)) from None
     finally:
         for signum, handler in previous.items():

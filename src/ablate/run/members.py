@@ -159,7 +159,7 @@ def _train(
             for out in outs:
                 set_aside_results(out, attempt)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
-        with run_end(group):  # a signal from here on exits 75 (130), to resume the members' ends, not 0 with none
+        with run_end(group, [out / "summary.json" for out in outs]):  # a signal from here on exits 75 (130), to resume the members' ends
             validated = "valid" in available_splits(cfg.data)
             if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
                 trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training

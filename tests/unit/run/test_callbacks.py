@@ -3,6 +3,15 @@ tests/faults/test_interrupt.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from ablate.run.callbacks import run_end
+
 
 def test_a_full_disk_mid_run_says_how_to_go_on_where_a_checkpoint_holds_the_training(tmp_path, monkeypatch):
     """The error named the file alone (exit 2), and a run a resume continues once space is freed looked lost."""
@@ -32,3 +41,23 @@ def test_a_sweep_trial_says_to_run_its_sweep_again_not_ablate_train(monkeypatch)
     assert resume_command() == "ablate train CONFIG [overrides] --resume"
     monkeypatch.setenv(SWEEP_FILE_ENV, "sweeps/my sweep.yaml")
     assert resume_command() == "ablate sweep 'sweeps/my sweep.yaml' (the sweep this trial is in, with the flags it ran with)"
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_a_signal_at_the_runs_end_says_whether_its_results_were_written(tmp_path, monkeypatch, caplog, written):
+    """A Ctrl-C while the summary went to W&B, after summary.json was written whole, was said as an end not written."""
+    monkeypatch.setattr(sys, "argv", ["ablate", "train", "run.yaml"])
+    if written:
+        (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(SystemExit) as stopped, run_end(tmp_path):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises at once
+    assert stopped.value.code == 130
+    said = caplog.records[-1].getMessage()
+    if written:
+        assert said == (
+            f"stopped by Ctrl-C after its results were written ({tmp_path / 'summary.json'}), while they went to its W&B run, "
+            "which may lack them; they are sent again by ablate train run.yaml --resume"
+        )
+    else:
+        assert said.startswith(f"stopped by Ctrl-C after training, before the end of {tmp_path} (final validation")
