@@ -51,6 +51,30 @@ TABLE3: list[PaperRow] = [
     ),
 ]
 
+# How long a row trains and when it stops: the study's basis (a scaled study trains every row to convergence, the
+# paper's big trained 300k steps), not what the row varies.
+STOPPING = tuple(
+    f"train.{k}"
+    for k in ("max_steps", "max_epochs", "max_time", "max_flops", "early_stop_metric", "patience", "min_delta", "converge_window",
+              "converge_tol", "val_every_steps")
+)  # fmt: skip
+
+
+def unlike(paper: PaperRow, changed: set[str]) -> str | None:
+    """Why a row named as the paper's `paper` row, which changes the config keys `changed` against the study's base,
+    is not that row (a variant of one's own given a paper row's name would be set beside the paper's figures and given
+    a verdict); None where it changes what the paper's row changes, at any scale of their values."""
+    keys = set(paper.overrides)
+    if keys & {"model.d_model", "model.heads"}:
+        keys |= {"model.d_k", "model.d_v"}  # d_model / heads where the paper leaves them blank
+    varied = {k for k in changed if k not in STOPPING}
+    if extra := sorted(varied - keys):
+        return f"changes {', '.join(extra)}, which the paper's {paper.name} does not"
+    if paper.overrides and not varied & set(paper.overrides):
+        return f"changes none of {', '.join(paper.overrides)}, which the paper's {paper.name} changes"
+    return None
+
+
 PAPER_VOCAB = 41_000  # the shared vocabulary at which the params column is self-consistent (see PAPER.md)
 
 

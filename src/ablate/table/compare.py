@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group
+from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group, unlike
+from ablate.config.trained import trained_differences
 from ablate.table import rank_correlation, replicates, seed_intervals, verdicts
 from ablate.table.caveats import limit_notes, member_groups, member_groups_note, skipped_runs, testing_notes
 from ablate.table.controls import find_controls, seeds_of
@@ -42,6 +43,7 @@ class Row:
     group: str
     runs: list[Run] = field(default_factory=list)
     paper: PaperRow | None = None
+    unlike_paper: str | None = None  # why a row named as a paper row is not compared with it (`paper_row`)
 
     def values(self, attr: str) -> list[float]:
         return [getattr(r, attr) for r in self.runs if getattr(r, attr) is not None and math.isfinite(getattr(r, attr))]
@@ -78,12 +80,24 @@ def stop_reasons(row: Row) -> str:
 def build_rows(runs: list[Run]) -> list[Row]:
     check_rows(runs)
     by_name: dict[str, Row] = {}
-    paper = {p.name: p for p in TABLE3}
     for run in runs:
-        by_name.setdefault(run.row, Row(run.row, row_group(run.row), paper=paper.get(run.row))).runs.append(run)
+        by_name.setdefault(run.row, Row(run.row, row_group(run.row))).runs.append(run)
+    base = by_name.get("base")
+    for row in by_name.values():
+        row.paper, row.unlike_paper = paper_row(row.name, row.runs[0].config, base.runs[0].config if base else None)
     # Table 3's order: groups as the paper has them (base's variants right after base, groups it lacks last, by
     # name), and within a group the paper's rows in its order before ours by name.
     return sorted(by_name.values(), key=lambda r: order_key(r.name, r.group))
+
+
+def paper_row(name: str, config: dict, base_config: dict | None) -> tuple[PaperRow | None, str | None]:
+    """The paper's row a row is compared with, by its name, unless what it changes against the base is not what that
+    row changes: then none, and why (`ablate.config.paper.unlike`)."""
+    paper = next((p for p in TABLE3 if p.name == name), None)
+    if paper is None or base_config is None or name == "base":
+        return paper, None
+    why = unlike(paper, set(trained_differences(base_config, config)))
+    return (None, f"row '{name}' is not compared with the paper's row of its name: it {why}") if why else (paper, None)
 
 
 def order_key(name: str, group: str) -> tuple:
@@ -135,6 +149,7 @@ def make_table(
         for m in METRICS:
             line[m] = _metric(row, base, m, tests.get(row.name, {}).get(m), controls.get(row.name))
         line["paper_params"] = row.paper.params_m if row.paper else None
+        line |= {"unlike_paper": row.unlike_paper} if row.unlike_paper else {}
         line["diverged"] = None
         lines.append(line)
     lines += [_diverged_line(name, why, config, base) for name, (why, config) in evidence.diverged.items()]
@@ -146,8 +161,9 @@ def make_table(
 
 def _diverged_line(name: str, why: str, config: dict, base: Row) -> dict:
     """A row none of whose runs finished, all diverged: its configuration, no scores, verdict 'diverged' (no test)."""
-    row = Row(name, row_group(name), paper=next((p for p in TABLE3 if p.name == name), None))
     config, base_cfg = effective_config(config), base.runs[0].config
+    row = Row(name, row_group(name))
+    row.paper, row.unlike_paper = paper_row(name, config, base_cfg)
     line = {
         "row": name,
         "group": row.group,
@@ -158,6 +174,7 @@ def _diverged_line(name: str, why: str, config: dict, base: Row) -> dict:
     line |= {"stopped": "diverged", "long_bleu": row.interval("long_bleu"), "control": False}
     for m in METRICS:
         line[m] = _metric(row, base, m, no_test(why)) | {"verdict": "diverged"}  # why: "diverged: ..."
+    line |= {"unlike_paper": row.unlike_paper} if row.unlike_paper else {}
     return line | {"paper_params": row.paper.params_m if row.paper else None, "diverged": why}
 
 
@@ -234,6 +251,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
         summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}
     summary["notes"] += limit_notes(table.rows, summary["controls"])
+    summary["notes"] += [line["unlike_paper"] for line in table.lines if line.get("unlike_paper")]
     summary["member_groups"] = member_groups(table.rows)
     if summary["member_groups"]:
         summary["notes"].append(member_groups_note(summary["member_groups"]))

@@ -100,9 +100,10 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
     if any(r.run_dir is None for r in runs):
         raise ValueError("--at-update reads the validation curves in run directories; W&B run files hold no metrics.csv")
     rows = build_rows(runs)  # Table 3's order
+    rows_by_name = {row.name: row for row in rows}
     curves = {id(run): curve(run.run_dir, metric, run.steps) for row in rows for run in row.runs}
     _check_logged(rows, curves, update, metric)
-    paper = {p.name: p for p in TABLE3}
+    paper_base = next(p for p in TABLE3 if p.name == "base")
     attr, tie = PAPER_METRICS.get(metric, (None, 0.0))
     lines = []
     for row in rows:
@@ -119,6 +120,7 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
                 r.config.get("seed") for r in row.runs if r.steps is not None and r.steps < update and r.config.get("seed") is not None
             ),
             "control": row.group == BASE_VARIANTS,
+            **({"unlike_paper": row.unlike_paper} if row.unlike_paper else {}),
             **_spread(xs),
         }
         lines.append(line | {"values": xs})
@@ -130,9 +132,9 @@ def at_update(runs: list[Run], update: int, metric: str = "val/ppl") -> dict:
             ln |= {"delta": d.delta, "low": d.low, "high": d.high}
             if d.se > 0:  # every run of both rows alike (se 0): no variance, so no test rather than a p of 0 or 1
                 ln["p"] = paired_bootstrap.two_sided_p(d.delta, d.se, d.df)
-        if attr and ln["row"] in paper and ln is not base:
+        if attr and (paper := rows_by_name[ln["row"]].paper) and ln is not base:  # by name, unless it varies otherwise
             digits = METRICS[attr].digits  # the paper's printed precision, as the table has it
-            ln["paper_delta"] = round(getattr(paper[ln["row"]], attr) - getattr(paper["base"], attr), digits)
+            ln["paper_delta"] = round(getattr(paper, attr) - getattr(paper_base, attr), digits)
     tested = [ln for ln in lines if "p" in ln]
     for ln, p in zip(tested, holm([ln["p"] for ln in tested])):
         ln["p_holm"] = p
@@ -207,6 +209,7 @@ def to_markdown(result: dict, title: str | None = None) -> str:
         out.append(f"Not tested, fewer than 2 runs{' (a member group counting once)' if grouped else ''} there: {shown}.")
     if flat := [ln["row"] for ln in others if "delta" in ln and "p" not in ln]:
         out.append(f"Not tested, no variance (every run of the row and of the base the same there): {', '.join(flat)}.")
+    out += [f"{ln['unlike_paper']}." for ln in result["rows"] if ln.get("unlike_paper")]
     part = [f"{ln['row']} ({_seeds(ln['stopped_before'])})" for ln in result["rows"] if ln["seeds"] >= 2 and ln["stopped_before"]]
     if part:
         out.append(

@@ -191,7 +191,7 @@ def flat(line: dict) -> dict:
 def to_csv(table: Table, path: Path) -> None:
     s, on = table.summary, scored_on(table)
     rows = [
-        flat(line)
+        flat({k: v for k, v in line.items() if k != "unlike_paper"})  # a note (the summary's), in a row's line only where it has one
         | {"split": s["split"], "sentences": s["sentences"], "basis": s["basis"], "bleu_signature": s["bleu_signature"]}
         | {"bleu_on": on["bleu"], "ppl_on": on["ppl"]}
         for line in table.lines

@@ -309,3 +309,21 @@ def test_rows_whose_seeds_trained_as_members_are_named_with_how_they_are_counted
     (note,) = [n for n in notes if n.startswith("Seeds trained as members")]
     assert "members of one model: base (2 of 2 seeds in 1 group)." in note and "A-h1" not in note
     assert "each group counts once, by its members' mean" in note and "a row in one group has no seed interval" in note
+
+
+def test_a_row_named_as_a_paper_row_that_varies_something_else_is_not_set_beside_the_paper(tmp_path, capsys):
+    """Cosine attention in a folder named A-h1 was shown beside the paper's A-h1 (-0.9 BLEU) and given a verdict."""
+    rows = {
+        "base": ROWS["base"],
+        "A-h1": ({"model.attention": "additive"}, [(1, 29.0, 5.5), (2, 30.0, 5.0)]),
+        "D-ls0.0": ROWS["D-ls0.0"],
+    }
+    table = make_table(runs_from_dirs(write_runs(tmp_path / "study", rows)))
+    lines = {ln["row"]: ln for ln in table.lines}
+    assert lines["A-h1"]["bleu"]["paper_delta"] is None and lines["A-h1"]["paper_params"] is None
+    assert lines["A-h1"]["bleu"]["verdict"] == lines["A-h1"]["ppl"]["verdict"] == "no paper row"
+    assert lines["D-ls0.0"]["bleu"]["paper_delta"] == -0.5  # a row that is the paper's keeps its figures
+    said = "row 'A-h1' is not compared with the paper's row of its name: it changes model.attention, which the paper's A-h1 does not"
+    assert said in table.summary["notes"]
+    assert main(["table", str(tmp_path / "study"), "--out", str(tmp_path / "out")]) == 0
+    assert said in (tmp_path / "out" / "table3.md").read_text()

@@ -27,8 +27,8 @@ OVERRIDES = {"A-h1": {"model.heads": 1, "model.d_k": 64, "model.d_v": 64}, "A-h3
 OVERRIDES |= {"E-learned": {"model.positional": "learned"}, "base-2x": {"train.max_steps": 2000}}
 
 
-def study(root, ppl=PPL):
-    rows = {row: (OVERRIDES.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in ppl.items()}
+def study(root, ppl=PPL, overrides=OVERRIDES):
+    rows = {row: (overrides.get(row, {}), [(s, 30.0, 6.0) for s in seeds]) for row, seeds in ppl.items()}
     write_runs(root, rows, {(row, s): {"steps": 1000} for row, seeds in ppl.items() for s in seeds})
     for row, seeds in ppl.items():
         for seed, ppl in seeds.items():
@@ -186,3 +186,10 @@ def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
     ):
         assert main(["table", str(tmp_path), *args, "--out", str(tmp_path / "out")]) != 0
         assert says in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_at_equal_updates_a_row_that_is_not_the_paper_row_of_its_name_gets_no_paper_delta(tmp_path):
+    result = at_update(runs_from_dirs(study(tmp_path, overrides=OVERRIDES | {"A-h32": {"model.attention": "additive"}})), 1000)
+    rows = {ln["row"]: ln for ln in result["rows"]}
+    assert "paper_delta" not in rows["A-h32"] and "verdict" not in rows["A-h32"] and rows["A-h1"]["verdict"] == "disagree"
+    assert "row 'A-h32' is not compared with the paper's row of its name: it changes model.attention" in to_markdown(result)
