@@ -30,7 +30,7 @@ def trained_run(tmp_path_factory):
 @pytest.fixture
 def sweep_env(tmp_path, monkeypatch):
     """A base experiment on a synthetic corpus, short heartbeats, and a writer for sweep files."""
-    monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "1")
+    monkeypatch.setenv("ABLATE_SWEEP_HEARTBEAT", "2")  # a stale trial in 8 s: 4 s was a loaded CI machine's stall
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     write = sweep_writer(tmp_path, {"max_steps": 20, "val_every_steps": 10, "num_threads": 1, "val_max_sentences": 10}, name="s")
