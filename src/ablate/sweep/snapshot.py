@@ -166,11 +166,20 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     if done:
         pick = max if snap.direction == "maximize" else min
         snap.best = pick(done, key=lambda v: v.value)
-    snap.left_s, snap.left_bound, snap.left_capped = time_left(
-        snap,
-        [float(t.user_attrs["wall_seconds"]) for t in started if t.state == TrialState.COMPLETE and _num(t.user_attrs.get("wall_seconds"))],
-    )
+    snap.left_s, snap.left_bound, snap.left_capped = time_left(snap, [s for t in started if (s := trial_seconds(t)) is not None])
     return snap
+
+
+def trial_seconds(t: FrozenTrial) -> float | None:
+    """How long a finished trial took: its trial's start to its end (the process's start, the data and tokenizer, the
+    run's end: the summary's wall_seconds covers training and validation only, and a sweep's estimate ran short by all
+    of it), or its run's wall_seconds where longer (a continued run's counts its earlier attempts too)."""
+    if t.state != TrialState.COMPLETE:
+        return None
+    spans = [float(t.user_attrs["wall_seconds"])] if _num(t.user_attrs.get("wall_seconds")) else []
+    if t.datetime_start and t.datetime_complete:
+        spans.append((t.datetime_complete - t.datetime_start).total_seconds())
+    return max(spans, default=None)
 
 
 def later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
@@ -191,8 +200,8 @@ def later_attempts(started: list[FrozenTrial]) -> dict[int, FrozenTrial]:
 
 def time_left(snap: Snapshot, walls: list[float]) -> tuple[float | None, bool, float | None]:
     """When the last running or waiting trial ends, at the current parallelism (as many at a time as are running, at
-    least one): each running trial at its own ETA, each waiting one at the finished ones' mean training time (`walls`,
-    over all attempts), started as soon as a running one ends. So the study's remaining time is never shorter than a
+    least one): each running trial at its own ETA, each waiting one at the finished ones' mean time (`walls`, each a
+    `trial_seconds`), started as soon as a running one ends. So the study's remaining time is never shorter than a
     running trial's ETA, except a "≤" ETA (a stopping rule may end that run sooner), counted at most the mean.
 
     Returns (seconds, None when unknown or nothing is left; whether it is an upper bound, every trial left ending by

@@ -55,7 +55,7 @@ def test_plain_output_has_the_same_fields_and_no_escape_codes(tmp_path):
     ), lines
     assert lines[1].endswith("trial 2 attn-additive: validating, step 150/300, epochs 0.40, 1,500 tok/s, ETA 1h01m, val/loss -, val/bleu -")
     assert lines[2].endswith(
-        "quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; "
+        "quickstart: running 2, finished 1, pruned 1, failed 1, waiting 1; about 1h01m left at 2 at a time; "
         "best: base (trial 0) objective 25.61, val/bleu 25.61, val/loss 2.100"
     )
 
@@ -180,3 +180,12 @@ def test_a_bad_progress_interval_is_refused_naming_the_variable_and_only_where_i
     assert PlainPrinter(io.StringIO()).every_s == float("inf")
     monkeypatch.delenv("ABLATE_PROGRESS_EVERY")
     assert PlainPrinter(io.StringIO()).every_s == 60
+
+
+def test_a_waiting_trial_is_counted_at_the_finished_ones_time_from_start_to_end_not_their_training_time(tmp_path):
+    """The summary's wall_seconds (training and validation) left out the process's start, the data and the run's end:
+    "about 10s left" stood for half a minute of trials that took 55 s."""
+    study = optuna.create_study(study_name="s", direction="maximize")
+    add(study, TrialState.COMPLETE, "base-s1", tmp_path / "0", value=30.0, row=("base", 1), wall_seconds=9.6)  # 30 s, start to end
+    study.enqueue_trial({"row": "base", "seed": 2})
+    assert plain_lines(snapshot(study, now=NOW))[-1].startswith("s: running 0, finished 1, pruned 0, failed 0, waiting 1; about 30s left")
