@@ -245,13 +245,14 @@ def member_runs(cfg, lists: dict[str, list]) -> list:
         raise ConfigError(f"command line: override '{given}=[...]': {e}" if given else str(e)) from None
 
 
-def _killed_before_a_save(out: Path) -> bool:
+def _killed_before_a_save(*folders: Path) -> bool:
     """Whether out_dir holds an attempt that ended before its first checkpoint without finishing (kill -9, the OOM
     killer), which `--auto-resume` moves aside to start again. A finished or diverged run without checkpoints (an
-    archived one, its checkpoints deleted) is no such attempt: it is refused, as without the flag."""
+    archived one, its checkpoints deleted) is no such attempt: it is refused, as without the flag. `folders`: the run's,
+    or a group's members' (their ends are written there, never in the group's own folder)."""
     from ablate.run.exits import FAILED_FILE
 
-    return not any((out / name).exists() for name in ("summary.json", FAILED_FILE))
+    return not any((out / name).exists() for out in folders for name in ("summary.json", FAILED_FILE))
 
 
 def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
@@ -260,7 +261,7 @@ def _run_members(args: argparse.Namespace, cfg, configs: list) -> int:
     from ablate.run.members import train_members
 
     resume = args.resume or (args.auto_resume and Path(cfg.out_dir, "checkpoints", "last.ckpt").is_file())
-    aside = args.move_aside or (args.auto_resume and not resume and _killed_before_a_save(Path(cfg.out_dir)))
+    aside = args.move_aside or (args.auto_resume and not resume and _killed_before_a_save(*(Path(c.out_dir) for c in configs)))
     summaries = train_members(cfg, configs, resume=resume, aside=aside, force=args.force, accept_data_change=args.accept_data_change)
     for member, summary in zip(configs, summaries):
         if summary is None:

@@ -288,11 +288,12 @@ def test_auto_resume_after_a_kill_before_the_first_save_starts_again_keeping_the
     out.mkdir(parents=True)
     (out / "config.yaml").write_text(to_yaml(cfg))
     (out / "metrics.csv").write_text("step,train/loss\n0,9.1\n")
-    started = []
+    started, finished_in = [], []
 
     def start(cfg, *rest, resume=False, aside=False, **kw):  # where training would begin: the folder as it finds it
         prepare_out_dir(cfg, resume, aside)
         started.append(resume)
+        finished_in.append(Path(rest[0][0].out_dir) if members else out)  # a group's members write their summaries
         raise SystemExit(0)
 
     monkeypatch.setattr("ablate.run.train.train", start)
@@ -308,10 +309,12 @@ def test_auto_resume_after_a_kill_before_the_first_save_starts_again_keeping_the
         train_command(args)
     assert started == [False, True] and not (tmp_path / (out.name + ".earlier-2")).exists()
     (out / "checkpoints" / "last.ckpt").unlink()  # a finished run whose checkpoints were deleted (or archived): refused
-    (out / "summary.json").write_text("{}")
+    (out / "config.yaml").write_text(to_yaml(cfg))
+    finished_in[-1].mkdir(exist_ok=True)
+    (finished_in[-1] / "summary.json").write_text("{}")  # a group: its member's (the group's folder holds none)
     with pytest.raises(ValueError, match="already holds a run"):
         train_command(args)
-    assert (out / "summary.json").exists() and not (tmp_path / (out.name + ".earlier-2")).exists()
+    assert (finished_in[-1] / "summary.json").exists() and not (tmp_path / (out.name + ".earlier-2")).exists()
 
 
 def test_a_groups_config_trained_again_without_its_lists_is_refused_naming_its_members(tmp_path, monkeypatch):
