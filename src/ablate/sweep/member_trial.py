@@ -3,7 +3,8 @@
 Worker side: `start_group` writes GROUP_DIR/group.json (each member's trial.yaml, in member order) and
 `record_group` turns the group's exit code and each member's run directory into that member's trial state: its
 summary.json (complete, or pruned when its pruner stopped it), FAILED.txt (failed with the reason, a diverged member),
-or, after a signal, every trial failed without a reason so its row runs again. Child side (`main`, run by
+or, after a signal, every trial failed without a reason so its row runs again (killed from outside: failed as killed,
+which the next run continues too). Child side (`main`, run by
 ablate.sweep.trial.launch): trains the group (ablate.run.members), each member reporting to its own trial.
 """
 
@@ -37,11 +38,15 @@ def start_group(group_dir: Path, trial_dirs: list[Path], numbers: list[int]) -> 
 def record_group(
     study: optuna.Study, trials: list, terms: dict[str, float], trial_dirs: list[Path], group_dir: Path, rc: int
 ) -> list[TrialState]:
-    """Each member's trial state from its own run directory (see the module's docstring)."""
+    """Each member's trial state from its own run directory (see the module's docstring). A group killed (SIGKILL, the
+    OOM killer) during its members' ends fails every member as killed, those whose end was written too: one recorded
+    complete kept the group from re-forming, and the others, trained to the end in the group's checkpoint, trained
+    again from the start, alone. The group's next run continues all of them, writing each end again."""
     states = []
+    ended = all((d / "summary.json").exists() for d in trial_dirs)
     for trial, trial_dir in zip(trials, trial_dirs):
         summary = trial_dir / "summary.json"
-        if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc < 0 and not summary.exists()):
+        if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc < 0 and not ended):
             states.append(record_result(study, trial, terms, trial_dir, rc))
         elif summary.exists():
             pruned = object_or_empty(summary).get("stop_reason") == PRUNED

@@ -132,3 +132,35 @@ def test_a_full_disk_while_a_group_is_prepared_is_no_rows_fault(tmp_path, monkey
     with pytest.raises(DiskFull):
         member_group.run_group(handle, claimed, sweep, 0)
     assert not any(failed_by_itself(handle.frozen(t)) for t in taken)
+
+
+@pytest.mark.parametrize("ended", [1, 2])
+def test_a_group_killed_during_its_members_ends_fails_every_member_as_killed_so_the_group_re_forms(tmp_path, ended):
+    """SIGKILL after member 0's summary was written: member 0 was recorded COMPLETE, so the group could not re-form and
+    member 1, trained to the end in the group's checkpoint, trained again from the start, alone. Every member is now
+    failed as killed and the group continues whole; killed after every end was written, each member is complete."""
+    from optuna.trial import TrialState
+
+    from ablate.sweep.member_trial import record_group
+
+    sweep, handle, plan, root = _study(tmp_path)
+    trials = [plan.take(handle, lambda key, s=s: key == ("base", s)) for s in (1, 2)]
+    dirs = [root / f"{t.number:04d}-base" for t in trials]
+    group = tmp_path / "out" / "groups" / f"{trials[0].number:04d}-base"
+    (group / "checkpoints").mkdir(parents=True)
+    (group / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    (group / GROUP_FILE).write_text(json.dumps({"numbers": [t.number for t in trials]}))
+    for t, d in zip(trials, dirs):
+        d.mkdir(parents=True)
+        t.set_user_attr("members_group", str(group))
+        t.set_user_attr("out_dir", str(d))
+    for d in dirs[:ended]:
+        (d / "summary.json").write_text('{"last": {"val/bleu": 10.0}}')
+    states = record_group(handle.study, trials, {"val/bleu": 1.0}, dirs, group, -9)
+    if ended == 2:
+        assert states == [TrialState.COMPLETE, TrialState.COMPLETE]
+        return
+    assert states == [TrialState.FAIL, TrialState.FAIL] and all(handle.frozen(t).user_attrs["killed"] for t in trials)
+    plan.queue(handle.study)  # the sweep's next run
+    resume, ordered = take_group(handle, plan, plan.take(handle, lambda key: key[1] in (1, 2)), root)
+    assert resume is not None and resume[0] == group and [row_of(handle.frozen(t)) for t in ordered] == [("base", 1), ("base", 2)]
