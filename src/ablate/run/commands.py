@@ -186,17 +186,20 @@ def _record_divergence(out: Path, why: str) -> None:
 
 def _at_home(cfg, kind: str, folder) -> bool:
     """A run inside a study is at home as the sweep's own trial (run again by hand); inside a run, as a member of the
-    group that folder trained (`ablate train MEMBER/config.yaml members.size=1`)."""
+    group that folder trained (`ablate train MEMBER/config.yaml members.size=1`), in that member's own folder: any
+    other run (a group's too) there was taken in, and `ablate table` read it as a row of its own."""
     if kind == "study":
         return cfg.sweep.study is not None
     from ablate.run.rundir import saved_config
 
     if Path(cfg.out_dir).resolve().parent != Path(folder).resolve():  # a member's folder is in its group's, not deeper
         return False
-    try:  # the folder a group's (K members, itself none of them), not a member's
+    try:  # the folder a group's (K members, itself none of them), not a member's; out_dir one of its members'
         members = saved_config(folder).get("members", {})
-        return (members.get("size") or 1) > 1 and members.get("index") is None
-    except (ValueError, OSError):
+        if not ((members.get("size") or 1) > 1 and members.get("index") is None):
+            return False
+        return saved_config(Path(cfg.out_dir)).get("members", {}).get("index") is not None
+    except (ValueError, OSError):  # no config.yaml there: no member's folder
         return False
 
 

@@ -225,17 +225,18 @@ def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_grou
                               force=False, move_aside=False, accept_data_change=False)  # fmt: skip
     path = tmp_path / "exp.yaml"
     path.write_text(to_yaml(tiny_experiment(tmp_path)))
-    for out, where in (("study/x", "study folder"), ("g/checkpoints/x", "run folder")):
+    # Inside a group, only its own members' folders: another run there (g/seed=2, which g never trained) was taken in.
+    for out, where in (("study/x", "study folder"), ("g/checkpoints/x", "run folder"), ("g/seed=2", "run folder")):
         args.config = [str(path), f"out_dir={tmp_path / out}"]
         with pytest.raises(ValueError, match=f"is inside the {where} {tmp_path / out.split('/')[0]}"):
             train_command(args)
-    args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1'}"]  # a member of g, trained alone
-    with pytest.raises(SystemExit, match="trains .*g/seed=1"):
-        train_command(args)
-    member = tiny_experiment(tmp_path)  # a member's own folder is no group: nothing trains inside it
+    member = tiny_experiment(tmp_path)
     member.members.size, member.members.index, member.out_dir = 2, 0, str(tmp_path / "g" / "seed=1")
     (tmp_path / "g" / "seed=1" / "checkpoints").mkdir(parents=True)
     (tmp_path / "g" / "seed=1" / "config.yaml").write_text(to_yaml(member))
+    args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1'}"]  # a member of g, trained alone
+    with pytest.raises(SystemExit, match="trains .*g/seed=1"):
+        train_command(args)
     args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1' / 'nested'}"]
     with pytest.raises(ValueError, match="is inside the run folder .*g/seed=1"):
         train_command(args)
