@@ -109,6 +109,7 @@ class Search(Plan):
                 spec["choices"]
                 if spec["type"] == "categorical"
                 else f"{spec['type']} [{spec['low']}, {spec['high']}]{' log' if spec.get('log') else ''}"
+                + (f" step {spec['step']}" if spec.get("step") is not None else "")
             )
             rows.append([key, str(dist)])
         s = self.sweep

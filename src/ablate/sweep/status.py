@@ -30,7 +30,13 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
         url, study = storage_url(sweep.out_dir, sweep.storage), study or sweep.name
     elif path.is_dir():
         if not (path / "study.db").is_file():
-            raise ValueError(f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL")
+            run = (path / "config.yaml").is_file() and not (path / "trials").is_dir()  # a run's folder, not a sweep's
+            raise ValueError(
+                f"{target} is a training run, not a sweep: its progress is in {path / 'progress.json'} and its results in "
+                f"{path / 'summary.json'} once it ends; ablate status reads a sweep's study"
+                if run
+                else f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL"
+            )
         url = sqlite_url((path / "study.db").resolve())
     elif not path.exists() and ":" not in target:  # worded as ablate table and ablate archive word it; a URL mistyped
         # (postgres://..., sqlite:/x.db) is told the forms a storage URL takes, below

@@ -200,7 +200,10 @@ def require_base(rows: Iterable[str], among: str = "runs", left: str = "") -> No
     and `left`, what was left out (a base trial killed or pruned is why, more often than not)."""
     names = sorted(set(rows))
     if "base" not in names:
-        raise ValueError(f"no 'base' row among the {among} ({names}): every row is compared with it{left}")
+        raise ValueError(
+            f"no 'base' row among the {among} ({names}): every row is compared with it{left}; a sweep names its rows "
+            "(variants: base: {}), a folder of runs by each run folder's name"
+        )
 
 
 def select(runs: list[Run], rows: list[str] | None = None, seeds: list[int] | None = None) -> list[Run]:

@@ -154,3 +154,15 @@ def test_seeds_in_a_search_sweep_are_refused_naming_the_line_where_they_were_rea
         load_sweep(write(tmp_path, GRID + "seeds: [1, 2]\n"))
     searched = GRID.replace("model.heads:", "seed: {type: categorical, choices: [1, 2]}\n  model.heads:")
     assert set(load_sweep(write(tmp_path, searched)).search) == {"seed", "model.heads"}  # the way to vary it
+
+
+def test_a_search_plan_shows_each_range_with_its_step_and_scale(tmp_path):
+    """`--dry-run` showed `train.warmup: {type: int, low: 200, high: 2000, step: 200}` as int [200, 2000]: the step the
+    sampler draws on was not to be seen."""
+    space = (
+        "search:\n  train.warmup: {type: int, low: 200, high: 2000, step: 200}\n"
+        "  train.lr_scale: {type: float, low: 0.5, high: 2.0, log: true}\n  model.heads: {type: categorical, choices: [2, 4]}\n"
+    )
+    sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 2\n{space}out_dir: {tmp_path}/out\n"))
+    _, rows, _ = Search(sweep).describe()
+    assert rows == [["train.warmup", "int [200, 2000] step 200"], ["train.lr_scale", "float [0.5, 2.0] log"], ["model.heads", "[2, 4]"]]

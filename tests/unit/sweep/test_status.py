@@ -107,6 +107,13 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
     (tmp_path / "empty").mkdir()
     assert main(["status", str(tmp_path / "empty")]) == 2
     assert "holds no study.db" in capsys.readouterr().err
+    (tmp_path / "run").mkdir()  # a training run's folder: said to be one, not sent looking for a sweep file
+    (tmp_path / "run" / "config.yaml").write_text("seed: 1\n")
+    assert main(["status", str(tmp_path / "run")]) == 2
+    assert (
+        f"{tmp_path / 'run'} is a training run, not a sweep: its progress is in {tmp_path / 'run' / 'progress.json'}"
+        in capsys.readouterr().err
+    )
     assert main(["status", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()  # no new empty study
     (tmp_path / "cut").mkdir()

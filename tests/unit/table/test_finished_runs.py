@@ -263,10 +263,14 @@ def test_a_members_wandb_run_is_its_groups_row_as_its_folder_is(tmp_path):
 def test_a_table_without_a_base_row_is_refused_in_one_wording_naming_the_rows_and_what_was_left_out():
     """`ablate table`, its --at-update table and make_table each said it their own way (one without the rows)."""
     require_base(["A-h1", "base", "A-h1"])
-    with pytest.raises(ValueError, match=r"^no 'base' row among the runs \(\['A-h1', 'C-N2'\]\): every row is compared with it$"):
+    with pytest.raises(
+        ValueError, match=r"^no 'base' row among the runs \(\['A-h1', 'C-N2'\]\): every row is compared with it; a sweep names its rows"
+    ):
         require_base(["C-N2", "A-h1", "A-h1"])
     with pytest.raises(ValueError) as refused:
         require_base(["A-h1"], "finished runs", "; left out: trials/3 (pruned)")
     assert (
-        str(refused.value) == "no 'base' row among the finished runs (['A-h1']): every row is compared with it; left out: trials/3 (pruned)"
+        str(refused.value)
+        == "no 'base' row among the finished runs (['A-h1']): every row is compared with it; left out: trials/3 (pruned); "
+        "a sweep names its rows (variants: base: {}), a folder of runs by each run folder's name"
     )
