@@ -55,7 +55,8 @@ def dry_run(sweep: Sweep, console: Console) -> None:
         console.print("every trial: " + ", ".join(f"{k}={v}" for k, v in sweep.overrides.items()))
     header, rows, closing = plan_for(sweep).describe()
     print_table(console, header, rows)
-    console.print(closing)
+    where = "" if sweep.storage is None else f", the study in {redact(storage_url(sweep.out_dir, sweep.storage))}"
+    console.print(f"{closing}, into {sweep.out_dir}/{where}", soft_wrap=True)  # whole: a path to copy (ablate table, status)
     if note := few_groups_note(sweep):
         console.print(f"note: {note}")
     if note := no_base_note(sweep):

@@ -82,7 +82,12 @@ def test_dry_run_prints_trials_and_differences_and_starts_nothing(tmp_path, caps
     path = write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n")
     assert main(["sweep", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "6 trials" in out and "A-h1" in out and "model.heads: 4 -> 1" in out and "model.positional: sinusoidal -> learned" in out
+    assert (
+        f"6 trials, into {tmp_path}/out/\n" in out
+        and "A-h1" in out
+        and "model.heads: 4 -> 1" in out
+        and "model.positional: sinusoidal -> learned" in out
+    )
     assert not (tmp_path / "out").exists() and "no row is named 'base'" not in out
     path = write(tmp_path, "name: demo\nbase: base.yaml\nvariants:\n  ref: {}\n  A: {model.heads: 2}\n")
     assert main(["sweep", str(path), "--dry-run"]) == 0
