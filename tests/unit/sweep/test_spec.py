@@ -263,3 +263,10 @@ def test_an_objective_a_plugin_installed_as_a_package_may_log_is_not_refused(tmp
     monkeypatch.setattr(plugins, "installed", lambda: False)
     with pytest.raises(ConfigError, match="no plugin is named .* or installed"):
         load_sweep(write(tmp_path, text))
+
+
+def test_a_dry_run_names_the_storage_a_file_gives_with_its_password_masked(tmp_path, capsys):
+    path = write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\nstorage: postgresql://ablate:Pw9secret@127.0.0.1:1/db\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"6 trials, into {tmp_path}/out/, the study in postgresql://ablate:***@127.0.0.1:1/db\n" in out and "Pw9secret" not in out
