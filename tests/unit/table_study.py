@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ablate.config import to_yaml
+from ablate.config.paper import TABLE3
 from ablate.evaluation.records import eval_path, write_eval_file
 from ablate.experiment import load_config
 from ablate.sweep.spec import nest
@@ -16,6 +17,13 @@ from ablate.table.finished_runs import Run
 
 VOCAB = [f"w{i}" for i in range(400)]
 SMALL = {"model.d_model": 64, "model.heads": 4, "model.enc_layers": 3, "model.dec_layers": 3}
+# The paper's rows over SMALL: its values, but where one is SMALL's own (A-h4's 4 heads, B-dk16's d_k 16) the row would
+# change nothing the paper's does and not be set beside it (ablate.config.paper.unlike), so it is scaled as the paper
+# changes its base: A-h4 halves the heads (d_k doubled), B-dk16 quarters d_k.
+PAPER_AT_SMALL = {p.name: p.overrides for p in TABLE3} | {
+    "A-h4": {"model.heads": 2, "model.d_k": 32, "model.d_v": 32},
+    "B-dk16": {"model.d_k": 4},
+}
 
 
 def sentence(rng: np.random.Generator) -> str:

@@ -51,12 +51,13 @@ TABLE3: list[PaperRow] = [
     ),
 ]
 
-# How long a row trains and when it stops: the study's basis (a scaled study trains every row to convergence, the
-# paper's big trained 300k steps), not what the row varies.
-STOPPING = tuple(
+# How long a row trains, when it stops and which weights it reports: the study's basis (a scaled study trains every
+# row to convergence; the paper's big trained 300k steps and averaged its last 20 checkpoints), not what the row varies.
+# The config keys of ablate.run.basis's STOP_KEYS, and the weights' key.
+BASIS_KEYS = tuple(
     f"train.{k}"
     for k in ("max_steps", "max_epochs", "max_time", "max_flops", "early_stop_metric", "patience", "min_delta", "converge_window",
-              "converge_tol", "val_every_steps")
+              "converge_tol", "val_every_steps", "final_average")
 )  # fmt: skip
 
 
@@ -64,14 +65,14 @@ def unlike(paper: PaperRow, changed: set[str]) -> str | None:
     """Why a row named as the paper's `paper` row, which changes the config keys `changed` against the study's base,
     is not that row (a variant of one's own given a paper row's name would be set beside the paper's figures and given
     a verdict); None where it changes what the paper's row changes, at any scale of their values."""
-    keys = set(paper.overrides)
-    if keys & {"model.d_model", "model.heads"}:
-        keys |= {"model.d_k", "model.d_v"}  # d_model / heads where the paper leaves them blank
-    varied = {k for k in changed if k not in STOPPING}
-    if extra := sorted(varied - keys):
+    keys, derived = set(paper.overrides), {"model.d_k", "model.d_v"}
+    if not keys & {"model.d_model", "model.heads"}:
+        derived = set()  # d_k and d_v are d_model / heads where the paper's row changes either: they follow
+    varied = {k for k in changed if k not in BASIS_KEYS}
+    if extra := sorted(varied - keys - derived):
         return f"changes {', '.join(extra)}, which the paper's {paper.name} does not"
-    if paper.overrides and not varied & set(paper.overrides):
-        return f"changes none of {', '.join(paper.overrides)}, which the paper's {paper.name} changes"
+    if missing := [k for k in paper.overrides if k not in derived and k not in varied]:
+        return f"leaves {', '.join(missing)} as the base has it, which the paper's {paper.name} changes"
     return None
 
 

@@ -8,15 +8,14 @@ import json
 import pytest
 from power import rejection_rate
 from sacrebleu.metrics import BLEU
-from table_study import markdown_rows, references, system, write_run
+from table_study import PAPER_AT_SMALL, markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.config.paper import TABLE3
 from ablate.table.compare import make_table
 from ablate.table.finished_runs import runs_from_dirs
 from ablate.table.holm import holm
 
-OVERRIDES = {p.name: p.overrides for p in TABLE3}
+OVERRIDES = PAPER_AT_SMALL
 RULE, LONGER = "to convergence, last-5 average", "at most max_steps 16500, last-5 average"
 
 

@@ -9,12 +9,11 @@ import statistics
 
 import pytest
 from scipy import stats as st
-from table_study import markdown_rows, references, system, write_run
+from table_study import PAPER_AT_SMALL, markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.config.paper import TABLE3
 
-OVERRIDES = {p.name: p.overrides for p in TABLE3}
+OVERRIDES = PAPER_AT_SMALL
 
 
 def _table(root, *args: str) -> dict:

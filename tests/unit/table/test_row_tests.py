@@ -12,18 +12,15 @@ import pytest
 from power import rejection_rate
 from sacrebleu.metrics import BLEU
 from scipy import stats as st
-from table_study import markdown_rows, references, system, write_run
+from table_study import PAPER_AT_SMALL, markdown_rows, references, system, write_run
 
 from ablate.cli import main
-from ablate.config.paper import TABLE3
 from ablate.evaluation.records import text_free
 from ablate.table.holm import holm
 from ablate.table.row_tests import no_test
 from ablate.table.score_kinds import METRICS
 
-# The paper's rows at the crafted study's width (SMALL: d_k 16), where the paper's own B-dk16 value is the base's: a row
-# of that name must change d_k to be the paper's row (ablate.config.paper.unlike), so it quarters it, as the paper does.
-OVERRIDES = {p.name: p.overrides for p in TABLE3} | {"B-dk16": {"model.d_k": 4}}
+OVERRIDES = PAPER_AT_SMALL
 BASIS = "equal steps, last-5 average"
 N_SENTENCES = 200
 
