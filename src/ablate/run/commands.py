@@ -186,20 +186,19 @@ def _record_divergence(out: Path, why: str) -> None:
 
 def _at_home(cfg, kind: str, folder) -> bool:
     """A run inside a study is at home as the sweep's own trial (run again by hand); inside a run, as a member of the
-    group that folder trained (`ablate train MEMBER/config.yaml members.size=1`), in that member's own folder: any
-    other run (a group's too) there was taken in, and `ablate table` read it as a row of its own."""
+    group that folder trained (`ablate train MEMBER/config.yaml members.size=1`), in a folder that holds a run already
+    (the member's; then the run started there alone, whose config no longer names the group, resumed): a new run there
+    (a group's too) was taken in, and `ablate table` read it as a row of its own."""
     if kind == "study":
         return cfg.sweep.study is not None
     from ablate.run.rundir import saved_config
 
     if Path(cfg.out_dir).resolve().parent != Path(folder).resolve():  # a member's folder is in its group's, not deeper
         return False
-    try:  # the folder a group's (K members, itself none of them), not a member's; out_dir one of its members'
+    try:  # the folder a group's (K members, itself none of them), not a member's; out_dir a run of its own there
         members = saved_config(folder).get("members", {})
-        if not ((members.get("size") or 1) > 1 and members.get("index") is None):
-            return False
-        return saved_config(Path(cfg.out_dir)).get("members", {}).get("index") is not None
-    except (ValueError, OSError):  # no config.yaml there: no member's folder
+        return (members.get("size") or 1) > 1 and members.get("index") is None and Path(cfg.out_dir, "config.yaml").is_file()
+    except (ValueError, OSError):
         return False
 
 

@@ -237,6 +237,10 @@ def test_a_run_inside_a_study_or_another_run_is_refused_and_a_member_in_its_grou
     args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1'}"]  # a member of g, trained alone
     with pytest.raises(SystemExit, match="trains .*g/seed=1"):
         train_command(args)
+    member.members.size, member.members.index = 1, None  # as that run's start writes it: no longer the group's; resumed
+    (tmp_path / "g" / "seed=1" / "config.yaml").write_text(to_yaml(member))
+    with pytest.raises(SystemExit, match="trains .*g/seed=1"):
+        train_command(args)
     args.config = [str(path), f"out_dir={tmp_path / 'g' / 'seed=1' / 'nested'}"]
     with pytest.raises(ValueError, match="is inside the run folder .*g/seed=1"):
         train_command(args)
