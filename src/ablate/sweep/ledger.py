@@ -64,9 +64,9 @@ def retry_of(t: FrozenTrial) -> int | None:
     return history[-1] if history else None
 
 
-def left_interrupted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+def left_interrupted(trials: list[FrozenTrial], killed: bool = False) -> list[FrozenTrial]:
     """The last attempt of each run (a variants row's seed; a search trial with its retries) that was interrupted and
-    has no attempt after it."""
+    has no attempt after it; with `killed`, or killed by a signal (failed, which only a rerun of the sweep continues)."""
     trials = [t for t in trials if not is_bookkeeping(t)]
     retried = {retry_of(t) for t in trials}
     last: dict = {}
@@ -74,7 +74,8 @@ def left_interrupted(trials: list[FrozenTrial]) -> list[FrozenTrial]:
         key = row_of(t) or ("search", t.number)
         if key not in last or t.number > last[key].number:
             last[key] = t
-    return [t for t in last.values() if was_interrupted(t) and t.number not in retried]
+    left = [t for t in last.values() if was_interrupted(t) or (killed and t.state == TrialState.FAIL and t.user_attrs.get("killed"))]
+    return [t for t in left if t.number not in retried]
 
 
 def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | None:

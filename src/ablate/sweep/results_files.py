@@ -17,7 +17,7 @@ from ablate.files.atomic import write_file
 from ablate.files.json_file import object_or_empty
 from ablate.sweep.ledger import is_bookkeeping, was_interrupted
 from ablate.sweep.scored_on import objective_on, scored_on
-from ablate.sweep.snapshot import interruption, later_attempts
+from ablate.sweep.snapshot import interruption, killed_and_continued, later_attempts
 from ablate.sweep.spec import Sweep
 
 COLUMNS = [
@@ -44,9 +44,10 @@ _FROM_ATTRS = ("val/bleu", "val/ppl", "params", "speed/tokens_per_s", "speed/ste
 
 
 def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
-    """One row per trial that started. An attempt failed without a reason of its own is said to be continued (by the
-    trial `ablate status` names) or interrupted, and the summary.json of its run directory is not read: a later attempt
-    trained on in that directory, and its epochs and scores are not this attempt's."""
+    """One row per trial that started. An attempt failed without a reason of its own (or killed, and continued in its
+    directory) is said to be continued (by the trial `ablate status` names) or interrupted, and the summary.json of its
+    run directory is not read: a later attempt trained on in that directory, and its epochs and scores are not this
+    attempt's."""
     trials = study.get_trials(deepcopy=False)
     later = later_attempts([t for t in trials if t.state != TrialState.WAITING and not is_bookkeeping(t)])
     rows = []
@@ -55,10 +56,11 @@ def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
             continue
         row = {"number": t.number, "state": t.state.name, "value": t.value, "name": t.user_attrs.get("name", "")}
         row |= {k: t.user_attrs.get(k) for k in _FROM_ATTRS}
-        if was_interrupted(t):
+        taken_over = was_interrupted(t) or killed_and_continued(t, later)
+        if taken_over:
             state, row["fail_reason"] = interruption(t, later)
             row["state"] = state.upper()
-        if t.user_attrs.get("out_dir") and t.state != TrialState.RUNNING and not was_interrupted(t):
+        if t.user_attrs.get("out_dir") and t.state != TrialState.RUNNING and not taken_over:
             row |= _from_summary(sweep, Path(t.user_attrs["out_dir"]))
         rows.append({k: row.get(k) for k in COLUMNS})
     table = io.StringIO(newline="")

@@ -36,10 +36,11 @@ class Search(Plan):
     def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:
         """A retry of each interrupted trial that has none, to continue it from its checkpoint. A trial failed without a
         reason was not the search's doing: left alone, a grid counted its point as visited and never trained it, and
-        another sampler drew a fresh trial in its place."""
+        another sampler drew a fresh trial in its place. One killed by a signal (the OOM killer) is retried by a rerun
+        of the sweep only (`only_dead`: within a run, not), as a variants row is."""
         trials = study.get_trials(deepcopy=False)
         queued = 0
-        for t in left_interrupted(trials):
+        for t in left_interrupted(trials, killed=not only_dead):
             history = attempts(t)
             if only_dead and sum(n >= since for n in history) > MAX_RETRY:
                 continue

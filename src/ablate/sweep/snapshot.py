@@ -130,6 +130,13 @@ def gone_workers(study: optuna.Study) -> dict[int, float]:
         return {}
 
 
+def killed_and_continued(t: FrozenTrial, later: dict[int, FrozenTrial]) -> bool:
+    """Whether `t` was killed by a signal and a later attempt continued it in its run directory, whose progress and
+    summary are then that attempt's: shown as an interrupted attempt continued is, not as a failure with its numbers."""
+    after = later.get(t.number)
+    return bool(t.user_attrs.get("killed")) and after is not None and after.user_attrs.get("continues") == t.number
+
+
 def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) -> tuple[str, str]:
     """(state, note) of an attempt failed without a reason of its own (its worker died, it was preempted): "continued"
     by the attempt `later` (later_attempts) names, which trains on in its run directory or runs its row again; else
@@ -155,7 +162,7 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     gone = gone_workers(study) if any(t.state == TrialState.RUNNING for t in started) else {}
     for t in started:
         v = view_trial(t, now, gone.get(t._trial_id))
-        if v.state == "interrupted" and t.number in later:  # the run dir's progress is the later one's
+        if (v.state == "interrupted" and t.number in later) or killed_and_continued(t, later):  # the run dir's is the later one's
             state, note = interruption(t, later)
             v = TrialView(t.number, v.name, state, note=note)
         snap.trials.append(v)

@@ -8,7 +8,8 @@ import io
 import json
 
 import optuna
-from live_study import add
+import pytest
+from live_study import NOW, add
 from optuna.trial import TrialState
 from rich.console import Console
 from sweep_files import write
@@ -17,6 +18,7 @@ from sweep_summaries import SWEEP, on
 from ablate.sweep.load import load_sweep
 from ablate.sweep.results_files import summarize
 from ablate.sweep.results_terminal import print_summary
+from ablate.sweep.snapshot import snapshot
 
 
 def trial_dir(root, name: str, summary: dict):
@@ -55,14 +57,17 @@ def test_the_sweep_table_says_what_its_scores_and_objective_are_on(tmp_path):
     assert "Objective: val/bleu at the best validation (trial 0); val/bleu at the last validation (trial 1)." in text
 
 
-def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_the_later_ones_summary(tmp_path):
+@pytest.mark.parametrize("how", ["preempted", "killed"])
+def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_the_later_ones_summary(tmp_path, how):
     """Trial 0 was interrupted and trial 2 continued it in the same run directory: results.csv listed trial 0 FAIL
-    with no reason and trial 2's epochs and what its scores are on, while `ablate status` said "continued by trial 2"."""
+    with no reason and trial 2's epochs and what its scores are on, while `ablate status` said "continued by trial 2".
+    Killed by a signal (failed, with its reason), it was listed failed with trial 2's numbers, and counted failed."""
     sweep = load_sweep(write(tmp_path, SWEEP + f"out_dir: {tmp_path}/sweep\n"))
     sweep.out_dir.mkdir()
     study = optuna.create_study(study_name="demo", direction="maximize")
     shared = trial_dir(tmp_path, "0000-base", on(200) | {"epochs": 2.5, "last": {"val/bleu": 13.0, "val/ppl": 30.0}})
-    add(study, TrialState.FAIL, "base", shared, row=("base", None), preempted=True)
+    stopped = {"preempted": True} if how == "preempted" else {"killed": True, "fail_reason": "killed by SIGKILL (exit code -9)"}
+    add(study, TrialState.FAIL, "base", shared, row=("base", None), **stopped)
     add(study, TrialState.FAIL, "A-h1", tmp_path / "trials" / "0001-A-h1", row=("A-h1", None))  # nothing after it yet
     add(study, TrialState.COMPLETE, "base", shared, value=13.0, row=("base", None), continues=0, **{"val/bleu": 13.0})
     rows = {r["number"]: r for r in summarize(sweep, study)}
@@ -77,3 +82,5 @@ def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_th
     console = Console(record=True, width=300, file=io.StringIO())
     print_summary(list(rows.values()), console)
     assert "CONTINUED" in console.export_text() and "failed" not in console.export_text()
+    snap = snapshot(study, now=NOW)
+    assert (snap.trials[0].state, snap.trials[0].note, snap.counts["failed"]) == ("continued", "continued by trial 2", 0)

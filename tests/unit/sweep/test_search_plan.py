@@ -145,6 +145,11 @@ def test_an_attempt_killed_by_a_signal_is_continued_by_the_next_run_and_one_that
     assert continued_attempt([handle.frozen(killed)], root).number == killed.number
     assert continued_attempt([handle.frozen(broke)], root) is None
     assert continued_attempt([handle.frozen(killed), handle.frozen(broke)], root) is None  # a later attempt failed by itself
+    # The search retries it on the sweep's next run (not within this one), and the retry continues it.
+    assert plan.queue(handle.study, only_dead=True) == 0 and plan.queue(handle.study) == 1 and plan.queue(handle.study) == 0
+    retry = plan.take(handle)
+    assert handle.frozen(retry).params == handle.frozen(killed).params
+    assert continued_attempt(plan.earlier_attempts(handle, retry), root).number == killed.number
 
 
 def test_seeds_in_a_search_sweep_are_refused_naming_the_line_where_they_were_read_and_never_used(tmp_path):
