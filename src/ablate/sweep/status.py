@@ -17,6 +17,23 @@ from ablate.sweep.storage import driver_reason, make_storage, storage_url
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
 
 
+def _not_a_study(target: str, path: Path) -> str:
+    """Why a folder without study.db is no study to show: a training run's (or a member group's) is said to be one,
+    with where its results are, rather than asked for a sweep file it never had."""
+    if not (path / "config.yaml").is_file() or (path / "trials").is_dir():
+        return f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL"
+    members = sorted(p.name for p in path.iterdir() if (p / "config.yaml").is_file())
+    if members:  # a member group's folder: each member writes its own results
+        return (
+            f"{target} is a member group's folder, not a sweep: each member's progress and results are in its own "
+            f"folder ({', '.join(members)}: progress.json, summary.json once it ends); ablate status reads a sweep's study"
+        )
+    return (
+        f"{target} is a training run, not a sweep: its progress is in {path / 'progress.json'} and its results in "
+        f"{path / 'summary.json'} once it ends; ablate status reads a sweep's study"
+    )
+
+
 def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
     """(storage URL, study name or None when the storage must say) for TARGET; a missing file is an error, never a
     new empty study."""
@@ -30,13 +47,7 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
         url, study = storage_url(sweep.out_dir, sweep.storage), study or sweep.name
     elif path.is_dir():
         if not (path / "study.db").is_file():
-            run = (path / "config.yaml").is_file() and not (path / "trials").is_dir()  # a run's folder, not a sweep's
-            raise ValueError(
-                f"{target} is a training run, not a sweep: its progress is in {path / 'progress.json'} and its results in "
-                f"{path / 'summary.json'} once it ends; ablate status reads a sweep's study"
-                if run
-                else f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL"
-            )
+            raise ValueError(_not_a_study(target, path))
         url = sqlite_url((path / "study.db").resolve())
     elif not path.exists() and ":" not in target:  # worded as ablate table and ablate archive word it; a URL mistyped
         # (postgres://..., sqlite:/x.db) is told the forms a storage URL takes, below

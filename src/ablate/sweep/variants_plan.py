@@ -92,7 +92,8 @@ class Variants(Plan):
         lock). Taking nothing, rather than asking for a new trial, leaves no never-run trial in the study.
         """
         trials = handle.study.get_trials(deepcopy=False)
-        interrupted = {row_of(t) for t in trials if was_interrupted(t)}
+        # half-trained first: interrupted, or killed by a signal (which a rerun continues from its checkpoint)
+        interrupted = {row_of(t) for t in trials if was_interrupted(t) or (t.state == TrialState.FAIL and t.user_attrs.get("killed"))}
         waiting = (t for t in trials if t.state == TrialState.WAITING and (wanted is None or (row_of(t) and wanted(row_of(t)))))
         queued = sorted(waiting, key=lambda t: (row_of(t) not in interrupted, t.number))
         for t in queued:

@@ -31,7 +31,9 @@ def test_enqueue_rows_is_idempotent_and_only_requeues_dead_rows(tmp_path):
     assert plan_for(sweep).queue(study) == 1  # re-running the sweep retries the broken row too
 
 
-def test_a_rerun_continues_interrupted_rows_before_starting_fresh_ones(tmp_path):
+@pytest.mark.parametrize("stopped", ["interrupted", "killed"])
+def test_a_rerun_continues_interrupted_rows_before_starting_fresh_ones(tmp_path, stopped):
+    """Killed by a signal (the OOM killer: failed, continued by a rerun) too: it waited behind every fresh row."""
     sweep = load_sweep(write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n"))
     handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
     study, plan = handle.study, plan_for(sweep)
@@ -39,6 +41,9 @@ def test_a_rerun_continues_interrupted_rows_before_starting_fresh_ones(tmp_path)
     for _ in range(2):  # base-s1 and base-s2 start; the run is interrupted
         trial = plan.take(handle)
         assert plan.claim(handle, trial).name in ("base-s1", "base-s2")
+        if stopped == "killed":
+            trial.set_user_attr("killed", True)
+            trial.set_user_attr("fail_reason", "killed by SIGKILL (exit code -9)")
         tell(study, trial, state=optuna.trial.TrialState.FAIL)
     assert plan.queue(study) == 2  # the rerun queues both again, behind the four fresh rows of the first run
     taken = []

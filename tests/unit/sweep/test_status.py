@@ -114,6 +114,11 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
         f"{tmp_path / 'run'} is a training run, not a sweep: its progress is in {tmp_path / 'run' / 'progress.json'}"
         in capsys.readouterr().err
     )
+    (tmp_path / "run" / "seed=1").mkdir()  # a member group's: its members write their own results
+    (tmp_path / "run" / "seed=1" / "config.yaml").write_text("seed: 1\n")
+    assert main(["status", str(tmp_path / "run")]) == 2
+    said = "is a member group's folder, not a sweep: each member's progress and results are in its own folder (seed=1:"
+    assert said in capsys.readouterr().err
     assert main(["status", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()  # no new empty study
     (tmp_path / "cut").mkdir()
