@@ -57,9 +57,7 @@ def dry_run(sweep: Sweep, console: Console) -> None:
     print_table(console, header, rows)
     where = "" if sweep.storage is None else f", the study in {redact(storage_url(sweep.out_dir, sweep.storage))}"
     console.print(f"{closing}, into {sweep.out_dir}/{where}", soft_wrap=True)  # whole: a path to copy (ablate table, status)
-    if note := few_groups_note(sweep):
-        console.print(f"note: {note}")
-    if note := no_base_note(sweep):
+    for note in filter(None, (few_groups_note(sweep), no_base_note(sweep))):
         console.print(f"note: {note}")
 
 
