@@ -159,7 +159,10 @@ def _train(
             for out in outs:
                 set_aside_results(out, attempt)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
-        with run_end(group, [out / "summary.json" for out in outs]):  # a signal from here on exits 75 (130), to resume the members' ends
+        ends = [
+            out / (FAILED_FILE if (out / FAILED_FILE).is_file() else "summary.json") for out in outs
+        ]  # a diverged member's: its FAILED.txt
+        with run_end(group, ends):  # a signal from here on exits 75 (130), to resume the members' ends
             validated = "valid" in available_splits(cfg.data)
             if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
                 trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training

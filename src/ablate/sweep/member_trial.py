@@ -43,7 +43,7 @@ def record_group(
     complete kept the group from re-forming, and the others, trained to the end in the group's checkpoint, trained
     again from the start, alone. The group's next run continues all of them, writing each end again."""
     states = []
-    ended = all((d / "summary.json").exists() for d in trial_dirs)
+    ended = all((d / "summary.json").exists() or (d / FAILED_FILE).exists() for d in trial_dirs)  # a diverged member's end
     for trial, trial_dir in zip(trials, trial_dirs):
         summary = trial_dir / "summary.json"
         if rc in (PREEMPTED_EXIT, INTERRUPTED_EXIT) or (rc < 0 and not ended):

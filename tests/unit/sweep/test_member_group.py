@@ -134,7 +134,7 @@ def test_a_full_disk_while_a_group_is_prepared_is_no_rows_fault(tmp_path, monkey
     assert not any(failed_by_itself(handle.frozen(t)) for t in taken)
 
 
-@pytest.mark.parametrize("ended", [1, 2])
+@pytest.mark.parametrize("ended", [1, 2, "diverged"])
 def test_a_group_killed_during_its_members_ends_fails_every_member_as_killed_so_the_group_re_forms(tmp_path, ended):
     """SIGKILL after member 0's summary was written: member 0 was recorded COMPLETE, so the group could not re-form and
     member 1, trained to the end in the group's checkpoint, trained again from the start, alone. Every member is now
@@ -154,11 +154,14 @@ def test_a_group_killed_during_its_members_ends_fails_every_member_as_killed_so_
         d.mkdir(parents=True)
         t.set_user_attr("members_group", str(group))
         t.set_user_attr("out_dir", str(d))
-    for d in dirs[:ended]:
+    for d in dirs[: 1 if ended == "diverged" else ended]:
         (d / "summary.json").write_text('{"last": {"val/bleu": 10.0}}')
+    if ended == "diverged":  # member 1 diverged in training: its end is its FAILED.txt, and every end was written
+        (dirs[1] / "FAILED.txt").write_text("non-finite weights at step 5\n")
     states = record_group(handle.study, trials, {"val/bleu": 1.0}, dirs, group, -9)
-    if ended == 2:
-        assert states == [TrialState.COMPLETE, TrialState.COMPLETE]
+    if ended != 1:
+        assert states == [TrialState.COMPLETE, TrialState.COMPLETE if ended == 2 else TrialState.FAIL]
+        assert not any(handle.frozen(t).user_attrs.get("killed") for t in trials)
         return
     assert states == [TrialState.FAIL, TrialState.FAIL] and all(handle.frozen(t).user_attrs["killed"] for t in trials)
     plan.queue(handle.study)  # the sweep's next run
