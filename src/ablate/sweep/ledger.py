@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 BOOKKEEPING = "[not run] "  # fail_reason prefix of trials that never ran a row (duplicates, empty queue)
+KILLED = "killed"  # user attribute of a trial whose process a signal killed (`was_killed`)
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, value: float | None = None, state: TrialState | None = None) -> None:
@@ -53,6 +54,12 @@ def was_interrupted(t: FrozenTrial) -> bool:
     return t.state == TrialState.FAIL and "fail_reason" not in t.user_attrs
 
 
+def was_killed(t: FrozenTrial) -> bool:
+    """Killed by a signal from outside (the OOM killer, a scheduler's kill -9; ablate.sweep.trial.record_result): failed,
+    so not retried within a run, but what it saved is whole, and a rerun of the sweep continues it."""
+    return t.state == TrialState.FAIL and bool(t.user_attrs.get(KILLED))
+
+
 def attempts(t: FrozenTrial) -> list[int]:
     """A search trial's attempts up to and with it: the numbers it retries (`retry_history`), then its own."""
     return [*t.system_attrs.get("retry_history", []), t.number]
@@ -74,7 +81,7 @@ def left_interrupted(trials: list[FrozenTrial], killed: bool = False) -> list[Fr
         key = row_of(t) or ("search", t.number)
         if key not in last or t.number > last[key].number:
             last[key] = t
-    left = [t for t in last.values() if was_interrupted(t) or (killed and t.state == TrialState.FAIL and t.user_attrs.get("killed"))]
+    left = [t for t in last.values() if was_interrupted(t) or (killed and was_killed(t))]
     return [t for t in left if t.number not in retried]
 
 
@@ -86,7 +93,7 @@ def continued_attempt(earlier: list[FrozenTrial], root: Path) -> FrozenTrial | N
     sweep's trials/). Whether its files can continue it
     (a checkpoint, no live process) is for its caller to judge, a run's or a member group's."""
     for last in sorted(earlier, key=lambda t: t.number, reverse=True):
-        if "fail_reason" in last.user_attrs and not last.user_attrs.get("killed"):
+        if "fail_reason" in last.user_attrs and not was_killed(last):
             return None
         if "out_dir" in last.user_attrs:
             return last if Path(last.user_attrs["out_dir"]).parent == root else None

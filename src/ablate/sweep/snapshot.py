@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ablate.run.progress_file import format_duration, read_progress
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, retry_of, row_of
+from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, retry_of, row_of, was_killed
 
 STALE_S = 120.0  # a running trial whose progress file is older than this is flagged (its process may hang or be elsewhere)
 
@@ -134,7 +134,7 @@ def killed_and_continued(t: FrozenTrial, later: dict[int, FrozenTrial]) -> bool:
     """Whether `t` was killed by a signal and a later attempt continued it in its run directory, whose progress and
     summary are then that attempt's: shown as an interrupted attempt continued is, not as a failure with its numbers."""
     after = later.get(t.number)
-    return bool(t.user_attrs.get("killed")) and after is not None and after.user_attrs.get("continues") == t.number
+    return was_killed(t) and after is not None and after.user_attrs.get("continues") == t.number
 
 
 def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) -> tuple[str, str]:

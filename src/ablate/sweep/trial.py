@@ -29,7 +29,7 @@ from ablate.messages.redact import redact, redact_tracebacks
 from ablate.run import INTERRUPTED_EXIT, PREEMPTED_EXIT
 from ablate.run.exits import STOP_SIGNALS, SWEEP_FILE_ENV, stop_exit
 from ablate.run.summary_fields import check_summary
-from ablate.sweep.ledger import fail, tell
+from ablate.sweep.ledger import KILLED, fail, tell
 from ablate.sweep.parent_watch import watch_parent, watched_env
 from ablate.sweep.storage import HEARTBEAT_S, STORAGE_ENV, StudyHandle, make_storage
 
@@ -184,7 +184,7 @@ def record_result(study: optuna.Study, trial: optuna.Trial, terms: dict[str, flo
         trial.set_user_attr("interrupted" if rc in (INTERRUPTED_EXIT, -signal.SIGINT) else "preempted", True)
         return fail(study, trial)
     if rc < 0:  # killed from outside (the OOM killer, a scheduler's kill -9): its checkpoints are whole, so a rerun continues it
-        trial.set_user_attr("killed", True)
+        trial.set_user_attr(KILLED, True)
     return fail(study, trial, redact(exit_reason(rc, trial_dir)))
 
 

@@ -11,7 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ablate.config.paper import row_group
 from ablate.files.yaml_file import key_line
 from ablate.sweep.changed_rows import changed_rows
-from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted
+from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted, was_killed
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
 from ablate.sweep.row_param import row_param
 from ablate.sweep.spec import diff_from_base
@@ -93,7 +93,7 @@ class Variants(Plan):
         """
         trials = handle.study.get_trials(deepcopy=False)
         # half-trained first: interrupted, or killed by a signal (which a rerun continues from its checkpoint)
-        interrupted = {row_of(t) for t in trials if was_interrupted(t) or (t.state == TrialState.FAIL and t.user_attrs.get("killed"))}
+        interrupted = {row_of(t) for t in trials if was_interrupted(t) or was_killed(t)}
         waiting = (t for t in trials if t.state == TrialState.WAITING and (wanted is None or (row_of(t) and wanted(row_of(t)))))
         queued = sorted(waiting, key=lambda t: (row_of(t) not in interrupted, t.number))
         for t in queued:
