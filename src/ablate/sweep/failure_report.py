@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ablate.sweep.ledger import failed_by_itself, is_bookkeeping, left_interrupted, row_of
+from ablate.sweep.ledger import attempts, failed_by_itself, is_bookkeeping, left_interrupted, row_of, was_killed
 from ablate.sweep.plan_base import MAX_RETRY
 
 _RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -23,14 +23,14 @@ _RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 def failed_rows(study: optuna.Study) -> tuple[list[FrozenTrial], bool]:
     """The last trial of each row left failed by its own fault (a crash, a NaN, a bad override), and whether no row
     finished at all. A row that failed and then finished on a rerun, or whose trial was stopped by a signal or died with
-    its worker (it continues on the next run), is not failed; bookkeeping claims are no row. A search trial is its own
-    row."""
+    its worker (it continues on the next run), is not failed; bookkeeping claims are no row. A search trial, with its
+    retries, is its own row."""
     last: dict = {}
     finished = set()
     for t in study.get_trials(deepcopy=False):
         if t.state in (TrialState.WAITING, TrialState.RUNNING) or is_bookkeeping(t):
             continue
-        key = row_of(t) or t.number
+        key = row_of(t) or attempts(t)[0]  # a search trial's retries are its run, continued
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             finished.add(key)
         if key not in last or t.number > last[key].number:
@@ -56,7 +56,7 @@ def report_failures(study: optuna.Study) -> bool:
     if not failed:
         return False
     # counted as runs, a row's seed each (a search trial is one), not as rows: a row of 2 seeds that failed is 2 of them
-    runs = len({row_of(t) or t.number for t in study.get_trials(deepcopy=False, states=_RAN) if not is_bookkeeping(t)})
+    runs = len({row_of(t) or attempts(t)[0] for t in study.get_trials(deepcopy=False, states=_RAN) if not is_bookkeeping(t)})
     if not none_finished:
         head = f"warning: {len(failed)} of {runs} runs failed (the others have results)"
     elif len(failed) == runs:
@@ -66,7 +66,7 @@ def report_failures(study: optuna.Study) -> bool:
     lines = [f"ablate sweep: {head}:"]
     for t in failed:
         name = t.user_attrs.get("name") or (row_of(t) or (f"trial{t.number}",))[0]
-        again = "; the next run continues it from its last checkpoint, if it saved one" if t.user_attrs.get("killed") else ""
+        again = "; the next run continues it from its last checkpoint, if it saved one" if was_killed(t) else ""
         lines.append(f"  {name}: trial {t.number}, {t.user_attrs.get('fail_reason', '')[:300]}{again}; {where_logged(t)}")
     print("\n".join(lines), file=sys.stderr, flush=True)
     return none_finished

@@ -79,8 +79,12 @@ class Search(Plan):
     def _spent(trials: list[FrozenTrial]) -> int:
         """The budget spent, running trials aside: finished trials, failed ones too (as in Optuna's optimize), and a run
         left interrupted (its retries spent in this run), which a rerun continues rather than a new draw. Not
-        bookkeeping trials that never ran, nor an interrupted attempt that has a retry (the retry counts)."""
-        spent = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or failed_by_itself(t) for t in trials)
+        bookkeeping trials that never ran, nor an attempt that has a retry (interrupted, or killed by a signal: the
+        retry counts, and a killed one counted twice trained one point fewer than the budget)."""
+        retried = {retry_of(t) for t in trials}
+        spent = sum(
+            t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (failed_by_itself(t) and t.number not in retried) for t in trials
+        )
         return spent + len(left_interrupted(trials))
 
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:

@@ -20,6 +20,8 @@ _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
 def _not_a_study(target: str, path: Path) -> str:
     """Why a folder without study.db is no study to show: a training run's (or a member group's) is said to be one,
     with where its results are, rather than asked for a sweep file it never had."""
+    if (path / "group.json").is_file():  # a sweep's member group (ablate.sweep.member_trial): its study is the sweep's
+        return f"{target} is one of a sweep's member groups, whose members' runs are in the sweep's trials/: give the sweep's out_dir ({path.parent.parent})"
     if not (path / "config.yaml").is_file() or (path / "trials").is_dir():
         return f"{target} holds no study.db; give the sweep file (it names the storage) or the storage URL"
     members = sorted(p.name for p in path.iterdir() if (p / "config.yaml").is_file())

@@ -150,6 +150,15 @@ def test_an_attempt_killed_by_a_signal_is_continued_by_the_next_run_and_one_that
     retry = plan.take(handle)
     assert handle.frozen(retry).params == handle.frozen(killed).params
     assert continued_attempt(plan.earlier_attempts(handle, retry), root).number == killed.number
+    # Finished, the retry is the killed trial's run: the budget counts it once (the grid's 2 points: the broken one and
+    # this), and no failure is reported for it (a search trial's retries are its run, as a variants row's seeds).
+    from ablate.sweep.failure_report import failed_rows
+
+    retry.set_user_attr("continues", killed.number)
+    tell(handle.study, retry, 1.0)
+    trials = handle.study.get_trials()
+    assert plan._spent(trials) == 2 and plan.next_action(handle.study, 0) == "stop"
+    assert [t.number for t in failed_rows(handle.study)[0]] == [broke.number]
 
 
 def test_seeds_in_a_search_sweep_are_refused_naming_the_line_where_they_were_read_and_never_used(tmp_path):

@@ -119,6 +119,15 @@ def test_status_refuses_what_holds_no_study_and_asks_which_of_several(study_dir,
     assert main(["status", str(tmp_path / "run")]) == 2
     said = "is a member group's folder, not a sweep: each member's progress and results are in its own folder (seed=1:"
     assert said in capsys.readouterr().err
+    group = tmp_path / "sweep" / "groups" / "0000-base"  # a sweep's member group: its members are in the sweep's trials/
+    group.mkdir(parents=True)
+    (group / "config.yaml").write_text("seed: 1\n")
+    (group / "group.json").write_text("{}")
+    assert main(["status", str(group)]) == 2
+    assert (
+        f"is one of a sweep's member groups, whose members' runs are in the sweep's trials/: give the sweep's out_dir ({tmp_path / 'sweep'})"
+        in capsys.readouterr().err
+    )
     assert main(["status", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()  # no new empty study
     (tmp_path / "cut").mkdir()
