@@ -21,8 +21,8 @@ from optuna.trial import TrialState
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each
 
 
-def worker_pids(index: int, sweep: Path) -> list[int]:
-    """Worker `index` of the sweep run from `sweep` only: other sweeps on this machine must not be touched."""
+def pids_of(wanted) -> list[int]:
+    """The processes whose command line (its arguments, as bytes) `wanted` accepts; one gone meanwhile is passed over."""
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -30,9 +30,14 @@ def worker_pids(index: int, sweep: Path) -> list[int]:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"ablate.sweep.worker" in cmd and str(sweep).encode() in cmd and cmd[-3:-2] == [str(index).encode()]:
+            if wanted(cmd):
                 pids.append(int(proc.name))
     return pids
+
+
+def worker_pids(index: int, sweep: Path) -> list[int]:
+    """Worker `index` of the sweep run from `sweep` only: other sweeps on this machine must not be touched."""
+    return pids_of(lambda cmd: b"ablate.sweep.worker" in cmd and str(sweep).encode() in cmd and cmd[-3:-2] == [str(index).encode()])
 
 
 def stopped_after_its_first_checkpoint(cmd: list[str], out_dir: Path) -> tuple[subprocess.Popen, str]:
@@ -171,16 +176,7 @@ def test_sigterm_to_a_sweep_saves_the_running_trial_and_a_rerun_finishes(tmp_pat
 
 def trial_pids(root: Path) -> list[int]:
     """The trial processes (ablate.sweep.trial) training in a run folder under `root` only."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"ablate.sweep.trial" in cmd and any(arg.startswith(str(root).encode()) for arg in cmd):
-                pids.append(int(proc.name))
-    return pids
+    return pids_of(lambda cmd: b"ablate.sweep.trial" in cmd and any(arg.startswith(str(root).encode()) for arg in cmd))
 
 
 def test_a_trial_killed_by_sigkill_fails_and_the_next_run_continues_it_from_its_checkpoint(tmp_path):
