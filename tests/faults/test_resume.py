@@ -233,7 +233,7 @@ def test_sigterm_during_validation_saves_after_the_next_step(tmp_path):
 def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path):
     """Two processes on one run (a second `--resume`, or a sweep rerun while the first attempt still runs) would
     interleave checkpoints; the second is refused, naming the process that holds the directory."""
-    from ablate.run.rundir import lock_run_dir, run_dir_in_use
+    from ablate.run.run_lock import lock_run_dir, run_dir_in_use
 
     path = write_config(tmp_path, "run", max_steps=20)
     assert ablate("train", str(path)).wait(timeout=300) == 0
@@ -242,7 +242,7 @@ def test_a_run_dir_in_use_by_another_process_is_refused_and_left_alone(tmp_path)
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from ablate.run.rundir import lock_run_dir; "
+            "import sys, time; from pathlib import Path; from ablate.run.run_lock import lock_run_dir; "
             "lock_run_dir(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)",
             str(tmp_path / "run"),
         ],

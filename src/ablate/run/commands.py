@@ -178,7 +178,7 @@ def _record_divergence(out: Path, why: str) -> None:
     reader of the folder find instead of a summary, where there was only a bare folder before."""
     from ablate.files.atomic import write_file
     from ablate.run.exits import FAILED_FILE
-    from ablate.run.rundir import other_rank
+    from ablate.run.run_lock import other_rank
 
     if out.is_dir() and not other_rank():
         write_file(out / FAILED_FILE, why + "\n")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ablate.files.atomic import replacing, write_file
 from ablate.files.json_file import read_json
-from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER, other_rank
+from ablate.run.run_lock import other_rank
+from ablate.run.rundir import FINGERPRINT, RUN_TOKENIZER
 
 
 def corpus_fingerprint(data_cfg) -> dict[str, dict]:

@@ -38,15 +38,8 @@ from ablate.run.memory import check_fits
 from ablate.run.provenance import run_provenance
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import set_aside_results
-from ablate.run.rundir import (
-    RUN_LOCK,
-    check_disk_space,
-    claim_out_dir,
-    empty_or_absent,
-    lock_run_dir,
-    remove_if_untouched,
-    unlock_run_dir,
-)
+from ablate.run.run_lock import RUN_LOCK, lock_run_dir, unlock_run_dir
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched
 from ablate.run.stopping import StopRules, convergence_report
 from ablate.run.train import epochs_trained
 from ablate.run.trainer import fit_or_exit, judge_trainer, make_group_trainer, prepare_process

@@ -7,7 +7,6 @@ these, so they know nothing of sweeps.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
@@ -18,16 +17,16 @@ from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.config.compose import DATA_PATHS
 from ablate.config.saved import read_run_config
 from ablate.config.schema import TrainConfig
-from ablate.files import held_locks, signals
+from ablate.files import signals
 from ablate.run.exits import FAILED_FILE
 from ablate.run.progress_file import PROGRESS_FILE
+from ablate.run.run_lock import RUN_LOCK, lock_run_dir, other_rank, unlock_run_dir
 
 log = logging.getLogger(__name__)
 
 
 FINGERPRINT = "fingerprint.json"  # the corpus files and tokenizer the run trains on (see record_fingerprint)
 RUN_TOKENIZER = "tokenizer.model"  # the run's own tokenizer, from its checkpoint, which a resume encodes with
-RUN_LOCK = ".run.lock"  # held by the process training in the folder (lock_run_dir)
 # The files training writes in out_dir by name, replaced whole: one already there is an earlier run's (or a user's, moved
 # aside with it, never written over), and a link at one is refused before anything is written (ablate.files.atomic
 # refused it only at the write, mid-run, after the config and the lock were written).
@@ -181,6 +180,7 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
     out = Path(cfg.out_dir)
     lock = None
     refuse_links(out)  # before the lock opens a linked .run.lock, and before prepare_out_dir writes anything
+    made_lock = not (out / RUN_LOCK).exists()  # a refusal takes it away again: a user's folder keeps no trace
     if out.is_dir():
         try:
             lock = lock_run_dir(out)
@@ -191,49 +191,11 @@ def claim_out_dir(cfg: ExperimentConfig, resume: bool = False, aside: bool = Fal
         if lock is None:
             lock = lock_run_dir(out)
     except BaseException:
+        if lock is not None and made_lock:
+            (out / RUN_LOCK).unlink(missing_ok=True)  # while held: a process waiting on it sees it gone (lock_run_dir)
         unlock_run_dir(lock)
         raise
     return out, lock
-
-
-def other_rank() -> bool:
-    """Whether this process is a DDP rank launched by rank 0 of the same run (which owns the run directory)."""
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
-
-
-def lock_run_dir(out: Path) -> int | None:
-    """Hold out_dir for this process: a second `ablate train` on it (or a sweep continuing a trial whose first
-    process still runs) is refused instead of interleaving checkpoints. The lock dies with the process, kill -9
-    included. Returns the descriptor to close when done; DDP ranks other than 0 share rank 0's lock."""
-    if other_rank():
-        return None
-    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise ValueError(f"out_dir={out} is in use by another training process (pid {holder}); wait for it to end or stop it") from None
-    held_locks.hold(fd)  # a forked DataLoader worker closes it: the lock ends with this process, kill -9 included
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd
-
-
-def unlock_run_dir(fd: int | None) -> None:
-    """Release lock_run_dir's lock (None: there was none)."""
-    if fd is not None:
-        held_locks.release(fd)
-        os.close(fd)
-
-
-def run_dir_in_use(out: Path) -> bool:
-    try:
-        fd = lock_run_dir(out)
-    except ValueError:
-        return True
-    unlock_run_dir(fd)
-    return False
 
 
 def check_disk_space(out: Path, params: int, keep_last: int) -> None:

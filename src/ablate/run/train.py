@@ -27,7 +27,8 @@ from ablate.run.memory import check_fits
 from ablate.run.results import complete_summary, publish
 from ablate.run.resume_checks import prepare_resume, set_aside_results
 from ablate.run.resume_point import resume_checkpoint
-from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, saved_config, unlock_run_dir
+from ablate.run.run_lock import unlock_run_dir
+from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, saved_config
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
 from ablate.training.module import TranslationModule
 

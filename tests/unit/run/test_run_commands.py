@@ -190,7 +190,8 @@ def test_a_group_refused_for_a_folder_another_process_just_took_leaves_that_fold
 
     import ablate.run.members
     from ablate.cli import main
-    from ablate.run.rundir import claim_out_dir, lock_run_dir
+    from ablate.run.run_lock import lock_run_dir
+    from ablate.run.rundir import claim_out_dir
 
     config = write_experiment(tmp_path)
     held = []

@@ -22,16 +22,15 @@ from ablate.experiment import load_config
 from ablate.files.destination import check_output
 from ablate.run import rundir
 from ablate.run.fingerprint import checkpoint_tokenizer, corpus_fingerprint, data_changes, record_fingerprint, run_tokenizer
+from ablate.run.run_lock import lock_run_dir, run_dir_in_use
 from ablate.run.rundir import (
     FINGERPRINT,
     changes_from_saved_config,
     check_disk_space,
     claim_out_dir,
     earlier_run,
-    lock_run_dir,
     move_aside,
     prepare_out_dir,
-    run_dir_in_use,
 )
 from ablate.sweep.member_trial import GROUP_FILE
 
@@ -287,20 +286,6 @@ def test_prepare_out_dir_refuses_a_file_or_an_unwritable_place_naming_the_key(tm
 # --- the lock -----------------------------------------------------------------------------------------------------
 
 
-def test_the_lock_holds_out_a_second_opener_until_released(tmp_path):
-    assert run_dir_in_use(tmp_path) is False
-    fd = lock_run_dir(tmp_path)
-    try:
-        assert (tmp_path / ".run.lock").read_text() == str(os.getpid())
-        assert run_dir_in_use(tmp_path) is True
-        with pytest.raises(ValueError, match=f"out_dir={tmp_path} is in use by another training process \\(pid {os.getpid()}\\)"):
-            lock_run_dir(tmp_path)
-    finally:
-        os.close(fd)
-    assert run_dir_in_use(tmp_path) is False
-    os.close(lock_run_dir(tmp_path))  # free again once the holder closes it
-
-
 def test_move_aside_is_refused_while_another_process_holds_the_run_and_nothing_moves(tmp_path):
     """Issue 38 item 1: the lock is checked before the earlier run moves (the live run's files stay where it writes)."""
     out = tmp_path / "run"
@@ -329,6 +314,18 @@ def test_claim_out_dir_locks_a_new_folder_and_releases_the_lock_when_refused(tmp
     with pytest.raises(ValueError, match="already holds a run"):
         claim_out_dir(config(out))
     assert run_dir_in_use(out) is False  # the refused claim let go of the lock
+    assert (out / ".run.lock").is_file()  # the earlier run's lock file, kept
+
+
+def test_a_claim_refused_in_a_users_folder_leaves_no_lock_file_there(tmp_path):
+    """`ablate train --resume out_dir=notes/` on a folder of the user's with no run in it is refused; the lock it
+    took to ask stays no trace of it."""
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "mine.txt").write_text("the user's\n")
+    with pytest.raises(ValueError, match="holds no checkpoint to resume from"):
+        claim_out_dir(config(out), resume=True)
+    assert os.listdir(out) == ["mine.txt"]
 
 
 @pytest.mark.parametrize("name", ["progress.json", "FAILED.txt"])
@@ -375,12 +372,6 @@ def test_every_file_a_run_writes_is_a_record_no_output_may_replace(tmp_path, nam
     (run / "summary.json").write_text("{}")
     with pytest.raises(ValueError, match=f"-o {run / name} is {name} of the run {run}, which ablate writes as its record"):
         check_output(run / name, "-o", owns=[run])
-
-
-@pytest.mark.parametrize("var", ["LOCAL_RANK", "NODE_RANK"])
-def test_ranks_other_than_zero_share_rank_zeros_lock(tmp_path, monkeypatch, var):
-    monkeypatch.setenv(var, "1")
-    assert lock_run_dir(tmp_path) is None and not (tmp_path / ".run.lock").exists()
 
 
 # --- disk space ---------------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_a_group_that_cannot_re_form_leaves_no_row_it_took_behind(tmp_path):
     in a fresh group; none is left RUNNING outside the worker's list (it was never beaten, nor trained)."""
     from optuna.trial import TrialState
 
-    from ablate.run.rundir import lock_run_dir
+    from ablate.run.run_lock import lock_run_dir
 
     sweep, handle, plan, root = _study(tmp_path)
     group = _interrupted_group(tmp_path, handle, plan, root, checkpoint=True)
