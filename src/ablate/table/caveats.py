@@ -1,5 +1,5 @@
 """The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, seed
-intervals cut at a score's range or with no spread at all, how each row was tested (no test, sentence noise only, a
+intervals cut at a score's range or with no spread at all, rows some of whose seeds diverged, how each row was tested (no test, sentence noise only, a
 borrowed seed variance, paired by schedule), controls, rows stopped by a limit before their convergence rule was met,
 and rows whose seeds trained as members of one model (`ablate.table.compare` gathers them into the table's notes)."""
 
@@ -23,6 +23,19 @@ def skipped_runs(skipped: dict[str, str], what: str = "W&B run", diverged: list[
             f"Diverged, no run finished: {', '.join(diverged)}; in the table as 'diverged', without scores, and left out of "
             "the Holm correction, the verdict counts and Spearman's rho."
         )
+    return out
+
+
+def partly_diverged(rows: dict[str, list], finished: dict[str, int]) -> list[str]:
+    """Rows scored on the seeds that trained while others diverged: their mean and verdict are the lucky seeds'."""
+    out = []
+    for row, seeds in rows.items():
+        if row in finished:
+            named = ", ".join("?" if s is None else str(s) for s in seeds)
+            out.append(
+                f"Row {row}: {len(seeds)} of its {len(seeds) + finished[row]} seeds diverged (seed {named}); its scores, "
+                "interval and verdict are of the seeds that finished, so they say how it does when it trains, not how often it does."
+            )
     return out
 
 

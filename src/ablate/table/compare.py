@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ablate.config.paper import BASE_VARIANTS, TABLE3, PaperRow, row_group, unlike
 from ablate.config.trained import trained_differences
 from ablate.table import rank_correlation, replicates, seed_intervals, verdicts
-from ablate.table.caveats import limit_notes, member_groups, member_groups_note, skipped_runs, testing_notes
+from ablate.table.caveats import limit_notes, member_groups, member_groups_note, partly_diverged, skipped_runs, testing_notes
 from ablate.table.controls import find_controls, seeds_of
 from ablate.table.finished_runs import Run, check_rows, effective_config, require_base
 from ablate.table.paired_bootstrap import SENTENCES_ONLY
@@ -247,6 +247,7 @@ def _summary(table: Table, ev: Evidence, n_boot: int, seed: int, target_mde: flo
         "training_hours": _training_hours(runs),
         "controls": _controls(table),
     }
+    summary["notes"] += partly_diverged(ev.some_diverged, {ln["row"]: ln["seeds"] for ln in table.lines})
     summary["notes"] += testing_notes(table, others, ev.runs_with_records)
     for statistic in STUDY_STATISTICS:  # each its own entry of the summary, one value per metric
         summary[statistic.key] = {m: statistic.measure(table, m, seed) for m in METRICS}

@@ -6,7 +6,8 @@ earlier attempt of a row and seed another run tabulates is named as that. A memb
 and log) is no run: its members' folders are. A trial the study database (SQLite, `study.db` in the folder) marks
 finished or failed whose run folder is gone is named too, and a trial folder with a summary.json that the database
 marks failed or running (`in_study`) is an attempt, not a seed. Rows none of whose runs finished, all diverged, are
-`diverged` rows: the table shows them as such (ablate.table.compare). A run a sweep's pruner stopped, with its
+`diverged` rows: the table shows them as such (ablate.table.compare); a row only some of whose seeds diverged is
+scored on the others, and a note says so (ablate.table.caveats.partly_diverged). A run a sweep's pruner stopped, with its
 summary.json, is left out of the final table by ablate.table.finished_runs.unpruned.
 """
 
@@ -34,6 +35,7 @@ NOT_RUN = "[not run] "  # a bookkeeping trial's fail_reason prefix (ablate.sweep
 class LeftOut:
     runs: dict[str, str] = field(default_factory=dict)  # run folder (or trial) -> why it is not tabulated
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished, all diverged -> (why, config)
+    some_diverged: dict[str, list] = field(default_factory=dict)  # row some of whose runs finished -> the seeds that diverged
     rows: set[str] = field(default_factory=set)  # the rows the runs and trials left out are of, where known
 
     def not_run(self, planned: list[str], tabulated: set[str], sweep_file) -> None:
@@ -119,6 +121,8 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
     for row, attempts in by_row.items():
         if row not in rows and all(why.startswith("diverged") for why, _ in attempts):
             out.diverged[row] = attempts[0]
+        elif row in rows and (seeds := [config.get("seed") for why, config in attempts if why.startswith("diverged")]):
+            out.some_diverged[row] = seeds
     return out
 
 

@@ -32,6 +32,7 @@ class Evidence:
     skipped: dict[str, str] = field(default_factory=dict)  # runs left out -> why (`finished_runs.runs_from_wandb`, `left_out`)
     skipped_what: str = "W&B run"  # what those are, as the note names them
     diverged: dict[str, tuple[str, dict]] = field(default_factory=dict)  # row none of whose runs finished -> (why, config)
+    some_diverged: dict[str, list] = field(default_factory=dict)  # row scored on the seeds that finished -> those that diverged
 
 
 def _record(run: Run, split: str) -> EvalFile | None:

@@ -295,3 +295,19 @@ def test_a_diverged_member_of_a_hand_trained_group_is_of_its_groups_row(tmp_path
     assert sorted(r.row for r in runs) == ["hotA", "hotB"]
     found = left_out(root, runs)
     assert list(found.diverged) == ["hotC"] and len(found.runs) == 4 and {"hotA", "hotB", "hotC"} <= found.rows
+
+
+def test_a_row_some_of_whose_seeds_diverged_is_scored_on_the_rest_and_a_note_says_so(tmp_path, capsys):
+    """Stats review: A-h1's seed 2 diverged, so its mean and verdict were of seeds 1 and 3 alone, and only the general
+    'Left out' line named the run: a variant that diverges half the time read as one that trains."""
+    root = study(tmp_path)
+    run = root / "trials" / "A-h1-s2"
+    (run / "summary.json").unlink()
+    (run / "train.log").write_text("FloatingPointError: non-finite weights at step 9: not saving them\n")
+    found = left_out(root, runs_from_dirs(root))
+    assert found.some_diverged == {"A-h1": [2]} and list(found.diverged) == ["B-dk16"]
+    assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
+    note = "Row A-h1: 1 of its 3 seeds diverged (seed 2); its scores, interval and verdict are of the seeds that finished"
+    assert note in " ".join(capsys.readouterr().out.split())
+    assert note in (tmp_path / "out" / "table3.md").read_text()
+    assert any(n.startswith(note) for n in json.loads((tmp_path / "out" / "table3.json").read_text())["notes"])
