@@ -309,6 +309,8 @@ def test_a_signal_during_the_runs_end_exits_to_resume_it_not_0_without_a_summary
     assert proc.returncode == code, log[-3000:]
     assert "after training, before the end of" in log and re.search(r"continue with: ablate train \S+\.yaml --resume", log), log[-2000:]
     assert "before training started" not in log and not (tmp_path / "cut" / "summary.json").exists()
+    # "training is saved": all 25 steps, not the 20 of the last save on the grid (the signals review's find)
+    assert torch.load(tmp_path / "cut" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 25
     again = ablate("train", str(path), "--resume")
     assert again.wait(timeout=300) == 0, again.stdout.read().decode()[-3000:]
     whole, cut = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "cut"))

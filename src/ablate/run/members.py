@@ -158,6 +158,7 @@ def _train(
         with run_end(group, ends):  # a signal from here on exits 75 (130), to resume the members' ends
             validated = "valid" in available_splits(cfg.data)
             if validated and stop.validated_step != trainer.global_step and not runs.stops.all_stopped:
+                trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)  # a signal next loses no step
                 trainer.validate(module, datamodule=dm, verbose=False)  # the final weights of the members still training
                 runs.record(trainer, module, judge=False)
                 trainer.save_checkpoint(group / "checkpoints" / "last.ckpt", weights_only=False)

@@ -96,6 +96,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
                 # The run ended off the validation grid (max_steps or max_epochs not a multiple of val_every_steps), or
                 # resumed after its last step with nothing left to train: validate the final weights, which the summary
                 # reports, and save them as last.ckpt, which `ablate table --split test` scores when they are selected.
+                # Saved first as well: a signal during this validation says training is saved, and loses no step.
+                trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)
                 trainer.validate(module, datamodule=dm, verbose=False)
                 trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)  # full state, as every last.ckpt
             selected = select_weights(cfg, trainer, module, dm, out) if validated else {"selected": FINAL}
