@@ -1,6 +1,7 @@
 """`ablate table`'s files: each rendered in full before any is touched, then compared with what is there. A file
 with other content is replaced only when asked (`--force`), since a table's folder may hold committed evidence; a
-file with the same content is left as it is; the new and changed ones are replaced together or not at all."""
+file with the same content is left as it is; the new and changed ones are replaced together or not at all (a rename
+refused halfway puts back the ones before it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ablate.files import signals
-from ablate.files.atomic import private_dir, replacing
+from ablate.files.atomic import DiskFull, private_dir, replacing
 
 WRITTEN, REPLACED, UNCHANGED = "wrote", "replaced", "unchanged"
 
@@ -76,11 +77,43 @@ def _write(files: dict[Path, bytes], force: bool, empty: Collection[Path]) -> di
             f"pass --force to replace {'them' if len(changed) > 1 else 'it'}, or choose another --out or --name"
         )
     todo = [p for p, s in state.items() if s != UNCHANGED]
-    for p in todo:
-        p.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:  # all written first, then all renamed: a failure changes none
-        for p in todo:
+        for p in todo:  # `replacing` makes a missing folder, and removes it again if the write fails
             stack.enter_context(replacing(p)).write_bytes(files[p])
         with signals.held():  # nor a signal: one that comes while they are renamed acts after the last
-            stack.pop_all().close()
+            old = _keep(todo)
+            try:
+                stack.pop_all().close()
+            except OSError as e:  # one rename refused (a file another user owns in a shared folder): the others undone
+                _put_back(old)
+                if isinstance(e, DiskFull) or not (where := e.filename2 or e.filename):
+                    raise
+                raise ValueError(f"{where} could not be replaced ({e.strerror or e}); the table's files are as they were") from None
+            finally:
+                for copy in old.values():
+                    if copy is not None:
+                        copy.unlink(missing_ok=True)
     return state
+
+
+def _keep(paths: list[Path]) -> dict[Path, Path | None]:
+    """A copy of each file there now (a hard link, else a copy; None where none is), to put back if a rename fails."""
+    out: dict[Path, Path | None] = {}
+    for p in paths:
+        out[p] = None
+        if p.exists():
+            out[p] = p.with_name(f".{p.name}.{os.getpid()}.old")
+            try:
+                os.link(p, out[p])
+            except OSError:  # no hard links here, or a file that refuses them (immutable)
+                shutil.copy2(p, out[p])
+    return out
+
+
+def _put_back(old: dict[Path, Path | None]) -> None:
+    for p, copy in old.items():
+        with contextlib.suppress(OSError):  # the file whose rename failed is as it was
+            if copy is not None:
+                os.replace(copy, p)
+            else:
+                p.unlink(missing_ok=True)  # a new file, renamed in before the failure

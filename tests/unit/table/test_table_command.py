@@ -144,6 +144,52 @@ def test_a_scratch_folder_a_killed_table_left_is_removed_by_the_next(tmp_path, m
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == [live.name]
 
 
+def test_a_rename_refused_halfway_puts_back_the_files_renamed_before_it(tmp_path, monkeypatch):
+    """Signals review: table3.tex refused its rename (immutable; another user's file in a shared folder) after the
+    .json had been replaced, leaving a mix of the new and the old table, and an errno naming the hidden temporary."""
+    import os
+
+    from ablate.table import file_writes
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("t.md", "t.tex", "t.json"):
+        (out / name).write_text("old")
+    real = os.replace
+
+    def refuse_tex(src, dst):
+        if Path(dst).name == "t.tex":
+            raise PermissionError(1, "Operation not permitted", str(src), None, str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_tex)
+    with pytest.raises(
+        ValueError, match=f"^{out / 't.tex'} could not be replaced \\(Operation not permitted\\); the table's files are as they were$"
+    ):
+        file_writes.write({out / n: b"new" for n in ("t.md", "t.png", "t.tex", "t.json")}, force=True)
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"t.md": "old", "t.tex": "old", "t.json": "old"}
+
+
+def test_a_write_failing_into_new_folders_leaves_none_of_them(tmp_path, monkeypatch):
+    """Signals review: `--out NEW/SUB` on a full disk left NEW/SUB, made before the writes that would remove it."""
+    import errno
+
+    from ablate.files.atomic import DiskFull
+    from ablate.table import file_writes
+
+    real = Path.write_bytes
+
+    def full(self, data):
+        if ".t.csv." in self.name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(DiskFull):
+        file_writes.write({tmp_path / "new" / "sub" / n: b"new" for n in ("t.md", "t.csv")}, force=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_second_table_into_the_same_folder_waits_for_the_first_to_finish_writing(tmp_path):
     """Two `ablate table --out X` at once: each checks what is there and renames its files under the folder's lock, so
     the second sees the first's files (refused without --force) and never leaves a mix of both."""
