@@ -23,7 +23,7 @@ from lightning.pytorch.callbacks.progress.rich_progress import CustomBarColumn
 from rich.progress import TextColumn
 from rich.table import Column
 
-from ablate.run.progress_file import format_eta, write_progress
+from ablate.run.progress_file import format_eta, read_progress, write_progress
 
 WINDOW_S = 30.0  # tokens/s and the pace of steps are measured over this much recent training time
 VAL_METRICS = ("val/loss", "val/bleu")
@@ -153,6 +153,8 @@ class ProgressFile(L.Callback):
             self.on_train_end(trainer, pl_module)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if self.state.get("started") is None and (earlier := read_progress(self.out)):
+            self.state = earlier  # a resume stopped before it trained: the run is where its last attempt left it
         self.state.update(phase="stopped", eta_s=None)
         self._write(trainer, force=True)
 

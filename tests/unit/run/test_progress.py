@@ -275,3 +275,23 @@ def test_the_final_weights_validation_after_training_leaves_a_finished_run_finis
     cb.on_validation_end(tr, None)
     p = read_progress(tmp_path)
     assert (p["phase"], p["val/loss"], p["val_step"]) == ("finished", 2.5, 1)
+
+
+def test_a_resume_stopped_before_it_trained_leaves_the_run_where_its_last_attempt_left_it(tmp_path, clock):
+    """Signals review: Ctrl-C while a --resume loaded set progress.json back to step 0 with no scores, so `ablate
+    status` and a sweep's live view showed the run stopped at step 0 until it trained again."""
+    first, tr = ProgressFile(tmp_path, every_s=0), trainer()
+    first.on_train_start(tr, None)
+    for _ in range(11):
+        step(first, tr, clock)
+    tr.callback_metrics = {"val/loss": torch.tensor(2.5), "val/bleu": torch.tensor(9.0)}
+    first.on_validation_start(tr, None)
+    first.on_validation_end(tr, None)
+    first.on_exception(tr, None, KeyboardInterrupt())
+    ProgressFile(tmp_path, every_s=0).on_exception(trainer(), None, KeyboardInterrupt())  # the resume, before training
+    p = read_progress(tmp_path)
+    assert (p["phase"], p["step"], p["val/bleu"], p["val_step"]) == ("stopped", 11, 9.0, 11)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    ProgressFile(fresh, every_s=0).on_exception(trainer(), None, KeyboardInterrupt())  # a new run: its own state
+    assert (read_progress(fresh)["phase"], read_progress(fresh)["step"]) == ("stopped", 0)
