@@ -5,7 +5,9 @@ an Optuna `search` space with a sampler and a pruner. Parsing and validating the
 
 from __future__ import annotations
 
+import copy
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -120,7 +122,8 @@ class Sweep:
 
 
 def nest(dotted: dict[str, Any]) -> dict:
-    """{'model.heads': 4} -> {'model': {'heads': 4}}."""
+    """{'model.heads': 4} -> {'model': {'heads': 4}}. A section given whole ({'model': {'d_ff': 64}}) merges with the
+    keys given dotted, in order (a later key wins), and is copied: the sweep's own overrides are never written into."""
     out: dict = {}
     for key, value in dotted.items():
         parts = str(key).split(".")
@@ -129,8 +132,16 @@ def nest(dotted: dict[str, Any]) -> dict:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override '{key}' goes below '{p}', which is not a section")
-        node[parts[-1]] = value
+        _put(node, parts[-1], value)
     return out
+
+
+def _put(node: dict, key: str, value: Any) -> None:
+    if isinstance(value, Mapping) and isinstance(node.get(key), dict):
+        for k, v in value.items():
+            _put(node[key], k, v)
+    else:
+        node[key] = copy.deepcopy(value)
 
 
 def _inside(root: Path, name: str) -> Path:

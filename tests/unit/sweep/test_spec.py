@@ -127,6 +127,26 @@ def test_a_trial_or_group_folder_already_holding_files_is_not_trained_into(tmp_p
     assert sweep.group_dir(4, "A").name == "0004-A-2"
 
 
+def test_a_section_given_whole_merges_with_dotted_keys_and_is_never_written_into(tmp_path):
+    """Front-door review: nest() stored the sweep's own `train: {...}` and wrote a row's train.warmup into it, so every
+    later trial in the worker trained with that warmup; and a row's `model: {d_ff: 64}` replaced the sweep's
+    model.heads, so the trial trained what --dry-run did not show."""
+    shared = {"train": {"max_steps": 20}}
+    assert nest({**shared, "train.warmup": 10}) == {"train": {"max_steps": 20, "warmup": 10}}
+    assert shared == {"train": {"max_steps": 20}}
+    assert nest({"model.heads": 2, "model": {"d_ff": 64}, "train.max_steps": 20, "train": {"warmup": 10}}) == {
+        "model": {"heads": 2, "d_ff": 64},
+        "train": {"max_steps": 20, "warmup": 10},
+    }
+    assert nest({"model": {"heads": 2}, "model.heads": 4}) == {"model": {"heads": 4}}  # a later key wins
+    text = "name: n\nbase: base.yaml\noverrides: {train: {max_steps: 20}, model.heads: 2}\n"
+    sweep = load_sweep(write(tmp_path, text + "variants: {w10: {train.warmup: 10}, x: {model: {d_ff: 64}}, after: {}}\n"))
+    for row in ("w10", "x", "after"):  # each as --dry-run describes it, in one worker, in this order
+        assert sweep.config_for(sweep.variants[row]) == sweep.row_config(sweep.variants[row]), row
+    after = sweep.config_for(sweep.variants["after"])
+    assert (after.train.warmup, after.train.max_steps, after.model.heads) == (sweep.config_for({}).train.warmup, 20, 2)
+
+
 def test_nest_and_row_group():
     assert nest({"model.heads": 4, "model.d_k": 8, "seed": 1}) == {"model": {"heads": 4, "d_k": 8}, "seed": 1}
     assert (row_group("A-h1"), row_group("base"), row_group("big")) == ("A", "base", "big")
