@@ -47,6 +47,8 @@ def _base(path: Path, raw: dict) -> list[str]:
     base = [base] if isinstance(base, str) else base
     if not isinstance(base, list) or not all(isinstance(b, str) for b in base):
         raise fields.fail(path, f"base must be an experiment file or a list of them, got {raw['base']!r}")
+    if not base:  # every trial would train the schema's defaults: the paper's base model for 100,000 steps
+        raise fields.fail(path, "base is missing: name the experiment file(s) every trial starts from (base: experiments/X.yaml)")
     found = []
     for b in base:
         where = Path(b) if Path(b).exists() or not (path.parent / b).exists() else path.parent / b

@@ -121,3 +121,11 @@ def test_an_interpolation_a_row_cannot_resolve_is_named_with_the_row_among_every
         == "  - variant 'A': overrides: bad value for 'model.heads': '${model.nope}' cannot be resolved (Interpolation key 'model.nope' not found)"
     )
     assert lines[2] == "  - variant 'B': invalid config:"
+
+
+@pytest.mark.parametrize("base", ["", "base: []\n", "base:\n"])
+def test_a_sweep_without_a_base_is_refused_as_docs_say_it_is_required(tmp_path, base):
+    """Front-door review: accepted, every trial would have trained the schema's defaults (48M parameters, 100,000 steps)."""
+    path = write(tmp_path, f"name: demo\n{base}variants:\n  base: {{}}\n")
+    with pytest.raises(ConfigError, match=r"sweep.yaml: base is missing: name the experiment file\(s\) every trial starts from"):
+        load_sweep(path)
