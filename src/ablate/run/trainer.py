@@ -12,8 +12,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.strategies import StrategyRegistry
 
 from ablate.config import ExperimentConfig
 from ablate.files.signals import raises_on_sigterm
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 def prepare_process(cfg: ExperimentConfig) -> Precision:
     """What a training process sets before it builds anything, for a run and a member group alike: freed host memory
     kept for the next step (no page faults), torch's threads, the matmul precision and every seed. The precision."""
+    _check_devices(cfg.train)
     _check_half_precision_has_a_gpu(cfg.train)
     keep_freed_memory()
     if cfg.train.num_threads:
@@ -47,6 +50,19 @@ def prepare_process(cfg: ExperimentConfig) -> Precision:
     precision.set_matmul()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     return precision
+
+
+def _check_devices(t) -> None:
+    """train.accelerator and train.strategy as Lightning reads them, refused here, before anything is written: Lightning
+    refused them only once the data was read, `gpu` on a machine without one as a traceback, the folder left a run."""
+    names = {"auto", "gpu", *AcceleratorRegistry.available_accelerators()}
+    if t.accelerator not in names:
+        raise ValueError(f"train.accelerator={t.accelerator!r} is none of {', '.join(sorted(names))}")
+    kind = "cuda" if t.accelerator == "gpu" else t.accelerator
+    if kind != "auto" and not AcceleratorRegistry[kind]["accelerator"].is_available():
+        raise ValueError(f"train.accelerator={t.accelerator}: this machine has no {kind} device; use train.accelerator=auto")
+    if t.strategy != "auto" and t.strategy not in StrategyRegistry.available_strategies():
+        raise ValueError(f"train.strategy={t.strategy!r} is not a strategy Lightning knows (auto, ddp, ddp_spawn, fsdp, deepspeed, ...)")
 
 
 def _check_half_precision_has_a_gpu(t) -> None:

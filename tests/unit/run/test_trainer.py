@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -27,3 +28,22 @@ def test_16_mixed_on_a_cpu_is_refused_where_lightning_would_train_bf16_and_ablat
     bf16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16-mixed"))
     assert prepare_process(bf16).arithmetic() == "bf16"
     torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.parametrize(
+    "train, message",
+    [
+        ({"accelerator": "foo"}, "train.accelerator='foo' is none of auto, cpu, cuda, gpu, mps, tpu"),
+        ({"accelerator": "gpu"}, "train.accelerator=gpu: this machine has no cuda device; use train.accelerator=auto"),
+        ({"accelerator": "cuda"}, "train.accelerator=cuda: this machine has no cuda device"),
+        ({"strategy": "foo"}, "train.strategy='foo' is not a strategy Lightning knows"),
+    ],
+)
+def test_an_accelerator_or_strategy_lightning_would_refuse_is_refused_before_anything_is_set(monkeypatch, train, message):
+    """Front-door review: Lightning refused these only after the data was read and config.yaml written, `gpu` without a
+    GPU as a traceback, and the corrected command was then refused for the run left in out_dir."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        prepare_process(ExperimentConfig(train=TrainConfig(**train)))
+    prepare_process(ExperimentConfig(train=TrainConfig(accelerator="cpu", strategy="ddp")))  # known and here: no refusal
