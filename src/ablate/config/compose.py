@@ -83,4 +83,6 @@ def compose(files: Iterable[str | os.PathLike] = (), overrides: Iterable[str] = 
     cfg = merged(schema(), updates)
     with resolving(updates):  # an interpolation that cannot be resolved: named with its key and source
         cfg.plugins = [resolve_plugin(p) for p in cfg.plugins]
+        if isinstance(cfg.out_dir, str) and cfg.out_dir.startswith("~"):  # as Lightning's checkpoints expand it: one run, one folder
+            cfg.out_dir = os.path.expanduser(cfg.out_dir)
         return OmegaConf.to_object(cfg)

@@ -306,3 +306,13 @@ def test_a_date_for_a_text_key_is_that_text_from_the_command_line_and_a_file(tmp
     path.write_text("logging:\n  tags: [2024-12-01, run]\n")
     cfg = load_config([path], ["logging.name=2024-12-01"])
     assert cfg.logging.name == "2024-12-01" and cfg.logging.tags == ["2024-12-01", "run"]
+
+
+def test_an_out_dir_under_home_is_one_folder_there_from_a_file_or_the_command_line(tmp_path, monkeypatch):
+    """Front-door review: `out_dir: ~/x` put the checkpoints in $HOME/x (Lightning expands it) and the rest in ./~/x,
+    where --resume then found no checkpoint."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "exp.yaml").write_text("out_dir: ~/runs/x\n")
+    assert load_config([tmp_path / "exp.yaml"]).out_dir == str(tmp_path / "home" / "runs" / "x")
+    assert load_config(overrides=["out_dir=~/y"]).out_dir == str(tmp_path / "home" / "y")
+    assert load_config(overrides=["out_dir=runs/~x"]).out_dir == "runs/~x"  # a tilde inside a name is a name
