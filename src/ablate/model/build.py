@@ -73,6 +73,8 @@ def built(cls: type, named: str, **kwargs) -> nn.Module:
     """`cls(**kwargs)`; a constructor that does not take what the builder gives (a plugin's, say) is a ValueError
     naming the key, the class and its file, not a TypeError from inside the builder."""
     try:
+        if cls.__init__ is nn.Module.__init__ and kwargs:  # its (*args, **kwargs) binds anything, then refuses them all
+            raise TypeError(f"{cls.__qualname__} has no __init__ of its own, and nn.Module's takes no arguments")
         inspect.signature(cls).bind(**kwargs)
     except TypeError as e:
         raise ValueError(

@@ -65,6 +65,11 @@ class NoScale(AttentionKernel):
         return q
 
 
+class Stateless(AttentionKernel):  # no __init__: nn.Module's, which binds anything (front-door review: a traceback)
+    def forward(self, q, k, v, mask, scale):
+        return q
+
+
 class Takes(torch.nn.Module):
     def __init__(self, slope):
         super().__init__()
@@ -77,10 +82,11 @@ class Takes(torch.nn.Module):
     "registry, key, cls, said",
     [
         (ATTENTION, "attention", NoKeywords, "NoKeywords ({file}) cannot be built with heads, d_k, dropout (got an unexpected keyword argument 'heads')"),
+        (ATTENTION, "attention", Stateless, "Stateless ({file}) cannot be built with heads, d_k, dropout (Stateless has no __init__ of its own, and nn.Module's takes no arguments)"),
         (ATTENTION, "attention", NoScale, "NoScale.forward ({file}) cannot be called as forward(q, k, v, mask, scale) (too many positional arguments)"),
         (ACTIVATIONS, "activation", Takes, "Takes ({file}) cannot be built with no arguments (missing a required argument: 'slope')"),
     ],
-    ids=["constructor", "kernel-call", "activation"],
+    ids=["constructor", "no-constructor", "kernel-call", "activation"],
 )  # fmt: skip
 def test_a_variant_the_builder_cannot_call_is_named_with_its_key_class_and_file(registry, key, cls, said):
     """These were TypeErrors from inside the builder, or from the first forward pass after the data had loaded."""
