@@ -163,7 +163,8 @@ def resume_command() -> str:
     args = sys.argv[1:]
     if not args or args[0] != "train":
         return "ablate train CONFIG [overrides] --resume"
-    return shlex.join(["ablate", *[a for a in args if a not in ("--resume", "--auto-resume", "--force")], "--resume"])
+    # --move-aside moved the earlier run once; with --resume it would be refused (one or the other)
+    return shlex.join(["ablate", *[a for a in args if a not in ("--resume", "--auto-resume", "--force", "--move-aside")], "--resume"])
 
 
 def disk_full_advice(e: BaseException, out: Path) -> DiskFull | None:

@@ -114,9 +114,21 @@ def train_command(args: argparse.Namespace) -> int:
         return PREEMPTED_EXIT  # as a run preempted after saving: a scheduler or sweep runs it again
 
 
+def _refuse_flags_that_do_nothing(args: argparse.Namespace) -> None:
+    """A flag its command ignores reads as done: `--force` without a resume changes nothing the user meant it to."""
+    resuming = "--resume" if args.resume else "--auto-resume" if args.auto_resume else None
+    for flag, given in (("--force", args.force), ("--accept-data-change", args.accept_data_change)):
+        if given and not resuming:
+            raise ValueError(f"{flag} is for a resume, and this command starts a run: add --resume, or leave {flag} out")
+    if args.resume and (args.auto_resume or args.move_aside):
+        other = "--auto-resume (which resumes when out_dir holds checkpoints)" if args.auto_resume else "--move-aside (which starts anew)"
+        raise ValueError(f"--resume and {other} together: give one")
+
+
 def _train_command(args: argparse.Namespace) -> int:
     from ablate.experiment import load_config
 
+    _refuse_flags_that_do_nothing(args)
     files, overrides = split_config_args(args.config)
     lists, overrides = member_lists(overrides)
     given = [value.strip() for key, _, value in (o.partition("=") for o in overrides) if key.strip() == "members.size"]

@@ -43,6 +43,16 @@ def test_a_sweep_trial_says_to_run_its_sweep_again_not_ablate_train(monkeypatch)
     assert resume_command() == "ablate sweep 'sweeps/my sweep.yaml' (the sweep this trial is in, with the flags it ran with)"
 
 
+def test_the_resume_command_of_a_run_started_with_move_aside_is_one_ablate_train_takes(monkeypatch):
+    """--move-aside moved the earlier run when the run began; with --resume it is refused as a flag pair."""
+    from ablate.run.callbacks import resume_command
+    from ablate.run.exits import SWEEP_FILE_ENV
+
+    monkeypatch.delenv(SWEEP_FILE_ENV, raising=False)
+    monkeypatch.setattr("sys.argv", ["ablate", "train", "exp.yaml", "--move-aside", "seed=2"])
+    assert resume_command() == "ablate train exp.yaml seed=2 --resume"
+
+
 @pytest.mark.parametrize("written", [False, True])
 def test_a_signal_at_the_runs_end_says_whether_its_results_were_written(tmp_path, monkeypatch, caplog, written):
     """A Ctrl-C while the summary went to W&B, after summary.json was written whole, was said as an end not written."""

@@ -354,3 +354,22 @@ def test_a_groups_config_trained_again_without_its_lists_is_refused_naming_its_m
     monkeypatch.setattr("ablate.run.train.train", lambda cfg, **kw: sys.exit(0))
     with pytest.raises(SystemExit):
         train_command(args)
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--force"], "--force is for a resume, and this command starts a run: add --resume, or leave --force out"),
+        (["--accept-data-change"], "--accept-data-change is for a resume, and this command starts a run"),
+        (["--resume", "--auto-resume"], "--resume and --auto-resume (which resumes when out_dir holds checkpoints) together: give one"),
+        (["--resume", "--move-aside"], "--resume and --move-aside (which starts anew) together: give one"),
+    ],
+)
+def test_a_flag_the_command_would_ignore_is_refused_before_anything_is_read(tmp_path, capsys, flags, said):
+    """Front-door review: `--force` without --resume was accepted and did nothing, as were two resume flags at once."""
+    from ablate.cli import main
+
+    assert main(["train", str(tmp_path / "absent.yaml"), *flags]) == 2
+    assert said in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "absent.yaml"), "--auto-resume", "--force"]) == 2  # with a resume: on to the file
+    assert "absent.yaml" in capsys.readouterr().err
