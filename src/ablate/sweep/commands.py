@@ -37,7 +37,7 @@ from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
-from ablate.sweep.storage import FREE_SPACE, MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, dashboard_hint, storage_url
+from ablate.sweep.storage import FREE_SPACE, MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, claim_lock, dashboard_hint, storage_url
 from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -256,7 +256,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
     study = _open_study(sweep, url)
     since = len(study.get_trials(deepcopy=False))  # this run's trials are numbered from here
     optuna.storages.fail_stale_trials(study)
-    queued = plan_for(sweep).queue(study)
+    with claim_lock(url):  # two sweeps started at once (a job array) each queued every row
+        queued = plan_for(sweep).queue(study)
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     fewer = ""
     left = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))

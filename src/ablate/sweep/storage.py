@@ -226,14 +226,23 @@ def driver_reason(e: Exception) -> str:
 
 @contextlib.contextmanager
 def claim_lock(url: str):
-    """Serialise taking a queued trial between processes on one SQLite file.
+    """Serialise between processes on one SQLite or journal file what reads the study and then writes by what it read:
+    taking a queued trial, a search's budget check and its draw, queueing the rows at a sweep's start.
 
-    Optuna claims a WAITING trial with SELECT ... FOR UPDATE, which PostgreSQL and MySQL honour but
-    SQLite ignores, so two local workers could both take the same trial. A file lock next to the
-    database closes that race (SQLite studies are single-machine anyway).
+    Optuna claims a WAITING trial with SELECT ... FOR UPDATE, which PostgreSQL and MySQL honour but SQLite ignores, so
+    two local workers could both take the same trial. A file lock next to the database closes that race (SQLite
+    studies are single-machine anyway); beside a journal, a lock file of its own (`JOURNAL.claim`; Optuna's append lock
+    is taken inside), on one machine or over an NFS mount with locking. A server's study takes none: there, a row queued
+    twice is a duplicate its claim drops (ablate.sweep.variants_plan).
     """
-    db = sqlite_study.sqlite_file(url)
-    with sqlite_study.study_lock(db) if db is not None else contextlib.nullcontext():
+    db, journal = sqlite_study.sqlite_file(url), journal_path(url)
+    if db is not None:
+        with sqlite_study.study_lock(db):
+            yield
+    elif journal is not None:
+        with sqlite_study.study_lock(journal, suffix=".claim"):
+            yield
+    else:
         yield
 
 

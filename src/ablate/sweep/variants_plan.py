@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -11,11 +12,13 @@ from optuna.trial import FrozenTrial, TrialState
 from ablate.config.paper import row_group
 from ablate.files.yaml_file import key_line
 from ablate.sweep.changed_rows import changed_rows
-from ablate.sweep.ledger import BOOKKEEPING, is_bookkeeping, row_of, was_interrupted, was_killed
+from ablate.sweep.ledger import BOOKKEEPING, failed_by_itself, is_bookkeeping, row_of, was_interrupted, was_killed
 from ablate.sweep.plan_base import MAX_RETRY, Plan, TrialSpec
 from ablate.sweep.row_param import row_param
 from ablate.sweep.spec import diff_from_base
 from ablate.sweep.storage import StudyHandle
+
+QUEUED = "queued_at"  # when a row was queued (time.time()): a trial that failed by itself after it makes it a duplicate
 
 log = logging.getLogger(__name__)
 BUDGET = ("n_trials", "timeout")  # a search's budget (ablate.sweep.search_plan); refused in a variants sweep
@@ -53,13 +56,18 @@ class Variants(Plan):
         trials = study.get_trials(deepcopy=False)
         for line in [] if only_dead else changed_rows(self.sweep, trials):
             log.warning(line)
+        planned = self.sweep.rows()
+        gone = sorted({key for t in trials if t.state == TrialState.WAITING and (key := row_of(t)) and key not in planned}, key=str)
+        if gone and not only_dead:  # queued by a run stopped before them; claim() drops each as it comes up
+            named = ", ".join(row if seed is None else f"{row} seed {seed}" for row, seed in gone)
+            log.warning("not trained, though an earlier run queued them: %s (no longer in %s)", named, self.sweep.path)
         busy = {row_of(t) for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)}
         failed: dict[tuple, list[FrozenTrial]] = {}
         for t in trials:
             if t.state == TrialState.FAIL and row_of(t) is not None and not is_bookkeeping(t):
                 failed.setdefault(row_of(t), []).append(t)
         queued = 0
-        for row, seed in self.sweep.rows():
+        for row, seed in planned:
             if (row, seed) in busy:
                 continue
             if only_dead:
@@ -68,7 +76,7 @@ class Variants(Plan):
                 if not history or "fail_reason" in history[-1].user_attrs or len(dead) > MAX_RETRY:
                     continue
             params = {"row": row} if seed is None else {"row": row, "seed": seed}
-            study.enqueue_trial(params, user_attrs={"row": row, "seed": seed})
+            study.enqueue_trial(params, user_attrs={"row": row, "seed": seed, QUEUED: time.time()})
             queued += 1
         return queued
 
@@ -115,20 +123,34 @@ class Variants(Plan):
         if row_of(me) is None:
             return BOOKKEEPING + "no queued row left (taken by another worker)"
         row, seed = row_of(me)
-        if row not in self.sweep.variants:
-            return f"row '{row}' was queued but is no longer in {self.sweep.path}"
-        # Another trial already finished this row, or started it before us: we must not run it too.
-        for t in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if (
-                t.number != me.number
-                and row_of(t) == (row, seed)
-                and (t.state == TrialState.COMPLETE or (t.datetime_start, t.number) < (me.datetime_start, me.number))
-            ):
-                return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {t.state.name.lower()} as trial {t.number}"
+        if (row, seed) not in self.sweep.rows():  # queued by a run the file has since been trimmed for: not this study's
+            what = f"row '{row}'" if row not in self.sweep.variants else f"row '{row}' seed {seed}"
+            return BOOKKEEPING + f"{what} was queued but is no longer in {self.sweep.path}"
+        if twin := self._twin(handle, me):
+            return BOOKKEEPING + f"duplicate: row {row} (seed {seed}) is already {twin.state.name.lower()} as trial {twin.number}"
         self._record_row(handle, trial, row)
         name = row if seed is None else f"{row}-s{seed}"
         tags = [row, row_group(row)] + ([f"seed{seed}"] if seed is not None else [])
         return TrialSpec(name, row, dict(self.sweep.variants[row]), seed, tags)
+
+    def _twin(self, handle: StudyHandle, me: FrozenTrial) -> FrozenTrial | None:
+        """Another trial of my row and seed that I must not train again: finished or pruned, started before me, or failed
+        by itself after I was queued (two sweeps starting at once each queued the row). A retry of an interrupted or
+        killed attempt is no twin: it continues that attempt."""
+        queued = me.user_attrs.get(QUEUED)
+        for t in handle.study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.FAIL)
+        ):
+            if t.number == me.number or row_of(t) != row_of(me):
+                continue
+            if t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
+                t.state == TrialState.RUNNING and (t.datetime_start, t.number) < (me.datetime_start, me.number)
+            ):
+                return t
+            failed_after = queued is not None and t.datetime_complete is not None and t.datetime_complete.timestamp() > queued
+            if failed_by_itself(t) and not was_killed(t) and failed_after:
+                return t
+        return None
 
     def _record_row(self, handle: StudyHandle, trial: optuna.Trial, row: str) -> None:
         """The row as a categorical parameter of the trial, so optuna-dashboard can plot the study per row. (Which row

@@ -215,3 +215,30 @@ def test_an_in_memory_sqlite_storage_is_refused_naming_why(url, tmp_path, monkey
             storage_url(tmp_path, **given)
     monkeypatch.delenv("ABLATE_SWEEP_STORAGE")
     assert storage_url(tmp_path, override=f"sqlite:///{tmp_path}/s.db") == f"sqlite:///{tmp_path}/s.db"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_the_claim_lock_holds_out_a_second_claimer_on_a_sqlite_or_a_journal_study(tmp_path, kind):
+    """Storage review: on a journal the lock was none, so two workers deciding at once both drew a search's last
+    trial (n_trials overshot), and two sweeps starting at once both queued every row."""
+    import threading
+
+    from ablate.sweep.storage import claim_lock
+
+    url = f"sqlite:///{tmp_path}/study.db" if kind == "sqlite" else f"journal:///{tmp_path}/study.log"
+    order, held = [], threading.Event()
+
+    def second():
+        held.wait(5)
+        with claim_lock(url):
+            order.append("second")
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with claim_lock(url):
+        held.set()
+        thread.join(0.5)
+        order.append("first, still holding it")
+    thread.join(5)
+    assert order == ["first, still holding it", "second"]
+    assert kind == "sqlite" or (tmp_path / "study.log.claim").is_file()  # its own, not Optuna's append lock

@@ -109,3 +109,77 @@ def test_a_sweep_stopped_before_any_trial_started_does_not_say_trials_saved(tmp_
         assert commands._report(sweep, handle.study, handle.url, args, [], 1, 0, console) == 130
         said = console.export_text()
         assert ("running trials saved a checkpoint" in said) is started and ("no trial had started" in said) is not started
+
+
+def _trimmed_after_a_stop(tmp_path):
+    """A sweep of rows base, A-h1, E-learned with seeds 1 and 2, all queued, stopped; the file then keeps seed 1 and
+    drops E-learned."""
+    from sweep_files import VARIANTS
+
+    path = write(tmp_path, VARIANTS + f"out_dir: {tmp_path}/out\n")
+    handle = open_sweep_study(load_sweep(path), f"sqlite:///{tmp_path}/study.db")
+    assert Variants(load_sweep(path)).queue(handle.study) == 6
+    path.write_text(path.read_text().replace("seeds: [1, 2]", "seeds: [1]").replace("  E-learned: {model.positional: learned}\n", ""))
+    return handle, Variants(load_sweep(path))
+
+
+def test_rows_and_seeds_trimmed_from_the_file_while_queued_are_not_trained_nor_counted_as_failures(tmp_path, caplog):
+    """Storage review: a queued seed since removed from `seeds` was trained (and tabulated), and a removed row was
+    failed with a reason of its own, so every later run warned of failed runs."""
+    from ablate.sweep.ledger import failed_by_itself
+
+    handle, plan = _trimmed_after_a_stop(tmp_path)
+    assert plan.queue(handle.study) == 0
+    said = "not trained, though an earlier run queued them: A-h1 seed 2, E-learned seed 1, E-learned seed 2, base seed 2"
+    assert said in caplog.text
+    taken = []
+    while (trial := plan.take(handle)) is not None:
+        spec = plan.claim(handle, trial)
+        if isinstance(spec, str):
+            fail(handle.study, trial, spec)
+        else:
+            taken.append(spec.name)
+            handle.study.tell(trial, 1.0)
+    assert sorted(taken) == ["A-h1-s1", "base-s1"]
+    failed = [t for t in handle.study.get_trials() if t.state == TrialState.FAIL]
+    assert len(failed) == 4 and not any(failed_by_itself(t) for t in failed)
+    reasons = sorted(t.user_attrs["fail_reason"] for t in failed)
+    assert sum("[not run] row 'E-learned' was queued but is no longer in" in r for r in reasons) == 2
+    assert any("[not run] row 'A-h1' seed 2 was queued but is no longer in" in r for r in reasons)
+
+
+@pytest.mark.parametrize("first", ["failed by itself", "interrupted", "killed", "pruned"])
+def test_a_row_queued_twice_by_two_sweeps_starting_at_once_is_trained_once(tmp_path, first):
+    """Storage review: two `ablate sweep` started together both queued every row; a row that failed by itself (NaN)
+    or was pruned was then trained again by its twin, in the same run. An interrupted or killed one is continued."""
+    import time
+
+    from sweep_files import VARIANTS
+
+    sweep = load_sweep(write(tmp_path, VARIANTS.replace("seeds: [1, 2]", "seeds: [1]") + f"out_dir: {tmp_path}/out\n"))
+    handle = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db")
+    plan = Variants(sweep)
+    plan.queue(handle.study)
+    twin = {"row": "base", "seed": 1}  # queued by the other sweep, at the same moment
+    handle.study.enqueue_trial(twin, user_attrs={**twin, "queued_at": time.time()})
+    trial = plan.take(handle, lambda key: key[0] == "base")
+    assert plan.claim(handle, trial).name == "base-s1"
+    if first == "pruned":
+        handle.study.tell(trial, state=TrialState.PRUNED)
+    else:
+        if first == "killed":
+            trial.set_user_attr("killed", True)
+        if first != "interrupted":
+            trial.set_user_attr("fail_reason", "FloatingPointError: train/loss is nan at step 9")
+        handle.study.tell(trial, state=TrialState.FAIL)
+    again = plan.take(handle, lambda key: key[0] == "base")
+    spec = plan.claim(handle, again)
+    if first in ("failed by itself", "pruned"):
+        assert isinstance(spec, str) and spec.startswith("[not run] duplicate: row base (seed 1) is already")
+    else:
+        assert spec.name == "base-s1"
+    rerun = Variants(sweep)  # the user runs the sweep again later: a row that failed by itself is trained again
+    if first == "failed by itself":
+        fail(handle.study, again, spec)
+        assert rerun.queue(handle.study) == 1
+        assert rerun.claim(handle, rerun.take(handle, lambda key: key[0] == "base")).name == "base-s1"
