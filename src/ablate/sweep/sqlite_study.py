@@ -148,3 +148,8 @@ def _said_plainly(context) -> None:
         raise full
     if _primary(error) in (_CORRUPT, _NOTADB):
         raise damaged(path, str(error).splitlines()[0], kept="this write was not made")
+    if _primary(error) == _READONLY:  # Optuna's words were "invalid data in the commit, e.g. exceeding max length"
+        raise PermissionError(
+            errno.EACCES,
+            f"cannot write the study database {path} (read-only: its permissions, or a read-only mount); this write was not made",
+        )

@@ -171,6 +171,8 @@ def open_study(
 
     if url.startswith("sqlite") and sqlite_dir is not None:
         sqlite_dir.mkdir(parents=True, exist_ok=True)
+    if (db := sqlite_study.sqlite_file(url)) is not None:  # as a journal's: SQLite said "unable to open", then "restore it"
+        db.parent.mkdir(parents=True, exist_ok=True)
     try:
         storage = make_storage(url)
         study = optuna.create_study(

@@ -242,3 +242,29 @@ def test_the_claim_lock_holds_out_a_second_claimer_on_a_sqlite_or_a_journal_stud
     thread.join(5)
     assert order == ["first, still holding it", "second"]
     assert kind == "sqlite" or (tmp_path / "study.log.claim").is_file()  # its own, not Optuna's append lock
+
+
+def test_a_read_only_study_database_is_said_so_not_as_invalid_data(tmp_path):
+    """Storage review: a study.db that could not be written gave Optuna's "invalid data in the commit, e.g. exceeding
+    max length", without the file or the cause (SQLite's SQLITE_READONLY, which root's permissions cannot show here)."""
+    import sqlite3
+    from types import SimpleNamespace
+
+    from ablate.sweep import sqlite_study
+
+    db = tmp_path / "study.db"
+    sqlite_study.watch(db)
+    error = sqlite3.OperationalError("attempt to write a readonly database")
+    error.sqlite_errorcode = 8
+    context = SimpleNamespace(original_exception=error, engine=SimpleNamespace(url=SimpleNamespace(database=str(db))))
+    with pytest.raises(
+        PermissionError, match=f"cannot write the study database {db} \\(read-only: its permissions, or a read-only mount\\)"
+    ):
+        sqlite_study._said_plainly(context)
+
+
+def test_a_sqlite_storage_in_a_folder_not_there_yet_is_made_as_a_journals_is(tmp_path):
+    """Storage review: refused with "restore it from a backup", though nothing was damaged."""
+    db = tmp_path / "shared" / "studies" / "study.db"
+    handle = open_study("s", f"sqlite:///{db}", "maximize", optuna.samplers.RandomSampler())
+    assert handle.study.study_name == "s" and db.is_file()
