@@ -52,14 +52,14 @@ def summarize(sweep: Sweep, study: optuna.Study) -> list[dict]:
     later = later_attempts([t for t in trials if t.state != TrialState.WAITING and not is_bookkeeping(t)])
     rows = []
     for t in trials:
-        if t.state == TrialState.WAITING:
+        if t.state == TrialState.WAITING or is_bookkeeping(t):  # a bookkeeping trial ran nothing (a duplicate, a row gone)
             continue
         row = {"number": t.number, "state": t.state.name, "value": t.value, "name": t.user_attrs.get("name", "")}
         row |= {k: t.user_attrs.get(k) for k in _FROM_ATTRS}
         taken_over = was_interrupted(t) or killed_and_continued(t, later)
         if taken_over:
             state, row["fail_reason"] = interruption(t, later)
-            row["state"] = state.upper()
+            row |= {"state": state.upper(), "value": None, "val/bleu": None, "val/ppl": None}  # scores are the run's, of the later attempt
         if t.user_attrs.get("out_dir") and t.state != TrialState.RUNNING and not taken_over:
             row |= _from_summary(sweep, Path(t.user_attrs["out_dir"]))
         rows.append({k: row.get(k) for k in COLUMNS})

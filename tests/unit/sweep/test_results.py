@@ -67,16 +67,20 @@ def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_th
     study = optuna.create_study(study_name="demo", direction="maximize")
     shared = trial_dir(tmp_path, "0000-base", on(200) | {"epochs": 2.5, "last": {"val/bleu": 13.0, "val/ppl": 30.0}})
     stopped = {"preempted": True} if how == "preempted" else {"killed": True, "fail_reason": "killed by SIGKILL (exit code -9)"}
-    add(study, TrialState.FAIL, "base", shared, row=("base", None), **stopped)
+    own = {"val/bleu": 12.0, "val/ppl": 31.0}  # recorded from the summary it wrote before it was stopped (storage review)
+    add(study, TrialState.FAIL, "base", shared, row=("base", None), **stopped, **own)
     add(study, TrialState.FAIL, "A-h1", tmp_path / "trials" / "0001-A-h1", row=("A-h1", None))  # nothing after it yet
     add(study, TrialState.COMPLETE, "base", shared, value=13.0, row=("base", None), continues=0, **{"val/bleu": 13.0})
+    add(study, TrialState.FAIL, "", row=("base", None), fail_reason="[not run] duplicate: row base (seed None) is already complete")
     rows = {r["number"]: r for r in summarize(sweep, study)}
-    assert (rows[0]["state"], rows[0]["fail_reason"], rows[0]["epochs"], rows[0]["val/bleu_on"]) == (
+    assert (rows[0]["state"], rows[0]["fail_reason"], rows[0]["epochs"], rows[0]["val/bleu_on"], rows[0]["val/bleu"]) == (
         "CONTINUED",
         "continued by trial 2",
         None,
         None,
+        None,
     )
+    assert sorted(rows) == [0, 1, 2]  # the duplicate ran nothing: no nameless FAIL row
     assert (rows[1]["state"], rows[1]["fail_reason"]) == ("INTERRUPTED", "interrupted, continues on the next run")
     assert rows[2]["state"] == "COMPLETE" and rows[2]["epochs"] == 2.5 and rows[2]["val/bleu_on"].startswith("valid split, 200 of")
     console = Console(record=True, width=300, file=io.StringIO())
