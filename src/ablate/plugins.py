@@ -73,7 +73,7 @@ def import_plugin(spec: str) -> ModuleType:
     try:
         with restoring(*_registries(), on_error_only=True):
             module = _import_file(path) if path is not None else importlib.import_module(spec)
-    except Exception as e:  # anything a user's module raises while importing, SyntaxError included
+    except (Exception, SystemExit) as e:  # anything a user's module raises while importing, SyntaxError and sys.exit() included
         raise ConfigError(_failure(spec, spec if path is not None else _module_file(spec), e)) from None
     _imported[spec] = module
     if digest := digest or _sha256(getattr(module, "__file__", None)):  # a module: its __file__, where it has one
@@ -121,7 +121,7 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
-def _failure(where: str, file: str | None, e: Exception) -> str:
+def _failure(where: str, file: str | None, e: BaseException) -> str:
     """The message of a plugin that failed to import: the plugin (and the file of a module), the line, the exception."""
     if isinstance(e, NameTaken):
         return f"plugin {where} registers a name that is taken: {e}"

@@ -308,3 +308,10 @@ def test_installed_says_whether_a_package_registers_through_the_entry_points(mon
     assert plugins.installed() is False
     monkeypatch.setattr(plugins, "entry_points", lambda group: ["an entry point"] if group == plugins.ENTRY_POINT_GROUP else [])
     assert plugins.installed() is True
+
+
+def test_a_plugin_calling_sys_exit_is_named_not_an_exit_with_no_word(tmp_path):
+    """Front-door review: a plugin's sys.exit(3) at import ended every command with exit code 3 and no message."""
+    plugin = write(tmp_path / "quits.py", "import sys\nsys.exit(3)\n")
+    with pytest.raises(ConfigError, match=rf"^plugin {plugin} failed to import \(line 2\): SystemExit: 3$"):
+        load_config(overrides=[f"plugins=[{plugin}]"])
