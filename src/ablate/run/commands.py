@@ -75,6 +75,10 @@ def member_lists(overrides: list[str]) -> tuple[dict[str, list], list[str]]:
             )
         else:
             rest.append(item)
+    for item in rest:  # `seeds=[1,2] seed=5`: the one value was dropped in silence
+        if (key := item.partition("=")[0].strip()) in lists:
+            given = "seeds" if key == "seed" else key
+            raise ConfigError(f"command line: override '{item}': {key} is also given one value per member ({given}=[...]); give one")
     return lists, rest
 
 

@@ -44,6 +44,8 @@ def test_files_and_overrides_are_split_and_members_values_taken_from_lists():
     (["train.lr_scale=[fast, slow]"], None, "override 'train.lr_scale=[...]': members: bad value for 'train.lr_scale'"),
     (["train.warmup=[10, 20]", "train.lr_scale=[1, fast]"], None, "override 'train.lr_scale=[...]': members: bad value"),
     (["train.lr_scale=[1, 2]", "train.warmup=[10, -5]"], None, "override 'train.warmup=[...]': "),
+    (["seeds=[1, 2]", "seed=5"], 2, "override 'seed=5': seed is also given one value per member (seeds=[...]); give one"),
+    (["train.warmup=7", "train.warmup=[10, 20]"], None, "override 'train.warmup=7': train.warmup is also given one value per"),
 ])  # fmt: skip
 def test_a_member_command_line_that_cannot_be_is_refused_naming_why(overrides, members, named):
     args = argparse.Namespace(config=overrides, members=members, member_data=None, resume=False, auto_resume=False,
