@@ -87,6 +87,11 @@ class Search(Plan):
         )
         return spent + len(left_interrupted(trials))
 
+    def _drawn_before(self, handle: StudyHandle, number: int) -> int:
+        """The budget spent or running in trials numbered below `number`."""
+        ahead = [t for t in handle.study.get_trials(deepcopy=False) if t.number < number]
+        return self._spent(ahead) + sum(t.state == TrialState.RUNNING for t in ahead)
+
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
         budget = self.budget()
         if budget:  # no more trials than the budget has left
@@ -100,6 +105,10 @@ class Search(Plan):
             for t in handle.study.get_trials(deepcopy=False):
                 if t.number < trial.number and retry_of(t) == history[-1] and not is_bookkeeping(t):
                     return BOOKKEEPING + f"duplicate: trial {history[-1]} is already retried as trial {t.number}"
+        elif (budget := self.budget()) and self._drawn_before(handle, trial.number) >= budget:
+            # Workers on a server's study decide at once, each from what it read, and each draws (no claim lock there):
+            # the lowest numbers take what the budget has left.
+            return BOOKKEEPING + f"budget spent: trials numbered below this one drew all {budget} of it"
         overrides = {key: suggest(trial, key, spec) for key, spec in self.sweep.search.items()}
         name = f"trial{(history or [trial.number])[0]}"  # a retry is its first attempt's run, continued under its name
         return TrialSpec(name, name, overrides, None, ["search"])

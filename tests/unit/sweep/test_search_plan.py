@@ -180,3 +180,15 @@ def test_a_search_plan_shows_each_range_with_its_step_and_scale(tmp_path):
     sweep = load_sweep(write(tmp_path, f"name: s\nbase: base.yaml\nn_trials: 2\n{space}out_dir: {tmp_path}/out\n"))
     _, rows, _ = Search(sweep).describe()
     assert rows == [["train.warmup", "int [200, 2000] step 200"], ["train.lr_scale", "float [0.5, 2.0] log"], ["model.heads", "[2, 4]"]]
+
+
+def test_two_workers_drawing_the_last_trial_of_the_budget_at_once_train_one(tmp_path):
+    """Storage review: on a server's study (no claim lock) two workers that both read one trial left both drew one,
+    and the search trained more points than n_trials. The later-numbered draw is dropped as bookkeeping."""
+    sweep = load_sweep(write(tmp_path, GRID.replace("sampler: {name: grid}", "n_trials: 1") + f"out_dir: {tmp_path}/out\n"))
+    handle, plan = open_sweep_study(sweep, f"sqlite:///{tmp_path}/study.db"), Search(sweep)
+    assert plan.next_action(handle.study, 0.0) == "run"
+    first, second = plan.take(handle), plan.take(handle)  # each decided before the other drew
+    refused = plan.claim(handle, second)
+    assert refused == "[not run] budget spent: trials numbered below this one drew all 1 of it"
+    assert not isinstance(plan.claim(handle, first), str)
