@@ -32,8 +32,8 @@ def _read_yaml(path: Path) -> dict:
         # `model.heads 4`: an override missing its '=', read as a file name
         raise ConfigError(f"config file not found: {path} (an override is written KEY=VALUE, e.g. {path}=...)")
     data = read_yaml(path, "config file")
-    if data is None:
-        return {}
+    if data is None:  # cut short, or the wrong file: it would train the schema's defaults, 48M parameters, 100,000 steps
+        raise ConfigError(f"{path}: holds no settings (empty, or comments only); name an experiment file (experiments/*.yaml)")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a mapping of config sections, got {type(data).__name__}")
     return data

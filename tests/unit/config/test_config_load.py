@@ -316,3 +316,11 @@ def test_an_out_dir_under_home_is_one_folder_there_from_a_file_or_the_command_li
     assert load_config([tmp_path / "exp.yaml"]).out_dir == str(tmp_path / "home" / "runs" / "x")
     assert load_config(overrides=["out_dir=~/y"]).out_dir == str(tmp_path / "home" / "y")
     assert load_config(overrides=["out_dir=runs/~x"]).out_dir == "runs/~x"  # a tilde inside a name is a name
+
+
+@pytest.mark.parametrize("text", ["", "# all commented out\n# model:\n#   heads: 4\n"])
+def test_a_config_file_that_holds_nothing_is_refused_not_read_as_the_defaults(tmp_path, text):
+    """Front-door review: an empty (cut short) file was "no changes", and `ablate train` trained the 48M defaults."""
+    (tmp_path / "exp.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=f"^{tmp_path / 'exp.yaml'}: holds no settings \\(empty, or comments only\\)"):
+        load_config([tmp_path / "exp.yaml"])
