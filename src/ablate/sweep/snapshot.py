@@ -143,7 +143,8 @@ def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) ->
     "interrupted", to continue on the next run. `ablate status` and the sweep's results say the same."""
     after = (later or {}).get(t.number)
     if after is not None:
-        return "continued", f"{'continued by' if after.user_attrs.get('continues') == t.number else 'run again as'} trial {after.number}"
+        how = f"{'continued by' if after.user_attrs.get('continues') == t.number else 'run again as'} trial {after.number}"
+        return "continued", f"{t.user_attrs['fail_reason']}; {how}" if was_killed(t) and t.user_attrs.get("fail_reason") else how
     return "interrupted", f"{'preempted' if t.user_attrs.get('preempted') else 'interrupted'}, continues on the next run"
 
 

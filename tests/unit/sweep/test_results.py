@@ -73,9 +73,11 @@ def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_th
     add(study, TrialState.COMPLETE, "base", shared, value=13.0, row=("base", None), continues=0, **{"val/bleu": 13.0})
     add(study, TrialState.FAIL, "", row=("base", None), fail_reason="[not run] duplicate: row base (seed None) is already complete")
     rows = {r["number"]: r for r in summarize(sweep, study)}
+    # killed: its reason kept, beside what became of it (it was lost once continued)
+    note = "continued by trial 2" if how == "preempted" else "killed by SIGKILL (exit code -9); continued by trial 2"
     assert (rows[0]["state"], rows[0]["fail_reason"], rows[0]["epochs"], rows[0]["val/bleu_on"], rows[0]["val/bleu"]) == (
         "CONTINUED",
-        "continued by trial 2",
+        note,
         None,
         None,
         None,
@@ -87,4 +89,4 @@ def test_an_attempt_another_trial_continued_is_said_so_and_takes_nothing_from_th
     print_summary(list(rows.values()), console)
     assert "CONTINUED" in console.export_text() and "failed" not in console.export_text()
     snap = snapshot(study, now=NOW)
-    assert (snap.trials[0].state, snap.trials[0].note, snap.counts["failed"]) == ("continued", "continued by trial 2", 0)
+    assert (snap.trials[0].state, snap.trials[0].note, snap.counts["failed"]) == ("continued", note, 0)
