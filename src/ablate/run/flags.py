@@ -14,7 +14,8 @@ def add_parsers(sub) -> None:
     p.add_argument("config", nargs="*", help="YAML files, then key=value overrides; none: the schema's defaults")
     p.set_defaults(func=run_params)
 
-    p = sub.add_parser("train", help="train one model")
+    # No abbreviations (--auto for --auto-resume): the resume command a stopped run prints drops the flags by name
+    p = sub.add_parser("train", help="train one model", allow_abbrev=False)
     # One at least: `ablate train` alone trained the schema's defaults (a 48M-parameter model, 100,000 steps) into runs/default
     p.add_argument("config", nargs="+", help="YAML files, then key=value overrides (e.g. experiments/quickstart.yaml model.heads=4)")
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last good checkpoint")

@@ -40,14 +40,14 @@ def _with_plugin_paths(path: Path, overrides: dict) -> dict:
     return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}
 
 
-def _base(path: Path, raw: dict) -> list[str]:
+def _base(path: Path, raw: dict, to_run: bool = True) -> list[str]:
     """The base experiment files, each an existing file named relative to the cwd (the project root, usually) or to
     the sweep file."""
     base = fields.given(raw, "base", [])
     base = [base] if isinstance(base, str) else base
     if not isinstance(base, list) or not all(isinstance(b, str) for b in base):
         raise fields.fail(path, f"base must be an experiment file or a list of them, got {raw['base']!r}")
-    if not base:  # every trial would train the schema's defaults: the paper's base model for 100,000 steps
+    if not base and to_run:  # every trial would train the schema's defaults: the paper's base model for 100,000 steps
         raise fields.fail(path, "base is missing: name the experiment file(s) every trial starts from (base: experiments/X.yaml)")
     found = []
     for b in base:
@@ -118,7 +118,7 @@ def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
     sweep = Sweep(
         name=name,
         path=path,
-        base=_base(path, raw),
+        base=_base(path, raw, to_run),
         objective=_objective(path, raw.get("objective")),
         overrides=_with_plugin_paths(
             path, {**dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}")), **_members(path, raw)}
@@ -132,7 +132,7 @@ def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
         sampler=_component(path, raw.get("sampler"), "sampler", SAMPLERS, "tpe"),
         pruner=_component(path, raw.get("pruner"), "pruner", PRUNERS, "none"),
         storage=fields.text(path, "storage", raw.get("storage"), secret=True),
-        out_dir=Path(fields.text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}"),
+        out_dir=Path(fields.text(path, "out_dir", raw.get("out_dir")) or f"runs/sweeps/{safe_name(name)}").expanduser(),
         workers=fields.count(path, "workers", fields.given(raw, "workers", 1), MAX_PARALLEL),
         gpus_per_trial=fields.count(path, "gpus_per_trial", fields.given(raw, "gpus_per_trial", 1)),
         trials_per_gpu=parse_trials_per_gpu(fields.given(raw, "trials_per_gpu", 1), f"{path}: trials_per_gpu"),

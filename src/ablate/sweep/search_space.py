@@ -48,7 +48,8 @@ def _check_choices(path: Path, where: str, choices: Any) -> None:
         raise fields.fail(path, f"{where} (categorical) needs a non-empty 'choices' list, e.g. choices: [1, 2, 4]; got {choices!r:.60}")
     if bad := [c for c in choices if c is not None and not isinstance(c, (str, int, float))]:
         raise fields.fail(path, f"{where}.choices: {bad[0]!r:.60} is not a single value (a number, text, true or false, or null)")
-    twice = [c for i, c in enumerate(choices) if any(c == d and type(c) is type(d) for d in choices[:i])]
+    same = [("number", float(c)) if isinstance(c, (int, float)) and not isinstance(c, bool) else (type(c).__name__, c) for c in choices]
+    twice = [c for i, c in enumerate(choices) if same[i] in same[:i]]  # 0 and 0.0 are one value to a config
     if twice:  # a sampler would draw it twice as often as the others
         raise fields.fail(path, f"{where}.choices lists {twice[0]!r:.60} twice; list each choice once")
 

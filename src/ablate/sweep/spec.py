@@ -90,12 +90,10 @@ class Sweep:
         self, overrides: dict[str, Any], seed: int | None = None, trial_dir: Path | None = None, extra: dict[str, Any] | None = None
     ) -> ExperimentConfig:
         """The base experiment, then the sweep-wide overrides, then the row's (or sampled) overrides."""
-        merged = {**self.overrides, **self._members_held(overrides), **(extra or {})}
-        if seed is not None:
-            merged["seed"] = seed
-        if trial_dir is not None:
-            merged["out_dir"] = str(trial_dir)
-        return load_config(self.base, named_in="sweep", **nest(merged))
+        # merged by nest, in order: a row's `model: {...}` adds to the sweep's `model: {...}`, as its dotted keys would
+        last = {"seed": seed} if seed is not None else {}
+        last |= {"out_dir": str(trial_dir)} if trial_dir is not None else {}
+        return load_config(self.base, named_in="sweep", **nest(self.overrides, self._members_held(overrides), extra or {}, last))
 
     def row_config(self, overrides: dict[str, Any]) -> ExperimentConfig:
         """config_for(overrides) as loading, checking and describing the sweep read it: each set of overrides composed
@@ -121,11 +119,12 @@ class Sweep:
         return self.config_for(overrides)
 
 
-def nest(dotted: dict[str, Any]) -> dict:
-    """{'model.heads': 4} -> {'model': {'heads': 4}}. A section given whole ({'model': {'d_ff': 64}}) merges with the
-    keys given dotted, in order (a later key wins), and is copied: the sweep's own overrides are never written into."""
+def nest(*dotted: dict[str, Any]) -> dict:
+    """{'model.heads': 4} -> {'model': {'heads': 4}}, for each mapping in turn. A section given whole ({'model': {'d_ff':
+    64}}) merges with the keys given dotted or whole before it (a later key wins), and is copied: the sweep's own
+    overrides are never written into."""
     out: dict = {}
-    for key, value in dotted.items():
+    for key, value in (item for mapping in dotted for item in mapping.items()):
         parts = str(key).split(".")
         node = out
         for p in parts[:-1]:

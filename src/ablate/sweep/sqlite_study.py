@@ -92,7 +92,13 @@ def study_lock(path: Path, suffix: str = ".lock") -> Iterator[None]:
     if not path.parent.is_dir():
         yield
         return
-    with open(f"{path}{suffix}", "a") as f:
+    try:
+        f = open(f"{path}{suffix}", "a")  # noqa: SIM115 (closed below, after the lock is let go)
+    except OSError as e:  # a read-only mount, a folder this user cannot write: said of the study, not of the lock file
+        raise PermissionError(
+            e.errno, f"cannot write beside the study's file {path} ({e.strerror}): its folder's permissions, or a read-only mount"
+        ) from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

@@ -171,8 +171,11 @@ def open_study(
 
     if url.startswith("sqlite") and sqlite_dir is not None:
         sqlite_dir.mkdir(parents=True, exist_ok=True)
-    if (db := sqlite_study.sqlite_file(url)) is not None:  # as a journal's: SQLite said "unable to open", then "restore it"
-        db.parent.mkdir(parents=True, exist_ok=True)
+    if (db := sqlite_study.sqlite_file(url)) is not None and not db.parent.is_dir():  # SQLite: "unable to open"; "restore it"
+        # Not made: a shared path mistyped, or its mount missing, would start a new study on this machine's own disk
+        raise ValueError(
+            f"cannot open the study '{name}' at {redact(url)}: its folder {db.parent} does not exist; make it, or check the path"
+        )
     try:
         storage = make_storage(url)
         study = optuna.create_study(

@@ -69,7 +69,11 @@ def table_cli(args: argparse.Namespace) -> int:
     evidence = collect(runs, args.split, evaluate)
     evidence.skipped, evidence.skipped_what = skipped, "W&B run" if args.wandb else "run"
     evidence.diverged = {row: why for row, why in found.diverged.items() if not args.rows or row in args.rows}
-    evidence.some_diverged = {row: seeds for row, seeds in found.some_diverged.items() if not args.rows or row in args.rows}
+    evidence.some_diverged = {
+        row: kept
+        for row, seeds in found.some_diverged.items()
+        if (not args.rows or row in args.rows) and (kept := [s for s in seeds if not args.seeds or s in args.seeds])
+    }
     table = make_table(runs, evidence, n_boot=args.boot, seed=args.seed, target_mde=args.target_mde or None)
     chosen = "".join(f", {what} {' '.join(map(str, v))}" for what, v in (("rows", args.rows), ("seeds", args.seeds)) if v)
     title = args.title or f"Table 3 layout: {source.name}{chosen}, {args.split} split ({len(runs)} runs)"

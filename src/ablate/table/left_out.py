@@ -121,8 +121,8 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
     for row, attempts in by_row.items():
         if row not in rows and all(why.startswith("diverged") for why, _ in attempts):
             out.diverged[row] = attempts[0]
-        elif row in rows and (seeds := [config.get("seed") for why, config in attempts if why.startswith("diverged")]):
-            out.some_diverged[row] = seeds
+        elif row in rows and (seeds := {config.get("seed"): None for why, config in attempts if why.startswith("diverged")}):
+            out.some_diverged[row] = list(seeds)  # a seed whose retry diverged again is one seed
     return out
 
 

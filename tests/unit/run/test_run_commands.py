@@ -375,3 +375,6 @@ def test_a_flag_the_command_would_ignore_is_refused_before_anything_is_read(tmp_
     assert said in capsys.readouterr().err
     assert main(["train", str(tmp_path / "absent.yaml"), "--auto-resume", "--force"]) == 2  # with a resume: on to the file
     assert "absent.yaml" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # no abbreviation: the printed resume command drops --move-aside by its name (diff review)
+        main(["train", str(tmp_path / "absent.yaml"), "--move"])
+    assert "unrecognized arguments: --move" in capsys.readouterr().err

@@ -34,7 +34,7 @@ def test_16_mixed_on_a_cpu_is_refused_where_lightning_would_train_bf16_and_ablat
     "train, message",
     [
         ({"accelerator": "foo"}, "train.accelerator='foo' is none of auto, cpu, cuda, gpu, mps, tpu"),
-        ({"accelerator": "gpu"}, "train.accelerator=gpu: this machine has no cuda device; use train.accelerator=auto"),
+        ({"accelerator": "gpu"}, "train.accelerator=gpu: this machine has no cuda or mps device; use train.accelerator=auto"),
         ({"accelerator": "cuda"}, "train.accelerator=cuda: this machine has no cuda device"),
         ({"strategy": "foo"}, "train.strategy='foo' is not a strategy Lightning knows"),
     ],
@@ -44,6 +44,13 @@ def test_an_accelerator_or_strategy_lightning_would_refuse_is_refused_before_any
     GPU as a traceback, and the corrected command was then refused for the run left in out_dir."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
         prepare_process(ExperimentConfig(train=TrainConfig(**train)))
     prepare_process(ExperimentConfig(train=TrainConfig(accelerator="cpu", strategy="ddp")))  # known and here: no refusal
+    prepare_process(ExperimentConfig(train=TrainConfig(accelerator="CPU", strategy="DDP")))  # Lightning lowercases both
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    mps = AcceleratorRegistry["mps"]["accelerator"]
+    monkeypatch.setattr(mps, "is_available", staticmethod(lambda: True))  # Apple silicon: gpu is its mps (diff review)
+    prepare_process(ExperimentConfig(train=TrainConfig(accelerator="gpu")))

@@ -129,3 +129,10 @@ def test_a_sweep_without_a_base_is_refused_as_docs_say_it_is_required(tmp_path, 
     path = write(tmp_path, f"name: demo\n{base}variants:\n  base: {{}}\n")
     with pytest.raises(ConfigError, match=r"sweep.yaml: base is missing: name the experiment file\(s\) every trial starts from"):
         load_sweep(path)
+    assert load_sweep(path, to_run=False).name == "demo"  # status, table and archive still find a study run without one
+
+
+def test_a_sweep_out_dir_under_home_is_there_not_in_a_folder_named_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write(tmp_path, "name: demo\nbase: base.yaml\nout_dir: ~/sweeps/demo\nvariants:\n  base: {}\n")
+    assert load_sweep(path).out_dir == tmp_path / "home" / "sweeps" / "demo"

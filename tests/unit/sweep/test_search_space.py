@@ -21,6 +21,7 @@ from ablate.sweep.search_space import probes, search_override
         ("[2, [4]]", "search.'model.heads'.choices: [4] is not a single value"),
         ("[2, {a: 1}]", "search.'model.heads'.choices: {'a': 1} is not a single value"),
         ("[2, 4, 2]", "search.'model.heads'.choices lists 2 twice; list each choice once"),  # drawn twice as often
+        ("[2, 4, 2.0]", "search.'model.heads'.choices lists 2.0 twice"),  # one value to a config
     ],
 )
 def test_categorical_choices_that_are_not_a_list_of_values_are_named(tmp_path, choices, said):

@@ -139,8 +139,12 @@ def test_a_section_given_whole_merges_with_dotted_keys_and_is_never_written_into
         "train": {"max_steps": 20, "warmup": 10},
     }
     assert nest({"model": {"heads": 2}, "model.heads": 4}) == {"model": {"heads": 4}}  # a later key wins
+    assert nest({"model": {"d_model": 32, "heads": 2}}, {"model": {"d_ff": 128}}) == {"model": {"d_model": 32, "heads": 2, "d_ff": 128}}
     text = "name: n\nbase: base.yaml\noverrides: {train: {max_steps: 20}, model.heads: 2}\n"
-    sweep = load_sweep(write(tmp_path, text + "variants: {w10: {train.warmup: 10}, x: {model: {d_ff: 64}}, after: {}}\n"))
+    sweep = load_sweep(
+        write(tmp_path, text + "variants: {w10: {train.warmup: 10}, x: {model: {d_ff: 64}}, after: {}, t: {train: {warmup: 5}}}\n")
+    )
+    assert (sweep.config_for(sweep.variants["t"]).train.max_steps, sweep.config_for(sweep.variants["t"]).train.warmup) == (20, 5)
     for row in ("w10", "x", "after"):  # each as --dry-run describes it, in one worker, in this order
         assert sweep.config_for(sweep.variants[row]) == sweep.row_config(sweep.variants[row]), row
     after = sweep.config_for(sweep.variants["after"])

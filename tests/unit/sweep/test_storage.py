@@ -263,8 +263,20 @@ def test_a_read_only_study_database_is_said_so_not_as_invalid_data(tmp_path):
         sqlite_study._said_plainly(context)
 
 
-def test_a_sqlite_storage_in_a_folder_not_there_yet_is_made_as_a_journals_is(tmp_path):
-    """Storage review: refused with "restore it from a backup", though nothing was damaged."""
+def test_a_sqlite_storage_in_a_folder_not_there_is_named_so_not_as_damage_and_not_made(tmp_path):
+    """Storage review: refused with "restore it from a backup", though nothing was damaged. Not made (diff review): a
+    shared path mistyped, or its mount missing, would start a new study on this machine's disk."""
     db = tmp_path / "shared" / "studies" / "study.db"
-    handle = open_study("s", f"sqlite:///{db}", "maximize", optuna.samplers.RandomSampler())
-    assert handle.study.study_name == "s" and db.is_file()
+    with pytest.raises(ValueError, match=f"its folder {db.parent} does not exist; make it, or check the path$"):
+        open_study("s", f"sqlite:///{db}", "maximize", optuna.samplers.RandomSampler())
+    assert not (tmp_path / "shared").exists()
+
+
+def test_a_lock_file_that_cannot_be_opened_is_said_of_the_study(tmp_path):
+    """Diff review: on a read-only mount the error named the hidden lock file, with only its errno."""
+    from ablate.sweep import sqlite_study
+
+    (tmp_path / "study.db.lock").mkdir()  # as root no permission refuses it; a folder in its place does
+    said = f"cannot write beside the study's file {tmp_path / 'study.db'} \\(Is a directory\\)"
+    with pytest.raises(PermissionError, match=said), sqlite_study.study_lock(tmp_path / "study.db"):
+        pass

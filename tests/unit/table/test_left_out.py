@@ -304,8 +304,13 @@ def test_a_row_some_of_whose_seeds_diverged_is_scored_on_the_rest_and_a_note_say
     run = root / "trials" / "A-h1-s2"
     (run / "summary.json").unlink()
     (run / "train.log").write_text("FloatingPointError: non-finite weights at step 9: not saving them\n")
+    import shutil
+
+    shutil.copytree(run, root / "trials" / "A-h1-s2-again")  # retried by a rerun, diverged again: one seed (diff review)
     found = left_out(root, runs_from_dirs(root))
     assert found.some_diverged == {"A-h1": [2]} and list(found.diverged) == ["B-dk16"]
+    assert main(["table", str(root), "--out", str(tmp_path / "s13"), "--boot", "50", "--seeds", "1", "3"]) == 0
+    assert "Row A-h1:" not in " ".join(capsys.readouterr().out.split())  # seed 2 is not in this table
     assert main(["table", str(root), "--out", str(tmp_path / "out"), "--boot", "50"]) == 0
     note = "Row A-h1: 1 of its 3 seeds diverged (seed 2); its scores, interval and verdict are of the seeds that finished"
     assert note in " ".join(capsys.readouterr().out.split())
