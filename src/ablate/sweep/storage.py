@@ -99,8 +99,11 @@ def make_storage(url: str, read_only: bool = False) -> optuna.storages.BaseStora
     if journal_path(url) is not None:
         return JournalStudyStorage(journal_path(url), read_only=read_only, **beat)
     db = sqlite_study.sqlite_file(url)
-    if db is None:
-        return RDBStudyStorage(url, skip_table_creation=True, **beat) if read_only else _created_once(lambda: RDBStudyStorage(url, **beat))
+    if db is None:  # a server: a connection its restart closed is replaced, not used (an error after every trial ended)
+        server = {"engine_kwargs": {"pool_pre_ping": True}, **beat}
+        return (
+            RDBStudyStorage(url, skip_table_creation=True, **server) if read_only else _created_once(lambda: RDBStudyStorage(url, **server))
+        )
     sqlite_study.check_database(db)
     sqlite_study.watch(db)
     if read_only:

@@ -280,3 +280,15 @@ def test_a_lock_file_that_cannot_be_opened_is_said_of_the_study(tmp_path):
     said = f"cannot write beside the study's file {tmp_path / 'study.db'} \\(Is a directory\\)"
     with pytest.raises(PermissionError, match=said), sqlite_study.study_lock(tmp_path / "study.db"):
         pass
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_servers_storage_checks_each_pooled_connection_before_use(monkeypatch, read_only):
+    """PostgreSQL review: after a server restart every process kept dead connections in its pool; the workers
+    recovered, and the sweep's first query after them failed with a traceback, writing no results."""
+    from ablate.sweep import storage
+
+    made = []
+    monkeypatch.setattr(storage, "RDBStudyStorage", lambda url, **kwargs: made.append(kwargs) or "storage")
+    assert make_storage("postgresql://user@127.0.0.1:1/db", read_only=read_only) == "storage"
+    assert made[0]["engine_kwargs"] == {"pool_pre_ping": True}
