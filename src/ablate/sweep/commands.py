@@ -18,13 +18,13 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from ablate.data.location import corpus_problem
-from ablate.files.atomic import DiskFull, missing_folders, remove_empty
+from ablate.files.atomic import missing_folders, remove_empty
 from ablate.files.destination import check_output
 from ablate.messages.redact import redact, remember
 from ablate.run import PREEMPTED_EXIT
 from ablate.sweep import probe
 from ablate.sweep.devices import AUTO, Layout, assign, combination_problem, mps_status, parse_trials_per_gpu, visible_gpus
-from ablate.sweep.failure_report import report_failures, report_interrupted, report_orphans, rerun
+from ablate.sweep.failure_report import cannot_go_on, report_failures, report_interrupted, report_orphans, rerun
 from ablate.sweep.live import LiveView, plain_every_s
 from ablate.sweep.load import load_sweep
 from ablate.sweep.long_table import print_table
@@ -37,7 +37,7 @@ from ablate.sweep.results_terminal import print_summary
 from ablate.sweep.snapshot import snapshot
 from ablate.sweep.spec import Sweep
 from ablate.sweep.status import existing_study, resolve
-from ablate.sweep.storage import FREE_SPACE, MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, claim_lock, dashboard_hint, storage_url
+from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, claim_lock, dashboard_hint, storage_url
 from ablate.sweep.study_folder import study_folder_problem
 from ablate.sweep.trial import Stop
 from ablate.sweep.wandb_summary import log_wandb_table
@@ -208,10 +208,8 @@ def _report(
         said = "running trials saved a checkpoint and continue from it" if started else "no trial had started"
         console.print(f"[yellow]stopped by a signal:[/] {said}; continue with: {rerun(args, workers)}")
         return Stop.exit_code()
-    if full := [str(i) for i, code in enumerate(codes) if code == PREEMPTED_EXIT]:  # a worker met a full disk (its line above)
-        print(
-            f"ablate sweep: warning: worker {', '.join(full)} stopped on a full disk; {FREE_SPACE}: {rerun(args, workers)}", file=sys.stderr
-        )
+    if full := [str(i) for i, code in enumerate(codes) if code == PREEMPTED_EXIT]:  # a full disk, a lost server: its line above
+        print(f"ablate sweep: warning: worker {', '.join(full)} stopped, as it said; continue: {rerun(args, workers)}", file=sys.stderr)
     return ALL_FAILED_EXIT if none_finished else PREEMPTED_EXIT if unfinished or full else 0
 
 
@@ -220,8 +218,8 @@ def sweep_cli(args: argparse.Namespace) -> int:
     that failed by themselves named on stderr with their logs as a warning (the study still compares the others);
     ALL_FAILED_EXIT (1) every row that ran failed, each named with its log; PREEMPTED_EXIT (75) or INTERRUPTED_EXIT
     (130) stopped by a signal, running trials saved, a rerun continues; PREEMPTED_EXIT too when runs were interrupted
-    more often than a run retries them (workers killed), each named: a rerun continues them. A usage or sweep-file
-    error is ablate's 2."""
+    more often than a run retries them (workers killed), each named, or a full disk or a lost server stopped the
+    sweep: a rerun continues them. A usage or sweep-file error is ablate's 2."""
     console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole rows
     if args.storage:
         # W&B records the command line of the summary run; keep a password given by --storage out of it. Remembered
@@ -278,9 +276,10 @@ def sweep_cli(args: argparse.Namespace) -> int:
             else:  # on a terminal even one worker runs apart, so its messages reach the view rather than tear it; on GPUs, pinned
                 codes = launch_workers(sweep, url, devices, view.post if live else None, since)
         return _report(sweep, study, url, args, codes, workers, since, console)
-    except DiskFull as e:  # trials started: each write is whole or not made, and a rerun continues them (as 75 says)
-        print(f"ablate sweep: error: {e}; {FREE_SPACE}: {rerun(args, workers)}", file=sys.stderr)
-        return PREEMPTED_EXIT
+    except Exception as e:  # a full disk, the study's server lost: trials started save, and a rerun continues them
+        if (code := cannot_go_on(e, rerun(args, workers))) is None:
+            raise
+        return code
 
 
 def status_cli(args: argparse.Namespace) -> int:

@@ -14,8 +14,11 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ablate.files.atomic import DiskFull
+from ablate.run import PREEMPTED_EXIT
 from ablate.sweep.ledger import attempts, failed_by_itself, is_bookkeeping, left_interrupted, row_of, was_killed
 from ablate.sweep.plan_base import MAX_RETRY
+from ablate.sweep.storage import FREE_SPACE, STORAGE_LOST, driver_reason, lost_storage
 
 _RAN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -116,3 +119,15 @@ def rerun(args: argparse.Namespace, workers: int) -> str:
         *(["--trials-per-gpu", args.trials_per_gpu] if args.trials_per_gpu else []),
     ]
     return shlex.join(["ablate", "sweep", str(args.file), *flags])
+
+
+def cannot_go_on(e: BaseException, again: str) -> int | None:
+    """PREEMPTED_EXIT, said with what to do, where `e` is no trial's fault and a rerun (`again`) continues the trials
+    (each write whole or not made, running trials saved): a full disk, the study's server out of reach. None otherwise."""
+    if isinstance(e, DiskFull):
+        print(f"ablate sweep: error: {e}; {FREE_SPACE}: {again}", file=sys.stderr)
+        return PREEMPTED_EXIT
+    if (lost := lost_storage(e)) is not None:
+        print(f"ablate sweep: error: {STORAGE_LOST} ({driver_reason(lost)}): {again}", file=sys.stderr)
+        return PREEMPTED_EXIT
+    return None

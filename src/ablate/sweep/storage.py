@@ -227,6 +227,27 @@ def unreachable(e: Exception) -> bool:
     return isinstance(e, sqlalchemy.exc.OperationalError) and any(s in str(getattr(e, "orig", None) or e).lower() for s in _NO_CONNECTION)
 
 
+STORAGE_LOST = "the study's database server could not be reached; a trial stopped by it saved, and continues when the sweep runs again"
+# What they say when a connection they had is lost (a server restarted or stopped): gone now, not refused.
+_LOST_CONNECTION = ("server closed the connection", "terminating connection", "connection is closed", "lost connection")
+
+
+def lost_storage(e: BaseException) -> BaseException | None:
+    """The driver's error where `e` (or what caused it: Optuna wraps it) says the study's server was out of reach, or the
+    connection to it lost: no trial's fault, and a rerun continues the trials. None otherwise."""
+    import sqlalchemy.exc
+
+    cause: BaseException | None = e
+    for _ in range(8):  # the chain is short; a bound in case it loops
+        if cause is None:
+            return None
+        text = str(getattr(cause, "orig", None) or cause).lower()
+        if isinstance(cause, sqlalchemy.exc.DBAPIError) and any(s in text for s in (*_NO_CONNECTION, *_LOST_CONNECTION)):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def driver_reason(e: Exception) -> str:
     """The first line of a database driver's error, secrets masked (ablate.messages.redact): what to print of it."""
     return redact((str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0])

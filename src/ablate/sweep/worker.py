@@ -200,7 +200,7 @@ if __name__ == "__main__":
 
     from ablate.sweep.load import load_sweep
     from ablate.sweep.parent_watch import watch_parent
-    from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV
+    from ablate.sweep.storage import MEMBERS_ENV, RUN_FROM_ENV, STORAGE_ENV, STORAGE_LOST, driver_reason, lost_storage
 
     redact_tracebacks(os.environ.get(STORAGE_ENV, ""))  # the study's URL: an error nobody worded may quote it
     _, path, worker_index, n_trials, *pinned = sys.argv
@@ -219,3 +219,8 @@ if __name__ == "__main__":
     except (ValueError, OSError) as worker_error:  # a damaged study: worded where raised, said as `ablate` says them
         say(int(worker_index), f"error: {redact(str(worker_error))}")
         sys.exit(2)
+    except Exception as worker_error:
+        if (lost := lost_storage(worker_error)) is None:
+            raise
+        say(int(worker_index), f"error: {STORAGE_LOST} ({driver_reason(lost)})")
+        sys.exit(PREEMPTED_EXIT)

@@ -88,3 +88,25 @@ def test_a_row_killed_by_a_signal_is_named_with_its_reason_and_that_the_next_run
         f"continues it from its last checkpoint, if it saved one; log: {tmp_path}/out/trials/0000-base-s1/train.log"
     )
     assert err[2].startswith("  base-s2: trial 1, exit code 1: ") and "continues" not in err[2]
+
+
+def test_a_lost_database_server_stops_the_sweep_with_75_and_what_to_do_not_a_traceback(capsys):
+    """PostgreSQL review: the server stopped for 6 s mid-trial; the trial saved, then the worker's next query ended
+    `ablate sweep` with a 154-line traceback and exit 1 ("every trial that ran failed")."""
+    import optuna
+    import sqlalchemy.exc
+
+    from ablate.sweep.failure_report import cannot_go_on
+
+    driver = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("connection to server at 127.0.0.1 failed: Connection refused"))
+    try:
+        try:
+            raise driver
+        except sqlalchemy.exc.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    except optuna.exceptions.StorageInternalError as wrapped:
+        assert cannot_go_on(wrapped, "ablate sweep s.yaml") == 75
+    err = capsys.readouterr().err
+    assert err.startswith("ablate sweep: error: the study's database server could not be reached; a trial stopped by it saved")
+    assert "Connection refused" in err and err.rstrip().endswith(": ablate sweep s.yaml")
+    assert cannot_go_on(ValueError("a bad row"), "ablate sweep s.yaml") is None  # its own words, raised as they are

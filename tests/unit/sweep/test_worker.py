@@ -189,7 +189,7 @@ def test_a_worker_process_stopped_by_a_full_disk_makes_the_sweep_exit_75(tmp_pat
     path = write(tmp_path, ONE_ROW + f"out_dir: {tmp_path}/out\n")
     monkeypatch.setattr(commands, "launch_workers", lambda *args: [0, PREEMPTED_EXIT])
     assert main(["sweep", str(path), "--workers", "2"]) == 75
-    said = f"ablate sweep: warning: worker 1 stopped on a full disk; free space, then run the same command to continue: ablate sweep {path} --workers 2"
+    said = f"ablate sweep: warning: worker 1 stopped, as it said; continue: ablate sweep {path} --workers 2"
     assert said in capsys.readouterr().err
 
 
