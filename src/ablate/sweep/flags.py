@@ -14,7 +14,7 @@ SWEEP_EXITS = """exit codes:
   75   stopped by SIGTERM/SIGUSR1: running trials saved a checkpoint; run the same command to continue. Also
        when runs are left unfinished (a worker killed, or a run interrupted more times than it is retried):
        each is named on stderr, and the same command continues it; and when a full disk stopped it once
-       trials had started: free space, then the same command continues it
+       trials had started (free space, then the same command continues it) or its database server was lost
   130  stopped by Ctrl-C, as for 75"""
 
 
