@@ -95,9 +95,14 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         if args.hyp_out:  # the split's own files (in ABLATE_DATA_DIR, maybe decompressed to plain text) are inputs too
             inputs = [(f"--split {split}'s {what}", f) for what, f in zip(("source", "reference"), files)]
             check_output(args.hyp_out, "--hyp-out", inputs, owns=[run_of_checkpoint(args.checkpoint)])
-        pairs, _ = read_parallel(*files)
+        pairs, stats = read_parallel(*files)
         srcs, refs = [s for s, _ in pairs], [r for _, r in pairs]
         name = f"{cfg.data.dataset}:{split}"
+        if stats.empty:  # as training's validation reads a split; --src/--ref scores every line, as sacreBLEU does
+            print(
+                f"ablate evaluate: note: {name}: {stats.empty} of {stats.lines} pairs have an empty side, left out as the run's validation leaves them",
+                file=sys.stderr,
+            )
     if args.longer_than:
         srcs, refs = longer_than(tokenizer, srcs, refs, args.longer_than)
         name += f" (sources > {args.longer_than} tokens)"

@@ -226,3 +226,19 @@ def test_evaluate_scores_a_chinese_target_with_the_chinese_tokenizer(tmp_path, m
     reference.write_text("狗在跑\n")
     assert main(["evaluate", str(tmp_path / "zh.ckpt"), "--device", "cpu", "--src", str(source), "--ref", str(reference)]) == 0
     assert "|tok:zh|" in json.loads(capsys.readouterr().out)["bleu_signature"]
+
+
+def test_evaluate_of_a_split_says_how_many_pairs_with_an_empty_side_it_left_out(tmp_path, monkeypatch, capsys):
+    """Decoding review: `--split test` dropped a pair with an empty reference in silence, so its BLEU was not
+    sacreBLEU's on the same files, and the docs said every test pair was kept."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    prefix = tmp_path / "corpus" / "test"
+    data = {"dataset": "files", "train_prefix": str(prefix.with_name("train")), "test_prefix": str(prefix), "max_len": 16}
+    torch.save(tiny_checkpoint(tmp_path, data=data), tmp_path / "m.ckpt")
+    source = (tmp_path / "corpus" / "test.en").read_text()
+    (tmp_path / "corpus" / "test.en").write_text(source + source)
+    (tmp_path / "corpus" / "test.de").write_text((tmp_path / "corpus" / "test.de").read_text() + "\n")  # its reference empty
+    assert main(["evaluate", str(tmp_path / "m.ckpt"), "--device", "cpu", "--split", "test"]) == 0
+    out, err = capsys.readouterr()
+    assert "ablate evaluate: note: files:test: 1 of 2 pairs have an empty side, left out as the run's validation leaves them" in err
+    assert json.loads(out)["sentences"] == 1
