@@ -81,6 +81,13 @@ def evaluate_cli(args: argparse.Namespace) -> int:
         kept = f"leave out --save-eval to keep it (made from {made_from})" if isinstance(made_from, str) else "leave out --save-eval"
         refuse_existing(record, "--save-eval", args.force, instead=kept)
     model, cfg, tokenizer = _load(args)
+    t = cfg.train  # every setting the hypotheses depend on, so a score is traced back to how it was decoded
+    if args.save_eval and (args.beam not in (None, t.beam_size) or args.alpha not in (None, t.length_penalty)):
+        # the record holds no decoding settings: ablate table compares runs' records as decoded alike, by their configs
+        raise ValueError(
+            f"--save-eval writes the run's record, decoded as its config says (beam {t.beam_size}, alpha {t.length_penalty}), "
+            "which ablate table compares across runs: leave out --beam/--alpha, or --save-eval; nothing was written"
+        )
     if args.src:
         # Keep every line (empty ones too) so the hypotheses stay aligned with the references.
         srcs, refs = read_lines(args.src), read_lines(args.ref)
@@ -112,7 +119,6 @@ def evaluate_cli(args: argparse.Namespace) -> int:
     hyps = translate(model, tokenizer, srcs, cfg, args.beam, args.alpha, args.batch_tokens, progress=sys.stderr.isatty(), source=lines_of)
     if args.hyp_out:
         write_file(args.hyp_out, "".join(h + "\n" for h in hyps), new_only=not args.force)
-    t = cfg.train  # every setting the hypotheses depend on, so a score is traced back to how it was decoded
     decoding = {"beam": args.beam or t.beam_size, "length_penalty": t.length_penalty if args.alpha is None else args.alpha,
                 "max_len_a": t.max_len_a, "max_len_b": t.max_len_b}  # fmt: skip
     result = {"checkpoint": str(args.checkpoint), "test_set": name, **decoding, **score(hyps, refs, bleu_tokenizer(cfg.data.tgt_lang))}

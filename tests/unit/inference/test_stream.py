@@ -242,3 +242,19 @@ def test_evaluate_of_a_split_says_how_many_pairs_with_an_empty_side_it_left_out(
     out, err = capsys.readouterr()
     assert "ablate evaluate: note: files:test: 1 of 2 pairs have an empty side, left out as the run's validation leaves them" in err
     assert json.loads(out)["sentences"] == 1
+
+
+@pytest.mark.parametrize("flags", [["--beam", "1"], ["--alpha", "3"]])
+def test_save_eval_decoded_otherwise_than_the_runs_config_is_refused(tmp_path, monkeypatch, capsys, flags):
+    """Decoding review: the record keeps no decoding settings, and `ablate table --split test` compared a row's
+    beam-1 record with the others' beam-4 ones, saying nothing (493 of 1000 hypotheses differed)."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    prefix = tmp_path / "corpus" / "test"
+    data = {"dataset": "files", "train_prefix": str(prefix.with_name("train")), "test_prefix": str(prefix), "max_len": 16}
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    torch.save(tiny_checkpoint(tmp_path, data=data), tmp_path / "run" / "checkpoints" / "last.ckpt")
+    command = ["evaluate", str(tmp_path / "run" / "checkpoints" / "last.ckpt"), "--device", "cpu", "--split", "test", "--save-eval"]
+    assert main([*command, *flags]) == 2
+    assert "--save-eval writes the run's record, decoded as its config says (beam" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "eval").exists()
+    assert main(command) == 0 and (tmp_path / "run" / "eval" / "test.json").is_file()
