@@ -227,7 +227,7 @@ def unreachable(e: Exception) -> bool:
     return isinstance(e, sqlalchemy.exc.OperationalError) and any(s in str(getattr(e, "orig", None) or e).lower() for s in _NO_CONNECTION)
 
 
-STORAGE_LOST = "the study's database server could not be reached; a trial stopped by it saved, and continues when the sweep runs again"
+STORAGE_LOST = "the study's database server could not be reached; what ran saved, and continues when the sweep runs again"
 # What they say when a connection they had is lost (a server restarted or stopped): gone now, not refused.
 _LOST_CONNECTION = ("server closed the connection", "terminating connection", "connection is closed", "lost connection")
 

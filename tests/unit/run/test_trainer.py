@@ -48,7 +48,9 @@ def test_an_accelerator_or_strategy_lightning_would_refuse_is_refused_before_any
     with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
         prepare_process(ExperimentConfig(train=TrainConfig(**train)))
     prepare_process(ExperimentConfig(train=TrainConfig(accelerator="cpu", strategy="ddp")))  # known and here: no refusal
-    prepare_process(ExperimentConfig(train=TrainConfig(accelerator="CPU", strategy="DDP")))  # Lightning lowercases both
+    prepare_process(ExperimentConfig(train=TrainConfig(accelerator="cpu", strategy="DDP")))  # Lightning lowercases a strategy
+    with pytest.raises(ValueError, match="train.accelerator='CPU' is none of auto, cpu"):  # not an accelerator (fixes review)
+        prepare_process(ExperimentConfig(train=TrainConfig(accelerator="CPU")))
     from lightning.pytorch.accelerators import AcceleratorRegistry
 
     mps = AcceleratorRegistry["mps"]["accelerator"]

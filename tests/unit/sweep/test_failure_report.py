@@ -107,6 +107,6 @@ def test_a_lost_database_server_stops_the_sweep_with_75_and_what_to_do_not_a_tra
     except optuna.exceptions.StorageInternalError as wrapped:
         assert cannot_go_on(wrapped, "ablate sweep s.yaml") == 75
     err = capsys.readouterr().err
-    assert err.startswith("ablate sweep: error: the study's database server could not be reached; a trial stopped by it saved")
+    assert err.startswith("ablate sweep: error: the study's database server could not be reached; what ran saved, and continues")
     assert "Connection refused" in err and err.rstrip().endswith(": ablate sweep s.yaml")
     assert cannot_go_on(ValueError("a bad row"), "ablate sweep s.yaml") is None  # its own words, raised as they are
