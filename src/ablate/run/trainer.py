@@ -55,13 +55,13 @@ def prepare_process(cfg: ExperimentConfig) -> Precision:
 def _check_devices(t) -> None:
     """train.accelerator and train.strategy as Lightning reads them, refused here, before anything is written: Lightning
     refused them only once the data was read, `gpu` on a machine without one as a traceback, the folder left a run."""
-    names, accelerator = {"auto", "gpu", *AcceleratorRegistry.available_accelerators()}, t.accelerator  # exactly, as Lightning
-    if accelerator not in names:
+    names = {"auto", "gpu", *AcceleratorRegistry.available_accelerators()}  # the accelerator exactly, as Lightning reads it
+    if t.accelerator not in names:
         raise ValueError(f"train.accelerator={t.accelerator!r} is none of {', '.join(sorted(names))}")
-    kinds = ("cuda", "mps") if accelerator == "gpu" else () if accelerator == "auto" else (accelerator,)  # gpu: either
+    kinds = ("cuda", "mps") if t.accelerator == "gpu" else () if t.accelerator == "auto" else (t.accelerator,)  # gpu: either
     if kinds and not any(AcceleratorRegistry[k]["accelerator"].is_available() for k in kinds):
         raise ValueError(f"train.accelerator={t.accelerator}: this machine has no {' or '.join(kinds)} device; use train.accelerator=auto")
-    if t.strategy.lower() != "auto" and t.strategy.lower() not in StrategyRegistry.available_strategies():  # any case, as Lightning
+    if (strategy := t.strategy.lower()) != "auto" and strategy not in StrategyRegistry.available_strategies():  # any case, as Lightning
         raise ValueError(f"train.strategy={t.strategy!r} is not a strategy Lightning knows (auto, ddp, ddp_spawn, fsdp, deepspeed, ...)")
 
 

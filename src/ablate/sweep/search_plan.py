@@ -87,25 +87,25 @@ class Search(Plan):
         )
         return spent + len(left_interrupted(trials))
 
-    def _drawn_before(self, handle: StudyHandle, number: int) -> int:
-        """The budget spent or running in trials numbered below `number`."""
-        ahead = [t for t in handle.study.get_trials(deepcopy=False) if t.number < number]
-        return self._spent(ahead) + sum(t.state == TrialState.RUNNING for t in ahead)
+    def _taken(self, trials: list[FrozenTrial]) -> int:
+        """The budget spent or running in `trials`."""
+        return self._spent(trials) + sum(t.state == TrialState.RUNNING for t in trials)
 
     def take_partners(self, handle: StudyHandle, trial: optuna.Trial, n: int) -> list[optuna.Trial]:
         budget = self.budget()
         if budget:  # no more trials than the budget has left
             trials = handle.study.get_trials(deepcopy=False)
-            n = min(n, max(budget - self._spent(trials) - sum(t.state == TrialState.RUNNING for t in trials), 0))
+            n = min(n, max(budget - self._taken(trials), 0))
         return super().take_partners(handle, trial, n)
 
     def claim(self, handle: StudyHandle, trial: optuna.Trial) -> TrialSpec | str:
         history = attempts(handle.frozen(trial))[:-1]
+        ahead = [t for t in handle.study.get_trials(deepcopy=False) if t.number < trial.number]
         if history:  # two workers may queue a retry of one trial at once: the first queued trains, whenever it is taken
-            for t in handle.study.get_trials(deepcopy=False):
-                if t.number < trial.number and retry_of(t) == history[-1] and not is_bookkeeping(t):
+            for t in ahead:
+                if retry_of(t) == history[-1] and not is_bookkeeping(t):
                     return BOOKKEEPING + f"duplicate: trial {history[-1]} is already retried as trial {t.number}"
-        elif (budget := self.budget()) and self._drawn_before(handle, trial.number) >= budget:
+        elif (budget := self.budget()) and self._taken(ahead) >= budget:
             # Workers on a server's study decide at once, each from what it read, and each draws (no claim lock there):
             # the lowest numbers take what the budget has left.
             return BOOKKEEPING + f"budget spent: trials numbered below this one drew all {budget} of it"

@@ -86,9 +86,10 @@ def check_database(path: Path) -> None:
 
 @contextlib.contextmanager
 def study_lock(path: Path, suffix: str = ".lock") -> Iterator[None]:
-    """The file lock beside the database, held by one process at a time: while it creates the study's tables (two at
-    once clash on them: "UNIQUE constraint failed: alembic_version") or claims a queued trial (ablate.sweep.storage).
-    A folder that does not exist takes no lock; SQLite then says it cannot open the file."""
+    """The file lock beside the database (beside a journal: its claim lock, `suffix` ".claim"), held by one process at a
+    time: while it creates the study's tables (two at once clash on them: "UNIQUE constraint failed: alembic_version")
+    or claims a queued trial (ablate.sweep.storage). A folder that does not exist takes no lock; SQLite then says it
+    cannot open the file."""
     if not path.parent.is_dir():
         yield
         return

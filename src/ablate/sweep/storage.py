@@ -224,7 +224,7 @@ def unreachable(e: Exception) -> bool:
     the storage refused or holds something damaged."""
     import sqlalchemy.exc
 
-    return isinstance(e, sqlalchemy.exc.OperationalError) and any(s in str(getattr(e, "orig", None) or e).lower() for s in _NO_CONNECTION)
+    return isinstance(e, sqlalchemy.exc.OperationalError) and any(s in _driver_text(e).lower() for s in _NO_CONNECTION)
 
 
 STORAGE_LOST = "the study's database server could not be reached; what ran saved, and continues when the sweep runs again"
@@ -241,7 +241,7 @@ def lost_storage(e: BaseException) -> BaseException | None:
     for _ in range(8):  # the chain is short; a bound in case it loops
         if cause is None:
             return None
-        text = str(getattr(cause, "orig", None) or cause).lower()
+        text = _driver_text(cause).lower()
         if isinstance(cause, sqlalchemy.exc.DBAPIError) and any(s in text for s in (*_NO_CONNECTION, *_LOST_CONNECTION)):
             return cause
         cause = cause.__cause__ or cause.__context__
@@ -250,7 +250,12 @@ def lost_storage(e: BaseException) -> BaseException | None:
 
 def driver_reason(e: Exception) -> str:
     """The first line of a database driver's error, secrets masked (ablate.messages.redact): what to print of it."""
-    return redact((str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0])
+    return redact((_driver_text(e).splitlines() or [type(e).__name__])[0])
+
+
+def _driver_text(e: BaseException) -> str:
+    """What the driver said: SQLAlchemy's error keeps it as `orig`."""
+    return str(getattr(e, "orig", None) or e)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
-"""The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, seed
-intervals cut at a score's range or with no spread at all, rows some of whose seeds diverged, how each row was tested (no test, sentence noise only, a
-borrowed seed variance, paired by schedule), controls, rows stopped by a limit before their convergence rule was met,
+"""The caveats `ablate table` prints under a table, where its numbers need a reader's care: runs left out, rows some
+of whose seeds diverged, seed intervals cut at a score's range or with no spread at all, how each row was tested (no
+test, sentence noise only, a borrowed seed variance, paired by schedule), controls, rows stopped by a limit before their convergence rule was met,
 and rows whose seeds trained as members of one model (`ablate.table.compare` gathers them into the table's notes)."""
 
 from __future__ import annotations
