@@ -9,20 +9,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import optuna
+
+from ablate.sweep.seeded_sampler import PerTrialSeed
 
 
 def _grid(search: dict[str, dict], seed: int | None, **options: Any) -> optuna.samplers.BaseSampler:
+    """Its seed orders the grid, alike in every worker; a trial's number picks its point. Never seeded per trial:
+    workers with grids in different orders each ran some points twice and others never."""
     return optuna.samplers.GridSampler({k: s["choices"] for k, s in search.items()}, seed=seed, **options)
+
+
+def _per_trial(build: Callable[..., optuna.samplers.BaseSampler]) -> Callable[..., optuna.samplers.BaseSampler]:
+    """A seeded sampler drawing each trial's point from the seed and the trial's number (ablate.sweep.seeded_sampler):
+    distinct for every worker and machine sharing the study and for each rerun, alike when a one-worker sweep is run
+    again from scratch."""
+
+    def make(search: dict[str, dict], seed: int | None, **options: Any) -> optuna.samplers.BaseSampler:
+        first = build(seed=seed, **options)  # options it refuses fail here, as the sweep file is checked
+        if seed is None:
+            return first
+        return PerTrialSeed(lambda trial_seed: build(seed=trial_seed, **options), seed)
+
+    return make
 
 
 # name -> factory(search space, seed, **options from the sweep file)
 SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
-    "tpe": lambda search, seed, **o: optuna.samplers.TPESampler(seed=seed, **o),
-    "random": lambda search, seed, **o: optuna.samplers.RandomSampler(seed=seed, **o),
+    "tpe": _per_trial(optuna.samplers.TPESampler),
+    "random": _per_trial(optuna.samplers.RandomSampler),
     "grid": _grid,
-    "cmaes": lambda search, seed, **o: optuna.samplers.CmaEsSampler(seed=seed, **o),
+    "cmaes": _per_trial(optuna.samplers.CmaEsSampler),
 }
 
 PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
@@ -33,14 +50,9 @@ PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
 }
 
 
-def make_sampler(spec: dict, search: dict[str, dict], stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
-    """The sweep file's sampler. A seeded one draws from the stream of its seed and `stream` (the worker's index and
-    the trials the study held when it started): each worker, and each rerun of the sweep, its own draws, reproducible
-    from the same history. Every worker with the seed alone drew the same points, and a rerun the first run's again."""
+def make_sampler(spec: dict, search: dict[str, dict]) -> optuna.samplers.BaseSampler:
     options = dict(spec)
     name, seed = options.pop("name"), options.pop("seed", None)
-    if seed is not None and any(stream):
-        seed = int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0])
     return SAMPLERS[name](search, seed, **options)
 
 

@@ -37,8 +37,8 @@ class Plan(ABC):
         """What is wrong with this part of the sweep file, if anything."""
 
     @abstractmethod
-    def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
-        """The study's sampler; `stream` as `ablate.sweep.components.make_sampler` takes it."""
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        """The study's sampler."""
 
     @abstractmethod
     def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:

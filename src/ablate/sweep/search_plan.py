@@ -30,8 +30,8 @@ class Search(Plan):
             )
         return None
 
-    def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
-        return make_sampler(self.sweep.sampler, self.sweep.search, stream)
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        return make_sampler(self.sweep.sampler, self.sweep.search)
 
     def queue(self, study: optuna.Study, only_dead: bool = False, since: int = 0) -> int:
         """A retry of each interrupted trial that has none, to continue it from its checkpoint. A trial failed without a

@@ -41,7 +41,7 @@ class Variants(Plan):
             f"seed); remove {' and '.join(given)}, or list fewer rows or seeds"
         )
 
-    def sampler(self, stream: tuple[int, ...] = ()) -> optuna.samplers.BaseSampler:
+    def sampler(self) -> optuna.samplers.BaseSampler:
         # Rows are enqueued with fixed params and never sampled; the sampler only has to stay out of the way.
         return optuna.samplers.RandomSampler(seed=self.sweep.sampler.get("seed"))
 

@@ -45,7 +45,6 @@ def run_worker(sweep: Sweep, url: str, index: int = 0, gpu: str | None = None, s
     the number of this run's first trial (work interrupted MAX_RETRY times since is not queued again)."""
     handle = open_sweep_study(sweep, url)
     study, plan = handle.study, plan_for(sweep)
-    study.sampler = plan.sampler((index, len(study.get_trials(deepcopy=False))))  # its own draws: this worker's, this run's
     started = time.time()
     for signum in trial_process.Stop.SIGNALS:
         signal.signal(signum, trial_process.Stop.handler)

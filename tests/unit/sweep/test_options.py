@@ -3,7 +3,6 @@ setting Optuna would let through and then misbehave on is an error naming the ke
 
 from __future__ import annotations
 
-import optuna
 import pytest
 
 from ablate.sweep.components import make_pruner, make_sampler
@@ -33,17 +32,3 @@ def test_sampler_settings():
     build = lambda spec: make_sampler(spec, {})
     assert component_problem("sampler", {"name": "tpe", "n_startup_trials": 3, "seed": 1}, build) is None
     assert component_problem("sampler", {"name": "tpe", "seed": -1}, build).startswith("sampler.seed=-1 must be an integer from 0 to ")
-
-
-def test_a_seeded_sampler_draws_its_own_points_per_worker_and_per_run():
-    """Every worker built the sampler from the seed alone and drew the same points, as did each rerun: a budget of 4
-    trained 2 distinct points twice. Each (worker, trials so far) has its own stream; the same one draws alike."""
-    space = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
-
-    def first(stream):
-        study = optuna.create_study(sampler=make_sampler({"name": "random", "seed": 0}, {}, stream))
-        return study.ask(space).params["x"]
-
-    assert first(()) == first((0, 0)) == optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask(space).params["x"]
-    draws = [first(stream) for stream in ((0, 0), (1, 0), (0, 4), (1, 4))]
-    assert len(set(draws)) == 4 and first((1, 4)) == draws[3]

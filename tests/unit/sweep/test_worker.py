@@ -12,7 +12,7 @@ from helpers import multi30k_names
 from sweep_files import write
 
 from ablate.sweep import worker
-from ablate.sweep.ledger import was_interrupted
+from ablate.sweep.ledger import tell, was_interrupted
 from ablate.sweep.load import load_sweep
 from ablate.sweep.plan import plan_for
 from ablate.sweep.trial import Stop
@@ -133,18 +133,33 @@ def test_a_group_stopped_by_a_stale_heartbeat_leaves_its_other_members_to_contin
     assert was_interrupted(trials[numbers[1]])  # no reason of its own: its row continues on the next run
 
 
-def test_each_worker_of_a_seeded_search_draws_from_its_own_stream(tmp_path, monkeypatch, stop_state):
-    body = "name: r\nbase: base.yaml\nn_trials: 4\nsampler: {name: random, seed: 0}\nsearch:\n  train.lr_scale: {type: float, low: 0.1, high: 2.0}\n"
+@pytest.mark.parametrize(
+    "search, indices",
+    [("{type: float, low: 0.1, high: 2.0}", (0, 0)), ("{type: categorical, choices: [0.5, 1.0, 1.5, 2.0]}", (0, 1))],
+    ids=["random-two-machines", "grid-two-workers"],
+)
+def test_workers_sharing_a_seeded_study_draw_distinct_points(tmp_path, monkeypatch, stop_state, search, indices):
+    """Two machines each running worker 0, started at the same instant, drew the same points: a worker's stream was
+    (its index, the trials at its start). Workers of a seeded grid each held the grid in their own order, so a
+    trial's number named a different point in each: points ran twice and others never."""
+    name = "random" if "float" in search else "grid"
+    body = f"name: r\nbase: base.yaml\nn_trials: 4\nsampler: {{name: {name}, seed: 0}}\nsearch:\n  train.lr_scale: {search}\n"
     sweep = load_sweep(write(tmp_path, body + f"out_dir: {tmp_path}/out\n"))
-    space = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
-    draws, open_study = [], worker.open_sweep_study
-    for index in (0, 1, 0):
+    grid = optuna.distributions.CategoricalDistribution([0.5, 1.0, 1.5, 2.0])
+    space = {"train.lr_scale": grid if name == "grid" else optuna.distributions.FloatDistribution(0.1, 2.0)}
+    handles, open_study = [], worker.open_sweep_study
+    for index in indices:
         handle = open_study(sweep, f"sqlite:///{tmp_path}/study.db")
         monkeypatch.setattr(worker, "open_sweep_study", lambda *a, handle=handle: handle)
         monkeypatch.setattr(Stop, "requested", True)  # returns before taking a trial
         worker.run_worker(sweep, "unused", index=index)
-        draws.append(handle.study.ask(space).params["x"])  # the third worker starts with two trials in the study
-    assert len(set(draws)) == 3
+        handles.append(handle)
+    draws = []
+    for handle in handles * 2:
+        trial = handle.study.ask(space)
+        draws.append(trial.params["train.lr_scale"])
+        tell(handle.study, trial, 1.0)
+    assert len(set(draws)) == 4
 
 
 @pytest.mark.parametrize("where", ["launch", "write_file"])
