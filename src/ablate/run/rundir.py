@@ -16,7 +16,7 @@ from pathlib import Path
 from ablate.config import ExperimentConfig, diff, to_dict, with_defaults
 from ablate.config.compose import DATA_PATHS
 from ablate.config.saved import read_run_config
-from ablate.config.schema import TrainConfig
+from ablate.config.trained import same_value
 from ablate.files import signals
 from ablate.run.exits import FAILED_FILE
 from ablate.run.progress_file import PROGRESS_FILE
@@ -234,16 +234,7 @@ def changes_from_saved_config(out: Path, cfg: ExperimentConfig) -> dict[str, tup
     if (out / FINGERPRINT).exists():  # what the corpus files hold is checked (ablate.run.fingerprint), not where they sit
         for key in DATA_PATHS:
             changes.pop(f"data.{key}", None)
-    if "train.max_time" in changes and _seconds(changes["train.max_time"][0]) == cfg.train.max_time_seconds:
-        del changes["train.max_time"]  # `01:00:00`, saved as 3600 by an ablate that read it as base-60: the same budget
-    return changes
-
-
-def _seconds(max_time) -> float | None:
-    try:
-        return TrainConfig(max_time=None if max_time is None else str(max_time)).max_time_seconds
-    except ValueError:
-        return None
+    return {key: change for key, change in changes.items() if not same_value(key, *change)}
 
 
 def saved_config(out: Path) -> dict:
