@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ablate.archive.study_db import DATABASE
-from ablate.sweep import load_sweep
+from ablate.sweep.load import load_sweep
 from ablate.sweep.storage import storage_url
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from ablate.config import to_yaml
-from ablate.sweep import load_sweep
+from ablate.sweep.load import load_sweep
 
 
 def run(cmd: list[str], log: Path) -> float:

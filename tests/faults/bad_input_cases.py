@@ -7,7 +7,7 @@ or with one numeric config key or flag set out of range. Its `policy` says what 
     strict            exit non-zero with a message naming the file (or key, or flag)
     legal / illegal   a value decided beforehand (a flag by the rule its help states, a key by the config validator)
     ("config", F)     legal when the damaged config F still loads (ablate.experiment.load_config, in the test process)
-    ("sweep", F)      legal when the damaged sweep file F still loads (ablate.sweep.load_sweep)
+    ("sweep", F)      legal when the damaged sweep file F still loads (ablate.sweep.load.load_sweep)
     ("study-file", F) legal when F still loads as `status`, `table` and `archive` read it: only to find its study
                       (load_sweep(to_run=False); a row's overrides are not checked, a study run before a check reads)
     ("shape", F)      legal when F still parses (YAML, JSON or CSV) to the same keys and kinds of value

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from ablate.files.wandb_offline import find_runs, read_run
 from ablate.run import FAILED_FILE as FAILED
-from ablate.sweep import load_sweep
+from ablate.sweep.load import load_sweep
 from ablate.sweep.member_trial import GROUP_FILE
 
 pytestmark = pytest.mark.slow

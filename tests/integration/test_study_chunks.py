@@ -238,7 +238,7 @@ def test_the_gpu_study_keeps_the_papers_ratios_at_dk_8_or_more_with_its_pilot_at
     from collections import Counter
 
     from ablate.config.paper import TABLE3
-    from ablate.sweep import load_sweep
+    from ablate.sweep.load import load_sweep
 
     monkeypatch.chdir(ROOT)
     study, paper = load_sweep("sweeps/table3-gpu.yaml"), load_sweep("sweeps/table3.yaml")

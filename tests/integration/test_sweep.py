@@ -25,7 +25,7 @@ from helpers import trial_states
 from optuna.trial import TrialState
 
 from ablate.files.wandb_offline import find_runs, latest_of_each, read_run
-from ablate.sweep import load_sweep
+from ablate.sweep.load import load_sweep
 from ablate.sweep.worker import open_sweep_study
 
 pytestmark = pytest.mark.slow  # real training runs, sweeps or subprocesses: seconds to a minute each

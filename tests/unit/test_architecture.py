@@ -76,6 +76,15 @@ def test_the_floors_name_every_package():
     assert {m.split(".")[1] for m in MODULES if m != "ablate"} == set(LAYERS)
 
 
+def test_the_developers_guide_gives_the_floors_in_this_order():
+    """docs/development.md gave evaluation above experiment and left out plugins and registry."""
+    import re
+
+    text = (SRC.parent / "docs" / "development.md").read_text()
+    chain = text[text.index("Dependencies flow one way:") : text.index("(`tests/unit/test_architecture.py`")]
+    assert re.findall(r"`(\w+)`", chain) == LAYERS[1:]
+
+
 @pytest.mark.parametrize("lower, higher", [(f"ablate.{low}", f"ablate.{high}") for i, high in enumerate(LAYERS) for low in LAYERS[i + 1 :]])
 def test_dependencies_flow_one_way(lower, higher):
     """Nothing in `lower` reaches `higher`, directly or through other modules."""
@@ -122,6 +131,20 @@ def test_sweep_processes_start_without_torch_and_never_load_lightning():
     sweep = SRC.parent / "sweeps" / "quickstart.yaml"
     out = subprocess.run([sys.executable, "-c", code, str(sweep)], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "['torch']"]
+
+
+@pytest.mark.slow  # a Python process
+def test_the_cli_and_the_study_files_reader_load_neither_optuna_nor_torch():
+    """`ablate.sweep` re-exported load_sweep, so `ablate --help`, `ablate train` and `ablate table`'s reader of a
+    study.db (sweep/study_file.py, "read without Optuna") each loaded Optuna, SQLAlchemy and numpy at import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ablate.cli, ablate.sweep.study_file; "
+        "print(sorted(m for m in ('torch', 'lightning', 'optuna', 'sqlalchemy', 'numpy') if m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
 def test_every_command_is_a_parser_in_flags_and_a_body_in_commands():

@@ -268,7 +268,7 @@ def test_docs_registry_table_names_the_class_each_registry_takes():
 
 
 def test_docs_sweep_examples_are_valid_sweep_files(tmp_path, monkeypatch):
-    from ablate.sweep import load_sweep
+    from ablate.sweep.load import load_sweep
     from ablate.sweep.plan import Search, Variants, plan_for
 
     examples = blocks(section((DOCS / "sweeps.md").read_text(), "The sweep file"), "yaml")

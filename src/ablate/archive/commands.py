@@ -11,7 +11,7 @@ from ablate.archive.study import archive
 def archive_command(args) -> int:
     study = Path(args.study)
     if study.is_file():  # a sweep file: archive its out_dir
-        from ablate.sweep import load_sweep
+        from ablate.sweep.load import load_sweep
 
         study = load_sweep(study, to_run=False).out_dir
     if args.plugins:

@@ -53,11 +53,15 @@ def bleu(hyps: list[str], refs: list[str], tokenize: str = "13a") -> Score:
     return Score(metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))
 
 
+MAX_NLL_PER_TOKEN = 50.0  # perplexity's cap, e^50: a float, and far above any run that trains
+
+
 def perplexity(nll: float, tokens: float) -> float:
-    """exp(NLL per token), capped at e^50 to stay a float; a non-finite NLL (an overflow) has no perplexity: inf. One
-    rule for a run's validation, a member's and an evaluation record's."""
+    """exp(NLL per token), capped at e^MAX_NLL_PER_TOKEN to stay a float; a non-finite NLL (an overflow) has no
+    perplexity: inf. One rule for a run's validation, a member's and an evaluation record's; the table's bootstrap
+    applies it to arrays (ablate.table.corpus_scores.ppl_scores)."""
     per_token = nll / max(tokens, 1.0)
-    return math.exp(min(per_token, 50.0)) if math.isfinite(per_token) else math.inf
+    return math.exp(min(per_token, MAX_NLL_PER_TOKEN)) if math.isfinite(per_token) else math.inf
 
 
 def chrf(hyps: list[str], refs: list[str]) -> Score:

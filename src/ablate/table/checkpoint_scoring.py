@@ -10,12 +10,8 @@ from pathlib import Path
 from ablate import plugins
 from ablate.config.saved import read_run_config
 from ablate.evaluation.records import AVERAGED, FINAL, EvalFile, read_eval_file
-from ablate.evaluation.sentence_scores import sentence_nll, split_nll
 from ablate.files.json_file import object_or_empty
 from ablate.table.finished_runs import Run
-
-# The per-sentence NLL helpers live in ablate.evaluation.sentence_scores (training writes records too); re-exported here.
-__all__ = ["evaluate_run", "evaluator", "refuse_unscorable", "selected_checkpoint", "sentence_nll", "split_nll", "wanted_checkpoint"]
 
 UNRECORDED = ("avg.ckpt", "best.ckpt")  # a run that recorded no selection (older runs): the average, else the best
 

@@ -31,7 +31,7 @@ def table_cli(args: argparse.Namespace) -> int:
     _check_arguments(args)
     source, planned = Path(args.study), []
     if source.is_file():  # a sweep file: tabulate its out_dir, naming the rows it lists that never ran
-        from ablate.sweep import load_sweep
+        from ablate.sweep.load import load_sweep
 
         sweep = load_sweep(source, to_run=False)
         source, planned = sweep.out_dir, [str(row) for row in sweep.variants]

@@ -11,7 +11,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from ablate.evaluation.records import sentence_bleu_stats
-from ablate.evaluation.scores import bleu_metric
+from ablate.evaluation.scores import MAX_NLL_PER_TOKEN, bleu_metric
 
 _BLEU = BLEU()  # the formula ablate.evaluation.scores.bleu reports by (exp smoothing), whatever the tokenizer
 
@@ -60,8 +60,11 @@ def bleu_scores(sums: np.ndarray) -> np.ndarray:
 
 
 def ppl_scores(sums: np.ndarray) -> np.ndarray:
-    """Corpus perplexity exp(sum NLL / sum tokens) of each row of summed [nll, tokens]."""
-    return np.exp(sums[:, 0] / sums[:, 1])
+    """Corpus perplexity of each row of summed [nll, tokens], by the rule of ablate.evaluation.scores.perplexity (a
+    nearly diverged run's table figure was uncapped, its run's capped)."""
+    per_token = sums[:, 0] / np.maximum(sums[:, 1], 1.0)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(per_token), np.exp(np.minimum(per_token, MAX_NLL_PER_TOKEN)), np.inf)
 
 
 def ppl_stats(nll: Sequence[float], tokens: Sequence[float]) -> np.ndarray:

@@ -15,8 +15,8 @@ import pytest
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
 from optuna.trial import TrialState
 
-from ablate.sweep import load_sweep
 from ablate.sweep.journal import JournalStudyStorage, check_journal, journal_path
+from ablate.sweep.load import load_sweep
 from ablate.sweep.storage import storage_url
 from ablate.sweep.worker import open_sweep_study
 

@@ -11,7 +11,7 @@ import torch
 
 from ablate.config.paper import PAPER_VOCAB, TABLE3
 from ablate.model import build_transformer, count_parameters
-from ablate.sweep import load_sweep
+from ablate.sweep.load import load_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
 PAPER = {r.name: r for r in TABLE3}

@@ -21,3 +21,12 @@ def test_bleu_stats_of_a_subset_score_the_subset(refs, systems, sstats):
 def test_bleu_stats_rejects_misaligned_inputs(refs):
     with pytest.raises(ValueError):
         bleu_stats(refs[:-1], refs)
+
+
+def test_the_tables_perplexity_follows_the_runs_rule_cap_and_all():
+    """The table's corpus perplexity was an uncapped exp: 1.1e26 where the run's own record said 5.2e21 (e^50)."""
+    from ablate.evaluation.scores import perplexity
+    from ablate.table.corpus_scores import corpus_ppl, ppl_stats
+
+    for nll, tokens in [(30.0, 10), (600.0, 10), (float("inf"), 10), (3.0, 0)]:
+        assert corpus_ppl(ppl_stats([nll], [tokens])) == pytest.approx(perplexity(nll, tokens))
