@@ -17,7 +17,7 @@ from ablate.table.finished_runs import require_base, runs_from_dirs, runs_from_w
 from ablate.table.latex import to_latex
 from ablate.table.left_out import LeftOut, in_study, left_out, study_trials
 from ablate.table.plot import plot
-from ablate.table.render import to_agreement_csv, to_csv, to_json, to_markdown
+from ablate.table.render import steady, to_agreement_csv, to_csv, to_json, to_markdown
 from ablate.table.sentence_records import collect, unrecorded
 
 DEFAULT_OUT = Path("tables")
@@ -110,7 +110,7 @@ def _at_update_cli(runs: list, stem: Path, source: Path, update: int, metric: st
     result = at_update(runs, update, metric)
     result["skipped_runs"] = [{"run": run, "reason": why} for run, why in found.runs.items()]
     text = to_markdown(result, title) + "".join(f"{line}\n" for line in skipped_runs(found.runs, "run", list(found.diverged)))
-    files = {targets[0]: text.encode("utf-8"), targets[1]: json.dumps(result, indent=2, allow_nan=False).encode("utf-8")}
+    files = {targets[0]: text.encode("utf-8"), targets[1]: json.dumps(steady(result), indent=2, allow_nan=False).encode("utf-8")}
     done = file_writes.write(files, force)
     print(text, end="")
     _print_done(done)

@@ -214,7 +214,19 @@ def to_json(table: Table, title: str) -> dict:
         }
         for ln in table.lines
     ]
-    return {"title": title, **table.summary, "scored_on": scored_on(table), "rows": rows}
+    return steady({"title": title, **table.summary, "scored_on": scored_on(table), "rows": rows})
+
+
+def steady(value):
+    """`value` with its floats to 12 significant digits: a study re-rendered on another CPU, whose BLAS sums in
+    another order, writes the same bytes (the committed table's JSON differed in the last bit of a fit's slope)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: steady(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [steady(v) for v in value]
+    return value
 
 
 def to_agreement_csv(table: Table, path: Path) -> None:
