@@ -119,6 +119,11 @@ def _table(members: int | None, rows: int, dim: int) -> nn.Module:
 class RelativePosition(PositionalEncoding):
     relative = True
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "bias" in cls.__dict__ and "adds_bias" not in cls.__dict__:  # a bias() it overrides is one attention calls
+            cls.adds_bias = True  # left False, the bias went uncalled: no positions anywhere, and no word of it
+
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):
         super().__init__()
         self.heads, self.d_k, self.causal = heads, d_k, causal

@@ -31,12 +31,15 @@ TOP_KEYS = {
 }  # fmt: skip
 
 
-def _with_plugin_paths(path: Path, overrides: dict) -> dict:
-    """Plugin files named in the sweep-wide overrides are relative to the sweep file, as in any config file."""
-    if "plugins" not in overrides:
+def _with_plugin_paths(path: Path, overrides):
+    """Plugin files named in the sweep-wide overrides or a row are relative to the sweep file, as in any config file
+    (a row's were relative to the cwd: the file loaded from its own folder only). Anything else is checked later."""
+    if not isinstance(overrides, dict) or "plugins" not in overrides:
         return overrides
     named = overrides["plugins"]
-    named = [named] if isinstance(named, str) else list(named or [])
+    named = [named] if isinstance(named, str) else named
+    if not isinstance(named, list) or not all(isinstance(p, str) for p in named):
+        return overrides
     return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}
 
 
@@ -123,7 +126,7 @@ def load_sweep(path: str | Path, to_run: bool = True) -> Sweep:
         overrides=_with_plugin_paths(
             path, {**dict(fields.mapping(path, raw, "overrides", "{train.max_steps: 1000}")), **_members(path, raw)}
         ),
-        variants=dict(variants),
+        variants={row: _with_plugin_paths(path, o) for row, o in variants.items()},
         search=check_search(path, dict(search)),
         seeds=fields.seeds(path, "seeds", raw.get("seeds")),
         row_seeds=fields.row_seeds(path, raw),

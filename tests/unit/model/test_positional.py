@@ -116,3 +116,29 @@ def test_shaw_bias_is_query_dot_clipped_relative_embedding():
     a = shaw.table.weight
     torch.testing.assert_close(bias[0, 1, 2, 5], (q[0, 1, 2] @ a[16 + 3]) * 0.5)
     torch.testing.assert_close(bias[0, 0, 0, 39], (q[0, 0, 0] @ a[32]) * 0.5)  # clipped at +16
+
+
+def test_a_relative_scheme_that_defines_bias_gets_it_called_without_declaring_adds_bias():
+    """The docs' example less its `adds_bias = True` line trained with no positions at all: attention calls bias()
+    only where the flag is set, and a relative scheme puts nothing on the embeddings. Defining bias() now sets it."""
+    from ablate.config import ModelConfig
+    from ablate.model.build import build_transformer
+    from ablate.registry import register, restoring
+
+    calls = []
+
+    with restoring(POSITIONAL):
+
+        @register(POSITIONAL, "test_penalty")
+        class Penalty(RelativePosition):
+            def bias(self, q, q_pos, k_pos, scale):
+                calls.append(q.shape)
+                return -(q_pos[:, None] - k_pos[None, :]).abs().float()
+
+        class Declared(Penalty):
+            adds_bias = False  # a subclass that says otherwise is taken at its word
+
+        assert Penalty.adds_bias and not Declared.adds_bias and not RelativePosition.adds_bias
+        model = build_transformer(ModelConfig(d_model=8, d_ff=16, heads=2, enc_layers=1, dec_layers=1, positional="test_penalty"), 11)
+        model(torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4)))
+    assert calls  # the encoder's and the decoder's self-attention asked for it

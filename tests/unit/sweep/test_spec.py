@@ -188,6 +188,20 @@ def test_plugin_files_in_the_sweep_overrides_are_relative_to_the_sweep_file(tmp_
     assert sweep.config_for({}).plugins == [str(tmp_path / "sub" / "mine.py")]
 
 
+def test_plugin_files_in_a_row_are_relative_to_the_sweep_file_too(tmp_path, monkeypatch):
+    """A row's own `plugins:` was resolved against the cwd: the sweep file loaded from its own folder only."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mine.py").write_text("MARK = 1\n")
+    body = "name: p\nbase: base.yaml\nvariants: {base: {}, own: {plugins: [sub/mine.py], model.heads: 1}, odd: {plugins: 3}}\n"
+    path = write(tmp_path, body)
+    monkeypatch.chdir("/")  # not where the sweep file is
+    sweep = load_sweep(path, to_run=False)
+    assert sweep.variants["own"] == {"plugins": [str(tmp_path / "sub" / "mine.py")], "model.heads": 1}
+    assert sweep.variants["odd"] == {"plugins": 3}  # not a list of files: told by the row's own check
+    with pytest.raises(ConfigError, match="variant 'odd'"):
+        load_sweep(path)
+
+
 def _count_compositions(monkeypatch) -> dict[str, int]:
     """Counts full compositions (ablate.experiment.compose, which load_config calls) and rows set on the base."""
     import ablate.experiment
