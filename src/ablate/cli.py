@@ -10,7 +10,7 @@ import argparse
 import errno
 import sys
 
-from ablate import __version__
+from ablate import __version__, plugins
 from ablate.archive import flags as archive_flags
 from ablate.config import ConfigError
 from ablate.data.datasets import DownloadError
@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             code, name = stopped
             print(f"ablate {args.command}: stopped by {name}; no file was left half-written or temporary", file=sys.stderr)
             return code
+        if not isinstance(e, ConfigError) and (where := plugins.raised_in(e)):  # the user's own code: where it failed
+            print(f"ablate {args.command}: error: a plugin raised {type(e).__name__}: {redact(str(e))}\n  at {where}", file=sys.stderr)
+            return 1
         if isinstance(e, (ConfigError, ValueError, OSError, DownloadError)):  # OSError's message names the path
             print(f"ablate {args.command}: error: {redact(str(e))}", file=sys.stderr)
             return 2

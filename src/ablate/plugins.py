@@ -231,6 +231,32 @@ def _providers(model: dict) -> tuple[bool, set[str]]:
     return any(m.partition(".")[0] != "ablate" for m in modules), {specs[m] for m in modules if m in specs}
 
 
+def from_plugins(model: dict) -> list[str]:
+    """The variant keys of the model section `model` whose classes come from outside ablate, each with its file:
+    ["model.positional='mine' (/home/me/mine.py)"]."""
+    packages = {m.__name__.partition(".")[0] for m in _imported.values()}  # a plugin package's submodules too
+    named = []
+    for key, table in _variant_tables().items():
+        cls = table.get(model.get(key)) if isinstance(model.get(key), str) else None
+        if cls is not None and cls.__module__.partition(".")[0] in packages:
+            module = sys.modules.get(cls.__module__)
+            named.append(f"model.{key}='{model[key]}' ({getattr(module, '__file__', None) or cls.__module__})")
+    return named
+
+
+def raised_in(e: BaseException) -> str | None:
+    """Where the traceback of `e` (or of the error it was raised from) last passed through an imported plugin's file:
+    "FILE, line N, in forward: CODE"; None when it never did."""
+    files = {m.__file__ for m in _imported.values() if getattr(m, "__file__", None)}
+    while e is not None:
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
+        if frames:
+            f = frames[-1]
+            return f"{f.filename}, line {f.lineno}, in {f.name}" + (f": {f.line.strip()}" if f.line else "")
+        e = e.__cause__ or e.__context__
+    return None
+
+
 # Where a file of plugins is named: in a run's config or on its command line, or in a sweep file, which takes no
 # overrides on its command line and sets config keys for every row through `overrides`.
 NAMED_IN = {

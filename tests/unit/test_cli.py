@@ -378,3 +378,31 @@ def test_an_error_printed_or_left_uncaught_by_main_has_its_secrets_masked(monkey
     err = capsys.readouterr().err
     assert "Traceback" in err and err.endswith("RuntimeError: driver failed on postgresql://alice:***@db.example/x\n")
     assert "Sup3r" not in err
+
+
+def test_a_plugin_failing_at_the_first_step_names_its_line_and_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    """A kernel's wrong unpacking was `ablate train: error: too many values to unpack (expected 3)`, exit 2 as for a
+    bad config, naming no file; and the folder it left (config.yaml, no checkpoint) refused the corrected command."""
+    from helpers import run_cli, write_experiment
+
+    from ablate import plugins
+    from ablate.registry import restoring
+
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
+    plugin = tmp_path / "bad.py"
+    plugin.write_text(
+        "from ablate.model.attention import ATTENTION, AttentionKernel\nfrom ablate.registry import register\n\n\n"
+        '@register(ATTENTION, "cli_unpack")\nclass Unpack(AttentionKernel):\n'
+        "    def __init__(self, *, heads, d_k, dropout=0.0):\n        super().__init__()\n\n"
+        "    def forward(self, q, k, v, mask, scale):\n        b, h, t = q.shape\n        return v\n"
+    )
+    path = write_experiment(tmp_path, plugins=[plugin])
+    with restoring(*plugins._registries()):
+        rc, out = run_cli(capsys, "train", str(path), "model.attention=cli_unpack")
+    assert rc == 1, out
+    assert (
+        f"ablate train: error: a plugin raised ValueError: too many values to unpack (expected 3)\n  at {plugin}, line 11, in forward: b, h, t = q.shape"
+        in out
+    )
+    assert not (tmp_path / "run").exists()

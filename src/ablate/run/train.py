@@ -30,6 +30,7 @@ from ablate.run.resume_point import resume_checkpoint
 from ablate.run.run_lock import unlock_run_dir
 from ablate.run.rundir import check_disk_space, claim_out_dir, empty_or_absent, remove_if_untouched, saved_config
 from ablate.run.trainer import build_trainer, fit_or_exit, prepare_process
+from ablate.training.first_pass import first_pass
 from ablate.training.module import TranslationModule
 
 
@@ -79,6 +80,8 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     vocab = dm.tokenizer.vocab_size
     module = TranslationModule.from_config(cfg, vocab)
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
+    if not resume:  # a resumed run trained its first steps already
+        first_pass(module.model, to_dict(cfg.model))
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
         write_file(out / "config.yaml", to_yaml(cfg))

@@ -1,0 +1,86 @@
+"""A model's first training step and decoding steps, taken before its run's folder holds anything."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+from helpers import tiny_model
+
+from ablate import plugins
+from ablate.config import ConfigError, to_dict
+from ablate.model import build_transformer
+from ablate.registry import restoring
+from ablate.training.first_pass import first_pass
+
+HEADER = """
+import torch
+from ablate.model.attention import ATTENTION, AttentionKernel
+from ablate.model.positional import POSITIONAL, PositionalEncoding
+from ablate.registry import register
+"""
+UNPACKS = """
+@register(ATTENTION, "fp_unpack")
+class Unpack(AttentionKernel):
+    def __init__(self, *, heads, d_k, dropout=0.0):
+        super().__init__()
+
+    def forward(self, q, k, v, mask, scale):
+        b, h, t = q.shape
+        return v
+"""
+SHORT = """
+@register(POSITIONAL, "fp_short")
+class Short(PositionalEncoding):
+    def __init__(self, *, d_model, max_positions):
+        super().__init__()
+
+    def forward(self, x, start=0):
+        return x[..., :-1]
+"""
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    monkeypatch.setattr(plugins, "_imported", {})
+    monkeypatch.setattr(plugins, "_hashes", {})
+    modules = set(sys.modules)
+    with restoring(*plugins._registries()):
+        yield
+    for name in set(sys.modules) - modules:
+        if name.startswith(plugins.MODULE_PREFIX):
+            del sys.modules[name]
+
+
+def _model(tmp_path, source: str, **model):
+    path = tmp_path / "mine.py"
+    path.write_text(textwrap.dedent(HEADER + source))
+    plugins.load_plugins([str(path)])
+    cfg = tiny_model(**model)
+    return build_transformer(cfg, 40), to_dict(cfg), path
+
+
+def test_a_plugins_own_error_is_raised_as_it_is_and_names_its_file_and_line(tmp_path):
+    model, section, path = _model(tmp_path, UNPACKS, attention="fp_unpack")
+    with pytest.raises(ValueError, match="too many values to unpack") as err:
+        first_pass(model, section)
+    assert plugins.raised_in(err.value) == f"{path}, line 13, in forward: b, h, t = q.shape"
+
+
+def test_a_plugins_output_of_the_wrong_shape_is_named_by_its_variant_and_file(tmp_path):
+    """The failure was a RuntimeError from inside torch's linear layer, a traceback naming no file of the user's."""
+    model, section, path = _model(tmp_path, SHORT, positional="fp_short")
+    with pytest.raises(ConfigError) as err:
+        first_pass(model, section)
+    assert str(err.value).startswith(f"the model failed its first training step with model.positional='fp_short' ({path}): RuntimeError:")
+    assert plugins.raised_in(err.value) is None
+
+
+def test_a_good_model_trains_on_as_if_it_had_not_been_taken(tmp_path):
+    model = build_transformer(tiny_model(dropout=0.3), 40)
+    before = torch.get_rng_state()
+    first_pass(model, to_dict(tiny_model(dropout=0.3)))
+    assert torch.equal(torch.get_rng_state(), before) and model.training
+    assert all(p.grad is None for p in model.parameters())
