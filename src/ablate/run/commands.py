@@ -178,10 +178,18 @@ def _train_command(args: argparse.Namespace) -> int:
     try:
         summary = train(cfg, resume=resume, force=args.force, aside=aside, accept_data_change=args.accept_data_change)
     except FloatingPointError as e:  # the NaN guard (ablate.training.module): the run diverged; its message names the step
-        why = f"training diverged (FloatingPointError: {e})"
+        from ablate import plugins
+        from ablate.config import to_dict
+
+        message = str(e)
+        if not any(Path(cfg.out_dir, "checkpoints").glob("*.ckpt")):  # it diverged before its first save
+            message = message.replace("the last checkpoint is the last good one", "no checkpoint was saved before it")
+        why = f"training diverged (FloatingPointError: {message})"
         _record_divergence(Path(cfg.out_dir), why)
+        own = plugins.from_plugins(to_dict(cfg.model))
+        suspect = f"; or {', '.join(own)}, from your files, computes a non-finite value" if own else ""
         raise ValueError(
-            f"{why}; a smaller train.lr_scale, or model.init_std, train.eps or train.weight_decay nearer their defaults, may train"
+            f"{why}; a smaller train.lr_scale, or model.init_std, train.eps or train.weight_decay nearer their defaults, may train{suspect}"
         ) from None
     from ablate.run.closing import print_closing
 

@@ -173,7 +173,8 @@ def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, Experim
     config, vocab_size = checkpoint_config(ckpt, path), _field(ckpt["hyper_parameters"], "vocab_size", int, path)
     if problem := plugins.needed(f"checkpoint {path}", config):  # not damage: a variant from a plugin not imported
         raise ConfigError(problem)
-    for line in plugins.changed_since_training(f"checkpoint {path}", ckpt.get(plugins.PLUGIN_HASHES), config["model"]):
+    changed = plugins.changed_since_training(f"checkpoint {path}", ckpt.get(plugins.PLUGIN_HASHES), config["model"])
+    for line in changed:
         log.warning(line)  # evaluate, translate, table --split test: scored with the code imported now, said once
     try:
         cfg = from_dict(config)
@@ -183,8 +184,12 @@ def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, Experim
     state = {k.removeprefix("model."): v for k, v in weights(ckpt, path).items() if k.startswith("model.")}
     try:
         model.load_state_dict(state)
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not fit the saved config ({str(e).splitlines()[0]})") from None
+    except RuntimeError as e:  # torch's first line alone ("Error(s) in loading state_dict") named no key
+        found = [line.strip().rstrip(".") for line in str(e).splitlines()[1:] if line.strip()]
+        shown = [entry for i, entry in enumerate(found) if i == 0 or len("; ".join(found[: i + 1])) <= 400]
+        more = f"; and {len(found) - len(shown)} more" if len(found) > len(shown) else ""
+        why = "; a plugin changed since training (said above): its parameters may be what differs" if changed else ""
+        raise CheckpointError(f"{path}: weights do not fit the saved config ({'; '.join(shown) or str(e)}{more}){why}") from None
     return model.eval(), cfg, tokenizer_from_checkpoint(ckpt, str(path))
 
 

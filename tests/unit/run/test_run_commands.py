@@ -271,12 +271,24 @@ def test_a_run_that_diverged_leaves_failed_txt_with_the_reason_which_a_resume_se
     assert "training diverged (FloatingPointError: train/loss is nan at step 3" in capsys.readouterr().err
     failed = tmp_path / "run" / FAILED_FILE
     assert (
-        failed.read_text()
-        == "training diverged (FloatingPointError: train/loss is nan at step 3; the last checkpoint is the last good one)\n"
-    )
+        failed.read_text() == "training diverged (FloatingPointError: train/loss is nan at step 3; no checkpoint was saved before it)\n"
+    )  # it said "the last checkpoint is the last good one" of a run that saved none
     assert _last_error(tmp_path / "run").startswith("training diverged")  # what `ablate table` names it by
     set_aside_results(tmp_path / "run", 1)
     assert not failed.exists() and (tmp_path / "run" / "FAILED.before-resume-1.txt").exists()
+    (tmp_path / "run" / "checkpoints").mkdir()
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert main(["train", str(config)]) == 2
+    assert "at step 3; the last checkpoint is the last good one); a smaller train.lr_scale" in capsys.readouterr().err
+    from ablate import plugins
+
+    monkeypatch.setattr(plugins, "from_plugins", lambda model: ["model.attention='nan' (/x/mine.py)"])
+    assert main(["train", str(config)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.rstrip()
+        .endswith("may train; or model.attention='nan' (/x/mine.py), from your files, computes a non-finite value")
+    )
 
 
 @pytest.mark.parametrize("members", [None, 2])

@@ -239,8 +239,11 @@ def test_model_from_checkpoint_refuses_weights_that_do_not_fit_the_config(tmp_pa
     saved, _ = trained_checkpoint(tiny_model(enc_layers=1, dec_layers=1), 64, spm_bytes)
     saved["hyper_parameters"]["config"]["model"]["d_ff"] = 48
     path = write(tmp_path / "m.ckpt", saved)
-    with pytest.raises(CheckpointError, match=f"{path}: weights do not fit the saved config"):
+    with pytest.raises(CheckpointError, match=f"{path}: weights do not fit the saved config") as err:
         model_from_checkpoint(path)
+    message = str(err.value)  # torch's first line alone named no key
+    assert "(size mismatch for encoder.0.ff." in message and "the shape in current model is torch.Size([48" in message
+    assert message.endswith(" more)") and len(message) < 600
 
 
 def test_a_checkpoint_without_a_tokenizer_is_refused_naming_it(tmp_path, monkeypatch):
