@@ -99,3 +99,16 @@ def member_configs(cfg: ExperimentConfig, values: dict[str, list[Any]] | None = 
         out.append(member)
     member_values(out)
     return out
+
+
+def as_own_run(cfg: ExperimentConfig, given: set[str]) -> None:
+    """A member's config trained alone (`members.size=1`): a run of its own, which claims neither the group it does
+    not train in nor the W&B names `member_configs` gave the member (it showed in W&B as that member, in its group),
+    but keeps a name or group the command line (`given`, its keys) sets."""
+    names = {cfg.members.group.rstrip("/").rsplit("/", 1)[-1]} if cfg.members.group else set()
+    if "logging.name" not in given:
+        names |= {cfg.logging.name.rsplit("/", 1)[0]} if cfg.logging.name else set()  # the group's, as member_configs made
+        cfg.logging.name = None
+    if "logging.group" not in given and cfg.logging.group in names:
+        cfg.logging.group = None  # the group's own name, not one the user chose (a sweep's study, say)
+    cfg.members.group = cfg.members.index = cfg.members.schedule = None

@@ -130,6 +130,7 @@ def _refuse_flags_that_do_nothing(args: argparse.Namespace) -> None:
 
 
 def _train_command(args: argparse.Namespace) -> int:
+    from ablate.config.members import as_own_run
     from ablate.experiment import load_config
 
     _refuse_flags_that_do_nothing(args)
@@ -153,8 +154,8 @@ def _train_command(args: argparse.Namespace) -> int:
             + (f" or by rerunning its sweep ({cfg.sweep.study})" if cfg.sweep.study else "")
             + "; members.size=1 trains an ordinary run of this member's seed and values, a different run"
         )
-    if cfg.members.index is not None:  # members.size=1: a run of its own, no longer claiming the group it does not train in
-        cfg.members.group = cfg.members.index = cfg.members.schedule = None
+    if cfg.members.index is not None:  # members.size=1
+        as_own_run(cfg, {o.partition("=")[0].strip() for o in overrides})
     configs = member_runs(cfg, lists) if cfg.members.size > 1 else []  # each member's values checked as any run's
     _refuse_a_group_config_without_its_lists(files, configs)
     if getattr(args, "print_config", False):  # the composed config, checked (Hydra's --cfg job, Lightning's --print_config)

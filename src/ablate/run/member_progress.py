@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 class MemberProgress(ProgressFile):
+    of_the_trainer = False  # the bar showed member 0's step, ETA and validation, frozen once member 0 stopped
+
     def __init__(self, out: str | Path, k: int, runs: MemberRuns):
         super().__init__(out, may_stop_sooner=True)
         self.k, self.runs = k, runs

@@ -43,6 +43,8 @@ class ProgressFile(L.Callback):
     """Keeps `state` (the fields of ablate.run.progress_file, plus `epochs`: `epochs_done`) current and writes it to
     RUN_DIR/progress.json from global rank 0."""
 
+    of_the_trainer = True  # what the bar shows (`shown_fields`); a member's (ablate.run.member_progress) is not
+
     def __init__(self, out: str | Path, every_s: float = 2.0, may_stop_sooner: bool = False):
         self.out = Path(out)
         self.every_s = every_s
@@ -170,7 +172,7 @@ class ProgressFile(L.Callback):
 def shown_fields(trainer: L.Trainer, logged: dict[str, Any]) -> dict[str, Any]:
     """What the bar and the plain lines show: step/total, epochs done (of the bound), tokens/s, the ETA of the whole
     run, what the module logs to the bar (`logged`: train/loss) and the latest validation."""
-    progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile)), None)
+    progress = next((c for c in trainer.callbacks if isinstance(c, ProgressFile) and c.of_the_trainer), None)
     if progress is None:
         return dict(logged)
     s = progress.state

@@ -86,3 +86,15 @@ def test_a_stopped_member_keeps_its_file_fresh_and_a_resumed_group_keeps_the_fil
         group_step([cb], tr, clock)
     p = read_progress(tmp_path)
     assert (p["phase"], p["step"]) == ("finished", 40) and p["updated"] == clock.t  # fresh: not taken for a hung run
+
+
+def test_a_groups_bar_shows_the_groups_progress_not_its_first_members(tmp_path, clock):
+    """Member 0's MemberProgress came first among the callbacks: the bar showed its step, ETA and validation, frozen at
+    its own end while the group trained on."""
+    from ablate.run.progress import ProgressFile, shown_fields
+
+    member, group = MemberProgress(tmp_path, 0, None), ProgressFile(tmp_path)
+    member.state.update(step=20, max_steps=40, **{"val/loss": 6.651})
+    group.state.update(step=40, max_steps=40, **{"val/loss": 5.6})
+    shown = shown_fields(SimpleNamespace(callbacks=[member, group]), {"train/loss": 5.0})
+    assert (shown["step"], shown["val/loss"]) == ("40/40", 5.6)

@@ -67,6 +67,7 @@ def test_a_members_own_config_is_not_taken_for_its_group(tmp_path):
 
     member = tiny_experiment(tmp_path)
     member.members.size, member.members.index, member.members.group, member.members.schedule = 2, 1, str(tmp_path / "group"), 1
+    member.logging.name, member.logging.group = "group/seed=2", "group"  # as member_configs names a member for W&B
     path = tmp_path / "config.yaml"
     path.write_text(to_yaml(member))
     args = argparse.Namespace(config=[str(path)], members=None, member_data=None, resume=False, auto_resume=False,
@@ -82,6 +83,15 @@ def test_a_members_own_config_is_not_taken_for_its_group(tmp_path):
         patch.setattr(commands, "_run_members", lambda *a: pytest.fail("trained as a group"))
         patch.setattr("ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.members}")))
         with pytest.raises(SystemExit, match=r"run MembersConfig\(size=1, data='own', group=None, index=None, schedule=None\)"):
+            train_command(args)
+        # nor the member's W&B name and group (it showed in W&B as that member), but a name given here is kept
+        patch.setattr(
+            "ablate.run.train.train", lambda cfg, **kw: (_ for _ in ()).throw(SystemExit(f"run {cfg.logging.name} {cfg.logging.group}"))
+        )
+        with pytest.raises(SystemExit, match=r"^run None None$"):
+            train_command(args)
+        args.config = [str(path), "members.size=1", "logging.name=mine"]
+        with pytest.raises(SystemExit, match=r"^run mine None$"):
             train_command(args)
 
 
