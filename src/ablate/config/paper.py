@@ -51,14 +51,16 @@ TABLE3: list[PaperRow] = [
     ),
 ]
 
+# What ends a run: every row of a study must set these train keys as its base does, whatever the stop kind (a row with
+# its own cap, budget, rule or validation interval would stop on other terms; the convergence and early-stopping rules
+# count validations). Compared by config.trained.same_value (max_time by its seconds); ablate.sweep.basis checks them.
+STOP_KEYS = (
+    "max_steps", "max_epochs", "max_flops", "max_time", "converge_window", "converge_tol", "early_stop_metric", "patience",
+    "min_delta", "val_every_steps",
+)  # fmt: skip
 # How long a row trains, when it stops and which weights it reports: the study's basis (a scaled study trains every
 # row to convergence; the paper's big trained 300k steps and averaged its last 20 checkpoints), not what the row varies.
-# The config keys of ablate.run.basis's STOP_KEYS, and the weights' key.
-BASIS_KEYS = tuple(
-    f"train.{k}"
-    for k in ("max_steps", "max_epochs", "max_time", "max_flops", "early_stop_metric", "patience", "min_delta", "converge_window",
-              "converge_tol", "val_every_steps", "final_average")
-)  # fmt: skip
+BASIS_KEYS = tuple(f"train.{k}" for k in (*STOP_KEYS, "final_average"))
 
 
 def unlike(paper: PaperRow, changed: set[str]) -> str | None:

@@ -16,20 +16,6 @@ STOPS = {  # stop kind -> what it needs of a train section
     "converged": "train.converge_window > 0, no other stopping rule or budget",
     "early_stopping": "train.early_stop_metric set, no other stopping rule or budget",
 }
-# What ends a run: every row must set these as the base does, whatever the stop kind (a row with its own cap, budget,
-# rule or validation interval would stop on other terms; the convergence and early-stopping rules count validations).
-STOP_KEYS = (
-    "max_steps",
-    "max_epochs",
-    "max_flops",
-    "max_time_seconds",
-    "converge_window",
-    "converge_tol",
-    "early_stop_metric",
-    "patience",
-    "min_delta",
-    "val_every_steps",
-)
 FRACTIONS = {0.5: "half", 0.25: "quarter", 0.2: "fifth", 0.1: "tenth"}
 
 

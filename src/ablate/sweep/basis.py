@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.config import ExperimentConfig
-from ablate.run.basis import STOP_KEYS, STOPS, holds, weights
+from ablate.config.paper import STOP_KEYS
+from ablate.config.trained import same_value
+from ablate.run.basis import STOPS, holds, weights
 
 WEIGHTS = re.compile(r"final|last-([1-9][0-9]*)")
 KEYS = {"stop", "weights", "except"}
@@ -42,9 +44,8 @@ class Basis:
         """Why a row with `cfg` does not stop and score as the base (`base`) does, or None."""
         for key in STOP_KEYS:
             mine, theirs = getattr(cfg.train, key), getattr(base.train, key)
-            if mine != theirs and not _idle(key, cfg.train, base.train):
-                name = "max_time" if key == "max_time_seconds" else key
-                return f"train.{name}={_show(getattr(cfg.train, name))} differs from the base's {_show(getattr(base.train, name))}"
+            if not same_value(f"train.{key}", mine, theirs) and not _idle(key, cfg.train, base.train):
+                return f"train.{key}={_show(mine)} differs from the base's {_show(theirs)}"
         return self._weights_problem(cfg)
 
     def _weights_problem(self, cfg: ExperimentConfig) -> str | None:
