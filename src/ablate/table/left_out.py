@@ -48,7 +48,8 @@ class LeftOut:
                 )
 
 
-Trials = tuple[dict[str, tuple[str, str | None, str | None]], str | None]  # study_trials: by run folder, and a note
+Trial = tuple[str, str | None, str | None, object]  # (state, fail reason, row, seed) of a trial in study.db
+Trials = tuple[dict[str, Trial], str | None]  # study_trials: by run folder, and a note
 
 
 def study_trials(root: Path) -> Trials:
@@ -100,7 +101,7 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
             attempts[queued_name(row, seed)] = str(folder)
         out.runs[str(folder)] = why
         out.rows.add(row)
-    for name, (state, reason, row) in trials.items():  # trials whose run folder is gone (or not archived), or none yet
+    for name, (state, reason, row, seed) in trials.items():  # trials whose run folder is gone (or not archived), or none yet
         if row is not None:
             out.rows.add(row)
         if state == "WAITING" and name in attempts:  # an interrupted attempt queued again: one seed, named once
@@ -114,7 +115,7 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
         elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
             out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
             if row is not None:
-                by_row.setdefault(row, []).append((why, {}))
+                by_row.setdefault(row, []).append((why, {} if seed is None else {"seed": seed}))  # named by its seed
     if db_note:
         out.runs[str(root / "study.db")] = db_note
     rows = {r.row for r in runs}
@@ -141,8 +142,8 @@ def _config(folder: Path) -> dict:
     return flatten(config) if isinstance(config, dict) else {}
 
 
-def _why(folder: Path, trial: tuple[str, str | None, str | None] | None) -> str:
-    state, reason, _ = trial or (None, None, None)
+def _why(folder: Path, trial: Trial | None) -> str:
+    state, reason = (trial or (None, None))[:2]
     if state in UNFINISHED and (folder / "summary.json").exists():  # in_study left it out
         if state == "RUNNING" and not reason:  # its worker may be recording it this moment (a group's members end so)
             return (
@@ -187,8 +188,8 @@ def _last_error(folder: Path) -> str | None:
     return (diverged or errors or [None])[-1]
 
 
-def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], str | None]:
-    """Run folder name -> (state, fail reason, row) of each trial in a sweep's SQLite study database (read-only; the
+def _trials(db: Path) -> Trials:
+    """Run folder name -> (state, fail reason, row, seed) of each trial in a sweep's SQLite study database (read-only; the
     row from the categorical parameter a variants sweep records it as, ablate.sweep.row_param), a queued trial (no run
     folder yet) under "row ROW seed SEED" with the row and seed it was queued with, and a note when the database cannot
     be read."""
@@ -212,9 +213,11 @@ def _trials(db: Path) -> tuple[dict[str, tuple[str, str | None, str | None]], st
         with contextlib.suppress(ValueError, TypeError):
             if state == "WAITING" and out_dir is None and queued_row is not None:
                 queued = str(json.loads(queued_row))
-                out[queued_name(queued, json.loads(queued_seed or "null"))] = ("WAITING", None, queued)
+                seed = json.loads(queued_seed or "null")
+                out[queued_name(queued, seed)] = ("WAITING", None, queued, seed)
                 continue
-            out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row))
+            seed = json.loads(queued_seed or "null")  # the seed it was queued with: a variants trial's, whose folder may be gone
+            out[Path(json.loads(out_dir)).name] = (str(state), None if reason is None else str(json.loads(reason)), _row(row), seed)
     return out, None
 
 

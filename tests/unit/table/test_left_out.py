@@ -316,3 +316,17 @@ def test_a_row_some_of_whose_seeds_diverged_is_scored_on_the_rest_and_a_note_say
     assert note in " ".join(capsys.readouterr().out.split())
     assert note in (tmp_path / "out" / "table3.md").read_text()
     assert any(n.startswith(note) for n in json.loads((tmp_path / "out" / "table3.json").read_text())["notes"])
+
+
+def test_a_diverged_trial_whose_folder_is_gone_is_named_by_the_seed_it_was_queued_with(tmp_path):
+    """Its note said `seed ?`, and `--seeds` left it out: the seed came from the run's config.yaml alone."""
+    root = study(tmp_path)
+    db = sqlite3.connect(root / "study.db")
+    db.execute("INSERT INTO trials VALUES (95, 95, 'FAIL')")
+    attrs = [("out_dir", json.dumps(str(root / "trials" / "A-h1-s7"))), ("fail_reason", json.dumps("exit code 1: non-finite weights"))]
+    db.executemany("INSERT INTO trial_user_attributes VALUES (95, ?, ?)", [*attrs, ("row", json.dumps("A-h1")), ("seed", "7")])
+    choices = json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": sorted(SCORES)}})
+    db.execute("INSERT INTO trial_params VALUES (95, 'row', ?, ?)", (sorted(SCORES).index("A-h1"), choices))
+    db.commit()
+    db.close()
+    assert left_out(root, runs_from_dirs(root)).some_diverged == {"A-h1": [7]}
