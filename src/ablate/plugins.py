@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import re
 import sys
 import traceback
@@ -36,6 +37,7 @@ PLUGIN_HASHES = "plugin_sha256"  # a checkpoint's field: resolved spec -> sha256
 _imported: dict[str, ModuleType] = {}  # resolved spec (absolute path or module name) -> module; once per process
 _hashes: dict[str, str] = {}  # resolved spec -> sha256 of its file's contents when it was imported
 _entry_points_loaded = False
+_entry_modules: list[ModuleType] = []  # the entry points' modules: where their variants' code is, for error messages
 
 
 def module_name(path: Path) -> str:
@@ -104,6 +106,7 @@ def load_entry_points() -> None:
         try:
             with restoring(*_registries(), on_error_only=True):
                 ep.load()
+            _entry_modules.append(sys.modules[ep.module])
         except Exception as e:
             raise ConfigError(_failure(where, _module_file(ep.module), e)) from None
 
@@ -231,10 +234,14 @@ def _providers(model: dict) -> tuple[bool, set[str]]:
     return any(m.partition(".")[0] != "ablate" for m in modules), {specs[m] for m in modules if m in specs}
 
 
+def _modules() -> list[ModuleType]:
+    return [*_imported.values(), *_entry_modules]
+
+
 def from_plugins(model: dict) -> list[str]:
-    """The variant keys of the model section `model` whose classes come from outside ablate, each with its file:
-    ["model.positional='mine' (/home/me/mine.py)"]."""
-    packages = {m.__name__.partition(".")[0] for m in _imported.values()}  # a plugin package's submodules too
+    """The variant keys of the model section `model` whose classes come from a plugin (a file, a module or package, an
+    installed entry point), each with its file: ["model.positional='mine' (/home/me/mine.py)"]."""
+    packages = {m.__name__.partition(".")[0] for m in _modules()}  # a plugin package's submodules too
     named = []
     for key, table in _variant_tables().items():
         cls = table.get(model.get(key)) if isinstance(model.get(key), str) else None
@@ -245,11 +252,14 @@ def from_plugins(model: dict) -> list[str]:
 
 
 def raised_in(e: BaseException) -> str | None:
-    """Where the traceback of `e` (or of the error it was raised from) last passed through an imported plugin's file:
-    "FILE, line N, in forward: CODE"; None when it never did."""
-    files = {m.__file__ for m in _imported.values() if getattr(m, "__file__", None)}
+    """Where the traceback of `e` (or of the error it was raised from) last passed through a plugin's code (its file,
+    or any file of its package): "FILE, line N, in forward: CODE"; None when it never did."""
+    files, folders = set(), []
+    for m in _modules():
+        files.add(getattr(m, "__file__", None))
+        folders += [str(Path(p)) + os.sep for p in getattr(m, "__path__", [])]  # a package's: every module in it
     while e is not None:
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files]
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in files or f.filename.startswith(tuple(folders))]
         if frames:
             f = frames[-1]
             return f"{f.filename}, line {f.lineno}, in {f.name}" + (f": {f.line.strip()}" if f.line else "")

@@ -32,6 +32,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(plugins, "_imported", {})
     monkeypatch.setattr(plugins, "_hashes", {})
     monkeypatch.setattr(plugins, "_entry_points_loaded", True)  # the entry-point test turns this back on
+    monkeypatch.setattr(plugins, "_entry_modules", [])
     modules = set(sys.modules)
     with restoring(*plugins._registries()):
         yield
@@ -271,6 +272,25 @@ def test_installed_packages_register_through_entry_points(tmp_path, monkeypatch)
     assert cfg.plugins == [] and ATTENTION["ut_cosine"].__module__ == "ut_ep_variants"
     load_config(overrides=USE)
     assert imports(tmp_path) == 1
+    named = plugins.from_plugins({"attention": "ut_cosine", "positional": "sinusoidal"})  # a divergence's suspects
+    assert named == [f"model.attention='ut_cosine' ({tmp_path / 'ut_ep_variants.py'})"]
+
+
+def test_an_error_in_any_file_of_a_plugin_package_is_placed_in_it(tmp_path, monkeypatch):
+    """The new plugin error line knew single files only: a package plugin's error (raised in a module of the package,
+    not its __init__.py) was worded as ablate's own, with no line."""
+    write(tmp_path / "ut_pkgbad" / "__init__.py", "from .impl import boom\n")
+    impl = write(tmp_path / "ut_pkgbad" / "impl.py", "def boom():\n    raise ValueError('no')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins.load_plugins(["ut_pkgbad"])
+    with pytest.raises(ValueError) as err:
+        sys.modules["ut_pkgbad"].boom()
+    assert plugins.raised_in(err.value) == f"{impl}, line 2, in boom: raise ValueError('no')"
+    try:
+        raise RuntimeError("in ablate's code") from err.value
+    except RuntimeError as e:
+        assert plugins.raised_in(e) == plugins.raised_in(err.value)  # the error it was raised from counts
+    assert plugins.raised_in(ValueError("elsewhere")) is None
 
 
 def test_a_broken_entry_point_is_named(tmp_path, monkeypatch):

@@ -121,7 +121,8 @@ class RelativePosition(PositionalEncoding):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "bias" in cls.__dict__ and "adds_bias" not in cls.__dict__:  # a bias() it overrides is one attention calls
+        declared = any("adds_bias" in k.__dict__ for k in cls.__mro__ if k is not PositionalEncoding)
+        if not declared and cls.bias is not RelativePosition.bias:  # its own bias(), or a mixin's: one attention calls
             cls.adds_bias = True  # left False, the bias went uncalled: no positions anywhere, and no word of it
 
     def __init__(self, *, heads: int, d_k: int, max_positions: int, causal: bool):

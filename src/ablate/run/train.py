@@ -81,7 +81,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     module = TranslationModule.from_config(cfg, vocab)
     module.tokenizer_proto = Path(dm.tokenizer.path).read_bytes()
     if not resume:  # a resumed run trained its first steps already
-        first_pass(module.model, to_dict(cfg.model))
+        first_pass(cfg, vocab)
     check_disk_space(out, module.params["total"], cfg.train.keep_last)
     if not resume:  # only now: a run refused before this point (bad corpus, no space) leaves no trace in out_dir
         write_file(out / "config.yaml", to_yaml(cfg))

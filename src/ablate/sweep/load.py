@@ -37,7 +37,7 @@ def _with_plugin_paths(path: Path, overrides):
     if not isinstance(overrides, dict) or "plugins" not in overrides:
         return overrides
     named = overrides["plugins"]
-    named = [named] if isinstance(named, str) else named
+    named = [named] if isinstance(named, str) else [] if named is None else named
     if not isinstance(named, list) or not all(isinstance(p, str) for p in named):
         return overrides
     return {**overrides, "plugins": [plugins.resolve(p, path.parent) for p in named]}

@@ -23,6 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ablate import plugins
 from ablate.files.json_file import object_or_empty
 from ablate.messages import logs
 from ablate.messages.redact import redact, redact_tracebacks
@@ -211,8 +212,9 @@ def fail_reason(trial_dir: Path, errors_only: bool = False) -> str:
     if not errors:
         return "" if errors_only else (log[-1] if log else "the trial process died without output")[:500]
     line = log[errors[-1]]
-    if line.endswith(":") and errors[-1] + 1 < len(log):
-        line = f"{line} {log[errors[-1] + 1].strip()}"
+    after = log[errors[-1] + 1] if errors[-1] + 1 < len(log) else ""
+    if line.endswith(":") or after.startswith("  at "):  # a plugin's error: where in its file ("  at FILE, line N")
+        line = f"{line} {after.strip()}"
     return line[:500]
 
 
@@ -249,7 +251,13 @@ def main(argv: list[str]) -> int:
     watch_parent(f"trial {os.environ.get(TRIAL_ENV, '')}".rstrip())
     cfg = load_config([argv[0]])
     callbacks = [_pruning_callback()] if os.environ.get(TRIAL_ENV) else []
-    train(cfg, callbacks, resume="--resume" in argv[1:])
+    try:
+        train(cfg, callbacks, resume="--resume" in argv[1:])
+    except Exception as e:  # the user's own code: where it failed, as `ablate train` says it (fail_reason keeps both lines)
+        if where := plugins.raised_in(e):
+            print(f"ablate trial: error: a plugin raised {type(e).__name__}: {redact(str(e))}\n  at {redact(where)}", file=sys.stderr)
+            return 1
+        raise
     return PRUNED_EXIT if any(c.pruned for c in callbacks) else 0
 
 

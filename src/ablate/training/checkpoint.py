@@ -185,7 +185,7 @@ def model_from_checkpoint(path: str | os.PathLike) -> tuple[Transformer, Experim
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # torch's first line alone ("Error(s) in loading state_dict") named no key
-        found = [line.strip().rstrip(".") for line in str(e).splitlines()[1:] if line.strip()]
+        found = [line.strip().rstrip(".")[:400] for line in str(e).splitlines()[1:] if line.strip()]
         shown = [entry for i, entry in enumerate(found) if i == 0 or len("; ".join(found[: i + 1])) <= 400]
         more = f"; and {len(found) - len(shown)} more" if len(found) > len(shown) else ""
         why = "; a plugin changed since training (said above): its parameters may be what differs" if changed else ""

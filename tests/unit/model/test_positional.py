@@ -136,9 +136,20 @@ def test_a_relative_scheme_that_defines_bias_gets_it_called_without_declaring_ad
                 return -(q_pos[:, None] - k_pos[None, :]).abs().float()
 
         class Declared(Penalty):
-            adds_bias = False  # a subclass that says otherwise is taken at its word
+            adds_bias = False  # a subclass that says otherwise is taken at its word, and so are its own
 
-        assert Penalty.adds_bias and not Declared.adds_bias and not RelativePosition.adds_bias
+        class Mixin:
+            def bias(self, q, q_pos, k_pos, scale):
+                return None
+
+        class Mixed(Mixin, RelativePosition):  # a bias() from a mixin: the review's case
+            pass
+
+        class Under(Declared):
+            pass
+
+        assert Penalty.adds_bias and Mixed.adds_bias and not Declared.adds_bias and not Under.adds_bias
+        assert not RelativePosition.adds_bias and not POSITIONAL["rotary"].adds_bias and POSITIONAL["alibi"].adds_bias
         model = build_transformer(ModelConfig(d_model=8, d_ff=16, heads=2, enc_layers=1, dec_layers=1, positional="test_penalty"), 11)
         model(torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4)))
     assert calls  # the encoder's and the decoder's self-attention asked for it

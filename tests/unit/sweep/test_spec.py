@@ -200,6 +200,7 @@ def test_plugin_files_in_a_row_are_relative_to_the_sweep_file_too(tmp_path, monk
     assert sweep.variants["odd"] == {"plugins": 3}  # not a list of files: told by the row's own check
     with pytest.raises(ConfigError, match="variant 'odd'"):
         load_sweep(path)
+    assert load_sweep(write(tmp_path, body.replace("plugins: 3", "plugins: null")), to_run=False).variants["odd"] == {"plugins": []}
 
 
 def _count_compositions(monkeypatch) -> dict[str, int]:

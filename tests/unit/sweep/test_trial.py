@@ -138,3 +138,24 @@ def test_a_trial_process_is_told_its_sweep_file_to_say_how_to_continue(tmp_path)
     target = ["timeit", "-n", "1", "-r", "1", f"import os; print('file:', os.environ.get('{SWEEP_FILE_ENV}'))"]
     assert trial_module._supervise(handle, [study.ask()], target, tmp_path, False, {}, "val/loss") == 0
     assert f"file: {tmp_path / 'sweep.yaml'}" in (tmp_path / "train.log").read_text()
+
+
+def test_a_plugins_error_in_a_trial_is_said_with_its_file_and_line_and_kept_as_the_trials_reason(tmp_path, monkeypatch, capsys):
+    """A plugin's bug in a trial left a traceback, and the trial's fail reason its last line, naming no file."""
+    from ablate import plugins
+    from ablate.sweep import trial as trial_module
+
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("def forward(q):\n    b, h, t = q\n")
+    monkeypatch.setattr(plugins, "_imported", {})
+    module = plugins.import_plugin(str(plugin))
+    monkeypatch.setattr(trial_module, "watch_parent", lambda *a: None)
+    monkeypatch.setattr("ablate.experiment.load_config", lambda files: None)
+    monkeypatch.setattr("ablate.run.train.train", lambda *a, **k: module.forward((1, 2)))
+    assert trial_module.main([str(tmp_path / "trial.yaml")]) == 1
+    said = capsys.readouterr().err
+    assert said.endswith(
+        f"ablate trial: error: a plugin raised ValueError: not enough values to unpack (expected 3, got 2)\n  at {plugin}, line 2, in forward: b, h, t = q\n"
+    )
+    (tmp_path / "train.log").write_text("training...\n" + said)
+    assert trial_module.fail_reason(tmp_path) == said.strip().replace("\n  at", " at")

@@ -10,8 +10,7 @@ import torch
 from helpers import tiny_model
 
 from ablate import plugins
-from ablate.config import ConfigError, to_dict
-from ablate.model import build_transformer
+from ablate.config import ConfigError, ExperimentConfig
 from ablate.registry import restoring
 from ablate.training.first_pass import first_pass
 
@@ -54,33 +53,41 @@ def fresh(monkeypatch):
             del sys.modules[name]
 
 
-def _model(tmp_path, source: str, **model):
+def _config(tmp_path, source: str, **model) -> tuple[ExperimentConfig, object]:
     path = tmp_path / "mine.py"
     path.write_text(textwrap.dedent(HEADER + source))
     plugins.load_plugins([str(path)])
-    cfg = tiny_model(**model)
-    return build_transformer(cfg, 40), to_dict(cfg), path
+    cfg = ExperimentConfig(model=tiny_model(**model))
+    cfg.train.accelerator = "cpu"
+    return cfg, path
 
 
 def test_a_plugins_own_error_is_raised_as_it_is_and_names_its_file_and_line(tmp_path):
-    model, section, path = _model(tmp_path, UNPACKS, attention="fp_unpack")
+    cfg, path = _config(tmp_path, UNPACKS, attention="fp_unpack")
     with pytest.raises(ValueError, match="too many values to unpack") as err:
-        first_pass(model, section)
+        first_pass(cfg, 40)
     assert plugins.raised_in(err.value) == f"{path}, line 13, in forward: b, h, t = q.shape"
 
 
 def test_a_plugins_output_of_the_wrong_shape_is_named_by_its_variant_and_file(tmp_path):
     """The failure was a RuntimeError from inside torch's linear layer, a traceback naming no file of the user's."""
-    model, section, path = _model(tmp_path, SHORT, positional="fp_short")
+    cfg, path = _config(tmp_path, SHORT, positional="fp_short")
     with pytest.raises(ConfigError) as err:
-        first_pass(model, section)
+        first_pass(cfg, 40)
     assert str(err.value).startswith(f"the model failed its first training step with model.positional='fp_short' ({path}): RuntimeError:")
     assert plugins.raised_in(err.value) is None
 
 
-def test_a_good_model_trains_on_as_if_it_had_not_been_taken(tmp_path):
-    model = build_transformer(tiny_model(dropout=0.3), 40)
+def test_the_run_trains_as_if_it_had_not_been_taken_and_a_gpu_run_does_not_take_it(tmp_path, monkeypatch):
+    """The step runs on a model of its own: the run's random state is as it was (its model, not touched, keeps any
+    state a plugin holds). A run on a GPU does not take it: a plugin written for one may not run on the CPU."""
+    cfg = ExperimentConfig(model=tiny_model(dropout=0.3))
+    cfg.train.accelerator = "cpu"
     before = torch.get_rng_state()
-    first_pass(model, to_dict(tiny_model(dropout=0.3)))
-    assert torch.equal(torch.get_rng_state(), before) and model.training
-    assert all(p.grad is None for p in model.parameters())
+    first_pass(cfg, 40)
+    assert torch.equal(torch.get_rng_state(), before)
+    cfg, _ = _config(tmp_path, UNPACKS, attention="fp_unpack")
+    for accelerator, cuda in (("gpu", False), ("cuda", False), ("auto", True)):
+        cfg.train.accelerator = accelerator
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        first_pass(cfg, 40)  # would raise, as above, on the CPU
