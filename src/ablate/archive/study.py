@@ -31,6 +31,7 @@ from ablate.files.atomic import DiskFull, replacing
 from ablate.files.destination import check_output, folder_kind, unwritable
 from ablate.files.json_file import read_json
 from ablate.run.rundir import RUN_TOKENIZER
+from ablate.sweep.study_file import check_present
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
 
@@ -68,6 +69,11 @@ def archive(
         )
     if dest == study or study in dest.parents:
         raise ValueError(f"the archive {dest} would be inside the study {study}; archive somewhere else")
+    if dest in study.parents:  # `ablate archive runs/sweeps/x .`: DEST would then be a study holding every run below it
+        raise ValueError(
+            f"the archive {dest} would hold the study {study} (a folder above it), and every run under it would then be "
+            f"read as the archive's; archive into a folder of its own, e.g. {dest / (study.name + '-archive')}; nothing was written"
+        )
     if folder_kind(dest) == "run":
         raise ValueError(f"{dest} holds a training run (config.yaml beside its files): archive into a folder of its own")
     # Not inside another study or run, nor unwritable (DEST a file, or read-only): refused before the runs are scored
@@ -78,7 +84,7 @@ def archive(
 
 def _archive_into(study: Path, dest: Path, evaluate: Callable | None, scorable: Callable | None, split: str, sole: bool) -> ArchiveReport:
     source_db = study / DATABASE
-    has_db = source_db.is_file()
+    has_db = check_present(source_db)
     if has_db:  # a corrupt, empty or locked database is refused before anything is copied
         check_not_older(source_db, finished_trials(source_db), dest / DATABASE)
     elif (dest / DATABASE).exists():

@@ -13,6 +13,7 @@ from ablate.messages.redact import redact
 from ablate.sweep.journal import journal_path
 from ablate.sweep.sqlite_study import sqlite_file, sqlite_url
 from ablate.sweep.storage import driver_reason, make_storage, storage_url
+from ablate.sweep.study_file import check_present
 
 _URL = re.compile(r"^(sqlite|postgresql|mysql)(\+\w+)?://|^journal:")
 
@@ -48,7 +49,7 @@ def resolve(target: str, study: str | None = None) -> tuple[str, str | None]:
         sweep = load_sweep(path, to_run=False)
         url, study = storage_url(sweep.out_dir, sweep.storage), study or sweep.name
     elif path.is_dir():
-        if not (path / "study.db").is_file():
+        if not check_present(path / "study.db"):
             raise ValueError(_not_a_study(target, path))
         url = sqlite_url((path / "study.db").resolve())
     elif not path.exists() and ":" not in target:  # worded as ablate table and ablate archive word it; a URL mistyped

@@ -6,6 +6,7 @@ is waited on for at most BUSY_SECONDS (SQLite would retry forever, deaf to Ctrl-
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -53,3 +54,14 @@ def read(db: Path, query: str) -> list[tuple]:
 def study_names(db: Path) -> list[str]:
     """The studies an Optuna SQLite database holds, in the order they began (a ValueError as `read`'s)."""
     return [str(name) for (name,) in read(db, "SELECT study_name FROM studies ORDER BY study_id")]
+
+
+def check_present(db: Path) -> bool:
+    """Whether the study has its database; a ValueError for one that is a link to nothing, which read as absent: the
+    archive left the database out, exit 0, and status said the folder holds none."""
+    if db.is_symlink() and not db.exists():
+        raise ValueError(
+            f"{db} is a link to {os.readlink(db)}, which does not exist: the study's database is missing; restore the "
+            "file it links to (or remove the link, to read the folder as runs without a study); nothing was written"
+        )
+    return db.is_file()

@@ -22,7 +22,7 @@ from pathlib import Path
 from ablate.config import flatten
 from ablate.files.yaml_file import read_yaml
 from ablate.run.exits import FAILED_FILE
-from ablate.sweep.study_file import read
+from ablate.sweep.study_file import check_present, read
 from ablate.table.finished_runs import Run, row_of_folder
 
 DIVERGED = re.compile(r"non-finite|diverged|FloatingPointError|\bnan\b", re.IGNORECASE)
@@ -112,6 +112,12 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
             )
         elif state == "COMPLETE":
             out.runs[f"trial {name}"] = "no run folder: study.db marks it COMPLETE, but trials/" + name + " is gone"
+        elif (state == "RUNNING" or (state == "FAIL" and reason is None)) and (row, seed) not in tabulated:
+            # interrupted, killed or running, its folder not here (an archive keeps finished runs only): never silent
+            out.runs[f"trial {name}"] = (
+                "stopped before it finished (interrupted or killed), or still running; its run folder is not here: not a "
+                "finished seed; `ablate sweep` continues it when run again"
+            )
         elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
             out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
             if row is not None:
@@ -193,7 +199,7 @@ def _trials(db: Path) -> Trials:
     row from the categorical parameter a variants sweep records it as, ablate.sweep.row_param), a queued trial (no run
     folder yet) under "row ROW seed SEED" with the row and seed it was queued with, and a note when the database cannot
     be read."""
-    if not db.is_file():
+    if not check_present(db):
         return {}, None
     try:
         rows = read(

@@ -120,6 +120,10 @@ def test_archive_never_replaces_a_newer_archive_and_keeps_what_dest_has(study, t
     assert (dest / "study.db").read_bytes() == before and (dest / "trials" / "0009-extra" / "summary.json").exists()
     with pytest.raises(ValueError, match="inside the study"):
         archive(study, study / "archive")
+    for above in (study.parent, study.parent.parent):  # `ablate archive runs/sweeps/x .` from the project's root
+        with pytest.raises(ValueError, match=rf"the archive {above} would hold the study {study} \(a folder above it\)"):
+            archive(study, above)
+        assert not (above / "study.db").exists()
 
 
 def test_archive_refuses_a_copy_another_machine_continued_from_the_same_archive(study, tmp_path):

@@ -330,3 +330,22 @@ def test_a_diverged_trial_whose_folder_is_gone_is_named_by_the_seed_it_was_queue
     db.commit()
     db.close()
     assert left_out(root, runs_from_dirs(root)).some_diverged == {"A-h1": [7]}
+
+
+def test_an_interrupted_or_running_trial_whose_folder_is_not_here_is_named(tmp_path):
+    """An archive keeps finished runs only: a table of it left out trials stopped by SIGTERM (FAIL, no reason) or by
+    SIGKILL (RUNNING) in silence, and read as the whole study. An earlier attempt of a seed the table holds is not one."""
+    root = study(tmp_path)
+    db = sqlite3.connect(root / "study.db")
+    choices = json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": sorted(SCORES)}})
+    for i, (state, row, seed) in enumerate([("RUNNING", "A-h1", 8), ("FAIL", "A-h1", 9), ("FAIL", "base", 1)], start=96):
+        db.execute("INSERT INTO trials VALUES (?, ?, ?)", (i, i, state))
+        attrs = [("out_dir", json.dumps(str(root / "trials" / f"{row}-s{seed}-gone"))), ("row", json.dumps(row)), ("seed", str(seed))]
+        db.executemany(f"INSERT INTO trial_user_attributes VALUES ({i}, ?, ?)", attrs)
+        db.execute("INSERT INTO trial_params VALUES (?, 'row', ?, ?)", (i, sorted(SCORES).index(row), choices))
+    db.commit()
+    db.close()
+    runs = left_out(root, runs_from_dirs(root)).runs
+    assert runs["trial A-h1-s8-gone"] == runs["trial A-h1-s9-gone"]
+    assert runs["trial A-h1-s8-gone"].startswith("stopped before it finished (interrupted or killed), or still running")
+    assert "trial base-s1-gone" not in runs
