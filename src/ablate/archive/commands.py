@@ -44,6 +44,18 @@ def archive_command(args) -> int:
             f"left out {len(report.not_finished_in_db)} runs with a summary that the study database does not mark finished "
             f"(the sweep trains those rows again): {', '.join(report.not_finished_in_db)}"
         )
+    if report.no_trial:
+        print(
+            f"left out {len(report.no_trial)} runs under trials/ that no trial of the study database names (renamed, or copied in "
+            f"from another study; the sweep does not train them): {', '.join(report.no_trial)}; give each the name its trial "
+            "records (`ablate status` lists them), or archive it apart"
+        )
+    if report.gone:
+        print(
+            f"warning: {len(report.gone)} trials the study database marks finished have no run folder (deleted or renamed): "
+            f"{', '.join(report.gone)}; the archive's database marks them finished too, so a sweep continued from it does not "
+            "train them again: restore the folders and archive again, or train those rows under new names"
+        )
     if report.no_config:
         print(
             f"warning: {len(report.no_config)} finished runs have no config.yaml, archived as they are: {', '.join(report.no_config)}; "

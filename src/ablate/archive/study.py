@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.archive.staging import exclusive, staging
-from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials
+from ablate.archive.study_db import DATABASE, check_not_older, database_copy, finished_run_dirs, finished_trials, trial_run_dirs
 from ablate.evaluation.records import EvalFileError, text_free
 from ablate.files.atomic import DiskFull, replacing
 from ablate.files.destination import check_output, folder_kind, unwritable
@@ -45,6 +45,8 @@ class ArchiveReport:
     not_finished_in_db: list[str] = field(default_factory=list)
     evaluated: list[str] = field(default_factory=list)  # runs scored on the asked split first
     no_config: list[str] = field(default_factory=list)  # archived runs with a summary.json but no config.yaml
+    no_trial: list[str] = field(default_factory=list)  # trial directories with a summary.json no trial names: left out
+    gone: list[str] = field(default_factory=list)  # trial directories the database marks finished that are not there
     database: bool = False
 
 
@@ -148,8 +150,12 @@ def _finished_runs(study: Path, report: ArchiveReport, database: Path | None) ->
     finished = finished_run_dirs(database) if database is not None else None
     if finished is not None:  # a run the sweep will train again is not evidence: tabulated, it would count twice
         left = [r for r in runs if r.parent == study / "trials" and r.name not in finished]
-        report.not_finished_in_db = [r.name for r in left]
+        named = trial_run_dirs(database)
+        report.not_finished_in_db = [r.name for r in left if r.name in named]
+        report.no_trial = [r.name for r in left if r.name not in named]  # renamed, or copied in: no trial will train it
         runs = [r for r in runs if r not in left]
+        here = {p.name for p in (study / "trials").iterdir()} if (study / "trials").is_dir() else set()
+        report.gone = sorted(finished - here)  # the archive's database marks them finished too, with no files
     for run in runs:
         if not (run / "config.yaml").is_file():  # damaged: kept as it is (the database marks it finished), reported
             report.no_config.append(str(run.relative_to(study)))

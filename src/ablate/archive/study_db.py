@@ -35,19 +35,28 @@ def finished_run_dirs(db: Path) -> set[str] | None:
     """The folder names (trials/NAME) of the runs the database's COMPLETE and PRUNED trials trained, from each
     trial's `out_dir`; None when some such trial records none (a study older than the record), so the caller cannot
     tell and keeps every run with a summary."""
+    return _run_dirs(db, "WHERE t.state IN ('COMPLETE', 'PRUNED')", strict=True)
+
+
+def trial_run_dirs(db: Path) -> set[str]:
+    """The folder names of every trial's run that records one, whatever its state: a folder under trials/ that none
+    names was renamed, or copied in from another study."""
+    return _run_dirs(db, "", strict=False) or set()
+
+
+def _run_dirs(db: Path, where: str, strict: bool) -> set[str] | None:
     with contextlib.closing(connect(db)) as con:
         rows = con.execute(
             "SELECT t.trial_id, a.value_json FROM trials t LEFT JOIN trial_user_attributes a "
-            "ON a.trial_id = t.trial_id AND a.key = 'out_dir' WHERE t.state IN ('COMPLETE', 'PRUNED')"
+            f"ON a.trial_id = t.trial_id AND a.key = 'out_dir' {where}"
         ).fetchall()
-    if any(value is None for _, value in rows):
-        return None
     names = set()
     for _, value in rows:
         try:
             names.add(Path(json.loads(value)).name)
-        except (ValueError, TypeError):
-            return None
+        except (ValueError, TypeError):  # none recorded (a queued trial; a study older than the record), or damaged
+            if strict:
+                return None
     return names
 
 

@@ -349,6 +349,28 @@ def test_a_run_the_database_does_not_mark_finished_is_left_out_and_named(tmp_pat
     assert archived == ["0000-base-s1", "0002-base-s1b"]  # pruned is finished: the sweep does not train it again
 
 
+def test_a_renamed_or_deleted_trial_folder_is_named_for_what_it_is(tmp_path, capsys):
+    """A folder no trial names (renamed, or copied in from another study) was said to be trained again by the sweep,
+    which never does; and a finished trial whose folder was deleted went unsaid, its archive marking it finished."""
+    root = tmp_path / "study"
+    runs = [finished_run(root, name, seed) for name, seed in (("0000-base-s1", 1), ("0001-base-s2", 2), ("0002-base-s1b", 1))]
+    s = optuna.create_study(storage=f"sqlite:///{root / 'study.db'}", study_name="t")
+    for run in runs:
+        trial = s.ask()
+        trial.set_user_attr("out_dir", str(run.resolve()))
+        s.tell(trial, 1.0)
+    runs[1].rename(root / "trials" / "keep-base-s2")
+    shutil.rmtree(runs[2])
+    assert main(["archive", str(root), str(tmp_path / "archive")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "archived 1 finished runs" in out and "the sweep trains those rows again" not in out
+    assert "left out 1 runs under trials/ that no trial of the study database names (renamed, or copied in" in out
+    assert ": keep-base-s2; give each the name its trial records" in out
+    assert (
+        "warning: 2 trials the study database marks finished have no run folder (deleted or renamed): 0001-base-s2, 0002-base-s1b;" in out
+    )
+
+
 def test_a_study_whose_trials_record_no_run_folder_keeps_every_run_with_a_summary(study, tmp_path):
     """Trials of a study older than the out_dir record (the fixture's database has none): every run is kept."""
     assert archive(study, tmp_path / "archive").trials == ["trials/0000-base-s1", "trials/0001-base-s2"]
