@@ -10,6 +10,7 @@ host: another host's live one is not this host's to judge). One archive writes i
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import glob
 import os
@@ -96,17 +97,37 @@ def staging(dest: Path, sole: bool = False) -> Iterator[Path]:
 
 def _move_in(stage: Path, dest: Path) -> None:
     if not dest.exists() or (dest.is_dir() and not any(dest.iterdir())):
-        os.replace(stage, dest)  # a new (or empty) DEST: one rename
-        return
+        try:
+            os.replace(stage, dest)  # a new (or empty) DEST: one rename
+            return
+        except OSError as e:  # DEST a mount point (a bind mount, a volume): moved in file by file, below
+            if e.errno not in (errno.EXDEV, errno.EBUSY):
+                raise
     marker = dest / ARCHIVE_INCOMPLETE
     marker.touch()
     files = sorted((p for p in stage.rglob("*") if p.is_file()), key=lambda p: (p == stage / DATABASE, str(p)))
     for path in files:
         target = dest / path.relative_to(stage)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        _place(path, target)
     marker.unlink()
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def _place(path: Path, target: Path) -> None:
+    """Rename `path` to `target`; onto another file system (DEST a mount point, the stage beside it on its parent's:
+    the archive stayed marked incomplete, each rerun failing alike) copied beside `target` first, then renamed."""
+    try:
+        os.replace(path, target)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        near = target.with_name(f".{target.name}.{HOST_TAG}-{os.getpid()}.tmp")
+        try:
+            shutil.copy2(path, near)
+            os.replace(near, target)
+        finally:
+            near.unlink(missing_ok=True)
 
 
 def _remove_stale(dest: Path, sole: bool) -> None:

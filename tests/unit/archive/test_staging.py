@@ -50,6 +50,32 @@ def test_an_update_moves_files_in_database_last_and_removes_the_marker(tmp_path,
     assert tree(dest) == {DATABASE: "new db", "a.json": "a", "old.json": "kept"}
 
 
+@pytest.mark.parametrize("existing", [False, True], ids=["empty-mount-point", "an-earlier-archive"])
+def test_a_dest_on_another_file_system_is_moved_into_whole(tmp_path, monkeypatch, existing):
+    """DEST a mount point (a bind mount, a volume), the stage beside it on its parent's file system: the rename failed
+    with a bare errno 18 and left the archive marked incomplete, every rerun failing alike (an empty mount: errno 16)."""
+    import errno
+
+    dest = tmp_path / "mnt"
+    dest.mkdir()
+    if existing:
+        (dest / DATABASE).write_text("old db")
+    real_replace = os.replace
+
+    def replace(src, dst):  # a rename from the stage, on the parent's file system, into the mount fails as it does
+        if ".archive-" in str(src) and not str(dst).startswith(str(dest) + "/."):
+            raise OSError(errno.EBUSY if Path(dst) == dest else errno.EXDEV, "Invalid cross-device link")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with staging(dest) as stage:
+        (stage / DATABASE).write_text("new db")
+        (stage / "trials").mkdir()
+        (stage / "trials" / "a.json").write_text("a")
+    assert tree(dest) == {DATABASE: "new db", "trials/a.json": "a"}  # no marker, no temporary file
+    assert os.listdir(tmp_path) == ["mnt"]
+
+
 def test_a_failure_leaves_dest_as_it_was_and_no_folders_it_made(tmp_path):
     dest = tmp_path / "new" / "deeper" / "q"
     with pytest.raises(RuntimeError, match="refused"), exclusive(dest), staging(dest) as stage:
