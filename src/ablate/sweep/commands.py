@@ -288,7 +288,7 @@ def status_cli(args: argparse.Namespace) -> int:
     directories. Nothing is written."""
     url, name = resolve(args.target, args.study)
     study = existing_study(url, name, hint=Path(args.target).name)
-    snap = snapshot(study)
+    snap = snapshot(study, root=Path(args.target) if Path(args.target).is_dir() else None)  # a copy reads its own trials/
     console = Console(width=None if sys.stdout.isatty() else 160)
     if console.is_terminal:
         console.print(f"study '{study.study_name}' at {redact(url)}")

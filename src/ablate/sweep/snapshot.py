@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -73,15 +74,20 @@ def _num(v) -> float | None:
         return None
 
 
-def view_trial(t: FrozenTrial, now: float, silent_s: float | None = None) -> TrialView:
+def view_trial(t: FrozenTrial, now: float, silent_s: float | None = None, root: Path | None = None) -> TrialView:
     """A trial's line from the study (state, name, results) and its progress file, where this machine can read it.
-    `silent_s`: a running trial's seconds without a heartbeat, past the grace period (`gone_workers`)."""
+    `silent_s`: a running trial's seconds without a heartbeat, past the grace period (`gone_workers`); `root`: the
+    study's folder as given, whose own trials/ holds the progress of a study copied or archived from elsewhere (the
+    recorded out_dir is the original's: another folder's progress, or none)."""
     name = t.user_attrs.get("name") or t.user_attrs.get("row") or f"trial{t.number}"
     state = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.RUNNING: "starting"}.get(
         t.state, "failed" if failed_by_itself(t) else "interrupted"
     )
     v = TrialView(t.number, name, state, value=t.value if t.state == TrialState.COMPLETE else None, gpu=t.user_attrs.get("gpu"))
-    p = read_progress(t.user_attrs["out_dir"]) if t.user_attrs.get("out_dir") else None
+    folder = t.user_attrs.get("out_dir")
+    if folder and root is not None and Path(folder).parent != root.resolve() / "trials":
+        folder = root.resolve() / "trials" / Path(folder).name
+    p = read_progress(folder) if folder else None
     if p is not None and t.state == TrialState.RUNNING and t.datetime_start and p.get("updated", 0) < t.datetime_start.timestamp():
         p = None  # written by an earlier attempt of this run directory; this one has not reached training yet
     if p is not None:
@@ -148,7 +154,7 @@ def interruption(t: FrozenTrial, later: dict[int, FrozenTrial] | None = None) ->
     return "interrupted", f"{'preempted' if t.user_attrs.get('preempted') else 'interrupted'}, continues on the next run"
 
 
-def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
+def snapshot(study: optuna.Study, now: float | None = None, root: Path | None = None) -> Snapshot:
     """The picture of a study now: its trials (bookkeeping ones, which never ran a row, left out), counts, best.
 
     An interrupted trial whose row has started again is "continued" and no longer counted: `interrupted` counts
@@ -162,7 +168,7 @@ def snapshot(study: optuna.Study, now: float | None = None) -> Snapshot:
     snap.counts["waiting"] = sum(t.state == TrialState.WAITING for t in trials)
     gone = gone_workers(study) if any(t.state == TrialState.RUNNING for t in started) else {}
     for t in started:
-        v = view_trial(t, now, gone.get(t._trial_id))
+        v = view_trial(t, now, gone.get(t._trial_id), root)
         if (v.state == "interrupted" and t.number in later) or killed_and_continued(t, later):  # the run dir's is the later one's
             state, note = interruption(t, later)
             v = TrialView(t.number, v.name, state, note=note)

@@ -68,3 +68,23 @@ def test_a_search_trial_retried_twice_is_continued_by_each_next_attempt():
         (1, "continued", "run again as trial 2"),
     ]
     assert snap.counts["interrupted"] == 0
+
+
+def test_a_copied_or_archived_study_reads_its_own_trials_progress(tmp_path):
+    """The recorded out_dir is the original study's: status of a copy showed the original's step (30/30 for the copy's
+    20/20), or none once the original was gone."""
+    import optuna
+
+    from ablate.run.progress_file import write_progress
+    from ablate.sweep.snapshot import snapshot
+
+    study = optuna.create_study(study_name="s")
+    trial = study.ask()
+    trial.set_user_attr("out_dir", str(tmp_path / "original" / "trials" / "0000-base"))
+    study.tell(trial, 1.0)
+    for where, step in (("original", 30), ("copy", 20)):
+        (tmp_path / where / "trials" / "0000-base").mkdir(parents=True)
+        write_progress(tmp_path / where / "trials" / "0000-base", {"phase": "finished", "step": step, "max_steps": step, "updated": 1.0})
+    assert snapshot(study, now=2.0, root=tmp_path / "copy").trials[0].step == 20
+    assert snapshot(study, now=2.0, root=tmp_path / "original").trials[0].step == 30
+    assert snapshot(study, now=2.0).trials[0].step == 30  # no folder given (a storage URL): what the trial recorded
