@@ -163,7 +163,8 @@ def _why(folder: Path, trial: Trial | None) -> str:
     if state == "COMPLETE":
         return "no summary.json, though study.db marks its trial COMPLETE: its summary was lost; restore it or train the run again"
     if state == "RUNNING":
-        return "still running (no summary.json yet)"
+        # the table reads no heartbeats: after a SIGKILL the study still says running, and a user would wait for ever
+        return "still running, or its worker was killed (no summary.json yet): `ablate status` says which; `ablate sweep` continues a stopped one"
     if state == "PRUNED":
         return "pruned before it wrote a summary.json"
     if state == "FAIL" and not reason:

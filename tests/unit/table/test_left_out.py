@@ -349,3 +349,20 @@ def test_an_interrupted_or_running_trial_whose_folder_is_not_here_is_named(tmp_p
     assert runs["trial A-h1-s8-gone"] == runs["trial A-h1-s9-gone"]
     assert runs["trial A-h1-s8-gone"].startswith("stopped before it finished (interrupted or killed), or still running")
     assert "trial base-s1-gone" not in runs
+
+
+def test_a_running_trials_folder_says_it_may_have_been_killed_and_where_to_look(tmp_path):
+    """After a SIGKILL the study still marks the trial running; the table said 'still running', to be waited for."""
+    from table_study import write_run
+
+    root = study(tmp_path)
+    run = write_run(root, "A-h1", 6, {"model.heads": 1}, {"last": {"val/bleu": 1.0, "val/ppl": 9.0}})
+    (run / "summary.json").unlink()
+    db = sqlite3.connect(root / "study.db")
+    db.execute("INSERT INTO trials VALUES (99, 99, 'RUNNING')")
+    db.execute("INSERT INTO trial_user_attributes VALUES (99, 'out_dir', ?)", (json.dumps(str(run)),))
+    db.commit()
+    db.close()
+    assert left_out(root, runs_from_dirs(root)).runs[str(run)] == (
+        "still running, or its worker was killed (no summary.json yet): `ablate status` says which; `ablate sweep` continues a stopped one"
+    )
