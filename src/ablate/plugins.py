@@ -235,7 +235,11 @@ def _providers(model: dict) -> tuple[bool, set[str]]:
 
 
 def _modules() -> list[ModuleType]:
-    return [*_imported.values(), *_entry_modules]
+    """The plugins' modules, with the top package of one inside a package (`my_pkg.variants`: its siblings too); never
+    ablate's own, whose variants are built in whatever imported them."""
+    found = [*_imported.values(), *_entry_modules]
+    found += [sys.modules[top] for m in found if (top := m.__name__.partition(".")[0]) != m.__name__ and top in sys.modules]
+    return [m for m in found if m.__name__.partition(".")[0] != "ablate"]
 
 
 def from_plugins(model: dict) -> list[str]:

@@ -291,6 +291,20 @@ def test_an_error_in_any_file_of_a_plugin_package_is_placed_in_it(tmp_path, monk
     except RuntimeError as e:
         assert plugins.raised_in(e) == plugins.raised_in(err.value)  # the error it was raised from counts
     assert plugins.raised_in(ValueError("elsewhere")) is None
+    # the docs' `my_pkg.variants` form: an error in a sibling module of the package is the plugin's too
+    write(tmp_path / "ut_pkgtwo" / "__init__.py", "")
+    helper = write(tmp_path / "ut_pkgtwo" / "helpers.py", "def boom():\n    raise ValueError('no')\n")
+    write(tmp_path / "ut_pkgtwo" / "variants.py", "from .helpers import boom\n")
+    plugins.load_plugins(["ut_pkgtwo.variants"])
+    with pytest.raises(ValueError) as err:
+        sys.modules["ut_pkgtwo.variants"].boom()
+    assert plugins.raised_in(err.value) == f"{helper}, line 2, in boom: raise ValueError('no')"
+
+
+def test_a_module_of_ablate_named_as_a_plugin_makes_no_built_in_a_plugins(monkeypatch):
+    """Named as a plugin, a module inside ablate made every built-in variant count as 'from your files'."""
+    plugins.load_plugins(["ablate.model.scaling"])
+    assert plugins.from_plugins({"attention": "scaled_dot_product", "attention_scaling": "inv_sqrt_dk"}) == []
 
 
 def test_a_broken_entry_point_is_named(tmp_path, monkeypatch):

@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     from ablate.experiment import load_config
     from ablate.run.members import train_members
     from ablate.sweep.parent_watch import watch_parent
-    from ablate.sweep.trial import TRIAL_ENV, pruned_metric, running_trials
+    from ablate.sweep.trial import TRIAL_ENV, pruned_metric, running_trials, said_as_a_plugins
 
     logs.to_stderr()
     group_dir = Path(argv[0])
@@ -80,7 +80,12 @@ def main(argv: list[str]) -> int:
 
         trials, metric = running_trials(), pruned_metric()
         callbacks.append(lambda runs: MemberPruning(trials, metric, runs))
-    train_members(group, configs, resume="--resume" in argv[1:], member_callbacks=callbacks)
+    try:
+        train_members(group, configs, resume="--resume" in argv[1:], member_callbacks=callbacks)
+    except Exception as e:
+        if said_as_a_plugins(e):
+            return 1
+        raise
     return 0
 
 

@@ -74,6 +74,15 @@ def _num(v) -> float | None:
         return None
 
 
+def _copied(recorded: Path, root: Path) -> bool:
+    """Whether `root` holds a copy of the study whose trial ran in `recorded`: a folder gone, or one of a study folder
+    with a database of its own (the original). A study sharing `root`'s database from an out_dir elsewhere (a storage
+    several sweeps name) keeps its trials where they ran."""
+    if recorded.parent == root / "trials":
+        return False
+    return not recorded.exists() or (recorded.parent.parent / "study.db").is_file()
+
+
 def view_trial(t: FrozenTrial, now: float, silent_s: float | None = None, root: Path | None = None) -> TrialView:
     """A trial's line from the study (state, name, results) and its progress file, where this machine can read it.
     `silent_s`: a running trial's seconds without a heartbeat, past the grace period (`gone_workers`); `root`: the
@@ -85,7 +94,7 @@ def view_trial(t: FrozenTrial, now: float, silent_s: float | None = None, root: 
     )
     v = TrialView(t.number, name, state, value=t.value if t.state == TrialState.COMPLETE else None, gpu=t.user_attrs.get("gpu"))
     folder = t.user_attrs.get("out_dir")
-    if folder and root is not None and Path(folder).parent != root.resolve() / "trials":
+    if folder and root is not None and _copied(Path(folder), root.resolve()):
         folder = root.resolve() / "trials" / Path(folder).name
     p = read_progress(folder) if folder else None
     if p is not None and t.state == TrialState.RUNNING and t.datetime_start and p.get("updated", 0) < t.datetime_start.timestamp():

@@ -253,12 +253,21 @@ def main(argv: list[str]) -> int:
     callbacks = [_pruning_callback()] if os.environ.get(TRIAL_ENV) else []
     try:
         train(cfg, callbacks, resume="--resume" in argv[1:])
-    except Exception as e:  # the user's own code: where it failed, as `ablate train` says it (fail_reason keeps both lines)
-        if where := plugins.raised_in(e):
-            print(f"ablate trial: error: a plugin raised {type(e).__name__}: {redact(str(e))}\n  at {redact(where)}", file=sys.stderr)
+    except Exception as e:
+        if said_as_a_plugins(e):
             return 1
         raise
     return PRUNED_EXIT if any(c.pruned for c in callbacks) else 0
+
+
+def said_as_a_plugins(e: BaseException) -> bool:
+    """An error raised in a plugin's code said where it was, as `ablate train` says it (`fail_reason` keeps both
+    lines), for a trial and a member group alike; False for any other, left to its traceback."""
+    if where := plugins.raised_in(e):
+        message = " ".join(redact(str(e)).split())  # one line: the reason keeps the next, where
+        print(f"ablate trial: error: a plugin raised {type(e).__name__}: {message}\n  at {redact(where)}", file=sys.stderr)
+        return True
+    return False
 
 
 if __name__ == "__main__":

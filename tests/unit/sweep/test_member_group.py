@@ -167,3 +167,27 @@ def test_a_group_killed_during_its_members_ends_fails_every_member_as_killed_so_
     plan.queue(handle.study)  # the sweep's next run
     resume, ordered = take_group(handle, plan, plan.take(handle, lambda key: key[1] in (1, 2)), root)
     assert resume is not None and resume[0] == group and [row_of(handle.frozen(t)) for t in ordered] == [("base", 1), ("base", 2)]
+
+
+def test_a_plugins_error_in_a_member_groups_trial_is_said_with_its_file_and_line(tmp_path, monkeypatch, capsys):
+    """The review of the plugin fixes: a member group's process still left a bare traceback."""
+    import json
+    from types import SimpleNamespace
+
+    from ablate import plugins
+    from ablate.sweep import member_trial
+
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("def forward(q):\n    b, h, t = q\n")
+    monkeypatch.setattr(plugins, "_imported", {})
+    module = plugins.import_plugin(str(plugin))
+    (tmp_path / member_trial.GROUP_FILE).write_text(json.dumps({"numbers": [1, 2], "trials": ["a.yaml", "b.yaml"]}))
+    monkeypatch.setattr("ablate.sweep.parent_watch.watch_parent", lambda *a: None)
+    cfg = SimpleNamespace(members=SimpleNamespace(index=0))
+    monkeypatch.setattr("ablate.experiment.load_config", lambda files: cfg)
+    monkeypatch.setattr("ablate.config.members.member_values", lambda configs: None)
+    monkeypatch.setattr("dataclasses.replace", lambda obj, **kw: obj)
+    monkeypatch.delenv("ABLATE_TRIAL_NUMBER", raising=False)
+    monkeypatch.setattr("ablate.run.members.train_members", lambda *a, **k: module.forward((1, 2)))
+    assert member_trial.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err.endswith(f"at {plugin}, line 2, in forward: b, h, t = q\n")

@@ -85,6 +85,14 @@ def test_a_copied_or_archived_study_reads_its_own_trials_progress(tmp_path):
     for where, step in (("original", 30), ("copy", 20)):
         (tmp_path / where / "trials" / "0000-base").mkdir(parents=True)
         write_progress(tmp_path / where / "trials" / "0000-base", {"phase": "finished", "step": step, "max_steps": step, "updated": 1.0})
+    # a storage several sweeps share (the review's regression): this study's trials ran in an out_dir of their own,
+    # with no database there, and are read where they ran, not from a same-named folder beside the database
+    assert snapshot(study, now=2.0, root=tmp_path / "copy").trials[0].step == 30
+    (tmp_path / "original" / "study.db").write_bytes(b"")  # the original study folder, with its own database
     assert snapshot(study, now=2.0, root=tmp_path / "copy").trials[0].step == 20
     assert snapshot(study, now=2.0, root=tmp_path / "original").trials[0].step == 30
     assert snapshot(study, now=2.0).trials[0].step == 30  # no folder given (a storage URL): what the trial recorded
+    import shutil
+
+    shutil.rmtree(tmp_path / "original")  # the original gone: the copy's own
+    assert snapshot(study, now=2.0, root=tmp_path / "copy").trials[0].step == 20
