@@ -50,6 +50,12 @@ def archive_command(args) -> int:
             f"from another study; the sweep does not train them): {', '.join(report.no_trial)}; give each the name its trial "
             "records (`ablate status` lists them), or archive it apart"
         )
+    if report.lost:
+        print(
+            f"warning: {len(report.lost)} trials the study database marks finished (or pruned) have no summary.json: "
+            f"{', '.join(report.lost)}; not archived, and a sweep does not train them again: restore each one's summary.json "
+            "and archive again, or train those rows under new names"
+        )
     if report.gone:
         print(
             f"warning: {len(report.gone)} trials the study database marks finished have no run folder (deleted or renamed): "

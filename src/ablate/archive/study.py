@@ -31,7 +31,7 @@ from ablate.files.atomic import DiskFull, replacing
 from ablate.files.destination import check_output, folder_kind, unwritable
 from ablate.files.json_file import read_json
 from ablate.run.rundir import RUN_TOKENIZER
-from ablate.sweep.study_file import check_present
+from ablate.sweep.study_file import check_present, study_names
 
 SKIPPED_DIRS = frozenset({"checkpoints", "wandb"})  # weights and W&B's own copy of the run: large, and not evidence
 
@@ -47,6 +47,7 @@ class ArchiveReport:
     no_config: list[str] = field(default_factory=list)  # archived runs with a summary.json but no config.yaml
     no_trial: list[str] = field(default_factory=list)  # trial directories with a summary.json no trial names: left out
     gone: list[str] = field(default_factory=list)  # trial directories the database marks finished that are not there
+    lost: list[str] = field(default_factory=list)  # trial directories the database marks finished, with no summary.json
     database: bool = False
 
 
@@ -75,6 +76,11 @@ def archive(
         raise ValueError(
             f"the archive {dest} would hold the study {study} (a folder above it), and every run under it would then be "
             f"read as the archive's; archive into a folder of its own, e.g. {dest / (study.name + '-archive')}; nothing was written"
+        )
+    if dest.is_dir() and not (dest / DATABASE).exists() and (foreign := _runs_not_of(study, dest)):
+        raise ValueError(
+            f"{dest} already holds runs that are not the study's ({', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}), "
+            "and would be read as one study with them: archive into a folder of its own; nothing was written"
         )
     if folder_kind(dest) == "run":
         raise ValueError(f"{dest} holds a training run (config.yaml beside its files): archive into a folder of its own")
@@ -143,6 +149,13 @@ def _contents(study: Path, dest: Path, runs: list[Path], report: ArchiveReport, 
     return contents
 
 
+def _runs_not_of(study: Path, dest: Path) -> list[str]:
+    """The runs in `dest` (an archive of `study` without a database yet, or a folder of the user's) that the study has
+    no folder for: `ablate archive S runs` made runs/ a study holding every run in it."""
+    runs = sorted({p.parent for p in dest.rglob("summary.json")} | {p.parent for p in dest.rglob(DATABASE)})
+    return [str(r.relative_to(dest)) for r in runs if not r.name.startswith(".") and not (study / r.relative_to(dest)).is_dir()]
+
+
 def _finished_runs(study: Path, report: ArchiveReport, database: Path | None) -> list[Path]:
     """Every run directory with a summary.json (outside checkpoints and W&B files) but a sweep's trial the copied
     `database` does not mark finished, recording in `report` the runs and the trial directories left out."""
@@ -154,8 +167,9 @@ def _finished_runs(study: Path, report: ArchiveReport, database: Path | None) ->
         report.not_finished_in_db = [r.name for r in left if r.name in named]
         report.no_trial = [r.name for r in left if r.name not in named]  # renamed, or copied in: no trial will train it
         runs = [r for r in runs if r not in left]
-        here = {p.name for p in (study / "trials").iterdir()} if (study / "trials").is_dir() else set()
-        report.gone = sorted(finished - here)  # the archive's database marks them finished too, with no files
+        if len(study_names(database)) == 1:  # a storage several studies share: another's trials ran elsewhere
+            here = {p.name for p in (study / "trials").iterdir()} if (study / "trials").is_dir() else set()
+            report.gone = sorted(finished - here)  # the archive's database marks them finished too, with no files
     for run in runs:
         if not (run / "config.yaml").is_file():  # damaged: kept as it is (the database marks it finished), reported
             report.no_config.append(str(run.relative_to(study)))
@@ -163,6 +177,8 @@ def _finished_runs(study: Path, report: ArchiveReport, database: Path | None) ->
     trials = study / "trials"
     if trials.is_dir():
         report.unfinished = sorted(p.name for p in trials.iterdir() if p.is_dir() and not (p / "summary.json").exists())
+        report.lost = [name for name in report.unfinished if finished is not None and name in finished]
+        report.unfinished = [name for name in report.unfinished if name not in report.lost]
     return runs
 
 

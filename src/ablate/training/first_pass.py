@@ -13,6 +13,11 @@ Triton kernels) may not run here at all, and a large model is built once more on
 
 from __future__ import annotations
 
+import contextlib
+import random
+from collections.abc import Iterator
+
+import numpy as np
 import torch
 
 from ablate import plugins
@@ -35,9 +40,9 @@ def first_pass(cfg: ExperimentConfig, vocab_size: int) -> None:
     line), one from ablate's code while a plugin's variant is in the model as a ConfigError naming those variants."""
     if not trains_on_cpu(cfg):
         return
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), _python_and_numpy_kept():  # a plugin may draw from either
         try:
-            _steps(build_transformer(cfg.model, vocab_size))
+            _steps(build_transformer(cfg.model, vocab_size), length=min(4, cfg.model.max_positions))
         except Exception as e:
             named = plugins.from_plugins(to_dict(cfg.model))
             if plugins.raised_in(e) or not named:
@@ -48,13 +53,24 @@ def first_pass(cfg: ExperimentConfig, vocab_size: int) -> None:
             ) from e
 
 
-def _steps(model: torch.nn.Module) -> None:
-    vocab = model.vocab_size
-    word = [min(4 + i, vocab - 1) for i in range(3)]
-    src = torch.tensor([[*word, EOS_ID], [*word[:2], EOS_ID, PAD_ID]])
-    tgt_in = torch.tensor([[BOS_ID, *word], [BOS_ID, *word[:2], PAD_ID]])
+@contextlib.contextmanager
+def _python_and_numpy_kept() -> Iterator[None]:
+    state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+
+
+def _steps(model: torch.nn.Module, length: int) -> None:
+    """Two sentences of `length` tokens (one padded) at most: a model with learned positions may take no more."""
+    vocab, words = model.vocab_size, max(length - 1, 1)
+    word = [min(4 + i, vocab - 1) for i in range(words)]
+    src = torch.tensor([[*word, EOS_ID], [*word[:-1], EOS_ID, PAD_ID]])[:, :length]
+    tgt_in = torch.tensor([[BOS_ID, *word], [BOS_ID, *word[:-1], PAD_ID]])[:, :length]
     model.train()
     model(src, tgt_in).float().sum().backward()
     model.eval()
     with torch.no_grad():
-        greedy_decode(model, src, max_len_a=0.0, max_len_b=2)
+        greedy_decode(model, src, max_len_a=0.0, max_len_b=min(2, length - 1) or 1)

@@ -371,6 +371,32 @@ def test_a_renamed_or_deleted_trial_folder_is_named_for_what_it_is(tmp_path, cap
     )
 
 
+def test_an_archive_into_a_folder_holding_other_runs_is_refused(study, tmp_path):
+    """`ablate archive S runs` turned runs/ into a study holding every run in it: training under it was refused after."""
+    mine = finished_run(tmp_path / "runs", "mine", 1).parent.parent  # runs/trials/mine, the user's own
+    with pytest.raises(ValueError, match=rf"{mine} already holds runs that are not the study's \(trials/mine\)"):
+        archive(study, mine)
+    assert not (mine / "study.db").exists()
+    archive(study, tmp_path / "arc")
+    (tmp_path / "arc" / "study.db").unlink()  # an archive of this study: its runs are the study's
+    archive(study, tmp_path / "arc")
+
+
+def test_a_finished_trial_that_lost_its_summary_is_named_not_said_to_be_trained_again(tmp_path, capsys):
+    root = tmp_path / "study"
+    runs = [finished_run(root, name, seed) for name, seed in (("0000-base-s1", 1), ("0001-base-s2", 2))]
+    s = optuna.create_study(storage=f"sqlite:///{root / 'study.db'}", study_name="t")
+    for run in runs:
+        trial = s.ask()
+        trial.set_user_attr("out_dir", str(run.resolve()))
+        s.tell(trial, 1.0)
+    (runs[1] / "summary.json").unlink()
+    assert main(["archive", str(root), str(tmp_path / "archive")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "unfinished" not in out
+    assert "warning: 1 trials the study database marks finished (or pruned) have no summary.json: 0001-base-s2;" in out
+
+
 def test_a_study_whose_trials_record_no_run_folder_keeps_every_run_with_a_summary(study, tmp_path):
     """Trials of a study older than the out_dir record (the fixture's database has none): every run is kept."""
     assert archive(study, tmp_path / "archive").trials == ["trials/0000-base-s1", "trials/0001-base-s2"]

@@ -91,3 +91,24 @@ def test_the_run_trains_as_if_it_had_not_been_taken_and_a_gpu_run_does_not_take_
         cfg.train.accelerator = accelerator
         monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         first_pass(cfg, 40)  # would raise, as above, on the CPU
+
+
+def test_python_and_numpy_draws_are_kept_and_a_model_of_three_positions_takes_it(monkeypatch):
+    """The fixes review: a plugin drawing from Python's or numpy's generator had its stream advanced; and the step's
+    fixed length of 4 refused a valid config with learned positions and max_positions=3."""
+    import random
+
+    import numpy as np
+
+    from ablate.training import first_pass as module
+
+    steps = module._steps
+    monkeypatch.setattr(module, "_steps", lambda *a, **k: (random.random(), np.random.random_sample(), steps(*a, **k)))
+    for max_positions in (3, 1):
+        cfg = ExperimentConfig(model=tiny_model(positional="learned", max_positions=max_positions))
+        cfg.train.accelerator = "cpu"
+        random.seed(7), np.random.seed(7)
+        first_pass(cfg, 40)  # a plugin's draws inside
+        after = random.random(), np.random.random_sample()
+        random.seed(7), np.random.seed(7)
+        assert after == (random.random(), np.random.random_sample())
