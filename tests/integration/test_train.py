@@ -222,3 +222,25 @@ def test_length_extrapolation_eval_after_training(tmp_path, positional, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == summary["val_long/sentences"] and "sources > 6 tokens" in result["test_set"]
     assert main(["evaluate", ckpt, "--split", "valid", "--longer-than", "500"]) == 2
+
+
+def test_a_forced_resume_refused_for_its_data_changes_no_file_of_the_run(tmp_path):
+    """The data review: `--resume --force` wrote config.yaml (and kept the old one as config.before-resume-1.yaml) as
+    the resume was checked; refused then for its data (every pair dropped), the run's config.yaml held settings it
+    never trained with, the plain resume was refused as a config change, and the next forced one overwrote the copy."""
+    from ablate.run.train import train
+
+    cfg = tiny_experiment(tmp_path, train={"max_steps": 4, "val_every_steps": 2, "warmup": 2})
+    train(cfg)
+    run = Path(cfg.out_dir)
+    kept = lambda: {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name not in ("train.log", "tokenizer.model")}  # noqa: E731
+    before = kept()  # (a resume restores the checkpoint's tokenizer beside the run first: an addition, which it reads)
+    cfg.data.max_len = 1  # every pair longer: refused as the data is read
+    cfg.train.max_steps = 6
+    with pytest.raises(ValueError):
+        train(cfg, resume=True, force=True)
+    assert kept() == before
+    cfg.data.max_len = 32
+    train(cfg, resume=True, force=True)  # a forced resume that trains: the new config is the run's, the old one kept
+    assert (run / "config.before-resume-1.yaml").read_bytes() == before["config.yaml"]
+    assert load_config([run / "config.yaml"]).train.max_steps == 6

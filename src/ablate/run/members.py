@@ -149,8 +149,8 @@ def _train(
     trainer = make_group_trainer(cfg, group, [make_csv_logger(group, attempt)], group_callbacks)
     try:
         if resume:
-            for out in outs:
-                set_aside_results(out, attempt)
+            for out, own in ((group, cfg), *zip(outs, configs)):  # the group's config too: forced, it is written now
+                set_aside_results(out, attempt, own)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         ends = [
             out / (FAILED_FILE if (out / FAILED_FILE).is_file() else "summary.json") for out in outs

@@ -115,11 +115,15 @@ def keep_forced_config(out: Path, cfg: ExperimentConfig, changes: dict[str, tupl
         log.warning("the resumed run keeps its tokenizer: %s apply to a new run only", ", ".join(kept))
 
 
-def set_aside_results(out: Path, attempt: int) -> None:
+def set_aside_results(out: Path, attempt: int, cfg: ExperimentConfig | None = None) -> None:
     """A resumed run's earlier results (summary.json, eval/SPLIT.json, a divergence's FAILED.txt) describe weights it is about to train further: each
     is kept as NAME.before-resume-N.json, so until the resume writes its own the run reads as unfinished (`ablate
     table` leaves it out, naming it) rather than done at its old step count, should the resume be stopped. Called as
-    training starts, after every check that may still refuse the resume (disk space, data, the trainer)."""
+    training starts, after every check that may still refuse the resume (disk space, data, the trainer); so is a
+    forced config written (`keep_forced_config`): written as the resume was checked, a resume then refused for its
+    data left config.yaml with settings the run never trained with, and the next forced one overwrote the kept copy."""
+    if cfg is not None:
+        keep_forced_config(out, cfg, changes_from_saved_config(out, cfg), attempt)
     with signals.held():  # all or none: a summary set aside beside its record still read as done
         for path in [out / "summary.json", out / FAILED_FILE, *sorted((out / "eval").glob("*.json"))]:
             if path.is_file() and ".before-resume-" not in path.name:
@@ -147,7 +151,7 @@ def prepare_resume(
 ) -> tuple[int, object, str | None]:
     """A resume from `ckpt_path`, checked before any file changes: each run directory's config in `runs` against its
     saved one, the plugins' files against the checkpoint's record, the corpus against `fingerprinted`'s fingerprint.
-    Then stale saves go, forced configs are kept and the checkpoint's tokenizer is restored in `home` (the directory
+    Then stale saves go and the checkpoint's tokenizer is restored in `home` (the directory
     that resumes: a run's, a group's). Returns (attempt number, that tokenizer or None, the fingerprint record to write
     or None)."""
     changes = [(out, cfg, checked_config_changes(out, cfg, force)) for out, cfg in runs]
@@ -155,9 +159,8 @@ def prepare_resume(
     proto = checkpoint_tokenizer(ckpt_path)
     data_changed = checked_data(fingerprinted, runs[0][1].data, proto, ckpt_path, accept_data_change)
     attempt = resume_attempt(home)
-    for out, cfg, changed in changes:
-        remove_interrupted_saves(out)
-        keep_forced_config(out, cfg, changed, attempt)
+    for out, _, _ in changes:
+        remove_interrupted_saves(out)  # a forced config is written as training starts (set_aside_results)
     tokenizer = run_tokenizer(home, proto, ckpt_path) if proto is not None else None
     log.warning("resuming %s from %s", home, ckpt_path)
     return attempt, tokenizer, fingerprint_to_record(data_changed, attempt)

@@ -91,7 +91,7 @@ def _train(cfg: ExperimentConfig, out: Path, callbacks: list, resume: bool, forc
     speed, stop, preemption, extra, wandb_logger = parts.speed, parts.stop, parts.preemption, parts.extra, parts.wandb_logger
     try:
         if resume:
-            set_aside_results(out, attempt)
+            set_aside_results(out, attempt, cfg)
         fit_or_exit(trainer, module, dm, ckpt_path, preemption)
         with run_end(out):  # a signal from here on exits 75 (130), to resume the end, not 0 with no summary
             validated = "valid" in available_splits(cfg.data)
