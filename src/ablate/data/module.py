@@ -98,6 +98,12 @@ class TranslationDataModule(L.LightningDataModule):
                 where,
             )
         lost = (stats.empty + self.dropped[split]["too_long"]) / max(stats.lines, 1)
+        if split == "train" and stats.lines and lost >= 1:  # max_dropped_share=1 let it by: 0 steps, exit 0, a "finished" run
+            raise ValueError(
+                f"{where}: every one of the {stats.lines} training pairs would be dropped ({stats.empty} with an empty side, "
+                f"{overlong} longer than data.max_len={self.data_cfg.max_len} tokens): nothing to train on; check the "
+                "files, or raise data.max_len"
+            )
         if split == "train" and lost > self.data_cfg.max_dropped_share:
             raise ValueError(
                 f"{where}: {lost:.1%} of the {stats.lines} training pairs would be dropped ({stats.empty} with an "

@@ -22,7 +22,7 @@ import sentencepiece as spm
 
 from ablate.data.corpus import read_parallel
 from ablate.data.datasets import cache_dir, sha256_file
-from ablate.files.atomic import private_dir
+from ablate.files.atomic import private_dir, remove_stale
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ FORMAT = 2
 
 SETTINGS_KEYS = ("data.vocab_size", "data.character_coverage", "data.tokenizer_sample")  # the config keys tokenizer_settings reads
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+MAX_SENTENCE_BYTES = 4192  # SentencePiece's max_sentence_length, left at its default: longer sentences are skipped
 
 
 class Tokenizer:
@@ -147,6 +149,11 @@ def train_tokenizer(sentences: Sequence[str], out_dir: Path, *, vocab_size: int,
                 f"data.vocab_size={vocab_size} cannot hold the corpus's characters and special tokens{least}; "
                 "choose a larger data.vocab_size or a lower data.character_coverage"
             ) from None
+        if "sentences_.empty()" in msg:  # it skips sentences over its byte limit, in silence, then has none
+            raise ValueError(
+                f"SentencePiece found no training sentence under its {MAX_SENTENCE_BYTES}-byte limit among "
+                f"{len(sentences)}: are the files one document a line, or with old-Mac (CR only) line ends?"
+            ) from None
         raise
     _same_bytes_anywhere(out_dir / "spm.model")
     return out_dir / "spm.model"
@@ -190,6 +197,7 @@ def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Pa
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     final = cache_dir(data_cfg) / "tokenizers" / key
     if (final / "spm.model").is_file() and (cached := _cached(final)) is not None:
+        remove_stale(final)  # a killed trainer's folder, where another finished first: never trained again to clear it
         return cached
     final.parent.mkdir(parents=True, exist_ok=True)
     # Train into a private temp dir and rename it into place: renaming a directory is atomic, so a racing sweep
@@ -210,6 +218,8 @@ def load_or_train_tokenizer(data_cfg, train_src: str | Path, train_tgt: str | Pa
         )
         digest = hashlib.sha256((tmp / "spm.model").read_bytes()).hexdigest()
         (tmp / "settings.json").write_text(json.dumps({**settings, "spm_sha256": digest}, indent=2, sort_keys=True) + "\n")
+        if final.is_dir() and not (final / "spm.model").is_file():  # an entry cut short (killed while removed): every
+            shutil.rmtree(final, ignore_errors=True)  # later run failed to rename onto it, "Directory not empty"
         try:
             os.rename(tmp, final)
         except OSError:

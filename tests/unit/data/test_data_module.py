@@ -120,3 +120,16 @@ def test_evaluation_sources_are_cut_only_at_the_models_bound_as_translate_cuts_t
             if i == 3:
                 real = src_ids[src_ids != 0].tolist()
                 assert real == (ids if kept is None else ids[: kept - 1]) + [EOS_ID]
+
+
+def test_a_training_split_every_pair_of_which_is_dropped_is_refused_whatever_the_allowed_share(tmp_path):
+    """The data review: with data.max_dropped_share=1 a corpus longer than data.max_len everywhere trained 0 steps and
+    ended as a finished run, exit 0, its summary the untrained model's."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder, "train", 300, seed=0)
+    cfg = ExperimentConfig(data=data_cfg(tmp_path, max_len=1, max_dropped_share=1.0, train_prefix=str(folder / "train")))
+    dm = TranslationDataModule(cfg)
+    dm.prepare_data()
+    with pytest.raises(ValueError, match=r"every one of the 300 training pairs would be dropped .* nothing to train on"):
+        dm.setup("fit")

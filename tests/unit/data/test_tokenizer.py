@@ -107,3 +107,23 @@ def test_tokenizer_vocab_too_large_or_bad_sample(tmp_path, train_files):
     with pytest.raises(ValueError, match=r"data.tokenizer_sample=50"):
         load_or_train_tokenizer(data_cfg(tmp_path, tokenizer_sample=50), *train_files)
     assert not list((tmp_path / "cache" / "tokenizers").iterdir()), "a failed training leaves nothing behind"
+
+
+def test_an_entry_cut_short_and_a_killed_builders_folder_are_cleared(tmp_path, train_files):
+    """The data review: an entry without spm.model (cut short while removed) made every later run fail to rename onto
+    it ("Directory not empty"); a killed builder's folder stayed for good where another process finished first."""
+    from ablate.files.atomic import HOST_TAG
+
+    cfg = data_cfg(tmp_path)
+    entry = load_or_train_tokenizer(cfg, *train_files).path.parent
+    (entry / "spm.model").unlink()
+    assert load_or_train_tokenizer(cfg, *train_files).path == entry / "spm.model"
+    dead = entry.parent / f".{entry.name}.{HOST_TAG}-999999999.abcd.tmp"  # no such process
+    dead.mkdir()
+    load_or_train_tokenizer(cfg, *train_files)
+    assert not dead.exists()
+
+
+def test_a_corpus_of_sentences_over_sentencepieces_limit_is_said_as_such(tmp_path):
+    with pytest.raises(ValueError, match=r"SentencePiece found no training sentence under its 4192-byte limit among 4: are the files"):
+        tokenizer_module.train_tokenizer(["a b c d " * 1200] * 4, tmp_path, vocab_size=64, character_coverage=1.0)
