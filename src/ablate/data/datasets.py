@@ -170,10 +170,12 @@ def _files_split(data_cfg, split: str) -> tuple[Path, Path]:
         raise ValueError(f"data.dataset='files' but {key} is not set; the {split} split needs PREFIX.{{lang}}[.gz]")
     found = []
     for lang in (data_cfg.src_lang, data_cfg.tgt_lang):
-        tried = [Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")]
+        tried = [Path(f"{prefix}.{lang}").expanduser(), Path(f"{prefix}.{lang}.gz").expanduser()]  # `~/corpus/train` too
         hit = next((p for p in tried if p.is_file()), None)
         if hit is None:
-            raise FileNotFoundError(f"{key}='{prefix}': none of {[str(p) for p in tried]} exists")
+            folders = [str(p) for p in tried if p.is_dir()]
+            what = f"{folders[0]} is a folder, not a file" if folders else f"none of {[str(p) for p in tried]} exists"
+            raise FileNotFoundError(f"{key}='{prefix}': {what}")
         found.append(hit)
     return found[0], found[1]
 

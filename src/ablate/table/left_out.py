@@ -112,12 +112,13 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
             )
         elif state == "COMPLETE":
             out.runs[f"trial {name}"] = "no run folder: study.db marks it COMPLETE, but trials/" + name + " is gone"
-        elif (state == "RUNNING" or (state == "FAIL" and reason is None)) and (row, seed) not in tabulated:
+        elif (state == "RUNNING" or (state == "FAIL" and reason is None)) and not _holds(tabulated, row, seed):
             # interrupted, killed or running, its folder not here (an archive keeps finished runs only): never silent
             out.runs[f"trial {name}"] = (
-                "stopped before it finished (interrupted or killed), or still running; its run folder is not here: not a "
-                "finished seed; `ablate sweep` continues it when run again"
-            )
+                "starting (its run folder holds no config.yaml yet: its data, or its first step), or stopped there"
+                if (root / "trials" / name).is_dir()
+                else "stopped before it finished (interrupted or killed), or still running; its run folder is not here"
+            ) + ": not a finished seed; `ablate sweep` continues it when run again"
         elif state in ("FAIL", "PRUNED") and reason is not None and not reason.startswith(NOT_RUN):
             out.runs[f"trial {name}"] = why = f"{_state(state, reason)}; its run folder is not here"
             if row is not None:
@@ -131,6 +132,12 @@ def left_out(root: Path, runs: list[Run], trials: Trials | None = None) -> LeftO
         elif row in rows and (seeds := {config.get("seed"): None for why, config in attempts if why.startswith("diverged")}):
             out.some_diverged[row] = list(seeds)  # a seed whose retry diverged again is one seed
     return out
+
+
+def _holds(tabulated: dict, row: str | None, seed) -> bool:
+    """Whether the table has a run of this row and seed; of the row at all, for a trial queued with no seed of its own
+    (a sweep without `seeds`: each row once, at the base's seed)."""
+    return (row, seed) in tabulated or (seed is None and any(r == row for r, _ in tabulated))
 
 
 def _is_group(config: dict) -> bool:

@@ -277,3 +277,16 @@ def test_wmt14_without_the_datasets_library_says_how_to_get_it(tmp_path, monkeyp
     monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
     with pytest.raises(DownloadError, match=r"pip install 'ablate\[wmt\]'.*train.en"):
         resolve_split(DataConfig(dataset="wmt14_en_de", cache_dir=str(tmp_path)), "train")
+
+
+def test_a_files_prefix_takes_a_tilde_and_a_folder_is_said_to_be_one(tmp_path, monkeypatch):
+    """The data review: `~` was expanded in data.dir, data.cache_dir and ABLATE_DATA_DIR but not in a prefix; and a
+    prefix naming a folder (PREFIX.en a folder) was said not to exist."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for lang in ("en", "de"):
+        (tmp_path / f"train.{lang}").write_text("a b\n")
+    cfg = DataConfig(dataset="files", train_prefix="~/train")
+    assert resolve_split(cfg, "train") == (tmp_path / "train.en", tmp_path / "train.de")
+    (tmp_path / "odd.en").mkdir()
+    with pytest.raises(FileNotFoundError, match=rf"data.train_prefix='~/odd': {tmp_path / 'odd.en'} is a folder, not a file"):
+        resolve_split(DataConfig(dataset="files", train_prefix="~/odd"), "train")

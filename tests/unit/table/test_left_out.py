@@ -338,9 +338,14 @@ def test_an_interrupted_or_running_trial_whose_folder_is_not_here_is_named(tmp_p
     root = study(tmp_path)
     db = sqlite3.connect(root / "study.db")
     choices = json.dumps({"name": "CategoricalDistribution", "attributes": {"choices": sorted(SCORES)}})
-    for i, (state, row, seed) in enumerate([("RUNNING", "A-h1", 8), ("FAIL", "A-h1", 9), ("FAIL", "base", 1)], start=96):
+    trials = [("RUNNING", "A-h1", 8), ("FAIL", "A-h1", 9), ("FAIL", "base", 1), ("FAIL", "base", None)]  # None: no seeds list
+    for i, (state, row, seed) in enumerate(trials, start=95):
         db.execute("INSERT INTO trials VALUES (?, ?, ?)", (i, i, state))
-        attrs = [("out_dir", json.dumps(str(root / "trials" / f"{row}-s{seed}-gone"))), ("row", json.dumps(row)), ("seed", str(seed))]
+        attrs = [
+            ("out_dir", json.dumps(str(root / "trials" / f"{row}-s{seed}-gone"))),
+            ("row", json.dumps(row)),
+            ("seed", json.dumps(seed)),
+        ]
         db.executemany(f"INSERT INTO trial_user_attributes VALUES ({i}, ?, ?)", attrs)
         db.execute("INSERT INTO trial_params VALUES (?, 'row', ?, ?)", (i, sorted(SCORES).index(row), choices))
     db.commit()
@@ -348,7 +353,10 @@ def test_an_interrupted_or_running_trial_whose_folder_is_not_here_is_named(tmp_p
     runs = left_out(root, runs_from_dirs(root)).runs
     assert runs["trial A-h1-s8-gone"] == runs["trial A-h1-s9-gone"]
     assert runs["trial A-h1-s8-gone"].startswith("stopped before it finished (interrupted or killed), or still running")
-    assert "trial base-s1-gone" not in runs
+    assert "trial base-s1-gone" not in runs and "trial base-sNone-gone" not in runs
+    (root / "trials" / "A-h1-s8-gone").mkdir()  # a trial starting: its folder made, no config.yaml yet
+    said = left_out(root, runs_from_dirs(root)).runs["trial A-h1-s8-gone"]
+    assert said.startswith("starting (its run folder holds no config.yaml yet: its data, or its first step), or stopped there")
 
 
 def test_a_running_trials_folder_says_it_may_have_been_killed_and_where_to_look(tmp_path):
