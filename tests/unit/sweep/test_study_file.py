@@ -61,10 +61,10 @@ def test_a_database_a_worker_keeps_locked_is_given_up_on_saying_it_is_busy(tmp_p
     assert study_file.study_names(db) == ["mine"]
 
 
-def test_a_study_db_that_links_to_nothing_is_refused_by_archive_status_and_table(tmp_path):
+def test_a_study_db_that_links_to_nothing_is_refused_by_archive_status_and_table(tmp_path, capsys):
     """Read as absent, the archive left the database out (exit 0) and status said the folder holds none."""
     from ablate.archive.study import archive
-    from ablate.sweep.status import resolve
+    from ablate.cli import main
     from ablate.sweep.study_file import check_present
     from ablate.table.left_out import study_trials
 
@@ -77,7 +77,7 @@ def test_a_study_db_that_links_to_nothing_is_refused_by_archive_status_and_table
     for call in (lambda: check_present(study / "study.db"), lambda: archive(study, tmp_path / "arc"), lambda: study_trials(study)):
         with pytest.raises(ValueError, match=said):
             call()
-    with pytest.raises(ValueError, match=said):
-        resolve(str(study))
+    assert main(["status", str(study)]) == 2
+    assert said.replace("\\", "") in capsys.readouterr().err
     assert not (tmp_path / "arc").exists()
     assert check_present(tmp_path / "none.db") is False
