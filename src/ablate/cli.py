@@ -141,10 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             code, name = stopped
             print(f"ablate {args.command}: stopped by {name}; no file was left half-written or temporary", file=sys.stderr)
             return code
-        if not isinstance(e, ConfigError) and (where := plugins.raised_in(e)):  # the user's own code: where it failed
-            print(
-                f"ablate {args.command}: error: a plugin raised {type(e).__name__}: {redact(str(e))}\n  at {redact(where)}", file=sys.stderr
-            )
+        if not isinstance(e, ConfigError) and (said := plugins.error_said(e)):  # the user's own code: where it failed
+            print(f"ablate {args.command}: error: {said}", file=sys.stderr)
             return 1
         if isinstance(e, (ConfigError, ValueError, OSError, DownloadError)):  # OSError's message names the path
             print(f"ablate {args.command}: error: {redact(str(e))}", file=sys.stderr)

@@ -27,6 +27,7 @@ from types import ModuleType
 from ablate.config.compose import is_plugin_file as is_file
 from ablate.config.compose import resolve_plugin as resolve
 from ablate.messages.errors import ConfigError
+from ablate.messages.redact import redact
 from ablate.registry import NameTaken, Registry, restoring
 
 ENTRY_POINT_GROUP = "ablate.plugins"
@@ -269,6 +270,16 @@ def raised_in(e: BaseException) -> str | None:
             return f"{f.filename}, line {f.lineno}, in {f.name}" + (f": {f.line.strip()}" if f.line else "")
         e = e.__cause__ or e.__context__
     return None
+
+
+def error_said(e: BaseException, one_line: bool = False) -> str | None:
+    """An error raised in a plugin's code as every command says it, secrets masked: "a plugin raised TYPE: MESSAGE",
+    then "  at FILE, line N, in forward: CODE"; None for any other error. `one_line`: the message on one line (a trial's
+    fail reason keeps the line after it, where)."""
+    if (where := raised_in(e)) is None:
+        return None
+    message = " ".join(redact(str(e)).split()) if one_line else redact(str(e))
+    return f"a plugin raised {type(e).__name__}: {message}\n  at {redact(where)}"
 
 
 # Where a file of plugins is named: in a run's config or on its command line, or in a sweep file, which takes no

@@ -349,3 +349,17 @@ def test_a_plugin_calling_sys_exit_is_named_not_an_exit_with_no_word(tmp_path):
     plugin = write(tmp_path / "quits.py", "import sys\nsys.exit(3)\n")
     with pytest.raises(ConfigError, match=rf"^plugin {plugin} failed to import \(line 2\): SystemExit: 3$"):
         load_config(overrides=[f"plugins=[{plugin}]"])
+
+
+def test_a_plugins_error_is_said_in_two_lines_with_secrets_masked(tmp_path):
+    """One wording for `ablate` commands and a sweep's trials (whose fail reason keeps the message on one line)."""
+    plugin = write(tmp_path / "ut_secret.py", "def boom():\n    raise ValueError('postgresql://me:hunter2@db/x\\nsecond line')\n")
+    module = plugins.import_plugin(str(plugin))
+    with pytest.raises(ValueError) as err:
+        module.boom()
+    said = plugins.error_said(err.value)
+    assert said.startswith("a plugin raised ValueError: postgresql://me:***@db/x\nsecond line\n  at ")
+    assert said.endswith(f"{plugin}, line 2, in boom: raise ValueError('postgresql://me:***@db/x\\nsecond line')")
+    assert "hunter2" not in said and "hunter2" not in plugins.error_said(err.value, one_line=True)
+    assert plugins.error_said(err.value, one_line=True).split("\n")[0].endswith("@db/x second line")
+    assert plugins.error_said(ValueError("ablate's own")) is None

@@ -27,6 +27,7 @@ from ablate.run.progress import PlainProgress, ProgressBar, ProgressFile
 from ablate.run.provenance import run_provenance
 from ablate.run.quiet import quiet_dependencies
 from ablate.run.stopping import StopRules
+from ablate.training.device import trains_on_cpu
 from ablate.training.flops import train_flops
 from ablate.training.host_memory import keep_freed_memory
 from ablate.training.lightning_internals import StepCheckpoint
@@ -68,8 +69,7 @@ def _check_devices(t) -> None:
 def _check_half_precision_has_a_gpu(t) -> None:
     """On a CPU Lightning trains a 16-mixed run in bf16-mixed (a warning in the log), while ablate would decode it and
     count its MFU in fp16, and its config would say 16-mixed: refused instead, before anything is written."""
-    on_cpu = t.accelerator == "cpu" or (t.accelerator == "auto" and not torch.cuda.is_available() and not torch.backends.mps.is_available())
-    if t.precision == "16-mixed" and on_cpu:
+    if t.precision == "16-mixed" and trains_on_cpu(t):
         raise ValueError(
             f"train.precision=16-mixed needs a GPU, and this run trains on the CPU (train.accelerator={t.accelerator}"
             f"{', and no GPU here' if t.accelerator == 'auto' else ''}); use train.precision=bf16-mixed"

@@ -263,9 +263,8 @@ def main(argv: list[str]) -> int:
 def said_as_a_plugins(e: BaseException) -> bool:
     """An error raised in a plugin's code said where it was, as `ablate train` says it (`fail_reason` keeps both
     lines), for a trial and a member group alike; False for any other, left to its traceback."""
-    if where := plugins.raised_in(e):
-        message = " ".join(redact(str(e)).split())  # one line: the reason keeps the next, where
-        print(f"ablate trial: error: a plugin raised {type(e).__name__}: {message}\n  at {redact(where)}", file=sys.stderr)
+    if said := plugins.error_said(e, one_line=True):
+        print(f"ablate trial: error: {said}", file=sys.stderr)
         return True
     return False
 

@@ -26,19 +26,13 @@ from ablate.evaluation.search import greedy_decode
 from ablate.messages.errors import ConfigError
 from ablate.model import build_transformer
 from ablate.model.tokens import BOS_ID, EOS_ID, PAD_ID
-
-
-def trains_on_cpu(cfg: ExperimentConfig) -> bool:
-    accelerator = str(cfg.train.accelerator)
-    if accelerator != "auto":
-        return accelerator == "cpu"
-    return not torch.cuda.is_available() and not torch.backends.mps.is_available()
+from ablate.training.device import trains_on_cpu
 
 
 def first_pass(cfg: ExperimentConfig, vocab_size: int) -> None:
     """Raise what the run's first steps would raise: an error from a plugin's code as it is (the CLI names its file and
     line), one from ablate's code while a plugin's variant is in the model as a ConfigError naming those variants."""
-    if not trains_on_cpu(cfg):
+    if not trains_on_cpu(cfg.train):
         return
     with torch.random.fork_rng(devices=[]), _python_and_numpy_kept():  # a plugin may draw from either
         try:
